@@ -1,0 +1,12 @@
+// Placeholder until the runs capability lands; replaced by its own module.
+import type { Command } from "@commander-js/extra-typings";
+import { UsageError } from "../../errors.ts";
+
+export function register(program: Command): void {
+  program
+    .command("runs")
+    .description("(not yet available)")
+    .action(() => {
+      throw new UsageError("'runs' is not available in this build yet");
+    });
+}

@@ -1,0 +1,40 @@
+// The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
+import { Command, CommanderError } from "@commander-js/extra-typings";
+import { describeError, ExitCode } from "../errors.ts";
+import { commands } from "./commands/index.ts";
+
+export function buildProgram(): Command {
+  const program = new Command()
+    .name("inferscope")
+    .description("Where each token's time goes in LLM inference serving, and how fast it could be.")
+    .version("0.1.0")
+    .showHelpAfterError("(run with --help for usage)")
+    .exitOverride();
+  for (const register of commands) register(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  const debug = argv.includes("--debug");
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version land here with exit code 0.
+      if (err.exitCode === 0) return ExitCode.ok;
+      return ExitCode.usage;
+    }
+    const { message, exitCode, hint } = describeError(err);
+    process.stderr.write(`inferscope: error: ${message}\n`);
+    if (hint) process.stderr.write(`  hint: ${hint}\n`);
+    if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+    return exitCode;
+  }
+}
+
+const code = await main(process.argv.slice(2));
+// Let pending output drain; servers started by commands have their own shutdown paths.
+process.exitCode = code;
+if (!process.env.INFERSCOPE_NO_EXIT) setImmediate(() => process.exit(code));
