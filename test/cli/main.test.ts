@@ -8,7 +8,8 @@ const cli = (args: string[]) => spawnSync(process.execPath, ["bin/inferscope.mjs
 test("--help lists the commands and exits 0", () => {
   const r = cli(["--help"]);
   assert.equal(r.status, 0);
-  for (const c of ["study", "metrics", "bench", "model", "trace", "sim"]) assert.match(r.stdout, new RegExp(`\\b${c}\\b`));
+  for (const c of ["study", "metrics", "bench", "model", "trace", "sim"])
+    assert.match(r.stdout, new RegExp(`\\b${c}\\b`));
 });
 
 test("an unknown command is a usage error (exit 2) without a stack trace", () => {
