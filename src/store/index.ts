@@ -1,0 +1,7 @@
+// The run store's public surface.
+
+export { collectEnvironment } from "./environment.ts";
+export { addSecret, redact, redactString } from "./redact.ts";
+export { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
+export type { BlockRecord, BlockStatus, RunDetail, RunRecord, RunStatus, Store, StoredRequest } from "./store.ts";
+export { defaultDbPath, migrate, newRunId, openStore } from "./store.ts";
