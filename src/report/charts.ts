@@ -1,0 +1,367 @@
+// Vega-Lite chart specs for the report, compiled and rendered to SVG in Node (no canvas, no network).
+import * as vega from "vega";
+import * as vl from "vega-lite";
+import type { StudyResult } from "./types.ts";
+
+export interface ChartSpec {
+  id: string;
+  section: string;
+  title: string;
+  caption: string;
+  spec: Record<string, unknown>;
+}
+
+export interface RenderedChart extends Omit<ChartSpec, "spec"> {
+  svg: string;
+}
+
+const WIDTH = 620;
+const COLORS = { communication: "#d95f02", compute: "#1b9e77", overhead: "#7570b3" } as const;
+
+const CONFIG = {
+  font: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+  view: { stroke: null },
+  axis: { labelFontSize: 11, titleFontSize: 12, gridColor: "#e8e8e8", domainColor: "#888", tickColor: "#888" },
+  legend: { labelFontSize: 11, titleFontSize: 12, orient: "bottom" },
+  bar: { color: "#4c78a8" },
+  background: "white",
+};
+
+function base(height: number, values: unknown[]): Record<string, unknown> {
+  return {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    width: WIDTH,
+    height,
+    data: { values },
+    config: CONFIG,
+  };
+}
+
+/** Bins samples into equal-width bins (pre-binned so the spec stays small whatever the sample count). */
+export function binSamples(samples: number[], maxBins = 40): Array<{ lo: number; hi: number; count: number }> {
+  const xs = samples.filter((x) => Number.isFinite(x));
+  if (xs.length === 0) return [];
+  xs.sort((a, b) => a - b);
+  // Trim the far tail (beyond p99.5) into the last bin so one outlier does not flatten the chart.
+  const lo = xs[0]!;
+  const hiAll = xs[xs.length - 1]!;
+  const p995 = xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.995))]!;
+  const hi = p995 > lo ? p995 : hiAll;
+  if (hi <= lo) return [{ lo: lo - 0.5, hi: lo + 0.5, count: xs.length }];
+  const n = Math.max(5, Math.min(maxBins, Math.ceil(Math.sqrt(xs.length))));
+  const w = (hi - lo) / n;
+  const bins = Array.from({ length: n }, (_, i) => ({ lo: lo + i * w, hi: lo + (i + 1) * w, count: 0 }));
+  for (const x of xs) bins[Math.min(n - 1, Math.max(0, Math.floor((x - lo) / w)))]!.count++;
+  return bins;
+}
+
+function histogram(id: string, section: string, title: string, caption: string, samples: number[], unit: string) {
+  const bins = binSamples(samples);
+  return {
+    id,
+    section,
+    title,
+    caption,
+    spec: {
+      ...base(180, bins),
+      mark: { type: "bar", color: "#4c78a8" },
+      encoding: {
+        x: { field: "lo", type: "quantitative", title: unit, scale: { zero: false } },
+        x2: { field: "hi" },
+        y: { field: "count", type: "quantitative", title: "count" },
+        tooltip: [{ field: "lo", format: ".3f" }, { field: "hi", format: ".3f" }, { field: "count" }],
+      },
+    },
+  } satisfies ChartSpec;
+}
+
+/** Range bars: a bar to the value, and a rule spanning [low, high]. */
+function rangeBars(
+  rows: Array<{ label: string; value: number; low: number; high: number; color?: string }>,
+  axisTitle: string,
+) {
+  return {
+    ...base(Math.max(60, rows.length * 34), rows),
+    layer: [
+      {
+        mark: { type: "bar", height: 18 },
+        encoding: {
+          y: { field: "label", type: "nominal", title: null, sort: null, axis: { labelLimit: 260 } },
+          x: { field: "value", type: "quantitative", title: axisTitle },
+          color: rows.some((r) => r.color)
+            ? { field: "color", type: "nominal", scale: null, legend: null }
+            : { value: "#4c78a8" },
+        },
+      },
+      {
+        mark: { type: "rule", color: "#222", strokeWidth: 2 },
+        encoding: {
+          y: { field: "label", type: "nominal", sort: null },
+          x: { field: "low", type: "quantitative" },
+          x2: { field: "high" },
+        },
+      },
+      {
+        mark: { type: "text", align: "left", dx: 6, fontSize: 11 },
+        encoding: {
+          y: { field: "label", type: "nominal", sort: null },
+          x: { field: "high", type: "quantitative" },
+          text: { field: "value", type: "quantitative", format: ".3~r" },
+        },
+      },
+    ],
+  };
+}
+
+/** Every chart the result supports, in report order. Sections with no data get no chart. */
+export function chartSpecs(r: StudyResult): ChartSpec[] {
+  const out: ChartSpec[] = [];
+  const d = r.summary.decomposition;
+  if (d.length > 0) {
+    const rows = d.map((p, i) => ({ component: p.component, ms: Math.max(0, p.ms.value), order: i }));
+    out.push({
+      id: "decomposition",
+      section: "summary",
+      title: "Where one token's time goes",
+      caption: `Measured per-token time split into ${d.map((p) => p.component).join(" / ")}. ${r.summary.decompositionBasis}`,
+      spec: {
+        ...base(70, rows),
+        mark: { type: "bar", height: 34 },
+        encoding: {
+          x: { field: "ms", type: "quantitative", stack: "zero", title: "ms per token" },
+          color: {
+            field: "component",
+            type: "nominal",
+            title: null,
+            scale: { domain: Object.keys(COLORS), range: Object.values(COLORS) },
+          },
+          order: { field: "order", type: "quantitative" },
+          tooltip: [{ field: "component" }, { field: "ms", format: ".3f" }],
+        },
+      },
+    });
+  }
+  if (r.ceilings.length > 0) {
+    out.push({
+      id: "ceilings",
+      section: "summary",
+      title: "Ceilings: tokens/s under named assumptions",
+      caption: "Bars are the central value, black lines the range (interval or assumption range).",
+      spec: rangeBars(
+        r.ceilings.map((c) => ({
+          label: c.scenario,
+          value: c.tokensPerSecond.value,
+          low: c.tokensPerSecond.low ?? c.tokensPerSecond.value,
+          high: c.tokensPerSecond.high ?? c.tokensPerSecond.value,
+        })),
+        "tokens/s (batch 1)",
+      ),
+    });
+  }
+  if (r.latency) {
+    const L = r.latency;
+    if (L.ttftSamplesMs.length > 0)
+      out.push(
+        histogram(
+          "ttft-hist",
+          "latency",
+          "Time to first token",
+          `${L.ttftSamplesMs.length} requests, client-measured.`,
+          L.ttftSamplesMs,
+          "TTFT (ms)",
+        ),
+      );
+    if (L.itlSamplesMs.length > 0)
+      out.push(
+        histogram(
+          "itl-hist",
+          "latency",
+          "Inter-token latency",
+          `${L.itlSamplesMs.length} per-token gaps, client-measured.`,
+          L.itlSamplesMs,
+          "ITL (ms)",
+        ),
+      );
+    if (L.itlOverTime.length > 0)
+      out.push({
+        id: "itl-time",
+        section: "latency",
+        title: "ITL over the generation",
+        caption: "Per-token gap against token index (one line per request): drift with context length shows here.",
+        spec: {
+          ...base(200, L.itlOverTime),
+          mark: { type: "line", strokeWidth: 1, opacity: 0.8 },
+          encoding: {
+            x: { field: "token", type: "quantitative", title: "output token index" },
+            y: { field: "ms", type: "quantitative", title: "gap (ms)", scale: { zero: false } },
+            color: { field: "request", type: "nominal", legend: null },
+          },
+        },
+      });
+  }
+  if (r.sweep && r.sweep.points.length > 0) {
+    const pts = r.sweep.points;
+    const maxN = Math.max(...pts.map((p) => p.outputTokens));
+    const line = [
+      { outputTokens: 1, ms: r.sweep.fixedMs.value },
+      { outputTokens: maxN, ms: r.sweep.fixedMs.value + r.sweep.perTokenMs.value * (maxN - 1) },
+    ];
+    out.push({
+      id: "sweep-fit",
+      section: "sweep",
+      title: "Request time against output length",
+      caption: "Points: measured requests. Line: fitted T(N) = a + b·(N − 1).",
+      spec: {
+        ...base(220, []),
+        layer: [
+          {
+            data: { values: line },
+            mark: { type: "line", color: "#d95f02" },
+            encoding: {
+              x: { field: "outputTokens", type: "quantitative", title: "output tokens N" },
+              y: { field: "ms", type: "quantitative", title: "request time (ms)" },
+            },
+          },
+          {
+            data: { values: pts },
+            mark: { type: "point", filled: true, color: "#4c78a8", size: 40 },
+            encoding: {
+              x: { field: "outputTokens", type: "quantitative" },
+              y: { field: "e2eMs", type: "quantitative" },
+            },
+          },
+        ],
+      },
+    });
+    out.push({
+      id: "sweep-residuals",
+      section: "sweep",
+      title: "Fit residuals",
+      caption:
+        "Measured minus fitted request time; a pattern here means T(N) is not linear (e.g. ITL drifts with context).",
+      spec: {
+        ...base(140, pts),
+        layer: [
+          {
+            mark: { type: "rule", color: "#888" },
+            encoding: { y: { datum: 0, type: "quantitative" } },
+          },
+          {
+            mark: { type: "point", filled: true, color: "#7570b3", size: 40 },
+            encoding: {
+              x: { field: "outputTokens", type: "quantitative", title: "output tokens N", scale: { type: "log" } },
+              y: { field: "residualMs", type: "quantitative", title: "residual (ms)" },
+            },
+          },
+        ],
+      },
+    });
+  }
+  if (r.ab && r.ab.arms.length > 0) {
+    out.push({
+      id: "ab-arms",
+      section: "ab",
+      title: "A/B: per-token decode time per arm",
+      caption: "Bars: mean per-token time; black lines: bootstrap 95 % CI.",
+      spec: rangeBars(
+        r.ab.arms.map((a) => ({
+          label: `${a.name} (${a.change})`,
+          value: a.perTokenMs.value,
+          low: a.perTokenMs.low ?? a.perTokenMs.value,
+          high: a.perTokenMs.high ?? a.perTokenMs.value,
+        })),
+        "ms per token",
+      ),
+    });
+  }
+  if (r.trace && r.trace.perClass.length > 0) {
+    const rows = r.trace.perClass.map((c) => ({ cls: c.cls, ms: c.msPerStep }));
+    rows.push({ cls: "idle", ms: r.trace.idleMsPerStep });
+    out.push({
+      id: "trace-classes",
+      section: "trace",
+      title: "Profiler trace: GPU time per decode step by kernel class",
+      caption: `Mean over ${r.trace.decodeSteps} decode steps.`,
+      spec: {
+        ...base(Math.max(60, rows.length * 24), rows),
+        mark: { type: "bar" },
+        encoding: {
+          y: { field: "cls", type: "nominal", title: null, sort: "-x" },
+          x: { field: "ms", type: "quantitative", title: "ms per step" },
+          color: {
+            condition: { test: "datum.cls === 'communication'", value: COLORS.communication },
+            value: "#4c78a8",
+          },
+        },
+      },
+    });
+  }
+  if (r.model && r.model.residuals.length > 0) {
+    out.push({
+      id: "model-residuals",
+      section: "model",
+      title: "Model vs measurement",
+      caption: "Residual = (modelled − measured) / measured, after calibration.",
+      spec: {
+        ...base(Math.max(60, r.model.residuals.length * 28), r.model.residuals),
+        layer: [
+          { mark: { type: "rule", color: "#888" }, encoding: { x: { datum: 0, type: "quantitative" } } },
+          {
+            mark: { type: "bar", height: 16 },
+            encoding: {
+              y: { field: "what", type: "nominal", title: null, sort: null, axis: { labelLimit: 260 } },
+              x: { field: "residualPct", type: "quantitative", title: "residual (%)" },
+              color: {
+                condition: { test: "abs(datum.residualPct) > 10", value: "#d95f02" },
+                value: "#1b9e77",
+              },
+            },
+          },
+        ],
+      },
+    });
+  }
+  if (r.whatIfs.length > 0) {
+    out.push({
+      id: "whatifs",
+      section: "whatifs",
+      title: "What-ifs: tokens/s at batch 1",
+      caption: "Modelled from the calibrated model; lines show the range from the model's efficiency ranges.",
+      spec: rangeBars(
+        r.whatIfs.map((w) => ({
+          label: w.scenario,
+          value: w.tokensPerSecond.value,
+          low: w.tokensPerSecond.low ?? w.tokensPerSecond.value,
+          high: w.tokensPerSecond.high ?? w.tokensPerSecond.value,
+        })),
+        "tokens/s",
+      ),
+    });
+  }
+  return out;
+}
+
+/** Compiles a Vega-Lite spec and renders it to an SVG string, headless. */
+export async function renderSvg(spec: Record<string, unknown>): Promise<string> {
+  const compiled = vl.compile(spec as any).spec;
+  // A loader that refuses all I/O: specs carry inline data only.
+  const loader = vega.loader();
+  loader.load = async () => {
+    throw new Error("charts are rendered from inline data only");
+  };
+  const view = new vega.View(vega.parse(compiled), { renderer: "none", loader });
+  try {
+    return await view.toSVG();
+  } finally {
+    view.finalize();
+  }
+}
+
+export async function renderCharts(r: StudyResult): Promise<RenderedChart[]> {
+  const out: RenderedChart[] = [];
+  for (const c of chartSpecs(r)) {
+    const { spec, ...rest } = c;
+    out.push({ ...rest, svg: await renderSvg(spec) });
+  }
+  return out;
+}

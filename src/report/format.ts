@@ -1,0 +1,67 @@
+// Number and text formatting shared by every report writer (pure).
+import type { Quantity } from "./types.ts";
+
+/** Significant-figure formatting that keeps small and large numbers readable. */
+export function fmt(x: number | undefined, digits = 3): string {
+  if (x === undefined || x === null || Number.isNaN(x)) return "n/a";
+  if (!Number.isFinite(x)) return x > 0 ? "∞" : "−∞";
+  const a = Math.abs(x);
+  if (a === 0) return "0";
+  if (a >= 10_000) return Math.round(x).toLocaleString("en-US");
+  if (a >= 100) return x.toFixed(Math.max(0, digits - 3));
+  if (a >= 10) return x.toFixed(Math.max(0, digits - 2));
+  if (a >= 1) return x.toFixed(Math.max(0, digits - 1));
+  return x.toPrecision(digits);
+}
+
+/** "17.4 ms [17.2, 17.6]" — value, interval where known, unit. */
+export function fmtQ(q: Quantity | undefined, digits = 3): string {
+  if (!q) return "n/a";
+  const unit = q.unit ? ` ${q.unit}` : "";
+  const range = q.low !== undefined && q.high !== undefined ? ` [${fmt(q.low, digits)}, ${fmt(q.high, digits)}]` : "";
+  return `${fmt(q.value, digits)}${unit}${range}`;
+}
+
+export function fmtPct(share: number | undefined, digits = 1): string {
+  if (share === undefined || !Number.isFinite(share)) return "n/a";
+  return `${(share * 100).toFixed(digits)} %`;
+}
+
+export function fmtP(p: number | undefined): string {
+  if (p === undefined || !Number.isFinite(p)) return "n/a";
+  if (p < 1e-4) return "< 0.0001";
+  return p.toPrecision(2);
+}
+
+const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** Escapes text for HTML element content and attribute values. */
+export function esc(text: unknown): string {
+  return String(text ?? "").replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+}
+
+/** Escapes text for a Markdown table cell or paragraph: no raw HTML, no table breaks. */
+export function mdEsc(text: unknown): string {
+  return String(text ?? "")
+    .replace(/\\/g, "\\\\")
+    .replace(/[&<>]/g, (c) => HTML_ESCAPES[c]!)
+    .replace(/\|/g, "\\|")
+    .replace(/([*_`[\]])/g, "\\$1")
+    .replace(/\r?\n/g, " ");
+}
+
+/** Removes credentials from a command line or URL before it is stored or shown. */
+export function redactSecrets(text: string): string {
+  return (
+    text
+      // --api-key X, --token X, --hf-token=X, --password X
+      .replace(/(--?[\w-]*(?:api[-_]?key|token|secret|password|passwd)[\w-]*)(=|\s+)("[^"]*"|'[^']*'|\S+)/gi, "$1$2***")
+      // ENV_VAR=value where the name says it is secret
+      .replace(/\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=("[^"]*"|'[^']*'|\S+)/g, "$1=***")
+      // user:password@ in URLs
+      .replace(/(\/\/[^/\s:@]+):[^@\s/]+@/g, "$1:***@")
+      // bearer tokens and sk-… keys
+      .replace(/\b(Bearer\s+)\S+/gi, "$1***")
+      .replace(/\bsk-[A-Za-z0-9_-]{8,}/g, "sk-***")
+  );
+}

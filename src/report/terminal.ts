@@ -1,0 +1,34 @@
+// The terminal summary printed at the end of `inferscope study`.
+import Table from "cli-table3";
+import pc from "picocolors";
+import { fmtQ } from "./format.ts";
+import type { StudyResult } from "./types.ts";
+
+export function renderTerminal(r: StudyResult, opts: { color?: boolean; outDir?: string } = {}): string {
+  const c = opts.color ? pc : pc.createColors(false);
+  const d = r.meta.deployment;
+  const lines: string[] = [];
+  lines.push(
+    c.bold(`inferscope study — ${d.model} (${d.quant}) on ${d.gpus}× ${d.gpu}, TP ${d.tp}, ${d.interconnect}`),
+  );
+  if (r.meta.timeScale !== 1)
+    lines.push(c.dim(`sim time-scale ${r.meta.timeScale}×: times below are converted back to simulated time`));
+  const t = new Table({ head: ["headline", "value [interval]", "how"], style: { head: [], border: [] } });
+  for (const h of r.summary.headlines) t.push([h.label, fmtQ(h.value), h.value.method]);
+  lines.push(t.toString());
+  if (r.summary.decomposition.length) {
+    const dt = new Table({ head: ["per-token time", "ms [range]", "how"], style: { head: [], border: [] } });
+    for (const p of r.summary.decomposition) dt.push([p.component, fmtQ(p.ms), p.ms.method]);
+    lines.push(dt.toString());
+  }
+  if (r.ceilings.length) {
+    const ct = new Table({ head: ["ceiling", "tokens/s [range]", "assumption"], style: { head: [], border: [] } });
+    for (const x of r.ceilings) ct.push([x.scenario, fmtQ(x.tokensPerSecond), x.assumption]);
+    lines.push(ct.toString());
+  }
+  for (const f of r.summary.findings) lines.push(`• ${f}`);
+  const bad = r.meta.phases.filter((p) => p.status !== "ok");
+  for (const p of bad) lines.push(c.yellow(`phase ${p.name}: ${p.status}${p.reason ? ` — ${p.reason}` : ""}`));
+  if (opts.outDir) lines.push(`report: ${opts.outDir}/index.html (also report.md, results.json)`);
+  return lines.join("\n");
+}

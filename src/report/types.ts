@@ -1,0 +1,214 @@
+// The study's result: plain data that every report writer (terminal, JSON, Markdown, HTML) renders.
+// It is also what the run store keeps, so `inferscope report ID` can rebuild a report later.
+
+/** How a number was obtained. Every number in a report carries one. */
+export type Method = "measured" | "fitted" | "modelled" | "derived";
+
+/** A number with its uncertainty and its provenance. low/high bound a ~95 % interval or a stated range. */
+export interface Quantity {
+  value: number;
+  low?: number;
+  high?: number;
+  unit: string;
+  method: Method;
+  /** One short line: the formula or the source (e.g. "mean of 2,431 client per-token gaps; bootstrap 95 % CI"). */
+  how: string;
+}
+
+export type PhaseStatus = "ok" | "skipped" | "failed" | "unavailable";
+
+export interface PhaseRecord {
+  name: string;
+  status: PhaseStatus;
+  /** Why a phase did not run, or what went wrong. */
+  reason?: string;
+  durationMs: number;
+}
+
+export interface Deployment {
+  model: string;
+  quant: string;
+  gpu: string;
+  gpus: number;
+  tp: number;
+  interconnect: string;
+  engine: string;
+}
+
+export interface StudyMeta {
+  tool: { name: string; version: string };
+  startedAt: string;
+  finishedAt: string;
+  durationMs: number;
+  quick: boolean;
+  seed: number;
+  target: {
+    kind: "embedded-sim" | "url" | "server-cmd";
+    url?: string;
+    /** The server command with secrets redacted. */
+    serverCommand?: string;
+    profile?: string;
+  };
+  /** Wall-clock speed-up of the embedded sim; measured times were multiplied back by it. */
+  timeScale: number;
+  deployment: Deployment;
+  /** The study's own flags, as given (secrets redacted). */
+  flags: Record<string, string | number | boolean | null>;
+  environment: Record<string, string>;
+  phases: PhaseRecord[];
+  runId?: string;
+}
+
+export interface AuditFamily {
+  name: string;
+  type: string;
+  /** request / step / operation / process / other */
+  granularity: string;
+  concept?: string;
+  /** Current value over the window, already formatted (e.g. "mean 17.4 ms, n 1,203"). */
+  value?: string;
+}
+
+export interface AuditSection {
+  engine: string;
+  engineVersion?: string;
+  windowMs: number;
+  families: AuditFamily[];
+  /** What is not exposed and how to recover it. */
+  gaps: Array<{ what: string; method: string; command?: string }>;
+  notes: string[];
+}
+
+export interface LatencySection {
+  requests: number;
+  outputTokensPerRequest: number;
+  promptTokens?: number;
+  ttftMs: Quantity;
+  itlMs: Quantity;
+  tpotMs?: Quantity;
+  e2eMs?: Quantity;
+  decodeRate: Quantity;
+  /** Raw samples for the histograms (simulated time). */
+  ttftSamplesMs: number[];
+  itlSamplesMs: number[];
+  /** Per-token gaps of one representative request, in order (ITL over time). */
+  itlOverTime: Array<{ request: number; token: number; ms: number }>;
+  /** The server's own view over the same window, where /metrics was readable. */
+  server?: { ttftMeanMs?: number; itlMeanMs?: number; steps?: number; note?: string };
+  notes: string[];
+}
+
+export interface SweepSection {
+  points: Array<{ outputTokens: number; e2eMs: number; predictedMs: number; residualMs: number }>;
+  fixedMs: Quantity;
+  perTokenMs: Quantity;
+  /** Rate the decode converges to: 1000 / perTokenMs. */
+  convergedRate: Quantity;
+  r2?: number;
+  notes: string[];
+}
+
+export interface AbArm {
+  name: string;
+  /** env/flags applied, e.g. "NCCL_PROTO=LL" or "(default)" */
+  change: string;
+  perTokenMs: Quantity;
+  ttftMs?: Quantity;
+  e2eMs?: Quantity;
+  samples: number;
+}
+
+export interface AbSection {
+  arms: AbArm[];
+  /** baseline − treatment per-token time (positive = treatment faster). */
+  deltaPerTokenMs: Quantity;
+  deltaTtftMs?: Quantity;
+  /** delta ÷ all-reduces per token. */
+  deltaPerCallUs?: Quantity;
+  callsPerToken?: number;
+  pWelch?: number;
+  pMannWhitney?: number;
+  verdict: string;
+  order?: string[];
+  notes: string[];
+}
+
+export interface TraceSection {
+  steps: number;
+  decodeSteps: number;
+  stepMs: Quantity;
+  perClass: Array<{ cls: string; msPerStep: number; share: number; kernelsPerStep?: number }>;
+  idleMsPerStep: number;
+  allReduceCallsPerStep: number;
+  allReducePerCallUs: Quantity;
+  allReduceShare: Quantity;
+  kernelNames: string[];
+  files: string[];
+  notes: string[];
+}
+
+export interface DecompositionPart {
+  component: "communication" | "compute" | "overhead";
+  ms: Quantity;
+  detail: string;
+}
+
+export interface ModelSection {
+  description: string;
+  predictedStepMs: Quantity;
+  calibratedStepMs?: Quantity;
+  terms: Array<{ name: string; ms: number; share: number; detail?: string }>;
+  collectives?: {
+    countPerToken: number;
+    bytesEach: number;
+    algorithm?: string;
+    protocol?: string;
+    latencyUs?: number;
+    note?: string;
+  };
+  residuals: Array<{ what: string; measured: number; modelled: number; unit: string; residualPct: number }>;
+  fittedParams: Array<{ name: string; value: Quantity }>;
+  notes: string[];
+}
+
+export interface Ceiling {
+  scenario: string;
+  assumption: string;
+  msPerToken: Quantity;
+  tokensPerSecond: Quantity;
+}
+
+export interface WhatIf {
+  scenario: string;
+  assumption: string;
+  tokensPerSecond: Quantity;
+  msPerToken: Quantity;
+  speedup?: number;
+}
+
+export interface Headline {
+  label: string;
+  value: Quantity;
+}
+
+export interface StudyResult {
+  schema: "inferscope.study/1";
+  meta: StudyMeta;
+  summary: {
+    headlines: Headline[];
+    /** Measured per-token time split into communication / compute / overhead. */
+    decomposition: DecompositionPart[];
+    decompositionBasis: string;
+    ceiling?: Ceiling;
+    findings: string[];
+  };
+  audit?: AuditSection;
+  latency?: LatencySection;
+  sweep?: SweepSection;
+  ab?: AbSection;
+  trace?: TraceSection;
+  model?: ModelSection;
+  ceilings: Ceiling[];
+  whatIfs: WhatIf[];
+  method: string[];
+}
