@@ -7,7 +7,17 @@ export type Uniform = () => number;
 
 /** xoroshiro128+ from pure-rand, 53 random bits per draw. */
 export function makeRng(seed: number): Uniform {
-  const rng = prand.xoroshiro128plus(seed | 0);
+  // pure-rand seeds xoroshiro with (-1, ~seed, seed, 0), so neighbouring seeds start correlated:
+  // fill the whole 128-bit state from splitmix32 of the seed instead.
+  let x = seed | 0;
+  const next32 = () => {
+    x = (x + 0x9e3779b9) | 0;
+    let z = x;
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+    return (z ^ (z >>> 16)) | 0;
+  };
+  const rng = prand.xoroshiro128plus.fromState([next32(), next32(), next32(), next32()]);
   return () => {
     const hi = rng.unsafeNext() >>> 5; // 27 bits
     const lo = rng.unsafeNext() >>> 6; // 26 bits
