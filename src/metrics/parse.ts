@@ -1,0 +1,1202 @@
+// Prometheus text 0.0.4 and OpenMetrics 1.0 parser: one pass over char codes, no regex per line.
+// Strict mode applies the OpenMetrics rules (the verdicts of the upstream conformance suite);
+// lenient mode accepts what real servers emit and records each deviation as a warning.
+
+import { ParseError } from "../errors.ts";
+import type {
+  Exemplar,
+  Exposition,
+  ExpositionFormat,
+  Labels,
+  MetricFamily,
+  MetricType,
+  ParseWarning,
+  Sample,
+} from "./types.ts";
+
+export interface ParseOptions {
+  /** Forces the format; otherwise taken from `contentType`, otherwise sniffed (`# EOF` → OpenMetrics). */
+  format?: ExpositionFormat;
+  /** The HTTP Content-Type of the body, e.g. `application/openmetrics-text; version=1.0.0`. */
+  contentType?: string;
+  /** OpenMetrics rules: every deviation is a ParseError instead of a warning. Default false. */
+  strict?: boolean;
+  /** Source name used in error messages (`file:line:column`). */
+  file?: string;
+  /** At most this many warnings are kept (default 1000); the rest are counted in a final warning. */
+  maxWarnings?: number;
+}
+
+/** The exposition format a Content-Type announces (anything not OpenMetrics is Prometheus text). */
+export function formatFromContentType(ct: string | undefined): ExpositionFormat {
+  if (ct && /application\/openmetrics-text/i.test(ct)) return "openmetrics-1.0";
+  return "prometheus-0.0.4";
+}
+
+/** OpenMetrics if the text ends with a `# EOF` line, else Prometheus text. */
+export function sniffFormat(text: string): ExpositionFormat {
+  let end = text.length;
+  while (end > 0) {
+    const c = text.charCodeAt(end - 1);
+    if (c === 10 || c === 13 || c === 32 || c === 9) end--;
+    else break;
+  }
+  const start = text.lastIndexOf("\n", end - 1) + 1;
+  const last = text.slice(start, end);
+  return last === "# EOF" ? "openmetrics-1.0" : "prometheus-0.0.4";
+}
+
+/** Parses an exposition held in bytes; invalid UTF-8 is a ParseError at its line:column. */
+export function parseBytes(buf: Uint8Array, opts: ParseOptions = {}): Exposition {
+  let text: string;
+  try {
+    text = utf8Fatal.decode(buf);
+  } catch {
+    const at = firstInvalidUtf8(buf);
+    throw new ParseError("invalid UTF-8 byte sequence; expected UTF-8 text", { file: opts.file, ...at });
+  }
+  // A BOM is not part of either format; drop it rather than reject the first name.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  return parseExposition(text, opts);
+}
+
+const utf8Fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** Line and column (in characters) of the first invalid UTF-8 sequence. */
+export function firstInvalidUtf8(buf: Uint8Array): { line: number; column: number } {
+  let line = 1;
+  let column = 1;
+  let i = 0;
+  const n = buf.length;
+  while (i < n) {
+    const b = buf[i];
+    if (b < 0x80) {
+      if (b === 10) {
+        line++;
+        column = 1;
+      } else column++;
+      i++;
+      continue;
+    }
+    let need = 0;
+    let min = 0;
+    if (b >= 0xc2 && b <= 0xdf) {
+      need = 1;
+      min = 0x80;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      need = 2;
+      min = 0x800;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      need = 3;
+      min = 0x10000;
+    } else return { line, column };
+    let cp = b & (0x3f >> need);
+    for (let k = 1; k <= need; k++) {
+      const cb = buf[i + k];
+      if (cb === undefined || (cb & 0xc0) !== 0x80) return { line, column };
+      cp = (cp << 6) | (cb & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return { line, column };
+    i += need + 1;
+    column++;
+  }
+  return { line, column };
+}
+
+// Character classes for ASCII.
+const NAME_START = 1; // [a-zA-Z_:]
+const NAME_CHAR = 2; // [a-zA-Z0-9_:]
+const LABEL_START = 4; // [a-zA-Z_]
+const LABEL_CHAR = 8; // [a-zA-Z0-9_]
+const CT = new Uint8Array(128);
+for (let c = 0; c < 128; c++) {
+  const ch = String.fromCharCode(c);
+  const alpha = /[a-zA-Z_]/.test(ch);
+  const digit = /[0-9]/.test(ch);
+  if (alpha || ch === ":") CT[c] |= NAME_START | NAME_CHAR;
+  if (digit) CT[c] |= NAME_CHAR | LABEL_CHAR;
+  if (alpha) CT[c] |= LABEL_START | LABEL_CHAR;
+}
+
+const SP = 32;
+const TAB = 9;
+const QUOTE = 34;
+const HASH = 35;
+const COMMA = 44;
+const EQ = 61;
+const LBRACE = 123;
+const RBRACE = 125;
+const BSLASH = 92;
+const CR = 13;
+
+const OM_TYPES: Record<string, MetricType> = {
+  counter: "counter",
+  gauge: "gauge",
+  histogram: "histogram",
+  gaugehistogram: "gaugehistogram",
+  stateset: "stateset",
+  info: "info",
+  summary: "summary",
+  unknown: "untyped",
+};
+const PROM_TYPES: Record<string, MetricType> = {
+  counter: "counter",
+  gauge: "gauge",
+  histogram: "histogram",
+  summary: "summary",
+  untyped: "untyped",
+};
+
+// Sample-name suffixes each type allows (OpenMetrics); lenient mode adds the Prometheus-text ones.
+const STRICT_SUFFIXES: Record<MetricType, readonly string[]> = {
+  counter: ["_total", "_created"],
+  gauge: [""],
+  histogram: ["_bucket", "_count", "_sum", "_created"],
+  gaugehistogram: ["_bucket", "_gcount", "_gsum"],
+  summary: ["", "_count", "_sum", "_created"],
+  untyped: [""],
+  info: ["_info"],
+  stateset: [""],
+};
+const LENIENT_SUFFIXES: Record<MetricType, readonly string[]> = {
+  counter: ["_total", "", "_created"],
+  gauge: [""],
+  histogram: ["_bucket", "_count", "_sum", "_created"],
+  gaugehistogram: ["_bucket", "_gcount", "_gsum", "_count", "_sum", "_created"],
+  summary: ["", "_count", "_sum", "_created"],
+  untyped: [""],
+  info: ["_info", ""],
+  stateset: [""],
+};
+/** Names a family of each type generates, for the OpenMetrics "clashing names" rule. */
+const CLASH_SUFFIXES: Record<MetricType, readonly string[]> = {
+  counter: ["", "_total", "_created"],
+  gauge: [""],
+  histogram: ["", "_bucket", "_count", "_sum", "_created"],
+  gaugehistogram: ["", "_bucket", "_gcount", "_gsum"],
+  summary: ["", "_count", "_sum", "_created"],
+  untyped: [""],
+  info: ["", "_info"],
+  stateset: [""],
+};
+
+interface FamilyState {
+  fam: MetricFamily;
+  /** The name as written in HELP/TYPE (0.0.4 counters say `x_total`; the family is `x`). */
+  declName: string;
+  typeSet: boolean;
+  helpSet: boolean;
+  unitSet: boolean;
+  startLine: number;
+  /** Last accepted sample name and its suffix: consecutive samples skip the suffix lookup. */
+  lastName: string;
+  lastSuffix: string;
+  // Strict-mode grouping state.
+  group: string | undefined;
+  groupTs: number | undefined;
+  seenGroups: Set<string> | undefined;
+}
+
+interface Pos {
+  line: number;
+  column: number;
+}
+
+/** Parses a metrics exposition. Throws ParseError (with line:column and what was expected). */
+export function parseExposition(text: string, opts: ParseOptions = {}): Exposition {
+  let format = opts.format;
+  if (!format) {
+    const ct = opts.contentType;
+    if (ct && /application\/openmetrics-text/i.test(ct)) format = "openmetrics-1.0";
+    else if (ct && /text\/plain/i.test(ct)) format = "prometheus-0.0.4";
+    else format = sniffFormat(text);
+  }
+  const p = new Parser(text, format, opts.strict === true, opts.file, opts.maxWarnings ?? 1000);
+  return p.run();
+}
+
+class Parser {
+  private readonly t: string;
+  private readonly len: number;
+  private readonly om: boolean;
+  private readonly strict: boolean;
+  /** Strict and OpenMetrics: the OpenMetrics semantic rules (types, grouping, histograms) apply. */
+  private readonly omStrict: boolean;
+  private readonly file: string | undefined;
+  private readonly maxWarnings: number;
+  private readonly suffixes: Record<MetricType, readonly string[]>;
+  private warnings: ParseWarning[] = [];
+  private suppressed = 0;
+  private warnedOnce = new Set<string>();
+  private families: MetricFamily[] = [];
+  private cur: FamilyState | undefined;
+  /** Lenient: every family by name, to merge non-contiguous samples. */
+  private byName = new Map<string, FamilyState>();
+  /** Lenient: which family a sample name went to. */
+  private owner = new Map<string, FamilyState>();
+  /** Strict: names generated by finished families. */
+  private seenNames = new Set<string>();
+  private line = 1;
+  private lineStart = 0;
+  private pos = 0;
+  private lastSampleName = "";
+  private labelNameCache: string[] = [];
+  private labelValueCache: string[] = [];
+
+  constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
+    this.t = text;
+    this.len = text.length;
+    this.om = format === "openmetrics-1.0";
+    this.strict = strict;
+    this.omStrict = strict && this.om;
+    this.file = file;
+    this.maxWarnings = maxWarnings;
+    this.suffixes = this.omStrict ? STRICT_SUFFIXES : LENIENT_SUFFIXES;
+  }
+
+  run(): Exposition {
+    const t = this.t;
+    const len = this.len;
+    let sawEof = false;
+    let pos = 0;
+    while (pos < len) {
+      let eol = t.indexOf("\n", pos);
+      const hasNewline = eol !== -1;
+      if (!hasNewline) eol = len;
+      let end = eol;
+      this.lineStart = pos;
+      this.pos = pos;
+      if (end > pos && t.charCodeAt(end - 1) === CR) {
+        if (this.strict) this.fail("carriage return before end of line; expected \\n line endings", end - 1);
+        end--;
+        this.warnOnce("crlf", "CRLF line endings; the formats use \\n", end);
+      }
+      if (sawEof) {
+        if (this.om) {
+          if (this.strict) this.fail("text after # EOF; expected nothing after the # EOF line", pos);
+          this.warn("text after # EOF ignored", pos);
+          break;
+        }
+      }
+      if (end === pos) {
+        if (this.om) {
+          if (this.strict) this.fail("blank line; OpenMetrics expects a sample, metadata or # EOF", pos);
+          this.warnOnce("blank", "blank lines are not allowed in OpenMetrics", pos);
+        }
+      } else {
+        const c = t.charCodeAt(pos);
+        if (c === HASH) {
+          if (end - pos === 5 && t.startsWith("# EOF", pos)) {
+            if (this.om) sawEof = true;
+          } else this.comment(end);
+        } else this.sample(end);
+      }
+      if (!hasNewline && !sawEof && !this.om && end > pos) {
+        if (this.strict) this.fail("missing newline at end of input; expected \\n after the last line", eol);
+        this.warnOnce("final-newline", "no newline after the last line", eol);
+      }
+      pos = eol + 1;
+      this.line++;
+    }
+    this.finishFamily();
+    if (this.om && !sawEof) {
+      this.lineStart = len > 0 && t.charCodeAt(len - 1) !== 10 ? t.lastIndexOf("\n", len - 1) + 1 : len;
+      if (this.strict) this.fail("missing # EOF; an OpenMetrics exposition must end with a # EOF line", len);
+      this.warn("missing # EOF at the end of the OpenMetrics exposition", len);
+    }
+    if (this.suppressed > 0) {
+      this.warnings.push({
+        line: this.line,
+        column: 1,
+        message: `${this.suppressed} more warnings not shown`,
+      });
+    }
+    return {
+      format: this.om ? "openmetrics-1.0" : "prometheus-0.0.4",
+      families: this.families,
+      warnings: this.warnings,
+    };
+  }
+
+  // ---- positions, errors, warnings ----
+
+  private at(offset: number): Pos {
+    return { line: this.line, column: offset - this.lineStart + 1 };
+  }
+
+  private fail(message: string, offset: number): never {
+    const p = this.at(offset);
+    throw new ParseError(message, { file: this.file, line: p.line, column: p.column });
+  }
+
+  private failAtLine(message: string, line: number): never {
+    throw new ParseError(message, { file: this.file, line, column: 1 });
+  }
+
+  private warn(message: string, offset: number): void {
+    if (this.warnings.length >= this.maxWarnings) {
+      this.suppressed++;
+      return;
+    }
+    const p = this.at(offset);
+    this.warnings.push({ line: p.line, column: p.column, message });
+  }
+
+  /** One warning per kind of deviation, so a 20 MB body does not produce 200k copies. */
+  private warnOnce(kind: string, message: string, offset: number): void {
+    if (this.warnedOnce.has(kind)) return;
+    this.warnedOnce.add(kind);
+    this.warn(`${message} (first at this line; further occurrences not reported)`, offset);
+  }
+
+  /** A deviation: error in strict mode, warning otherwise. */
+  private deviate(kind: string, message: string, offset: number): void {
+    if (this.strict) this.fail(message, offset);
+    this.warnOnce(kind, message, offset);
+  }
+
+  private describe(offset: number, end: number): string {
+    if (offset >= end) return "end of line";
+    const c = this.t.charCodeAt(offset);
+    if (c === SP) return "a space";
+    if (c === TAB) return "a tab";
+    return JSON.stringify(this.t[offset]);
+  }
+
+  // ---- comments and metadata ----
+
+  private comment(end: number): void {
+    const t = this.t;
+    let p = this.pos + 1;
+    if (this.om) {
+      // OpenMetrics: exactly "# KEYWORD name ..." ; other comments are not allowed.
+      let kw = "";
+      if (p < end && t.charCodeAt(p) === SP) {
+        if (t.startsWith("HELP", p + 1)) kw = "HELP";
+        else if (t.startsWith("TYPE", p + 1)) kw = "TYPE";
+        else if (t.startsWith("UNIT", p + 1)) kw = "UNIT";
+        if (kw && p + 5 < end && t.charCodeAt(p + 5) !== SP) kw = "";
+        if (kw && p + 5 >= end) {
+          this.deviate("meta", `# ${kw} needs a metric name; expected "# ${kw} <name> ..."`, p + 5);
+          return;
+        }
+      }
+      if (!kw) {
+        if (this.strict) {
+          this.fail(
+            'OpenMetrics allows only "# HELP", "# TYPE", "# UNIT" and "# EOF" comment lines; expected one of them',
+            this.pos,
+          );
+        }
+        this.warnOnce("comment", "plain comment lines are not allowed in OpenMetrics; ignored", this.pos);
+        return;
+      }
+      this.metadata(kw, p + 6, end);
+      return;
+    }
+    // Prometheus text: "#" then blanks then HELP/TYPE; anything else is a comment.
+    while (p < end && (t.charCodeAt(p) === SP || t.charCodeAt(p) === TAB)) p++;
+    let kw = "";
+    if (t.startsWith("HELP", p)) kw = "HELP";
+    else if (t.startsWith("TYPE", p)) kw = "TYPE";
+    else if (t.startsWith("UNIT", p) && !this.strict) kw = "UNIT";
+    if (!kw) return;
+    p += 4;
+    if (p < end && t.charCodeAt(p) !== SP && t.charCodeAt(p) !== TAB) return; // e.g. "# HELPER"
+    while (p < end && (t.charCodeAt(p) === SP || t.charCodeAt(p) === TAB)) p++;
+    if (p >= end) {
+      if (this.strict) this.fail(`# ${kw} needs a metric name`, p);
+      this.warn(`# ${kw} without a metric name ignored`, p);
+      return;
+    }
+    this.metadata(kw, p, end);
+  }
+
+  private metadata(kw: string, p: number, end: number): void {
+    const t = this.t;
+    const nameStart = p;
+    let c = t.charCodeAt(p);
+    if (!(c < 128 && CT[c] & NAME_START)) {
+      this.fail(`expected a metric name after # ${kw}, got ${this.describe(p, end)}`, p);
+    }
+    p++;
+    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) p++;
+    const name = t.slice(nameStart, p);
+    let rest = "";
+    if (p < end) {
+      c = t.charCodeAt(p);
+      if (c === SP) p++;
+      else if (c === TAB && !this.om) p++;
+      else this.fail(`expected a space after the metric name in # ${kw}, got ${this.describe(p, end)}`, p);
+      if (!this.om) while (p < end && (t.charCodeAt(p) === SP || t.charCodeAt(p) === TAB)) p++;
+      rest = t.slice(p, end);
+    } else if (this.om || kw === "TYPE") {
+      // "# HELP a" with nothing after the name.
+      if (kw === "TYPE") this.fail(`expected a type after "# TYPE ${name}"`, p);
+      this.deviate("meta-empty", `expected a space and text after "# ${kw} ${name}"`, p);
+    }
+    const fs = this.familyForMetadata(name, kw, nameStart);
+    if (kw === "HELP") {
+      if (fs.helpSet) {
+        this.deviate("repeat-help", `second # HELP for "${name}"; expected at most one`, this.pos);
+        return;
+      }
+      fs.helpSet = true;
+      fs.fam.help = rest.indexOf("\\") === -1 ? rest : unescapeHelp(rest, this.om);
+    } else if (kw === "TYPE") {
+      let word = rest;
+      if (!this.strict) word = word.trim().toLowerCase();
+      let type = lookupType(this.om ? OM_TYPES : PROM_TYPES, word);
+      if (type === undefined && !this.strict) {
+        type = lookupType(OM_TYPES, word) ?? lookupType(PROM_TYPES, word);
+        if (type !== undefined) this.warnOnce(`type-${word}`, `type "${word}" belongs to the other format`, p);
+      }
+      if (type === undefined) {
+        if (this.strict || word === "") {
+          const allowed = Object.keys(this.om ? OM_TYPES : PROM_TYPES).join(", ");
+          this.fail(`unknown metric type ${JSON.stringify(rest)}; expected one of ${allowed}`, p);
+        }
+        this.warn(`unknown metric type ${JSON.stringify(rest)}; treated as untyped`, p);
+        type = "untyped";
+      }
+      if (fs.typeSet) {
+        this.deviate("repeat-type", `second # TYPE for "${name}"; expected at most one`, this.pos);
+        return;
+      }
+      fs.typeSet = true;
+      this.setType(fs, type);
+    } else {
+      if (fs.unitSet) {
+        this.deviate("repeat-unit", `second # UNIT for "${name}"; expected at most one`, this.pos);
+        return;
+      }
+      fs.unitSet = true;
+      fs.fam.unit = rest;
+    }
+  }
+
+  private setType(fs: FamilyState, type: MetricType): void {
+    fs.fam.type = type;
+    // Prometheus text names a counter family with its `_total`; the family itself has none.
+    if (type === "counter" && !this.om && fs.declName.endsWith("_total") && fs.declName.length > 6) {
+      const stripped = fs.declName.slice(0, -6);
+      if (!this.strict) {
+        if (this.byName.get(fs.fam.name) === fs) this.byName.delete(fs.fam.name);
+        if (!this.byName.has(stripped)) this.byName.set(stripped, fs);
+      }
+      fs.fam.name = stripped;
+    }
+    fs.lastName = "";
+  }
+
+  private familyForMetadata(name: string, kw: string, offset: number): FamilyState {
+    const cur = this.cur;
+    if (cur && (name === cur.declName || name === cur.fam.name)) {
+      if (cur.fam.samples.length > 0) {
+        this.deviate("meta-after", `# ${kw} for "${name}" after its samples; expected metadata before samples`, offset);
+      }
+      return cur;
+    }
+    if (!this.strict) {
+      const prev = this.byName.get(name);
+      if (prev) {
+        this.warn(`# ${kw} for "${name}" separated from the rest of its family; merged`, offset);
+        this.finishFamily();
+        this.cur = prev;
+        return prev;
+      }
+    }
+    return this.startFamily(name, "untyped");
+  }
+
+  private startFamily(name: string, type: MetricType): FamilyState {
+    this.finishFamily();
+    const fam: MetricFamily = { name, type, help: undefined, unit: undefined, samples: [] };
+    const fs: FamilyState = {
+      fam,
+      declName: name,
+      typeSet: false,
+      helpSet: false,
+      unitSet: false,
+      startLine: this.line,
+      lastName: "",
+      lastSuffix: "",
+      group: undefined,
+      groupTs: undefined,
+      seenGroups: undefined,
+    };
+    this.families.push(fam);
+    if (!this.strict && !this.byName.has(name)) this.byName.set(name, fs);
+    this.cur = fs;
+    return fs;
+  }
+
+  private finishFamily(): void {
+    const fs = this.cur;
+    if (!fs) return;
+    this.cur = undefined;
+    const fam = fs.fam;
+    if (fam.help === undefined) delete fam.help;
+    if (fam.unit === undefined) delete fam.unit;
+    if (!this.strict) {
+      if (fam.unit && this.om && !fam.name.endsWith(`_${fam.unit}`)) {
+        this.warnings.length < this.maxWarnings &&
+          this.warnings.push({
+            line: fs.startLine,
+            column: 1,
+            message: `unit "${fam.unit}" is not a suffix of the family name "${fam.name}"`,
+          });
+      }
+      return;
+    }
+    if (!this.om) {
+      if (this.seenNames.has(fam.name))
+        this.failAtLine(`family "${fam.name}" appears twice; expected its lines together`, fs.startLine);
+      this.seenNames.add(fam.name);
+      return;
+    }
+    if (fam.unit) {
+      if (!fam.name.endsWith(`_${fam.unit}`)) {
+        this.failAtLine(`unit "${fam.unit}" must be the suffix of the family name "${fam.name}"`, fs.startLine);
+      }
+      if (fam.type === "info" || fam.type === "stateset") {
+        this.failAtLine(`a ${fam.type} family cannot have a unit ("${fam.name}")`, fs.startLine);
+      }
+    }
+    for (const s of CLASH_SUFFIXES[fam.type]) {
+      const n = fam.name + s;
+      if (this.seenNames.has(n)) {
+        this.failAtLine(
+          `family "${fam.name}" clashes with an earlier family that already uses the name "${n}"`,
+          fs.startLine,
+        );
+      }
+      this.seenNames.add(n);
+    }
+    if (fam.type === "histogram" || fam.type === "gaugehistogram") this.checkHistogram(fam);
+  }
+
+  // ---- samples ----
+
+  private sample(end: number): void {
+    const t = this.t;
+    let p = this.pos;
+    let c = t.charCodeAt(p);
+    if (!this.om && (c === SP || c === TAB)) {
+      while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (p === end) return; // a line of blanks
+    }
+    const nameStart = p;
+    if (!(c < 128 && CT[c] & NAME_START)) {
+      this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
+    }
+    p++;
+    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) p++;
+    let name = this.lastSampleName;
+    if (!(p - nameStart === name.length && t.startsWith(name, nameStart))) {
+      name = t.slice(nameStart, p);
+      this.lastSampleName = name;
+    }
+    let labels: Labels;
+    if (p < end && c === LBRACE) {
+      labels = this.labels(p + 1, end, false);
+      p = this.pos;
+    } else labels = {};
+    // Separator before the value.
+    if (p >= end) this.fail(`expected a space and a value after "${name}", got end of line`, p);
+    c = t.charCodeAt(p);
+    if (c !== SP && (c !== TAB || this.om)) {
+      this.fail(`expected a space and a value after "${name}", got ${this.describe(p, end)}`, p);
+    }
+    p++;
+    if (this.om) {
+      if (p < end && t.charCodeAt(p) === SP) this.deviate("spaces", "expected exactly one space between tokens", p);
+    }
+    while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+    if (p >= end) this.fail(`expected a value after "${name}", got end of line`, p);
+    // Value.
+    const vStart = p;
+    while (p < end && (c = t.charCodeAt(p)) !== SP && c !== TAB) p++;
+    if (this.om && c === TAB && p < end) this.deviate("tab", "tab between tokens; OpenMetrics uses single spaces", p);
+    const value = this.number(vStart, p, "value");
+    let timestampMs: number | undefined;
+    let exemplar: Exemplar | undefined;
+    if (p < end) {
+      p = this.gap(p, end);
+      if (p >= end) {
+        this.deviate("trailing", "trailing whitespace after the value", p);
+      } else if (t.charCodeAt(p) === HASH) {
+        exemplar = this.exemplar(p, end);
+      } else {
+        const tsStart = p;
+        while (p < end && (c = t.charCodeAt(p)) !== SP && c !== TAB) p++;
+        timestampMs = this.timestamp(tsStart, p);
+        if (p < end) {
+          p = this.gap(p, end);
+          if (p >= end) this.deviate("trailing", "trailing whitespace after the timestamp", p);
+          else if (t.charCodeAt(p) === HASH) exemplar = this.exemplar(p, end);
+          else this.fail(`expected end of line or " # {labels} value" exemplar, got ${this.describe(p, end)}`, p);
+        }
+      }
+    }
+    const s: Sample = { name, labels, value, timestampMs, exemplar, line: this.line };
+    this.addSample(s, nameStart);
+  }
+
+  /** Skips the blank(s) between tokens (exactly one space in OpenMetrics). */
+  private gap(p: number, end: number): number {
+    const t = this.t;
+    const c0 = t.charCodeAt(p);
+    if (this.om && c0 !== SP) this.deviate("tab", "tab between tokens; OpenMetrics uses single spaces", p);
+    p++;
+    if (this.om && p < end && t.charCodeAt(p) === SP)
+      this.deviate("spaces", "expected exactly one space between tokens", p);
+    let c: number;
+    while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+    return p;
+  }
+
+  /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
+  private labels(p: number, end: number, exemplar: boolean): Labels {
+    const t = this.t;
+    const labels: Labels = {};
+    let idx = 0;
+    let c = p < end ? t.charCodeAt(p) : -1;
+    if (!this.om) while (c === SP || c === TAB) c = ++p < end ? t.charCodeAt(p) : -1;
+    if (c === RBRACE) {
+      this.pos = p + 1;
+      return labels;
+    }
+    const names: string[] = [];
+    for (;;) {
+      // Label name.
+      const nStart = p;
+      if (!(c >= 0 && c < 128 && CT[c] & LABEL_START)) {
+        if (c === COMMA) this.fail("unexpected comma; expected a label name", p);
+        this.fail(`expected a label name, got ${this.describe(p, end)}`, p);
+      }
+      p++;
+      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & LABEL_CHAR) p++;
+      let lname = exemplar ? "" : this.labelNameCache[idx];
+      if (!(lname !== undefined && p - nStart === lname.length && lname.length > 0 && t.startsWith(lname, nStart))) {
+        lname = t.slice(nStart, p);
+        if (!exemplar) this.labelNameCache[idx] = lname;
+      }
+      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (p >= end || t.charCodeAt(p) !== EQ) {
+        this.fail(`expected "=" after label name "${lname}", got ${this.describe(p, end)}`, p);
+      }
+      p++;
+      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (p >= end || t.charCodeAt(p) !== QUOTE) {
+        this.fail(`expected a double-quoted value for label "${lname}", got ${this.describe(p, end)}`, p);
+      }
+      p++;
+      // Label value: fast path without escapes.
+      const vStart = p;
+      while (p < end && (c = t.charCodeAt(p)) !== QUOTE && c !== BSLASH) p++;
+      let value: string;
+      if (p < end && c === QUOTE) {
+        const cached = exemplar ? undefined : this.labelValueCache[idx];
+        if (cached !== undefined && p - vStart === cached.length && t.startsWith(cached, vStart)) value = cached;
+        else {
+          value = t.slice(vStart, p);
+          if (!exemplar) this.labelValueCache[idx] = value;
+        }
+        p++;
+      } else if (p < end) {
+        // Escapes: \\ \" \n; any other backslash is kept as written.
+        let out = t.slice(vStart, p);
+        while (p < end) {
+          c = t.charCodeAt(p);
+          if (c === QUOTE) break;
+          if (c === BSLASH) {
+            const n = p + 1 < end ? t.charCodeAt(p + 1) : -1;
+            if (n === BSLASH) out += "\\";
+            else if (n === QUOTE) out += '"';
+            else if (n === 110) out += "\n";
+            else if (n === -1) break;
+            else {
+              out += "\\";
+              p++;
+              continue;
+            }
+            p += 2;
+          } else {
+            const s = p;
+            while (p < end && (c = t.charCodeAt(p)) !== QUOTE && c !== BSLASH) p++;
+            out += t.slice(s, p);
+          }
+        }
+        if (p >= end) this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
+        value = out;
+        p++;
+      } else {
+        this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
+      }
+      for (let k = 0; k < names.length; k++) {
+        if (names[k] === lname) this.fail(`duplicate label name "${lname}"`, nStart);
+      }
+      names.push(lname);
+      if (lname === "__proto__")
+        Object.defineProperty(labels, lname, { value, enumerable: true, writable: true, configurable: true });
+      else labels[lname] = value;
+      idx++;
+      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      c = p < end ? t.charCodeAt(p) : -1;
+      if (c === RBRACE) {
+        this.pos = p + 1;
+        return labels;
+      }
+      if (c !== COMMA)
+        this.fail(`expected "," or "}" after the value of label "${lname}", got ${this.describe(p, end)}`, p);
+      p++;
+      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      c = p < end ? t.charCodeAt(p) : -1;
+      if (c === RBRACE) {
+        // Trailing comma: the Java client writes `{le="1.0",}`; the 0.0.4 grammar allows it.
+        if (this.om) this.deviate("trailing-comma", 'trailing comma before "}" in a label set', p);
+        this.pos = p + 1;
+        return labels;
+      }
+    }
+  }
+
+  /** ` # {labels} value [timestamp]` starting at the `#`. */
+  private exemplar(p: number, end: number): Exemplar {
+    const t = this.t;
+    if (!this.om) this.warnOnce("exemplar-prom", "exemplar in Prometheus text format (an OpenMetrics feature)", p);
+    p++;
+    if (p >= end || t.charCodeAt(p) !== SP)
+      this.fail(`expected " {" after "#" of an exemplar, got ${this.describe(p, end)}`, p);
+    p++;
+    if (p >= end || t.charCodeAt(p) !== LBRACE)
+      this.fail(`expected "{" to open the exemplar labels, got ${this.describe(p, end)}`, p);
+    const labelsAt = p;
+    const labels = this.labels(p + 1, end, true);
+    p = this.pos;
+    if (p >= end || t.charCodeAt(p) !== SP)
+      this.fail(`expected a space and the exemplar value, got ${this.describe(p, end)}`, p);
+    p++;
+    if (p >= end || t.charCodeAt(p) === SP) this.fail(`expected the exemplar value, got ${this.describe(p, end)}`, p);
+    const vStart = p;
+    let c = 0;
+    while (p < end && (c = t.charCodeAt(p)) !== SP) p++;
+    const value = this.number(vStart, p, "exemplar value");
+    let timestamp: number | undefined;
+    if (p < end) {
+      p++;
+      if (p >= end) this.fail("trailing space after the exemplar value; expected a timestamp or end of line", p);
+      const tsStart = p;
+      while (p < end && (c = t.charCodeAt(p)) !== SP) p++;
+      if (p < end) this.fail(`expected end of line after the exemplar timestamp, got ${this.describe(p, end)}`, p);
+      timestamp = this.number(tsStart, p, "exemplar timestamp");
+      if (!Number.isFinite(timestamp)) this.fail("exemplar timestamp must be a finite number", tsStart);
+    }
+    // OpenMetrics limits an exemplar's label names and values to 128 code points in all.
+    let runes = 0;
+    for (const k in labels) runes += codePoints(k) + codePoints(labels[k]);
+    if (runes > 128) {
+      this.deviate("exemplar-long", `exemplar labels are ${runes} characters long; expected at most 128`, labelsAt);
+    }
+    const ex: Exemplar = { labels, value };
+    if (timestamp !== undefined) ex.timestamp = timestamp;
+    return ex;
+  }
+
+  /** A float in OpenMetrics/Go syntax: decimal, exponent, NaN, ±Inf. No hex, no underscores. */
+  private number(start: number, end: number, what: string): number {
+    const t = this.t;
+    let i = start;
+    let c = t.charCodeAt(i);
+    let neg = false;
+    if (c === 45) {
+      neg = true;
+      i++;
+    } else if (c === 43) i++;
+    let v = 0;
+    const dStart = i;
+    while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) {
+      v = v * 10 + (c - 48);
+      i++;
+    }
+    const digits = i - dStart;
+    if (i === end && digits > 0 && digits <= 15) return neg ? -v : v;
+    if (digits > 0 || c === 46) {
+      let mant = digits;
+      if (i < end && c === 46) {
+        i++;
+        while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) {
+          i++;
+          mant++;
+        }
+      }
+      if (mant > 0 && i < end && (c === 101 || c === 69)) {
+        i++;
+        if (i < end && ((c = t.charCodeAt(i)) === 43 || c === 45)) i++;
+        const eStart = i;
+        while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) i++;
+        if (i === eStart) i = -1;
+      }
+      if (mant > 0 && i === end) return Number(t.slice(start, end));
+    } else {
+      const word = t.slice(i, end).toLowerCase();
+      if (word === "inf" || word === "infinity") return neg ? -Infinity : Infinity;
+      if (word === "nan") return Number.NaN;
+    }
+    if (start === end) this.fail(`expected a ${what}, got end of line`, start);
+    return this.fail(
+      `invalid ${what} ${JSON.stringify(t.slice(start, end))}; expected a number such as 1, 1.5e-3, NaN, +Inf`,
+      start,
+    );
+  }
+
+  /** Prometheus text: int64 milliseconds. OpenMetrics: float seconds. Returns milliseconds. */
+  private timestamp(start: number, end: number): number {
+    const t = this.t;
+    if (this.om) {
+      const sec = this.number(start, end, "timestamp");
+      if (!Number.isFinite(sec))
+        this.fail(`timestamp must be a finite number of seconds, got ${t.slice(start, end)}`, start);
+      return secondsTextToMs(t.slice(start, end), sec);
+    }
+    const v = this.number(start, end, "timestamp");
+    if (!Number.isFinite(v))
+      this.fail(`timestamp must be an integer number of milliseconds, got ${t.slice(start, end)}`, start);
+    if (!Number.isInteger(v)) {
+      this.deviate("float-ts", "timestamp is not an integer; Prometheus text timestamps are int64 milliseconds", start);
+    }
+    return v;
+  }
+
+  // ---- family assignment and OpenMetrics sample rules ----
+
+  private addSample(s: Sample, offset: number): void {
+    const name = s.name;
+    let fs = this.cur;
+    if (fs === undefined || name !== fs.lastName) fs = this.resolveFamily(name, offset);
+    if (this.omStrict) this.checkSample(fs, s, fs.lastSuffix, offset);
+    fs.fam.samples.push(s);
+  }
+
+  /** The family a new sample name belongs to: the current one, an earlier one (lenient), or a new untyped one. */
+  private resolveFamily(name: string, offset: number): FamilyState {
+    const cur = this.cur;
+    let sfx = cur === undefined ? undefined : this.suffixOf(cur, name);
+    let fs: FamilyState;
+    if (cur !== undefined && sfx !== undefined) {
+      fs = cur;
+      if (this.om && fs.fam.type === "counter" && sfx === "") {
+        this.deviate("counter-no-total", `counter sample "${name}" without the _total suffix`, offset);
+      }
+    } else {
+      let other: FamilyState | undefined;
+      if (!this.strict) {
+        other = this.owner.get(name) ?? this.findDeclared(name);
+        if (other !== undefined) {
+          sfx = this.suffixOf(other, name);
+          if (sfx === undefined) other = undefined;
+          else {
+            this.warn(`sample "${name}" is separated from the rest of its family "${other.fam.name}"; merged`, offset);
+            this.finishFamily();
+            this.cur = other;
+          }
+        }
+      }
+      if (other === undefined || sfx === undefined) {
+        other = this.startFamily(name, "untyped");
+        sfx = "";
+      }
+      fs = other;
+    }
+    fs.lastName = name;
+    fs.lastSuffix = sfx;
+    if (!this.strict) this.owner.set(name, fs);
+    return fs;
+  }
+
+  private suffixOf(fs: FamilyState, name: string): string | undefined {
+    const base = fs.fam.name;
+    if (!name.startsWith(base)) return undefined;
+    const rest = name.length === base.length ? "" : name.slice(base.length);
+    const allowed = this.suffixes[fs.fam.type];
+    for (let i = 0; i < allowed.length; i++) if (allowed[i] === rest) return rest;
+    return undefined;
+  }
+
+  /** Lenient: a family declared earlier (HELP/TYPE) that this sample name belongs to. */
+  private findDeclared(name: string): FamilyState | undefined {
+    const direct = this.byName.get(name);
+    if (direct && this.suffixOf(direct, name) !== undefined) return direct;
+    const us = name.lastIndexOf("_");
+    if (us > 0) {
+      const fs = this.byName.get(name.slice(0, us));
+      if (fs && this.suffixOf(fs, name) !== undefined) return fs;
+    }
+    return undefined;
+  }
+
+  private checkSample(fs: FamilyState, s: Sample, suffix: string, offset: number): void {
+    const fam = fs.fam;
+    const type = fam.type;
+    const labels = s.labels;
+    const v = s.value;
+    const line = `"${s.name}"`;
+    if (type === "stateset") {
+      if (!Object.hasOwn(labels, fam.name))
+        this.fail(`stateset sample ${line} needs a label named "${fam.name}"`, offset);
+      if (v !== 0 && v !== 1) this.fail(`stateset sample ${line} must be 0 or 1, got ${v}`, offset);
+    }
+    if (type === "info" && v !== 1) this.fail(`info sample ${line} must have the value 1, got ${v}`, offset);
+    if (suffix === "_bucket" && (type === "histogram" || type === "gaugehistogram")) {
+      const le = Object.hasOwn(labels, "le") ? labels.le : undefined;
+      if (le === undefined) this.fail(`bucket ${line} needs an "le" label`, offset);
+      const b = parseFloatText(le);
+      if (b === undefined || Number.isNaN(b))
+        this.fail(`bucket ${line} has an invalid le="${le}"; expected a number`, offset);
+      if (b === Infinity && le !== "+Inf")
+        this.fail(`bucket ${line} must write the infinite bound as le="+Inf", got "${le}"`, offset);
+      if (!Number.isInteger(v)) this.fail(`bucket ${line} count must be an integer, got ${v}`, offset);
+    }
+    if ((suffix === "_count" || suffix === "_gcount") && !Number.isInteger(v)) {
+      this.fail(`${line} must be an integer count, got ${v}`, offset);
+    }
+    if (type === "summary" && suffix === "") {
+      const q = Object.hasOwn(labels, "quantile") ? labels.quantile : undefined;
+      if (q === undefined) this.fail(`summary sample ${line} needs a "quantile" label`, offset);
+      const qv = parseFloatText(q);
+      if (qv === undefined || !(qv >= 0 && qv <= 1))
+        this.fail(`quantile="${q}" must be a number between 0 and 1`, offset);
+      if (v < 0) this.fail(`summary quantile value ${line} cannot be negative, got ${v}`, offset);
+    }
+    const counterLike =
+      suffix === "_total" ||
+      suffix === "_sum" ||
+      suffix === "_count" ||
+      suffix === "_bucket" ||
+      suffix === "_gcount" ||
+      suffix === "_gsum";
+    if (counterLike) {
+      if (Number.isNaN(v)) this.fail(`${line} is counter-like and cannot be NaN`, offset);
+      if (v < 0 && suffix !== "_gsum") this.fail(`${line} is counter-like and cannot be negative, got ${v}`, offset);
+    }
+    if (s.exemplar) {
+      const ok =
+        ((type === "histogram" || type === "gaugehistogram") && suffix === "_bucket") ||
+        (type === "counter" && suffix === "_total");
+      if (!ok)
+        this.fail(`exemplars are allowed only on counter _total and histogram _bucket samples, not on ${line}`, offset);
+    }
+    // Grouping: one label set's samples are contiguous; timestamps within it do not go backwards.
+    let g: string;
+    if (type === "info") g = "";
+    else {
+      const skip =
+        type === "summary" && suffix === ""
+          ? "quantile"
+          : (type === "histogram" || type === "gaugehistogram") && suffix === "_bucket"
+            ? "le"
+            : type === "stateset"
+              ? fam.name
+              : undefined;
+      g = labelKey(labels, skip);
+    }
+    if (fs.seenGroups === undefined) fs.seenGroups = new Set();
+    const ts = s.timestampMs;
+    if (fs.group !== undefined && g !== fs.group && fs.seenGroups.has(g)) {
+      this.fail(
+        `samples of ${line} with labels ${g} are not contiguous; expected each label set's samples together`,
+        offset,
+      );
+    }
+    if (fs.group !== undefined && g === fs.group) {
+      if ((ts === undefined) !== (fs.groupTs === undefined)) {
+        this.fail(`mix of samples with and without timestamps in one series group of ${line}`, offset);
+      }
+      if (fs.groupTs !== undefined && ts !== undefined && fs.groupTs > ts && type !== "info") {
+        this.fail(`timestamps went backwards within a series group of ${line}`, offset);
+      }
+    }
+    fs.group = g;
+    fs.groupTs = ts;
+    fs.seenGroups.add(g);
+  }
+
+  /** OpenMetrics histogram rules per series group (+Inf bucket, count = +Inf, sum/count pairs, order). */
+  private checkHistogram(fam: MetricFamily): void {
+    const name = fam.name;
+    let group: string | undefined;
+    let ts: number | undefined;
+    let count: number | undefined;
+    let bucket: number | undefined;
+    let negBuckets = false;
+    let hasSum = false;
+    let hasGsum = false;
+    let negGsum = false;
+    let value = 0;
+    let line = 0;
+    const done = (): void => {
+      if (bucket !== Infinity) this.failAtLine(`histogram "${name}" series lacks a le="+Inf" bucket`, line);
+      if (count !== undefined && value !== count) {
+        this.failAtLine(`histogram "${name}" count ${count} differs from its +Inf bucket ${value}`, line);
+      }
+      if (hasSum && count === undefined) this.failAtLine(`histogram "${name}" has _sum but no _count`, line);
+      if (hasGsum && count === undefined) this.failAtLine(`gauge histogram "${name}" has _gsum but no _gcount`, line);
+      if (!(hasSum || hasGsum) && count !== undefined)
+        this.failAtLine(`histogram "${name}" has a count but no sum`, line);
+      if (negBuckets && hasSum)
+        this.failAtLine(`histogram "${name}" has negative buckets, so it cannot have _sum`, line);
+      if (!negBuckets && negGsum)
+        this.failAtLine(`gauge histogram "${name}" has a negative _gsum but no negative buckets`, line);
+    };
+    for (const s of fam.samples) {
+      const suffix = s.name.slice(name.length);
+      const g = labelKey(s.labels, suffix === "_bucket" ? "le" : undefined);
+      if (g !== group || s.timestampMs !== ts) {
+        if (group !== undefined) done();
+        count = undefined;
+        bucket = undefined;
+        negBuckets = false;
+        hasSum = false;
+        hasGsum = false;
+        negGsum = false;
+        value = 0;
+      }
+      group = g;
+      ts = s.timestampMs;
+      line = s.line ?? 0;
+      if (suffix === "_bucket") {
+        const b = parseFloatText(s.labels.le) as number;
+        if (b < 0) negBuckets = true;
+        if (bucket !== undefined && b <= bucket)
+          this.failAtLine(`histogram "${name}" buckets are not in increasing le order`, line);
+        if (s.value < value)
+          this.failAtLine(`histogram "${name}" bucket counts decrease; buckets are cumulative`, line);
+        bucket = b;
+        value = s.value;
+      } else if (suffix === "_count" || suffix === "_gcount") count = s.value;
+      else if (suffix === "_sum") hasSum = true;
+      else if (suffix === "_gsum") {
+        hasGsum = true;
+        if (s.value < 0) negGsum = true;
+      }
+    }
+    if (group !== undefined) done();
+  }
+}
+
+/** Stable key of a label set, optionally without one label (le, quantile): sorted `{a="x",b="y"}`. */
+export function labelKey(labels: Labels, without?: string): string {
+  const keys = Object.keys(labels);
+  if (keys.length === 0) return "{}";
+  if (keys.length > 1) keys.sort();
+  let out = "{";
+  let first = true;
+  for (const k of keys) {
+    if (k === without) continue;
+    if (!first) out += ",";
+    first = false;
+    out += `${k}=${JSON.stringify(labels[k])}`;
+  }
+  return `${out}}`;
+}
+
+/** Parses a float as written in `le`/`quantile` labels (Go ParseFloat spellings, no hex). */
+export function parseFloatText(s: string): number | undefined {
+  const n = s.length;
+  if (n === 0) return undefined;
+  let i = 0;
+  let c = s.charCodeAt(0);
+  const neg = c === 45;
+  if (c === 45 || c === 43) i++;
+  const word = s.slice(i).toLowerCase();
+  if (word === "inf" || word === "infinity") return neg ? -Infinity : Infinity;
+  if (word === "nan") return Number.NaN;
+  let mant = 0;
+  while (i < n && (c = s.charCodeAt(i)) >= 48 && c <= 57) {
+    i++;
+    mant++;
+  }
+  if (i < n && c === 46) {
+    i++;
+    while (i < n && (c = s.charCodeAt(i)) >= 48 && c <= 57) {
+      i++;
+      mant++;
+    }
+  }
+  if (mant === 0) return undefined;
+  if (i < n && (c === 101 || c === 69)) {
+    i++;
+    if (i < n && ((c = s.charCodeAt(i)) === 43 || c === 45)) i++;
+    const e = i;
+    while (i < n && (c = s.charCodeAt(i)) >= 48 && c <= 57) i++;
+    if (i === e) return undefined;
+  }
+  if (i !== n) return undefined;
+  return Number(s);
+}
+
+/** Seconds as written → milliseconds, shifting the decimal point in the text so 1.1 s is exactly 1100 ms. */
+function secondsTextToMs(text: string, sec: number): number {
+  if (Number.isInteger(sec) && Math.abs(sec) < 9e12) return sec * 1000;
+  const dot = text.indexOf(".");
+  if (dot === -1 || /[eE]/.test(text)) return sec * 1000;
+  const frac = text.slice(dot + 1);
+  const shifted = `${text.slice(0, dot)}${frac.slice(0, 3).padEnd(3, "0")}.${frac.slice(3) || "0"}`;
+  return Number(shifted);
+}
+
+function lookupType(table: Record<string, MetricType>, word: string): MetricType | undefined {
+  return Object.hasOwn(table, word) ? table[word] : undefined;
+}
+
+function unescapeHelp(s: string, om: boolean): string {
+  let out = "";
+  let i = 0;
+  const n = s.length;
+  while (i < n) {
+    const c = s.charCodeAt(i);
+    if (c === BSLASH && i + 1 < n) {
+      const d = s.charCodeAt(i + 1);
+      if (d === BSLASH) out += "\\";
+      else if (d === 110) out += "\n";
+      else if (d === QUOTE && om) out += '"';
+      else {
+        out += "\\";
+        i++;
+        continue;
+      }
+      i += 2;
+    } else {
+      out += s[i];
+      i++;
+    }
+  }
+  return out;
+}
+
+function codePoints(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
+}
+
+/** The family with this name, accepting sample-style names (`x_total` finds counter family `x`). */
+export function findFamily(exp: Exposition | MetricFamily[], name: string): MetricFamily | undefined {
+  const fams = Array.isArray(exp) ? exp : exp.families;
+  for (const f of fams) if (f.name === name) return f;
+  for (const f of fams) {
+    if (f.type === "counter" && `${f.name}_total` === name) return f;
+    if (f.type === "info" && `${f.name}_info` === name) return f;
+  }
+  return undefined;
+}
