@@ -1,0 +1,70 @@
+// What an engine catalog is, and the name matching every catalog shares.
+import type { Concept, ConceptBinding, FamilyLike } from "../concepts.ts";
+
+export type EngineId = "vllm" | "sglang" | "tgi" | "llamacpp" | "trtllm" | "triton" | "dynamo";
+
+export interface Quirk {
+  /** True when this exposition shows the quirk. */
+  when: (names: NameIndex) => boolean;
+  text: string;
+}
+
+export interface EngineCatalog {
+  id: EngineId;
+  name: string;
+  /** Where the engine serves Prometheus text by default. */
+  metricsPath: string;
+  /** 0 (not this engine) … 1 (certainly this engine). */
+  detect(families: FamilyLike[]): number;
+  /** A sub-version the names reveal (vLLM V1 vs V0), if any. */
+  variant?(families: FamilyLike[]): string | undefined;
+  /** Candidates per concept, best first; the first whose metrics are present is used. */
+  concepts: Partial<Record<Concept, ConceptBinding[]>>;
+  /** Labels whose children repeat the same quantity (tensor-parallel ranks): read only the lowest. */
+  replicaLabels: string[];
+  /** Labels whose children are separate workloads (data-parallel engines): summed. */
+  shardLabels: string[];
+  /** How a profiler trace can be taken, when the engine has one behind HTTP. */
+  profiler?: { enable: string };
+  /** Where a concept is missing, what the engine offers instead (shown in the audit). */
+  missing?: Partial<Record<Concept, string>>;
+  quirks: Quirk[];
+}
+
+/** Looks names up the way engines spell them: with or without the counter `_total`. */
+export class NameIndex {
+  private readonly byName = new Map<string, FamilyLike>();
+  constructor(families: FamilyLike[]) {
+    for (const f of families) {
+      if (!this.byName.has(f.name)) this.byName.set(f.name, f);
+    }
+  }
+  get(name: string): FamilyLike | undefined {
+    return (
+      this.byName.get(name) ??
+      (name.endsWith("_total") ? this.byName.get(name.slice(0, -6)) : this.byName.get(`${name}_total`))
+    );
+  }
+  has(name: string): boolean {
+    return this.get(name) !== undefined;
+  }
+  /** Whether any family name starts with the prefix. */
+  hasPrefix(prefix: string): boolean {
+    for (const n of this.byName.keys()) if (n.startsWith(prefix)) return true;
+    return false;
+  }
+  names(): string[] {
+    return [...this.byName.keys()];
+  }
+}
+
+/**
+ * Confidence from signature names: three or more present is certain; a bare prefix match is weak
+ * evidence (renamed or very new builds).
+ */
+export function detectBySignature(families: FamilyLike[], prefixes: string[], signature: string[]): number {
+  const idx = new NameIndex(families);
+  const hits = signature.filter((n) => idx.has(n)).length;
+  if (hits > 0) return Math.min(1, 0.4 + 0.2 * hits);
+  return prefixes.some((p) => idx.hasPrefix(p)) ? 0.3 : 0;
+}
