@@ -1,0 +1,193 @@
+// One experiment block = one workload run against one server. The workload itself is the bench
+// engine's runBench (src/load); this file adapts its records to the per-request samples the
+// statistics use, and runs a block while watching that its server stays up.
+import { InterruptedError, TargetError } from "../errors.ts";
+import { runBench } from "../load/runner.ts";
+import { chunkItls, isSuccess, requestTpot } from "../load/summarize.ts";
+import type { RequestRecord } from "../load/types.ts";
+import type { StoredRequest } from "../store/index.ts";
+import type { ServerHandle } from "./variants.ts";
+
+/** The workload run inside each block (flag names follow `inferscope bench` / `vllm bench serve`). */
+export interface Workload {
+  /** Measured requests per block. */
+  numPrompts: number;
+  randomInputLen: number;
+  randomOutputLen: number;
+  /** Closed-loop users; 1 = the seed scenario's single-request decode. */
+  concurrency?: number;
+  /** Open loop instead of closed (requests/s); excludes concurrency. */
+  requestRate?: number;
+  /** Warm-up requests per block, excluded from every number. */
+  warmup: number;
+  seed: number;
+  model?: string;
+  apiKey?: string;
+  endpoint?: "/v1/completions" | "/v1/chat/completions";
+}
+
+export const DEFAULT_WORKLOAD: Workload = {
+  numPrompts: 20,
+  randomInputLen: 32,
+  randomOutputLen: 128,
+  concurrency: 1,
+  warmup: 2,
+  seed: 0,
+};
+
+/** One request as the experiment sees it. Times in ms. */
+export interface BlockSample {
+  index: number;
+  ok: boolean;
+  ttftMs: number;
+  e2elMs: number;
+  /** vLLM TPOT: (E2EL − TTFT)/(n − 1); NaN when n ≤ 1. */
+  tpotMs: number;
+  outputTokens: number;
+  promptTokens: number;
+  error: string | null;
+  /** Gaps between chunks (vLLM ITL list), ms. */
+  itlMs?: number[];
+}
+
+export interface BlockResult {
+  requests: BlockSample[];
+  /** Wall time of the measured phase (ms). */
+  durationMs: number;
+  /** Output tokens per second over the measured phase. */
+  outputThroughput: number;
+  requestThroughput: number;
+  /** The workload engine's own summary (vLLM field names), kept for the record. */
+  summary?: Record<string, unknown>;
+  warnings?: string[];
+  partial?: boolean;
+}
+
+export interface BlockContext {
+  signal: AbortSignal;
+  variant: string;
+  blockIndex: number;
+}
+
+/** Runs a workload against a base URL. The default is runBench; tests may pass another real runner. */
+export type BlockRunner = (baseUrl: string, workload: Workload, ctx: BlockContext) => Promise<BlockResult>;
+
+export function sampleFromRecord(r: RequestRecord): BlockSample {
+  const ok = isSuccess(r);
+  return {
+    index: r.index,
+    ok,
+    ttftMs: r.ttftMs,
+    e2elMs: r.e2elMs,
+    tpotMs: requestTpot(r) ?? Number.NaN,
+    outputTokens: r.outputTokens,
+    promptTokens: r.promptTokens,
+    error: ok ? null : `${r.errorClass}${r.errorMessage ? `: ${r.errorMessage}` : ""}`,
+    itlMs: ok ? chunkItls(r) : undefined,
+  };
+}
+
+/** The default block runner: inferscope's bench engine (src/load). */
+export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
+  const res = await runBench(
+    {
+      baseUrl,
+      model: w.model,
+      apiKey: w.apiKey,
+      endpoint: w.endpoint,
+      numPrompts: w.numPrompts,
+      randomInputLen: w.randomInputLen,
+      randomOutputLen: w.randomOutputLen,
+      ignoreEos: true,
+      concurrency: w.requestRate === undefined ? (w.concurrency ?? 1) : undefined,
+      requestRate: w.requestRate,
+      warmup: w.warmup,
+      seed: w.seed,
+      noServerMetrics: true,
+      label: `${ctx.variant}#${ctx.blockIndex}`,
+    },
+    { signal: ctx.signal, graceMs: 2000 },
+  );
+  const s = res.summary;
+  return {
+    requests: res.requests.filter((r) => !r.warmup).map(sampleFromRecord),
+    durationMs: (s.duration as number) * 1000,
+    outputThroughput: s.output_throughput as number,
+    requestThroughput: s.request_throughput as number,
+    summary: Object.fromEntries(Object.entries(s).filter(([k]) => k !== "inferscope")),
+    warnings: res.warnings,
+    partial: res.partial,
+  };
+};
+
+export function toStored(s: BlockSample): StoredRequest {
+  return {
+    index: s.index,
+    ok: s.ok,
+    ttftMs: s.ttftMs,
+    e2elMs: s.e2elMs,
+    tpotMs: s.tpotMs,
+    outputTokens: s.outputTokens,
+    promptTokens: s.promptTokens,
+    error: s.error,
+    data: s.itlMs ? { itlMs: s.itlMs.map((x) => Math.round(x * 1000) / 1000) } : undefined,
+  };
+}
+
+export function fromStored(r: StoredRequest): BlockSample {
+  return {
+    index: r.index,
+    ok: r.ok,
+    ttftMs: r.ttftMs ?? Number.NaN,
+    e2elMs: r.e2elMs ?? Number.NaN,
+    tpotMs: r.tpotMs ?? Number.NaN,
+    outputTokens: r.outputTokens ?? 0,
+    promptTokens: r.promptTokens ?? 0,
+    error: r.error ?? null,
+    itlMs: Array.isArray(r.data?.itlMs) ? (r.data.itlMs as number[]) : undefined,
+  };
+}
+
+/**
+ * Runs one block, racing the workload against the server's death and the user's interrupt.
+ * A server that exits mid-block fails the block with its name, exit status and last log lines.
+ */
+export async function runWatchedBlock(
+  runner: BlockRunner,
+  baseUrl: string,
+  workload: Workload,
+  ctx: { variant: string; blockIndex: number; signal?: AbortSignal; server?: ServerHandle | null },
+): Promise<BlockResult> {
+  const ac = new AbortController();
+  const onAbort = () => ac.abort(ctx.signal?.reason);
+  ctx.signal?.addEventListener("abort", onAbort, { once: true });
+  let died: Error | null = null;
+  const server = ctx.server;
+  if (server)
+    void server.exited.then((e) => {
+      if (server.stopping) return;
+      died = new TargetError(
+        `variant "${ctx.variant}": server died during block ${ctx.blockIndex} (${e.signal ? `signal ${e.signal}` : `exit code ${e.code}`})\n  last log lines:\n${server
+          .logTail(20)
+          .map((l) => `    | ${l}`)
+          .join("\n")}\n  full log: ${server.logFile}`,
+        { url: server.url },
+      );
+      ac.abort(died);
+    });
+  try {
+    const res = await runner(baseUrl, workload, {
+      signal: ac.signal,
+      variant: ctx.variant,
+      blockIndex: ctx.blockIndex,
+    });
+    if (died) throw died;
+    if (ctx.signal?.aborted) throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new InterruptedError();
+    return res;
+  } catch (err) {
+    if (died) throw died;
+    throw err;
+  } finally {
+    ctx.signal?.removeEventListener("abort", onAbort);
+  }
+}
