@@ -1,12 +1,298 @@
-// Placeholder until the bench capability lands; replaced by its own module.
+// `inferscope bench`: thin wrapper over runBench / runSweep / runSelfTest. Flag names follow vllm bench serve.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
+import { Option } from "@commander-js/extra-typings";
+import Table from "cli-table3";
+import { createLogUpdate } from "log-update";
+import { InterruptedError, UsageError } from "../../errors.ts";
+import { formatConsole } from "../../load/console.ts";
+import { runBench, toVllmJson } from "../../load/runner.ts";
+import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
+import { runSweep, type SweepResult } from "../../load/sweep.ts";
+import type {
+  BenchOptions,
+  BenchProgress,
+  DatasetName,
+  Endpoint,
+  GoodputSlo,
+  PercentileMetric,
+} from "../../load/types.ts";
+import { emit, jsonReplacer, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+
+const num = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (v.trim() === "" || Number.isNaN(n)) throw new UsageError(`${name}: not a number: "${v}"`);
+  return n;
+};
+const int = (name: string) => (v: string) => {
+  const n = num(name)(v);
+  if (!Number.isInteger(n)) throw new UsageError(`${name}: not an integer: "${v}"`);
+  return n;
+};
+const rateValue = (v: string) =>
+  /^inf(inity)?$/i.test(v.trim()) ? Number.POSITIVE_INFINITY : num("--request-rate")(v);
+const list =
+  <T>(parse: (s: string) => T) =>
+  (v: string) =>
+    v
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map(parse);
+const duration = (name: string) => (v: string) => {
+  try {
+    return parseDurationMs(v);
+  } catch (e) {
+    throw new UsageError(`${name}: ${(e as Error).message}`);
+  }
+};
+
+/** vLLM's `--goodput ttft:200 tpot:50` (any subset of ttft, tpot, e2el; ms). */
+export function parseGoodput(items: string[], sep = ":"): GoodputSlo {
+  const out: GoodputSlo = {};
+  for (const item of items.flatMap((s) => s.split(sep === "=" ? "," : /\s+/))) {
+    if (!item.trim()) continue;
+    const [k, v, ...rest] = item.split(sep);
+    const key = (k ?? "").trim();
+    const val = Number(v);
+    if (rest.length || v === undefined || Number.isNaN(val) || val < 0)
+      throw new UsageError(`bad SLO "${item}": expected NAME${sep}MS with a value ≥ 0 (e.g. ttft${sep}200)`);
+    if (key !== "ttft" && key !== "tpot" && key !== "e2el" && key !== "itl")
+      throw new UsageError(`bad SLO "${item}": the metric must be one of ttft, tpot, e2el, itl`);
+    out[key] = val;
+  }
+  return out;
+}
+
+function defaultResultName(o: BenchOptions, model: string): string {
+  const d = new Date();
+  const p = (n: number) => String(n).padStart(2, "0");
+  const ts = `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
+  const rate =
+    o.requestRate === undefined || o.requestRate === Number.POSITIVE_INFINITY ? "inf" : String(o.requestRate);
+  const conc = o.maxConcurrency ?? o.concurrency;
+  const base = o.label ?? (o.endpoint === "/v1/chat/completions" ? "openai-chat" : "openai");
+  return `${base}-${rate}qps${conc ? `-concurrency${conc}` : ""}-${model.split("/").pop() || "model"}-${ts}.json`;
+}
+
+function progressPrinter(enabled: boolean) {
+  if (!enabled) return { onProgress: undefined, done: () => {} };
+  const log = createLogUpdate(process.stderr);
+  let lastTok = 0;
+  let lastT = 0;
+  const onProgress = (p: BenchProgress) => {
+    const dt = (p.elapsedMs - lastT) / 1000;
+    const rate = dt > 0 ? (p.outputTokens - lastTok) / dt : 0;
+    lastTok = p.outputTokens;
+    lastT = p.elapsedMs;
+    log(
+      `bench: ${p.done}${p.total ? `/${p.total}` : ""} done, ${p.failed} failed, ${p.inFlight} in flight, ` +
+        `${rate.toFixed(0)} output tok/s, ${(p.elapsedMs / 1000).toFixed(1)} s`,
+    );
+  };
+  return { onProgress, done: () => log.clear() };
+}
+
+function sweepTable(s: SweepResult): string {
+  const t = new Table({
+    head: ["point", "ok", "fail", "req/s", "out tok/s", "TTFT mean", "TPOT mean", "ITL mean", "ITL p99", "client"],
+  });
+  for (const p of s.points) {
+    const m = p.result.summary;
+    const ins = m.inferscope;
+    t.push([
+      p.kind === "throughput" ? "max throughput" : `${p.kind} ${p.value}`,
+      m.completed,
+      m.failed,
+      m.request_throughput.toFixed(2),
+      m.output_throughput.toFixed(1),
+      ins.ttft_ms.mean.toFixed(2),
+      ins.tpot_ms.mean.toFixed(2),
+      ins.itl_ms.mean.toFixed(2),
+      (ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max).toFixed(2),
+      p.result.client.saturated ? "SATURATED" : "ok",
+    ]);
+  }
+  let out = t.toString();
+  if (s.stoppedEarly) out += `\nstopped: ${s.stoppedEarly}`;
+  return out;
+}
 
 export function register(program: Command): void {
-  program
+  const cmd = program
     .command("bench")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'bench' is not available in this build yet");
-    });
+    .description("streaming load generator for OpenAI-compatible servers (vllm bench serve's flags and results)")
+    .option("--base-url <url>", "server root URL", "http://127.0.0.1:8000")
+    .option("--model <name>", "model name (default: first of GET /v1/models)")
+    .addOption(
+      new Option("--endpoint <path>", "API endpoint")
+        .choices(["/v1/completions", "/v1/chat/completions"] as const)
+        .default("/v1/completions" as const),
+    )
+    .addOption(
+      new Option("--dataset-name <name>", "prompt source")
+        .choices(["random", "sharegpt", "jsonl", "shared-prefix"] as const)
+        .default("random" as const),
+    )
+    .option("--dataset-path <path>", "ShareGPT JSON or JSONL prompts file")
+    .option("--num-prompts <n>", "requests to measure (default 100)", int("--num-prompts"))
+    .option("--duration <d>", "send for this long instead of a count (e.g. 30s)", duration("--duration"))
+    .option("--random-input-len <n>", "input tokens per random prompt", int("--random-input-len"), 1024)
+    .option("--random-output-len <n>", "output tokens (max_tokens) per request", int("--random-output-len"), 128)
+    .option("--random-range-ratio <r>", "spread lengths uniformly in [L(1-r), L(1+r)]", num("--random-range-ratio"), 0)
+    .option("--prefix-groups <n>", "shared-prefix: number of prefixes", int("--prefix-groups"))
+    .option("--prefix-len <n>", "shared-prefix: prefix tokens", int("--prefix-len"))
+    .option("--request-rate <r>", "requests/s (inf = all at once), or a list for a sweep", list(rateValue))
+    .option("--rate <r>", "alias of --request-rate", list(rateValue))
+    .option("--burstiness <b>", "gamma shape of arrival gaps: 1 Poisson, <1 burstier, inf constant", rateValue)
+    .option(
+      "--max-concurrency <n>",
+      "cap on in-flight requests (open loop; the wait is client queue time)",
+      int("--max-concurrency"),
+    )
+    .option(
+      "--concurrency <n>",
+      "closed loop with N users, or a list for a sweep (1,2,4,8)",
+      list(int("--concurrency")),
+    )
+    .addOption(
+      new Option("--sweep <mode>", "automatic sweep: synchronous, max throughput, rates between").choices([
+        "auto",
+      ] as const),
+    )
+    .option("--seed <n>", "seed for prompts and arrivals", int("--seed"), 0)
+    .option("--warmup <n>", "warm-up requests, excluded from metrics", int("--warmup"), 0)
+    .option("--num-warmups <n>", "alias of --warmup", int("--num-warmups"))
+    .option("--ignore-eos", "send ignore_eos so every request generates max_tokens")
+    .option("--percentile-metrics <list>", "metrics printed with percentiles", "ttft,tpot,itl")
+    .option("--metric-percentiles <list>", "percentiles to report (e.g. 50,90,99)", list(num("--metric-percentiles")))
+    .option("--percentiles <list>", "alias of --metric-percentiles", list(num("--percentiles")))
+    .option("--goodput <slo...>", "SLOs as vLLM: ttft:200 tpot:50 e2el:1000 (ms)")
+    .option("--slo <list>", "SLOs as ttft=200,tpot=50 (ms)")
+    .option("--save-result [path]", "write vLLM-compatible result JSON (default name as vLLM's)")
+    .option("--save-detailed", "include per-request lists (ttfts, itls, …) in the result JSON")
+    .option("--records <path>", "stream per-request records (JSONL) here")
+    .option("--label <text>", "label stored in the result")
+    .option("--api-key <key>", "bearer token (default $OPENAI_API_KEY)")
+    .option("--stall-timeout <d>", "fail a stream with no bytes for this long", duration("--stall-timeout"), 60_000)
+    .option("--connect-timeout <d>", "connect timeout", duration("--connect-timeout"), 5000)
+    .option("--no-continuous-usage", "do not ask for per-chunk usage (continuous_usage_stats)")
+    .option("--extra-body <json>", "JSON merged into every request body")
+    .option("--no-server-metrics", "do not scrape /metrics before and after")
+    .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
+  // Too many options for extra-typings' inference; the parsers above do the validation.
+  withCommon(cmd).action(async (...args: any[]) => {
+    const o = args[args.length - 2] as any;
+    if (o.selfTest) {
+      const r = await runSelfTest({});
+      emit(r, o, formatSelfTest);
+      return;
+    }
+    const rates = o.requestRate ?? o.rate;
+    if (o.requestRate && o.rate) throw new UsageError("give --request-rate or --rate, not both");
+    const metrics = o.percentileMetrics
+      .split(",")
+      .map((s: string) => s.trim())
+      .filter(Boolean);
+    for (const m of metrics)
+      if (!["ttft", "tpot", "itl", "e2el"].includes(m))
+        throw new UsageError(`--percentile-metrics: unknown metric "${m}" (ttft, tpot, itl, e2el)`);
+    let goodput: GoodputSlo | undefined;
+    if (o.goodput && o.slo) throw new UsageError("give --goodput or --slo, not both");
+    if (o.goodput) goodput = parseGoodput(o.goodput, ":");
+    if (o.slo) goodput = parseGoodput([o.slo], "=");
+    let extraBody: Record<string, unknown> | undefined;
+    if (o.extraBody) {
+      try {
+        extraBody = JSON.parse(o.extraBody);
+      } catch (e) {
+        throw new UsageError(`--extra-body is not JSON: ${(e as Error).message}`);
+      }
+    }
+    const opts: BenchOptions = {
+      baseUrl: o.baseUrl,
+      model: o.model,
+      endpoint: o.endpoint as Endpoint,
+      apiKey: o.apiKey ?? process.env.OPENAI_API_KEY,
+      numPrompts: o.numPrompts,
+      durationMs: o.duration,
+      dataset: o.datasetName as DatasetName,
+      datasetPath: o.datasetPath,
+      randomInputLen: o.randomInputLen,
+      randomOutputLen: o.randomOutputLen,
+      randomRangeRatio: o.randomRangeRatio,
+      prefixGroups: o.prefixGroups,
+      prefixLen: o.prefixLen,
+      ignoreEos: o.ignoreEos,
+      burstiness: o.burstiness,
+      maxConcurrency: o.maxConcurrency,
+      seed: o.seed,
+      warmup: o.numWarmups ?? o.warmup,
+      percentiles: o.metricPercentiles ?? o.percentiles,
+      percentileMetrics: metrics as PercentileMetric[],
+      goodput,
+      saveDetailed: o.saveDetailed,
+      recordsPath: o.records,
+      label: o.label,
+      stallTimeoutMs: o.stallTimeout,
+      connectTimeoutMs: o.connectTimeout,
+      continuousUsage: o.continuousUsage,
+      extraBody,
+      noServerMetrics: !o.serverMetrics,
+    };
+    const ac = new AbortController();
+    const onSigint = () => ac.abort();
+    process.once("SIGINT", onSigint);
+    const progress = progressPrinter(progressEnabled(o));
+    try {
+      const isSweep = o.sweep === "auto" || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1;
+      if (isSweep) {
+        if (o.saveResult !== undefined || o.records)
+          throw new UsageError("--save-result and --records apply to a single run, not a sweep (use --json)");
+        const s = await runSweep(
+          { ...opts, requestRate: undefined },
+          {
+            auto: o.sweep === "auto",
+            concurrency: (o.concurrency?.length ?? 0) > 1 ? o.concurrency : undefined,
+            rates: (rates?.length ?? 0) > 1 ? rates : undefined,
+          },
+          { signal: ac.signal, onProgress: progress.onProgress },
+        );
+        progress.done();
+        const json = {
+          points: s.points.map((p) => ({
+            kind: p.kind,
+            value: p.value,
+            achievedRatio: p.achievedRatio,
+            ...toVllmJson(p.result, false),
+          })),
+          stoppedEarly: s.stoppedEarly,
+          partial: s.partial,
+        };
+        if (o.json) process.stdout.write(`${JSON.stringify(json, jsonReplacer, 2)}\n`);
+        else process.stdout.write(`${sweepTable(s)}\n`);
+        if (s.partial) throw new InterruptedError("interrupted: partial sweep printed");
+        return;
+      }
+      if (o.concurrency) opts.concurrency = o.concurrency[0];
+      if (rates) opts.requestRate = rates[0];
+      if (o.saveResult !== undefined) {
+        // The file name needs the model; resolve it lazily through a first pass-through run option.
+        opts.saveResult = typeof o.saveResult === "string" ? o.saveResult : undefined;
+      }
+      const res = await runBench(opts, { signal: ac.signal, onProgress: progress.onProgress });
+      progress.done();
+      if (o.saveResult === true) {
+        const { writeFileSync } = await import("node:fs");
+        const name = defaultResultName(opts, res.setup.model_id);
+        writeFileSync(name, `${JSON.stringify(toVllmJson(res, opts.saveDetailed ?? false), null, 2)}\n`);
+        if (!o.json) process.stderr.write(`result written to ${name}\n`);
+      }
+      if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
+      else emit(res, o, formatConsole);
+      if (res.partial) throw new InterruptedError("interrupted: partial results written");
+    } finally {
+      progress.done();
+      process.removeListener("SIGINT", onSigint);
+    }
+  });
 }

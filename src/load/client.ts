@@ -1,0 +1,382 @@
+// The streaming HTTP client: undici's low-level dispatch (no web streams, no per-chunk promises), one
+// hrtime stamp per socket read, SSE cut on bytes, facts written into reusable typed arrays.
+
+import type { Dispatcher } from "undici";
+import { Pool, request as undiciRequest } from "undici";
+import { TargetError } from "../errors.ts";
+import { ChunkScratch } from "./records.ts";
+import { interpretChunk, type SseMessage, SseParser } from "./sse.ts";
+import type { ErrorClass, RequestRecord } from "./types.ts";
+import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
+
+export interface ClientOptions {
+  /** Parallel connections; null = as many as requests need. */
+  connections?: number | null;
+  connectTimeoutMs?: number;
+  /** No bytes for this long aborts the stream as a stall. */
+  stallTimeoutMs?: number;
+  /** No response headers for this long aborts the request. */
+  headersTimeoutMs?: number;
+  apiKey?: string;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+
+/** Fills a record's response-side fields; the runner fills index, schedule and targets. */
+export function blankRecord(): RequestRecord {
+  return {
+    index: -1,
+    warmup: false,
+    scheduledMs: Number.NaN,
+    createdMs: Number.NaN,
+    sendMs: Number.NaN,
+    headersMs: Number.NaN,
+    firstChunkMs: Number.NaN,
+    firstOutputMs: Number.NaN,
+    firstContentMs: Number.NaN,
+    lastChunkMs: Number.NaN,
+    endMs: Number.NaN,
+    status: 0,
+    errorClass: null,
+    errorMessage: null,
+    promptTokens: -1,
+    completionTokens: -1,
+    outputTokens: 0,
+    outputTokensFromUsage: false,
+    targetInputLen: 0,
+    targetOutputLen: 0,
+    finishReason: null,
+    ttftMs: Number.NaN,
+    e2elMs: Number.NaN,
+    chunks: undefined as any,
+  };
+}
+
+/** Maps a transport error to our classes. */
+export function classifyError(err: any, gotHeaders: boolean): { cls: ErrorClass; message: string } {
+  const code: string = err?.code ?? "";
+  const msg: string = err?.message ?? String(err);
+  if (code === "UND_ERR_BODY_TIMEOUT") return { cls: "stall", message: "no bytes for longer than the stall timeout" };
+  if (code === "UND_ERR_HEADERS_TIMEOUT") return { cls: "timeout", message: "no response headers in time" };
+  if (code === "UND_ERR_CONNECT_TIMEOUT") return { cls: "connect", message: `connect timeout: ${msg}` };
+  if (code === "UND_ERR_ABORTED" || code === "UND_ERR_ABORT" || err?.name === "AbortError")
+    return { cls: "aborted", message: msg };
+  if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH" || code === "ENETUNREACH")
+    return { cls: "connect", message: `${code}: ${msg}` };
+  if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_CLOSED")
+    return {
+      cls: "disconnect",
+      message: gotHeaders ? `connection closed mid-stream (${msg})` : `connection closed (${msg})`,
+    };
+  return { cls: gotHeaders ? "disconnect" : "connect", message: `${code ? `${code}: ` : ""}${msg}` };
+}
+
+/** The server's own words from an error body: OpenAI `{error:{message}}`, flat `{message}`, FastAPI `{detail}`. */
+export function serverMessage(body: string): string {
+  try {
+    const o = JSON.parse(body);
+    const m = o?.error?.message ?? (typeof o?.error === "string" ? o.error : undefined) ?? o?.message ?? o?.detail;
+    if (typeof m === "string") return m;
+    if (m !== undefined) return JSON.stringify(m);
+  } catch {}
+  const t = body.trim();
+  return t.length > 300 ? `${t.slice(0, 300)}…` : t;
+}
+
+class StreamHandler implements Dispatcher.DispatchHandler {
+  controller: Dispatcher.DispatchController | null = null;
+  private readonly parser = new SseParser();
+  private readonly scratch: ChunkScratch;
+  private sendNs = 0n;
+  private nowMs = 0;
+  private readId = -1;
+  private errorBody: Buffer[] | null = null;
+  private errorBytes = 0;
+  private done = false;
+  private failed = false;
+  private settled = false;
+  private lastCum = 0;
+  private usageContinuous: boolean | null = null;
+  private outputChunks = 0;
+
+  constructor(
+    readonly rec: RequestRecord,
+    scratch: ChunkScratch,
+    private readonly originNs: bigint,
+    private readonly onDone: (h: StreamHandler) => void,
+  ) {
+    this.scratch = scratch;
+  }
+
+  start(): void {
+    this.sendNs = process.hrtime.bigint();
+    this.rec.sendMs = Number(this.sendNs - this.originNs) / 1e6;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+  }
+
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
+    const t = process.hrtime.bigint();
+    this.rec.headersMs = Number(t - this.sendNs) / 1e6;
+    this.rec.status = statusCode;
+    if (statusCode !== 200) {
+      this.errorBody = [];
+      this.fail("http", `HTTP ${statusCode}${statusMessage ? ` ${statusMessage}` : ""}`);
+      return;
+    }
+    const ct = String(headers["content-type"] ?? "");
+    if (ct && !ct.includes("text/event-stream")) {
+      this.errorBody = [];
+      this.fail("malformed", `server did not stream: content-type ${ct}`);
+    }
+  }
+
+  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.errorBody) {
+      if (this.errorBytes < MAX_ERROR_BODY) {
+        this.errorBody.push(chunk);
+        this.errorBytes += chunk.length;
+      }
+      return;
+    }
+    if (this.failed || this.done) return;
+    this.nowMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+    this.readId++;
+    this.parser.feed(chunk, this.onMessage);
+  }
+
+  private readonly onMessage = (m: SseMessage): void => {
+    if (this.failed || this.done) return;
+    const f = interpretChunk(m.data);
+    if (f.kind === "done") {
+      this.done = true;
+      return;
+    }
+    if (f.kind === "malformed") {
+      this.fail("malformed", `malformed SSE data: ${f.errorMessage}`);
+      return;
+    }
+    if (f.kind === "error" || m.event === "error") {
+      this.fail("stream-error", f.errorMessage ?? m.data.slice(0, 300));
+      return;
+    }
+    const rec = this.rec;
+    const t = this.nowMs;
+    let flags = 0;
+    if (f.hasChoices) {
+      flags |= CHUNK_CHOICES;
+      if (Number.isNaN(rec.firstChunkMs)) {
+        rec.firstChunkMs = t;
+        if (this.usageContinuous === null) this.usageContinuous = f.completionTokens >= 0;
+      }
+      rec.lastChunkMs = t;
+    }
+    const out = f.content + f.reasoning + f.tool;
+    if (out > 0) {
+      this.outputChunks++;
+      if (Number.isNaN(rec.firstOutputMs)) rec.firstOutputMs = t;
+      if (f.content > 0 && Number.isNaN(rec.firstContentMs)) rec.firstContentMs = t;
+    }
+    let tokens = -1;
+    if (f.completionTokens >= 0) {
+      flags |= CHUNK_USAGE;
+      if (this.usageContinuous) {
+        tokens = f.completionTokens - this.lastCum;
+        this.lastCum = f.completionTokens;
+      }
+      rec.completionTokens = f.completionTokens;
+    }
+    if (f.promptTokens >= 0) rec.promptTokens = f.promptTokens;
+    if (f.finishReason !== null) {
+      flags |= CHUNK_FINISH;
+      rec.finishReason = f.finishReason;
+    }
+    this.scratch.push(t, m.bytes, this.readId, tokens, f.content, f.reasoning, f.tool, flags);
+  };
+
+  onResponseEnd(): void {
+    if (this.errorBody) {
+      const body = Buffer.concat(this.errorBody).toString("utf8");
+      const said = serverMessage(body);
+      if (said) this.rec.errorMessage = `${this.rec.errorMessage}: ${said}`;
+    } else if (!this.failed) {
+      const last = this.parser.finish();
+      if (last) {
+        // vLLM accepts a trailing unterminated message if it is [DONE] or valid JSON.
+        this.nowMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+        this.onMessage(last);
+      }
+      if (!this.failed) {
+        if (Number.isNaN(this.rec.firstChunkMs))
+          this.fail("no-output", "the stream ended without a chunk with choices (never received a valid chunk)");
+        else if (!this.done && this.rec.finishReason === null)
+          this.fail("disconnect", "the stream ended without [DONE] or a finish_reason");
+      }
+    }
+    this.finish();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    if (!this.failed) {
+      const { cls, message } = classifyError(err, this.rec.status !== 0);
+      this.fail(cls, message);
+    } else if (this.errorBody && this.errorBytes > 0) {
+      const said = serverMessage(Buffer.concat(this.errorBody).toString("utf8"));
+      if (said) this.rec.errorMessage = `${this.rec.errorMessage}: ${said}`;
+    }
+    this.finish();
+  }
+
+  private fail(cls: ErrorClass, message: string): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.rec.errorClass = cls;
+    this.rec.errorMessage = message;
+  }
+
+  abort(reason: string): void {
+    if (this.settled) return;
+    this.fail("aborted", reason);
+    if (this.controller && !this.controller.aborted) {
+      const e = new Error(reason);
+      e.name = "AbortError";
+      this.controller.abort(e);
+    }
+  }
+
+  private finish(): void {
+    if (this.settled) return;
+    this.settled = true;
+    const rec = this.rec;
+    rec.endMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+    rec.chunks = this.scratch.take();
+    if (rec.completionTokens > 0) {
+      rec.outputTokens = rec.completionTokens;
+      rec.outputTokensFromUsage = true;
+    } else {
+      rec.outputTokens = this.outputChunks;
+      rec.outputTokensFromUsage = false;
+    }
+    rec.ttftMs = rec.firstChunkMs;
+    rec.e2elMs = rec.lastChunkMs;
+    this.onDone(this);
+  }
+}
+
+/** One connection pool to one server; `stream()` sends a prepared body and resolves with the record. */
+export class StreamClient {
+  readonly origin: string;
+  readonly basePath: string;
+  private readonly pool: Pool;
+  private readonly headers: Record<string, string>;
+  private readonly scratchPool: ChunkScratch[] = [];
+  private readonly inFlight = new Set<StreamHandler>();
+  private readonly stallTimeoutMs: number;
+  private readonly headersTimeoutMs: number;
+
+  constructor(
+    baseUrl: string,
+    private readonly opts: ClientOptions = {},
+  ) {
+    const u = new URL(baseUrl);
+    this.origin = u.origin;
+    this.basePath = u.pathname.replace(/\/+$/, "");
+    this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
+    this.headersTimeoutMs = opts.headersTimeoutMs ?? 300_000;
+    this.pool = new Pool(this.origin, {
+      connections: opts.connections ?? null,
+      pipelining: 1,
+      keepAliveTimeout: 60_000,
+      connect: { timeout: opts.connectTimeoutMs ?? 5000 },
+      headersTimeout: this.headersTimeoutMs,
+      bodyTimeout: this.stallTimeoutMs,
+    });
+    this.headers = { "content-type": "application/json", accept: "text/event-stream" };
+    if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /** Sends one streaming request. `rec` gets every response-side fact; never rejects. */
+  stream(path: string, body: string, rec: RequestRecord, originNs: bigint): Promise<RequestRecord> {
+    return new Promise((resolve) => {
+      const scratch = this.scratchPool.pop() ?? new ChunkScratch();
+      const h = new StreamHandler(rec, scratch, originNs, (done) => {
+        this.inFlight.delete(done);
+        this.scratchPool.push(scratch);
+        resolve(done.rec);
+      });
+      this.inFlight.add(h);
+      h.start();
+      this.pool.dispatch(
+        {
+          path: this.basePath + path,
+          method: "POST",
+          headers: this.headers,
+          body,
+          headersTimeout: this.headersTimeoutMs,
+          bodyTimeout: this.stallTimeoutMs,
+        },
+        h,
+      );
+    });
+  }
+
+  /** Aborts every in-flight stream (they resolve as "aborted"). */
+  abortAll(reason = "aborted by the user"): void {
+    for (const h of [...this.inFlight]) h.abort(reason);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy().catch(() => {});
+  }
+
+  /** GET a path on the same server (JSON or text), with a clear error when unreachable. */
+  async get(path: string, timeoutMs = this.opts.connectTimeoutMs ?? 5000): Promise<{ status: number; body: string }> {
+    const url = this.origin + this.basePath + path;
+    return httpGet(url, timeoutMs, this.opts.apiKey);
+  }
+}
+
+/** A plain GET with a timeout; unreachable → TargetError (exit 3). */
+export async function httpGet(
+  url: string,
+  timeoutMs = 5000,
+  apiKey?: string,
+): Promise<{ status: number; body: string }> {
+  const headers: Record<string, string> = {};
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  try {
+    const res = await undiciRequest(url, {
+      method: "GET",
+      headers,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = await res.body.text();
+    return { status: res.statusCode, body };
+  } catch (err: any) {
+    const code = err?.code ?? err?.cause?.code ?? "";
+    const what =
+      code === "ECONNREFUSED"
+        ? "connection refused"
+        : err?.name === "TimeoutError" || code === "UND_ERR_CONNECT_TIMEOUT" || code === "UND_ERR_HEADERS_TIMEOUT"
+          ? `no answer within ${timeoutMs} ms`
+          : `${code ? `${code}: ` : ""}${err?.message ?? String(err)}`;
+    throw new TargetError(`cannot reach ${url}: ${what}`, {
+      url,
+      hint: "is the server running? check --base-url",
+      cause: err,
+    });
+  }
+}

@@ -1,0 +1,33 @@
+// Public API of the load generator (`inferscope bench`).
+export { blankRecord, classifyError, httpGet, StreamClient, serverMessage } from "./client.ts";
+export { formatConsole } from "./console.ts";
+export { npMean, npMedian, npPercentile, npStd } from "./npstats.ts";
+export { ChunkScratch, JsonlWriter, parseRecordsJsonl, recordFromJson, recordToJson } from "./records.ts";
+export {
+  type BenchDeps,
+  type BenchResult,
+  type BenchSetup,
+  resolveModel,
+  resolveOptions,
+  runBench,
+  toVllmJson,
+} from "./runner.ts";
+export { arrivalTimesMs, Rng, requestsForDuration, sweepRates } from "./schedule.ts";
+export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
+export { interpretChunk, SseParser } from "./sse.ts";
+export {
+  type BenchSummary,
+  chunkItls,
+  computeMetrics,
+  DEFINITIONS,
+  type InferscopeMetrics,
+  type MetricsOptions,
+  type MetricsResult,
+  peakConcurrency,
+  peakOutputTokensPerS,
+  requestTpot,
+  stats,
+  tokenItls,
+} from "./summarize.ts";
+export type * from "./types.ts";
+export { createWorkload, loadJsonl, loadShareGpt, requestBody } from "./workload.ts";

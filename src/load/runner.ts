@@ -1,0 +1,590 @@
+// Runs a benchmark: resolves the model, warms up, sends the measured requests on a closed loop or an
+// open-loop schedule (paced by sleep-then-spin), streams records to JSONL, and summarises.
+import { writeFileSync } from "node:fs";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { setImmediate as immediate, setTimeout as sleep } from "node:timers/promises";
+import { InputError, TargetError, UsageError } from "../errors.ts";
+import { blankRecord, StreamClient } from "./client.ts";
+import { JsonlWriter, recordToJson } from "./records.ts";
+import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
+import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
+import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
+import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
+import { createWorkload, requestBody, type Workload } from "./workload.ts";
+
+export interface BenchDeps {
+  signal?: AbortSignal;
+  onProgress?: (p: BenchProgress) => void;
+  /** How long to wait for in-flight requests after an interrupt (ms). Default 5000. */
+  graceMs?: number;
+}
+
+export interface BenchSetup {
+  date: string;
+  endpoint_type: string;
+  backend: string;
+  label: string | null;
+  model_id: string;
+  tokenizer_id: string;
+  num_prompts: number;
+  request_rate: number | "inf";
+  burstiness: number;
+  max_concurrency: number | null;
+  /** Ours: closed-loop users (--concurrency), or null for an open loop. */
+  concurrency: number | null;
+  base_url: string;
+  endpoint: Endpoint;
+  dataset_name: string;
+  seed: number;
+  warmup: number;
+}
+
+export interface BenchResult {
+  setup: BenchSetup;
+  summary: BenchSummary;
+  perRequest: MetricsResult["perRequest"];
+  requests: RequestRecord[];
+  warnings: string[];
+  client: ClientHealth;
+  server: ServerView | null;
+  /** True when interrupted: only what finished is included. */
+  partial: boolean;
+  percentiles: number[];
+  percentileMetrics: string[];
+}
+
+interface Resolved {
+  baseUrl: string;
+  endpoint: Endpoint;
+  numPrompts: number | null;
+  durationMs: number | null;
+  rate: number;
+  burstiness: number;
+  concurrency: number | null;
+  maxConcurrency: number | null;
+  seed: number;
+  warmup: number;
+  percentiles: number[];
+}
+
+const ELD_RESOLUTION_MS = 2;
+
+/** Checks option combinations; throws UsageError for contradictions. */
+export function resolveOptions(o: BenchOptions): Resolved {
+  const rate = o.requestRate ?? Number.POSITIVE_INFINITY;
+  if (!(rate > 0)) throw new UsageError(`--request-rate must be > 0 (or inf), got ${rate}`);
+  const burstiness = o.burstiness ?? 1;
+  if (!(burstiness > 0)) throw new UsageError(`--burstiness must be > 0, got ${burstiness}`);
+  if (o.burstiness !== undefined && o.burstiness !== 1 && rate === Number.POSITIVE_INFINITY)
+    throw new UsageError("--burstiness needs a finite --request-rate");
+  if (o.concurrency !== undefined && rate !== Number.POSITIVE_INFINITY)
+    throw new UsageError("--concurrency (closed loop) and --request-rate (open loop) contradict each other", {
+      hint: "use --request-rate with --max-concurrency for a capped open loop",
+    });
+  if (o.concurrency !== undefined && o.maxConcurrency !== undefined)
+    throw new UsageError("give --concurrency (closed loop) or --max-concurrency (open-loop cap), not both");
+  for (const [n, v] of [
+    ["--concurrency", o.concurrency],
+    ["--max-concurrency", o.maxConcurrency],
+  ] as const)
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1))
+      throw new UsageError(`${n} must be an integer ≥ 1, got ${v}`);
+  if (o.numPrompts !== undefined && o.durationMs !== undefined)
+    throw new UsageError("give --num-prompts or --duration, not both");
+  if (o.numPrompts !== undefined && !(Number.isInteger(o.numPrompts) && o.numPrompts >= 1))
+    throw new UsageError(`--num-prompts must be an integer ≥ 1, got ${o.numPrompts}`);
+  if (o.durationMs !== undefined && !(o.durationMs > 0)) throw new UsageError("--duration must be > 0");
+  if (o.durationMs !== undefined && o.concurrency === undefined && rate === Number.POSITIVE_INFINITY)
+    throw new UsageError("--duration needs --concurrency (closed loop) or a finite --request-rate");
+  const percentiles = o.percentiles ?? [99];
+  for (const p of percentiles)
+    if (!(p > 0 && p <= 100)) throw new UsageError(`percentiles must be in (0, 100], got ${p}`);
+  const warmup = o.warmup ?? 0;
+  if (!(Number.isInteger(warmup) && warmup >= 0)) throw new UsageError(`--warmup must be an integer ≥ 0`);
+  let numPrompts: number | null = o.numPrompts ?? null;
+  let durationMs: number | null = o.durationMs ?? null;
+  if (numPrompts === null && durationMs === null) numPrompts = 100;
+  if (durationMs !== null && rate !== Number.POSITIVE_INFINITY) {
+    numPrompts = requestsForDuration(durationMs, rate);
+    durationMs = null;
+  }
+  const endpoint = o.endpoint ?? "/v1/completions";
+  if (endpoint !== "/v1/completions" && endpoint !== "/v1/chat/completions")
+    throw new UsageError(`--endpoint must be /v1/completions or /v1/chat/completions, got ${endpoint}`);
+  let baseUrl: string;
+  try {
+    const u = new URL(o.baseUrl);
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http");
+    baseUrl = o.baseUrl.replace(/\/+$/, "");
+  } catch {
+    throw new UsageError(`--base-url is not an http(s) URL: ${o.baseUrl}`);
+  }
+  return {
+    baseUrl,
+    endpoint,
+    numPrompts,
+    durationMs,
+    rate,
+    burstiness,
+    concurrency: o.concurrency ?? null,
+    maxConcurrency: o.maxConcurrency ?? null,
+    seed: o.seed ?? 0,
+    warmup,
+    percentiles,
+  };
+}
+
+/** Finds the served model (first of /v1/models); unreachable → TargetError. */
+export async function resolveModel(
+  client: StreamClient,
+  given: string | undefined,
+  timeoutMs: number,
+): Promise<string> {
+  const res = await client.get("/v1/models", timeoutMs);
+  if (given) return given;
+  if (res.status !== 200)
+    throw new TargetError(`GET /v1/models answered HTTP ${res.status}; pass --model`, { status: res.status });
+  try {
+    const id = JSON.parse(res.body)?.data?.[0]?.id;
+    if (typeof id === "string") return id;
+  } catch {}
+  throw new TargetError("GET /v1/models listed no model; pass --model");
+}
+
+async function scrape(client: StreamClient): Promise<Totals | null> {
+  try {
+    const r = await client.get("/metrics", 3000);
+    if (r.status !== 200) return null;
+    return totalsFromText(r.body);
+  } catch {
+    return null;
+  }
+}
+
+/** Counting semaphore for --max-concurrency. */
+class Slots {
+  private free: number;
+  private readonly waiters: Array<() => void> = [];
+  constructor(n: number) {
+    this.free = n;
+  }
+  acquire(): Promise<void> | null {
+    if (this.free > 0) {
+      this.free--;
+      return null;
+    }
+    return new Promise((r) => this.waiters.push(r));
+  }
+  release(): void {
+    const w = this.waiters.shift();
+    if (w) w();
+    else this.free++;
+  }
+  drain(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+}
+
+/** Waits until performance.now() ≥ target: a timer for the bulk, then setImmediate turns (I/O still runs). */
+async function waitUntil(targetPerf: number, spin: { ms: number }): Promise<void> {
+  let d = targetPerf - performance.now();
+  if (d > 2) await sleep(d - 1.5);
+  d = targetPerf - performance.now();
+  if (d <= 0) return;
+  const s = performance.now();
+  while (performance.now() < targetPerf) await immediate();
+  spin.ms += performance.now() - s;
+}
+
+interface Phase {
+  records: RequestRecord[];
+  durationMs: number;
+  interrupted: boolean;
+}
+
+/** Runs one benchmark. Returns partial results on interrupt (result.partial); throws typed errors. */
+export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promise<BenchResult> {
+  const r = resolveOptions(opts);
+  const workload: Workload = createWorkload({ ...opts, seed: r.seed });
+  const connections = r.concurrency ?? r.maxConcurrency ?? null;
+  const client = new StreamClient(r.baseUrl, {
+    connections,
+    connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
+    stallTimeoutMs: opts.stallTimeoutMs ?? 60_000,
+    apiKey: opts.apiKey,
+  });
+  let writer: JsonlWriter | null = null;
+  try {
+    const model = await resolveModel(client, opts.model, opts.connectTimeoutMs ?? 5000);
+    const bodyOpts = {
+      model,
+      endpoint: r.endpoint,
+      ignoreEos: opts.ignoreEos,
+      continuousUsage: opts.continuousUsage,
+      extraBody: opts.extraBody,
+    };
+    const setup: BenchSetup = {
+      date: stamp(new Date()),
+      endpoint_type: r.endpoint === "/v1/chat/completions" ? "openai-chat" : "openai",
+      backend: r.endpoint === "/v1/chat/completions" ? "openai-chat" : "openai",
+      label: opts.label ?? null,
+      model_id: model,
+      tokenizer_id: model,
+      num_prompts: r.numPrompts ?? 0,
+      request_rate: r.rate === Number.POSITIVE_INFINITY ? "inf" : r.rate,
+      burstiness: r.burstiness,
+      max_concurrency: r.maxConcurrency ?? r.concurrency,
+      concurrency: r.concurrency,
+      base_url: r.baseUrl,
+      endpoint: r.endpoint,
+      dataset_name: workload.name,
+      seed: r.seed,
+      warmup: r.warmup,
+    };
+    if (opts.recordsPath) {
+      writer = new JsonlWriter(opts.recordsPath);
+      writer.write({ type: "header", ...setup });
+    }
+    const w = writer;
+    const onRecord = (rec: RequestRecord) => {
+      if (w) w.write(recordToJson(rec));
+    };
+    const ctx: RunCtx = {
+      client,
+      workload,
+      bodyOpts,
+      endpoint: r.endpoint,
+      signal: deps.signal,
+      graceMs: deps.graceMs ?? 5000,
+      onRecord,
+      onProgress: deps.onProgress,
+    };
+
+    // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
+    const warmRecs: RequestRecord[] = [];
+    if (r.warmup > 0) {
+      const ph = await closedLoop(ctx, {
+        users: Math.min(r.warmup, r.concurrency ?? r.maxConcurrency ?? r.warmup),
+        count: r.warmup,
+        durationMs: null,
+        warmup: true,
+        indexBase: 1_000_000_000,
+      });
+      warmRecs.push(...ph.records);
+      if (ph.interrupted) return finish(true, warmRecs, 0);
+    }
+
+    const before = opts.noServerMetrics ? null : await scrape(client);
+    const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
+    eld.enable();
+    const cpu0 = process.cpuUsage();
+    const spin = { ms: 0 };
+    let phase: Phase;
+    if (r.concurrency !== null)
+      phase = await closedLoop(ctx, {
+        users: r.concurrency,
+        count: r.numPrompts,
+        durationMs: r.durationMs,
+        warmup: false,
+        indexBase: 0,
+      });
+    else
+      phase = await openLoop(ctx, {
+        times: arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
+        cap: r.maxConcurrency,
+        spin,
+      });
+    const cpu = process.cpuUsage(cpu0);
+    eld.disable();
+    const after = before ? await scrape(client) : null;
+
+    const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    const wallS = phase.durationMs / 1000;
+    const util = wallS > 0 ? Math.max(0, cpuSeconds - spin.ms / 1000) / wallS : 0;
+    // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
+    const d = (ns: number) => (eld.count ? Math.max(0, ns / 1e6 - ELD_RESOLUTION_MS) : 0);
+    const eldMs = { mean: d(eld.mean), p50: d(eld.percentile(50)), p99: d(eld.percentile(99)), max: d(eld.max) };
+    const reasons: string[] = [];
+    if (util >= 0.9) reasons.push(`client CPU at ${(util * 100).toFixed(0)} % of one core`);
+    if (eldMs.p99 > 10) reasons.push(`event-loop delay p99 ${eldMs.p99.toFixed(1)} ms`);
+    const health: ClientHealth = {
+      eventLoopDelayMs: eldMs,
+      cpuSeconds,
+      cpuUtilization: util,
+      saturated: reasons.length > 0,
+      reason: reasons.length ? reasons.join("; ") : undefined,
+      workers: 1,
+    };
+    return finish(phase.interrupted, [...warmRecs, ...phase.records], phase.durationMs, health, before, after);
+
+    function finish(
+      partial: boolean,
+      recs: RequestRecord[],
+      durationMs: number,
+      health?: ClientHealth,
+      before?: Totals | null,
+      after?: Totals | null,
+    ): BenchResult {
+      const m = computeMetrics(recs, { durationMs, percentiles: r.percentiles, goodput: opts.goodput });
+      const warnings = [...m.warnings];
+      const h: ClientHealth = health ?? {
+        eventLoopDelayMs: { mean: 0, p50: 0, p99: 0, max: 0 },
+        cpuSeconds: 0,
+        cpuUtilization: 0,
+        saturated: false,
+        workers: 1,
+      };
+      if (h.saturated)
+        warnings.unshift(
+          `the client was saturated (${h.reason}): these numbers may show its ceiling, not the server's`,
+        );
+      if (partial) warnings.unshift("interrupted: partial results (only requests that finished are included)");
+      setup.num_prompts = recs.filter((x) => !x.warmup).length;
+      const result: BenchResult = {
+        setup,
+        summary: m.summary,
+        perRequest: m.perRequest,
+        requests: recs,
+        warnings,
+        client: h,
+        server: before && after ? serverDelta(before, after) : null,
+        partial,
+        percentiles: r.percentiles,
+        percentileMetrics: opts.percentileMetrics ?? ["ttft", "tpot", "itl"],
+      };
+      if (opts.saveResult) {
+        try {
+          writeFileSync(
+            opts.saveResult,
+            `${JSON.stringify(toVllmJson(result, opts.saveDetailed ?? false), null, 2)}\n`,
+          );
+        } catch (e: any) {
+          throw new InputError(`${opts.saveResult}: cannot write result: ${e?.message ?? e}`);
+        }
+      }
+      return result;
+    }
+  } finally {
+    if (writer) await writer.close();
+    await client.close();
+  }
+}
+
+interface RunCtx {
+  client: StreamClient;
+  workload: Workload;
+  bodyOpts: Parameters<typeof requestBody>[1];
+  endpoint: Endpoint;
+  signal?: AbortSignal;
+  graceMs: number;
+  onRecord: (r: RequestRecord) => void;
+  onProgress?: (p: BenchProgress) => void;
+}
+
+/** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
+class RunState {
+  readonly records: RequestRecord[] = [];
+  stopped = false;
+  interrupted = false;
+  fatal: Error | null = null;
+  done = 0;
+  failed = 0;
+  ok = 0;
+  outTokens = 0;
+  inFlight = 0;
+  readonly originNs = process.hrtime.bigint();
+  readonly originPerf = performance.now();
+  private timer: NodeJS.Timeout | null = null;
+  private readonly stopWaiters: Array<() => void> = [];
+  private onAbort = () => this.interrupt();
+
+  constructor(
+    readonly ctx: RunCtx,
+    readonly total: number | null,
+  ) {
+    if (ctx.signal?.aborted) this.interrupt();
+    ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
+    if (ctx.onProgress) {
+      // ≤ 10 Hz and never from the token path.
+      this.timer = setInterval(() => ctx.onProgress!(this.progress()), 100);
+      this.timer.unref();
+    }
+  }
+
+  nowMs(): number {
+    return performance.now() - this.originPerf;
+  }
+
+  progress(): BenchProgress {
+    return {
+      done: this.done,
+      failed: this.failed,
+      inFlight: this.inFlight,
+      total: this.total,
+      outputTokens: this.outTokens,
+      elapsedMs: this.nowMs(),
+    };
+  }
+
+  /** Resolves when the run is stopped (interrupt or fatal error). */
+  whenStopped(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((r) => this.stopWaiters.push(r));
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const w of this.stopWaiters.splice(0)) w();
+  }
+
+  interrupt(): void {
+    this.interrupted = true;
+    this.stop();
+    // Wait up to graceMs for in-flight streams, then cut them.
+    const t = setTimeout(() => this.ctx.client.abortAll("interrupted"), this.ctx.graceMs);
+    t.unref();
+  }
+
+  async send(index: number, scheduledMs: number, createdMs: number, warmup: boolean): Promise<RequestRecord> {
+    const p = this.ctx.workload.get(
+      index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity),
+    );
+    const rec = blankRecord();
+    rec.index = index;
+    rec.warmup = warmup;
+    rec.scheduledMs = scheduledMs;
+    rec.createdMs = createdMs;
+    rec.targetInputLen = p.inputLen;
+    rec.targetOutputLen = p.outputLen;
+    this.inFlight++;
+    await this.ctx.client.stream(this.ctx.endpoint, requestBody(p, this.ctx.bodyOpts), rec, this.originNs);
+    this.inFlight--;
+    this.done++;
+    if (rec.errorClass === null) {
+      this.ok++;
+      this.outTokens += rec.outputTokens;
+    } else {
+      this.failed++;
+      // A 4xx before any success means the request itself is wrong (model name, endpoint): stop now.
+      // So does a refused connection before any success: the server is gone.
+      if (this.ok === 0 && !this.fatal) {
+        if (rec.status >= 400 && rec.status < 500)
+          this.fatal = new TargetError(`the server rejected the request: ${rec.errorMessage}`, {
+            status: rec.status,
+            hint: "check --model and --endpoint",
+          });
+        else if (rec.errorClass === "connect")
+          this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {
+            hint: "is the server running? check --base-url",
+          });
+        if (this.fatal) {
+          this.stop();
+          this.ctx.client.abortAll("aborted after a rejected request");
+        }
+      }
+    }
+    this.records.push(rec);
+    this.ctx.onRecord(rec);
+    return rec;
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.ctx.signal?.removeEventListener("abort", this.onAbort);
+    if (this.ctx.onProgress) this.ctx.onProgress(this.progress());
+    if (this.fatal) throw this.fatal;
+  }
+}
+
+/** Closed loop: `users` workers, each sending back to back, until `count` requests or `durationMs`. */
+async function closedLoop(
+  ctx: RunCtx,
+  o: { users: number; count: number | null; durationMs: number | null; warmup: boolean; indexBase: number },
+): Promise<Phase> {
+  const st = new RunState(ctx, o.count);
+  let next = 0;
+  const deadline = o.durationMs;
+  const user = async () => {
+    for (;;) {
+      if (st.stopped) return;
+      if (o.count !== null && next >= o.count) return;
+      const now = st.nowMs();
+      if (deadline !== null && now >= deadline) return;
+      const i = next++;
+      await st.send(o.indexBase + i, now, now, o.warmup);
+    }
+  };
+  const users: Promise<void>[] = [];
+  for (let u = 0; u < o.users; u++) users.push(user());
+  await Promise.all(users);
+  const durationMs = st.nowMs();
+  st.close();
+  return { records: st.records, durationMs, interrupted: st.interrupted };
+}
+
+/** Open loop: send at the precomputed absolute times; with a cap, wait for a slot (client queue time). */
+async function openLoop(
+  ctx: RunCtx,
+  o: { times: Float64Array; cap: number | null; spin: { ms: number } },
+): Promise<Phase> {
+  const st = new RunState(ctx, o.times.length);
+  const slots = o.cap !== null ? new Slots(o.cap) : null;
+  const pending: Promise<unknown>[] = [];
+  const stopped = st.whenStopped().then(() => slots?.drain());
+  for (let i = 0; i < o.times.length; i++) {
+    if (st.stopped) break;
+    const target = o.times[i]!;
+    if (target > 0) await waitUntil(st.originPerf + target, o.spin);
+    if (st.stopped) break;
+    const created = st.nowMs();
+    const task = async () => {
+      if (slots) {
+        const w = slots.acquire();
+        if (w) await w;
+        if (st.stopped) return;
+      }
+      try {
+        await st.send(i, target, created, false);
+      } finally {
+        slots?.release();
+      }
+    };
+    pending.push(task());
+  }
+  await Promise.all(pending);
+  void stopped;
+  const durationMs = st.nowMs();
+  st.close();
+  return { records: st.records, durationMs, interrupted: st.interrupted };
+}
+
+function stamp(d: Date): string {
+  const p = (n: number) => String(n).padStart(2, "0");
+  return `${d.getUTCFullYear()}${p(d.getUTCMonth() + 1)}${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
+}
+
+/** The `--save-result` JSON: vLLM bench serve's field names, ours under `inferscope`. */
+export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, unknown> {
+  const { inferscope, ...flat } = res.summary;
+  const out: Record<string, unknown> = { ...res.setup, ...flat };
+  const pr = res.perRequest;
+  out.latencies = pr.latencies;
+  out.queue_times = pr.queue_times;
+  if (detailed) {
+    out.input_lens = pr.input_lens;
+    out.output_lens = pr.output_lens;
+    out.ttfts = pr.ttfts;
+    out.itls = pr.itls;
+    out.start_times = pr.start_times;
+    out.errors = pr.errors;
+  }
+  out.inferscope = {
+    ...inferscope,
+    warnings: res.warnings,
+    client: res.client,
+    server: res.server,
+    partial: res.partial,
+  };
+  return out;
+}

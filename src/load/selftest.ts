@@ -1,0 +1,137 @@
+// `inferscope bench --self-test`: the client's own ceiling. Spawns `inferscope sim --speed zero` (a
+// separate process, so its CPU is not ours), streams through it at 1, 100 and 1,000 concurrent streams
+// and reports output tokens ingested per client CPU-second and the event-loop delay reads waited.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { TargetError } from "../errors.ts";
+import { runBench } from "./runner.ts";
+
+export interface SimProcess {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+const BIN = fileURLToPath(new URL("../../bin/inferscope.mjs", import.meta.url));
+
+/** Starts `inferscope sim --port 0 --json …` in its own process and waits for its URL. */
+export async function spawnSimProcess(args: string[], timeoutMs = 30_000): Promise<SimProcess> {
+  const child: ChildProcess = spawn(process.execPath, [BIN, "sim", "--port", "0", "--json", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env },
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d) => {
+    stderr += d;
+  });
+  const rl = createInterface({ input: child.stdout! });
+  const url = await new Promise<string>((resolve, reject) => {
+    const t = setTimeout(
+      () => reject(new TargetError(`inferscope sim did not start within ${timeoutMs} ms: ${stderr}`)),
+      timeoutMs,
+    );
+    rl.on("line", (line) => {
+      try {
+        const o = JSON.parse(line);
+        if (typeof o?.url === "string") {
+          clearTimeout(t);
+          resolve(o.url);
+        }
+      } catch {}
+    });
+    child.once("exit", (code) => {
+      clearTimeout(t);
+      reject(new TargetError(`inferscope sim exited (${code}) before listening: ${stderr.trim()}`));
+    });
+  });
+  return {
+    url,
+    pid: child.pid!,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill("SIGTERM");
+      const killer = setTimeout(() => child.kill("SIGKILL"), 3000);
+      await once(child, "exit").catch(() => {});
+      clearTimeout(killer);
+    },
+  };
+}
+
+export interface SelfTestPoint {
+  streams: number;
+  requests: number;
+  outputTokens: number;
+  cpuSeconds: number;
+  wallSeconds: number;
+  tokensPerCpuSecond: number;
+  tokensPerSecond: number;
+  /** Event-loop delay beyond the timer resolution (ms): how long a read could wait before being stamped. */
+  loopDelayP50Ms: number;
+  loopDelayP99Ms: number;
+  failed: number;
+}
+
+export interface SelfTestResult {
+  simUrl: string;
+  outputLen: number;
+  points: SelfTestPoint[];
+}
+
+export interface SelfTestOptions {
+  streams?: number[];
+  outputLen?: number;
+  /** Requests per stream at each level. */
+  requestsPerStream?: number;
+  /** Use this server instead of spawning one. */
+  url?: string;
+}
+
+export async function runSelfTest(o: SelfTestOptions = {}): Promise<SelfTestResult> {
+  const outputLen = o.outputLen ?? 256;
+  const sim = o.url ? null : await spawnSimProcess(["--speed", "zero"]);
+  const url = o.url ?? sim!.url;
+  const points: SelfTestPoint[] = [];
+  try {
+    for (const streams of o.streams ?? [1, 100, 1000]) {
+      const perStream = o.requestsPerStream ?? (streams === 1 ? 40 : streams === 100 ? 4 : 2);
+      const res = await runBench({
+        baseUrl: url,
+        concurrency: streams,
+        numPrompts: streams * perStream,
+        randomInputLen: 16,
+        randomOutputLen: outputLen,
+        ignoreEos: true,
+        noServerMetrics: true,
+        connectTimeoutMs: 10_000,
+      });
+      const s = res.summary;
+      points.push({
+        streams,
+        requests: s.completed,
+        outputTokens: s.total_output_tokens,
+        cpuSeconds: res.client.cpuSeconds,
+        wallSeconds: s.duration,
+        tokensPerCpuSecond: res.client.cpuSeconds > 0 ? s.total_output_tokens / res.client.cpuSeconds : 0,
+        tokensPerSecond: s.output_throughput,
+        loopDelayP50Ms: res.client.eventLoopDelayMs.p50,
+        loopDelayP99Ms: res.client.eventLoopDelayMs.p99,
+        failed: s.failed,
+      });
+    }
+  } finally {
+    await sim?.stop();
+  }
+  return { simUrl: url, outputLen, points };
+}
+
+export function formatSelfTest(r: SelfTestResult): string {
+  const L = [`client self-test against ${r.simUrl} (sim --speed zero, ${r.outputLen} output tokens per request)`];
+  L.push("streams  requests  tokens/CPU-s  tokens/s   loop delay p50/p99 (ms)  failed");
+  for (const p of r.points)
+    L.push(
+      `${String(p.streams).padStart(7)}  ${String(p.requests).padStart(8)}  ${p.tokensPerCpuSecond.toFixed(0).padStart(12)}  ${p.tokensPerSecond.toFixed(0).padStart(8)}   ${`${p.loopDelayP50Ms.toFixed(2)} / ${p.loopDelayP99Ms.toFixed(2)}`.padStart(22)}  ${p.failed}`,
+    );
+  return L.join("\n");
+}

@@ -1,0 +1,207 @@
+// Incremental Server-Sent Events parser over raw bytes, and the interpreter for OpenAI stream chunks.
+// Pure: no I/O, no clock. It cuts messages at line boundaries on bytes, so a UTF-8 sequence is never
+// split (0x0A never occurs inside one) and only complete lines are decoded.
+
+const LF = 0x0a;
+const CR = 0x0d;
+const COLON = 0x3a;
+const SPACE = 0x20;
+
+export interface SseMessage {
+  /** Joined `data:` lines (without the field name). */
+  data: string;
+  /** `event:` field, "" when absent. */
+  event: string;
+  /** Bytes of the message on the wire, including its terminating blank line. */
+  bytes: number;
+}
+
+/**
+ * Feed it bytes as they arrive; `onMessage` is called once per complete message. Handles LF and CRLF
+ * line endings, comment lines (`:`), multi-line data, fields without a space after the colon, and
+ * messages split across reads at any byte.
+ */
+export class SseParser {
+  private rest: Buffer | null = null;
+  private data = "";
+  private dataLines = 0;
+  private event = "";
+  private msgBytes = 0;
+
+  feed(chunk: Buffer, onMessage: (m: SseMessage) => void): void {
+    let buf = chunk;
+    if (this.rest) {
+      buf = Buffer.concat([this.rest, chunk]);
+      this.rest = null;
+    }
+    let pos = 0;
+    const len = buf.length;
+    while (pos < len) {
+      const nl = buf.indexOf(LF, pos);
+      if (nl < 0) break;
+      let end = nl;
+      if (end > pos && buf[end - 1] === CR) end--;
+      this.msgBytes += nl + 1 - pos;
+      if (end === pos) {
+        // Blank line: dispatch.
+        if (this.dataLines > 0) onMessage({ data: this.data, event: this.event, bytes: this.msgBytes });
+        this.data = "";
+        this.dataLines = 0;
+        this.event = "";
+        this.msgBytes = 0;
+      } else if (buf[pos] !== COLON) this.field(buf, pos, end);
+      pos = nl + 1;
+    }
+    if (pos < len) this.rest = buf.subarray(pos);
+  }
+
+  /** Bytes held back waiting for the end of a line. */
+  get pendingBytes(): number {
+    return (this.rest?.length ?? 0) + this.msgBytes;
+  }
+
+  /**
+   * End of stream: a message not terminated by a blank line is returned (vLLM bench accepts a trailing
+   * data buffer), else null.
+   */
+  finish(): SseMessage | null {
+    if (this.rest && this.rest.length > 0) {
+      let end = this.rest.length;
+      if (this.rest[end - 1] === CR) end--;
+      this.msgBytes += this.rest.length;
+      if (end > 0 && this.rest[0] !== COLON) this.field(this.rest, 0, end);
+      this.rest = null;
+    }
+    const m = this.dataLines > 0 ? { data: this.data, event: this.event, bytes: this.msgBytes } : null;
+    this.data = "";
+    this.dataLines = 0;
+    this.event = "";
+    this.msgBytes = 0;
+    return m;
+  }
+
+  private field(buf: Buffer, start: number, end: number): void {
+    // Fast path for the only field that matters at volume: "data:".
+    if (
+      end - start >= 5 &&
+      buf[start] === 0x64 &&
+      buf[start + 1] === 0x61 &&
+      buf[start + 2] === 0x74 &&
+      buf[start + 3] === 0x61 &&
+      buf[start + 4] === COLON
+    ) {
+      let v = start + 5;
+      if (v < end && buf[v] === SPACE) v++;
+      const s = buf.toString("utf8", v, end);
+      this.data = this.dataLines === 0 ? s : `${this.data}\n${s}`;
+      this.dataLines++;
+      return;
+    }
+    const colon = buf.indexOf(COLON, start);
+    const nameEnd = colon < 0 || colon > end ? end : colon;
+    const name = buf.toString("utf8", start, nameEnd);
+    let v = nameEnd + 1;
+    if (v < end && buf[v] === SPACE) v++;
+    const value = nameEnd < end ? buf.toString("utf8", v, end) : "";
+    if (name === "data") {
+      this.data = this.dataLines === 0 ? value : `${this.data}\n${value}`;
+      this.dataLines++;
+    } else if (name === "event") this.event = value;
+    // id / retry / unknown fields are irrelevant to a benchmark client.
+  }
+}
+
+/** What one OpenAI-compatible stream chunk says, reduced to the facts a benchmark needs. */
+export interface ChunkFacts {
+  kind: "chunk" | "done" | "error" | "malformed";
+  /** `choices` present and non-empty (vLLM's rule for a timed chunk). */
+  hasChoices: boolean;
+  content: number;
+  reasoning: number;
+  tool: number;
+  /** Cumulative completion tokens if the chunk carries usage, else -1. */
+  completionTokens: number;
+  promptTokens: number;
+  finishReason: string | null;
+  /** Text, only when asked for. */
+  text?: string;
+  errorMessage?: string;
+}
+
+function emptyFacts(kind: ChunkFacts["kind"]): ChunkFacts {
+  return {
+    kind,
+    hasChoices: false,
+    content: 0,
+    reasoning: 0,
+    tool: 0,
+    completionTokens: -1,
+    promptTokens: -1,
+    finishReason: null,
+  };
+}
+
+/** Interprets one SSE data payload from /v1/completions or /v1/chat/completions. */
+export function interpretChunk(data: string, keepText = false): ChunkFacts {
+  if (data === "[DONE]") return emptyFacts("done");
+  let obj: any;
+  try {
+    obj = JSON.parse(data);
+  } catch {
+    const f = emptyFacts("malformed");
+    f.errorMessage = `not JSON: ${data.length > 80 ? `${data.slice(0, 80)}…` : data}`;
+    return f;
+  }
+  if (obj === null || typeof obj !== "object") {
+    const f = emptyFacts("malformed");
+    f.errorMessage = `not a JSON object: ${data.slice(0, 80)}`;
+    return f;
+  }
+  const f = emptyFacts("chunk");
+  if (obj.error !== undefined && obj.error !== null) {
+    f.kind = "error";
+    const e = obj.error;
+    f.errorMessage = typeof e === "string" ? e : typeof e?.message === "string" ? e.message : JSON.stringify(e);
+    return f;
+  }
+  if (obj.object === "error" && typeof obj.message === "string") {
+    f.kind = "error";
+    f.errorMessage = obj.message;
+    return f;
+  }
+  const choices = obj.choices;
+  if (Array.isArray(choices) && choices.length > 0) {
+    f.hasChoices = true;
+    const c = choices[0];
+    if (c) {
+      if (typeof c.text === "string") {
+        f.content = c.text.length;
+        if (keepText) f.text = c.text;
+      }
+      const d = c.delta;
+      if (d) {
+        if (typeof d.content === "string") {
+          f.content += d.content.length;
+          if (keepText) f.text = (f.text ?? "") + d.content;
+        }
+        const r = typeof d.reasoning_content === "string" ? d.reasoning_content : d.reasoning;
+        if (typeof r === "string") f.reasoning = r.length;
+        const tc = d.tool_calls;
+        if (Array.isArray(tc))
+          for (const t of tc) {
+            const a = t?.function?.arguments;
+            if (typeof a === "string") f.tool += a.length;
+            const n = t?.function?.name;
+            if (typeof n === "string") f.tool += n.length;
+          }
+      }
+      if (typeof c.finish_reason === "string") f.finishReason = c.finish_reason;
+    }
+  }
+  const u = obj.usage;
+  if (u && typeof u === "object") {
+    if (typeof u.completion_tokens === "number") f.completionTokens = u.completion_tokens;
+    if (typeof u.prompt_tokens === "number") f.promptTokens = u.prompt_tokens;
+  }
+  return f;
+}

@@ -1,0 +1,181 @@
+// Plain data shared by the load generator's modules: options, raw per-request facts, results.
+
+export type Endpoint = "/v1/completions" | "/v1/chat/completions";
+
+/** Why a request failed. `null` on success. */
+export type ErrorClass =
+  | "connect" // could not connect / connection refused before any response
+  | "http" // non-200 status; message is the server's own
+  | "stream-error" // 200, then an `{"error": …}` event inside the stream
+  | "disconnect" // the connection closed before the stream finished
+  | "stall" // no bytes for longer than the stall timeout
+  | "timeout" // no response headers in time, or the whole request ran past its limit
+  | "malformed" // a data event that is not JSON, or a body that is not SSE
+  | "no-output" // 200 and a finished stream, but no chunk with choices (vLLM: "never received a valid chunk")
+  | "aborted"; // stopped by the user (Ctrl-C) or the run's deadline
+
+/** Per-chunk facts, column-wise (one entry per SSE data message, `[DONE]` excluded). */
+export interface ChunkColumns {
+  /** Receive time of the bytes that completed this message, ms after the request's send time. */
+  tMs: Float64Array;
+  /** Bytes of the SSE message (framing included). */
+  bytes: Uint32Array;
+  /** Which socket read (0-based, per request) delivered it: messages of one read share a timestamp. */
+  read: Uint32Array;
+  /** Output tokens in this chunk from continuous usage deltas; -1 when the server did not say. */
+  tokens: Int32Array;
+  /** UTF-16 lengths of content / reasoning / tool-call argument text in the chunk. */
+  content: Uint32Array;
+  reasoning: Uint32Array;
+  tool: Uint32Array;
+  /** Bit flags: 1 non-empty `choices`, 2 carries usage, 4 carries finish_reason, 8 role-only/empty output. */
+  flags: Uint8Array;
+}
+
+export const CHUNK_CHOICES = 1;
+export const CHUNK_USAGE = 2;
+export const CHUNK_FINISH = 4;
+
+/** The raw facts of one request. Times are ms; run-relative ones count from the run's origin. */
+export interface RequestRecord {
+  /** Index into the workload (stable across runs with the same seed). */
+  index: number;
+  warmup: boolean;
+  /** When the arrival schedule wanted it sent (run-relative). Closed loop: when its user became free. */
+  scheduledMs: number;
+  /** When its task was created, before waiting for a `--max-concurrency` slot (run-relative). */
+  createdMs: number;
+  /** Just before the request was handed to the socket (run-relative). */
+  sendMs: number;
+  /** The following are relative to sendMs; NaN when it never happened. */
+  headersMs: number;
+  /** First chunk with non-empty `choices` — vLLM's TTFT anchor. */
+  firstChunkMs: number;
+  /** First chunk with non-empty content or reasoning text (tokens, not framing). */
+  firstOutputMs: number;
+  /** First chunk with non-empty non-reasoning content (TTFO). */
+  firstContentMs: number;
+  /** Last chunk with non-empty `choices` — vLLM's E2EL anchor (the usage-only trailer is ignored). */
+  lastChunkMs: number;
+  /** When the stream ended (`[DONE]`, close or error). */
+  endMs: number;
+  status: number;
+  errorClass: ErrorClass | null;
+  errorMessage: string | null;
+  /** Prompt tokens from the server's usage; -1 when not reported. */
+  promptTokens: number;
+  /** Completion tokens from the server's usage; -1 when not reported. */
+  completionTokens: number;
+  /** Output tokens used for metrics: usage if present, else the count of chunks with output (flagged below). */
+  outputTokens: number;
+  outputTokensFromUsage: boolean;
+  /** What the client asked for. */
+  targetInputLen: number;
+  targetOutputLen: number;
+  finishReason: string | null;
+  /** Convenience copies of the vLLM definitions (ms): TTFT = firstChunkMs, E2EL = lastChunkMs. */
+  ttftMs: number;
+  e2elMs: number;
+  chunks: ChunkColumns;
+}
+
+export interface GoodputSlo {
+  ttft?: number;
+  tpot?: number;
+  e2el?: number;
+  itl?: number;
+}
+
+export type PercentileMetric = "ttft" | "tpot" | "itl" | "e2el";
+
+export type DatasetName = "random" | "sharegpt" | "jsonl" | "shared-prefix";
+
+export interface BenchOptions {
+  baseUrl: string;
+  /** Default: the first model of GET /v1/models. */
+  model?: string;
+  endpoint?: Endpoint;
+  apiKey?: string;
+  /** Requests to measure (after warmup). Default 100 unless durationMs is set. */
+  numPrompts?: number;
+  /** Stop sending after this long (ms); in-flight requests finish. */
+  durationMs?: number;
+  dataset?: DatasetName;
+  datasetPath?: string;
+  randomInputLen?: number;
+  randomOutputLen?: number;
+  /** Relative spread of random lengths, as vLLM's --random-range-ratio: uniform in [L(1-r), L(1+r)]. */
+  randomRangeRatio?: number;
+  /** shared-prefix: groups and prefix length (tokens). */
+  prefixGroups?: number;
+  prefixLen?: number;
+  ignoreEos?: boolean;
+  /** Closed loop: this many users, each sending back to back. */
+  concurrency?: number;
+  /** Open loop cap (vLLM --max-concurrency): requests wait for a slot; the wait is client queue time. */
+  maxConcurrency?: number;
+  /** Requests per second; Infinity = all at once (vLLM's default). */
+  requestRate?: number;
+  /** Gamma shape; 1 = Poisson, Infinity = constant gaps. */
+  burstiness?: number;
+  seed?: number;
+  /** Requests run before measuring, excluded from every metric. */
+  warmup?: number;
+  /** Default [99] (vLLM --metric-percentiles). */
+  percentiles?: number[];
+  /** Default ttft,tpot,itl (vLLM --percentile-metrics); only affects printing. */
+  percentileMetrics?: PercentileMetric[];
+  goodput?: GoodputSlo;
+  /** Write vLLM-compatible result JSON here. */
+  saveResult?: string;
+  /** Also write vLLM's per-request lists (input_lens, ttfts, itls, …), like --save-detailed. */
+  saveDetailed?: boolean;
+  /** Stream per-request records (JSONL) here as they complete. */
+  recordsPath?: string;
+  /** Ask for continuous usage stats (per-chunk token counts). Default true. */
+  continuousUsage?: boolean;
+  /** Extra JSON merged into every request body (vLLM --extra-body). */
+  extraBody?: Record<string, unknown>;
+  /** Abort a request when no bytes arrive for this long. Default 60 s. */
+  stallTimeoutMs?: number;
+  /** Connect timeout. Default 5 s. */
+  connectTimeoutMs?: number;
+  /** Label stored in the result (vLLM --label). */
+  label?: string;
+  /** Skip /metrics scraping. */
+  noServerMetrics?: boolean;
+  /** Keep generated text in records (off by default: it costs memory). */
+  keepText?: boolean;
+}
+
+export interface Stats {
+  mean: number;
+  median: number;
+  std: number;
+  min: number;
+  max: number;
+  count: number;
+  /** Keyed like vLLM: "p99", "p99.9". */
+  percentiles: Record<string, number>;
+}
+
+export interface ClientHealth {
+  /** Event-loop delay over the run (ms). */
+  eventLoopDelayMs: { mean: number; p50: number; p99: number; max: number };
+  /** Client CPU seconds (user + system) and fraction of one core over the run. */
+  cpuSeconds: number;
+  cpuUtilization: number;
+  /** True when the client, not the server, was probably the limit. */
+  saturated: boolean;
+  reason?: string;
+  workers: number;
+}
+
+export interface BenchProgress {
+  done: number;
+  failed: number;
+  inFlight: number;
+  total: number | null;
+  outputTokens: number;
+  elapsedMs: number;
+}
