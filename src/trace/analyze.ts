@@ -1,0 +1,260 @@
+// analyzeTrace: read one trace file per rank, segment steps, decompose time. The I/O shell around
+// the pure model/steps/breakdown modules.
+import { basename } from "node:path";
+import { InputError } from "../errors.ts";
+import { computeBreakdown, type Overall, round, type StepBreakdown } from "./breakdown.ts";
+import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, type RuleFile } from "./classify.ts";
+import { ModelBuilder, type TraceModel } from "./events.ts";
+import { type ReadStats, readTraceFile } from "./reader.ts";
+import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
+
+export interface AnalyzeOptions {
+  rules?: RuleFile;
+  stepMode?: StepMode;
+  /** Gap threshold for gap mode (µs); default max(100, 10 × median gap). */
+  gapUs?: number;
+  topN?: number;
+  /** Progress callback: (file, bytes read, file size). */
+  onProgress?: (file: string, read: number, total: number) => void;
+}
+
+export interface FileInfo {
+  file: string;
+  rank: number;
+  gzip: boolean;
+  fileBytes: number;
+  jsonBytes: number;
+  events: number;
+  parsedEvents: number;
+  skippedEvents: number;
+  badEvents: number;
+  invalidUtf8: number;
+  truncated: boolean;
+  categories: Record<string, number>;
+  devices: number[];
+  vllmVersion?: string;
+}
+
+export interface RankAnalysis {
+  rank: number;
+  file: string;
+  stepMode: Exclude<StepMode, "auto">;
+  steps: StepBreakdown[];
+  overall: Overall;
+  info: FileInfo;
+  notes: string[];
+}
+
+export interface RankSkew {
+  /** Steps compared (aligned by index over unclipped steps present on every rank). */
+  alignedSteps: number;
+  perRank: Array<{ rank: number; steps: number; meanStepUs: number; p50StepUs: number; meanCommUs: number }>;
+  /** Per aligned step: slowest minus fastest rank's step duration. */
+  meanSkewUs: number;
+  maxSkewUs: number;
+  /** Rank most often slowest; with all-reduce, the straggler also shows the least communication time. */
+  slowestRank?: number;
+  stragglerRank?: number;
+}
+
+export interface TraceAnalysis {
+  files: string[];
+  stepMode: Exclude<StepMode, "auto">;
+  steps: StepBreakdown[];
+  overall: Overall;
+  /** Per kernel name: class and the rule that matched. */
+  kernelClasses: Record<string, { class: KernelClass; rule: string }>;
+  ranks: RankAnalysis[];
+  skew?: RankSkew;
+  warnings: string[];
+  notes: string[];
+}
+
+const SKIP = new Set(["python_function", "ac2g", "fwdbwd", "trace", "cpu_instant_event", "overhead", "python"]);
+
+/** Reads and analyses one trace file (one rank). */
+export async function analyzeFile(
+  file: string,
+  rankHint: number,
+  opts: AnalyzeOptions = {},
+): Promise<{ rank: RankAnalysis; kernelClasses: TraceAnalysis["kernelClasses"]; warnings: string[] }> {
+  const builder = new ModelBuilder(opts.rules, KERNEL_CLASSES, isStepAnnotation);
+  const stats = await readTraceFile(file, (ev) => builder.add(ev), {
+    skipCategories: SKIP,
+    onProgress: opts.onProgress ? (r, t) => opts.onProgress!(file, r, t) : undefined,
+  });
+  const model = builder.finish();
+  const warnings = [...stats.warnings];
+  if (!stats.sawTraceEvents) {
+    const keys = Object.keys(stats.metadata);
+    throw new InputError(
+      `${file}: not a profiler trace: the JSON has no "traceEvents" array${keys.length ? ` (top-level keys: ${keys.slice(0, 8).join(", ")})` : ""}`,
+      {
+        hint: "pass a PyTorch/Kineto trace (*.pt.trace.json[.gz]) as written by torch.profiler or vLLM's /stop_profile",
+      },
+    );
+  }
+  if (model.gpu.n === 0) throw noGpuError(file, model, stats);
+  if (stats.invalidUtf8)
+    warnings.push(`${file}: ${stats.invalidUtf8} events contained invalid UTF-8 (decoded with U+FFFD)`);
+  if (stats.badEvents) warnings.push(`${file}: ${stats.badEvents} events were not valid JSON and were skipped`);
+  if (model.unsafeIds) warnings.push(`${file}: ${model.unsafeIds} ids beyond 2^53 (precision lost; linking may miss)`);
+  if (model.devices.length > 1)
+    warnings.push(
+      `${file}: GPU activity on ${model.devices.length} devices (${model.devices.join(", ")}) analysed together`,
+    );
+
+  const launchIdx = linkLaunches(model);
+  const order = orderByStart(model.gpu.start);
+  const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
+  const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
+  const clipped = steps.filter((s) => s.clipped).length;
+  const notes = [...seg.notes];
+  if (clipped)
+    notes.push(
+      `${clipped} of ${steps.length} steps clipped by the profiling window (excluded from per-kind summaries)`,
+    );
+  const meta = stats.metadata;
+  const dist = meta.distributedInfo as { rank?: unknown } | undefined;
+  const rank = typeof dist?.rank === "number" ? dist.rank : (rankFromName(file) ?? rankHint);
+  const info: FileInfo = {
+    file,
+    rank,
+    gzip: stats.gzip,
+    fileBytes: stats.fileBytes,
+    jsonBytes: stats.bytes,
+    events: stats.events,
+    parsedEvents: stats.parsed,
+    skippedEvents: stats.skippedByCategory,
+    badEvents: stats.badEvents,
+    invalidUtf8: stats.invalidUtf8,
+    truncated: stats.truncated,
+    categories: model.categories,
+    devices: model.devices,
+    ...(typeof meta.vllm_version === "string" ? { vllmVersion: meta.vllm_version } : {}),
+  };
+  const kernelClasses: TraceAnalysis["kernelClasses"] = {};
+  const used = new Uint8Array(model.names.length);
+  for (let k = 0; k < model.gpu.n; k++) used[model.gpu.name[k]!] = 1;
+  model.names.forEach((n, i) => {
+    const c = model.nameClass[i]!;
+    if (used[i] && CLASS_INDEX[c.class as KernelClass] !== undefined)
+      kernelClasses[n] = { class: c.class as KernelClass, rule: c.rule };
+  });
+  return { rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes }, kernelClasses, warnings };
+}
+
+function rankFromName(file: string): number | undefined {
+  const m = /(?:^|[^a-z])(?:rank|tp)[-_]?(\d+)(?!.*(?:rank|tp)[-_]?\d)/i.exec(basename(file));
+  return m ? Number(m[1]) : undefined;
+}
+
+function noGpuError(file: string, model: TraceModel, stats: ReadStats): InputError {
+  const cats = Object.entries(model.categories)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([c, n]) => `${c} ${n}`)
+    .join(", ");
+  const hasRuntime = (model.categories.cuda_runtime ?? 0) + (model.categories.cuda_driver ?? 0) > 0;
+  const kinetoErrors = [stats.metadata.ERROR, stats.metadata.WARNING]
+    .flat()
+    .filter((x): x is string => typeof x === "string")
+    .slice(0, 3);
+  let why: string;
+  if (stats.events === 0) why = "the trace has no events at all";
+  else if (hasRuntime)
+    why =
+      "it has CUDA runtime calls but no GPU activity: CUPTI could not record kernels (e.g. insufficient privileges for GPU counters, or another profiler holding CUPTI)";
+  else
+    why =
+      "it has only CPU events: the profiler ran without CUDA activity — use activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; for vLLM this is the CPU-only frontend trace, analyse the worker traces (…-rank-N… / …_rankN…) instead";
+  return new InputError(
+    `${file}: no GPU kernels in the trace (${stats.events} events${cats ? `: ${cats}` : ""}): ${why}${kinetoErrors.length ? `; profiler said: ${kinetoErrors.join(" | ")}` : ""}`,
+    { hint: stats.truncated ? "the file is also truncated; the GPU part may have been cut off" : undefined },
+  );
+}
+
+/** Analyses one trace per rank (or one trace). Throws InputError for unusable input. */
+export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): Promise<TraceAnalysis> {
+  if (paths.length === 0) throw new InputError("no trace files given");
+  const ranks: RankAnalysis[] = [];
+  const kernelClasses: TraceAnalysis["kernelClasses"] = {};
+  const warnings: string[] = [];
+  for (let i = 0; i < paths.length; i++) {
+    const r = await analyzeFile(paths[i]!, i, opts);
+    ranks.push(r.rank);
+    Object.assign(kernelClasses, r.kernelClasses);
+    warnings.push(...r.warnings);
+  }
+  if (new Set(ranks.map((r) => r.rank)).size !== ranks.length)
+    ranks.forEach((r, i) => {
+      r.rank = i;
+    });
+  ranks.sort((a, b) => a.rank - b.rank);
+  const primary = ranks[0]!;
+  const notes = [...primary.notes];
+  return {
+    files: paths,
+    stepMode: primary.stepMode,
+    steps: primary.steps,
+    overall: primary.overall,
+    kernelClasses,
+    ranks,
+    ...(ranks.length > 1 ? { skew: rankSkew(ranks) } : {}),
+    warnings,
+    notes,
+  };
+}
+
+/** Compares per-rank step times (aligned by step index over unclipped steps). */
+export function rankSkew(ranks: RankAnalysis[]): RankSkew {
+  const usable = ranks.map((r) => r.steps.filter((s) => !s.clipped));
+  const n = Math.min(...usable.map((u) => u.length));
+  let sum = 0;
+  let max = 0;
+  const slowest = new Map<number, number>();
+  for (let i = 0; i < n; i++) {
+    let lo = Number.POSITIVE_INFINITY;
+    let hi = Number.NEGATIVE_INFINITY;
+    let hiRank = -1;
+    usable.forEach((u, r) => {
+      const d = u[i]!.durUs;
+      if (d < lo) lo = d;
+      if (d > hi) {
+        hi = d;
+        hiRank = ranks[r]!.rank;
+      }
+    });
+    sum += hi - lo;
+    max = Math.max(max, hi - lo);
+    slowest.set(hiRank, (slowest.get(hiRank) ?? 0) + 1);
+  }
+  const perRank = ranks.map((r, j) => {
+    const d = usable[j]!.map((s) => s.durUs).sort((a, b) => a - b);
+    const mean = d.length ? d.reduce((a, b) => a + b, 0) / d.length : 0;
+    const comm = usable[j]!.length
+      ? usable[j]!.reduce((a, s) => a + (s.kernelUsByClass.communication ?? 0), 0) / usable[j]!.length
+      : 0;
+    return {
+      rank: r.rank,
+      steps: d.length,
+      meanStepUs: round(mean),
+      p50StepUs: d.length ? d[Math.floor((d.length - 1) / 2)]! : 0,
+      meanCommUs: round(comm),
+    };
+  });
+  const slowestRank = [...slowest.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const withComm = perRank.filter((p) => p.meanCommUs > 0);
+  const stragglerRank =
+    withComm.length === perRank.length && withComm.length > 1
+      ? withComm.slice().sort((a, b) => a.meanCommUs - b.meanCommUs)[0]!.rank
+      : undefined;
+  return {
+    alignedSteps: n,
+    perRank,
+    meanSkewUs: n ? round(sum / n) : 0,
+    maxSkewUs: round(max),
+    ...(slowestRank !== undefined && n ? { slowestRank } : {}),
+    ...(stragglerRank !== undefined ? { stragglerRank } : {}),
+  };
+}

@@ -1,0 +1,265 @@
+// Kernel-name classification: one ordered rule table (data), first match wins. Pure.
+import { z } from "zod";
+import { InputError } from "../errors.ts";
+
+export const KERNEL_CLASSES = [
+  "communication",
+  "gemm",
+  "attention",
+  "moe",
+  "norm",
+  "activation",
+  "quantization",
+  "sampling",
+  "elementwise",
+  "memcpy",
+  "memset",
+  "other",
+] as const;
+export type KernelClass = (typeof KERNEL_CLASSES)[number];
+export const CLASS_INDEX: Record<KernelClass, number> = Object.fromEntries(
+  KERNEL_CLASSES.map((c, i) => [c, i]),
+) as Record<KernelClass, number>;
+export const COMM_CLASS = 0;
+
+export interface Rule {
+  /** Stable id shown as "matched rule", e.g. "comm.nccl". */
+  id: string;
+  class: KernelClass;
+  /** Regular expression source, tested against the (demangled) kernel name. */
+  match: string;
+  /** Case-insensitive unless false. */
+  ignoreCase?: boolean;
+  /** The rule does not apply when this also matches (false friends). */
+  unless?: string;
+  /** Which activity kinds the rule applies to; default: kernels only. */
+  kinds?: Array<"kernel" | "memcpy" | "memset">;
+  note?: string;
+}
+
+export interface RuleFile {
+  rules: Rule[];
+}
+
+// Order matters. Communication first (fused all-reduce kernels live in flashinfer/trtllm namespaces),
+// then MoE and attention (FA3 kernels are wrapped in cutlass::device_kernel), then GEMM, then the rest.
+export const DEFAULT_RULES: readonly Rule[] = [
+  { id: "memcpy.activity", class: "memcpy", match: ".", kinds: ["memcpy"], note: "gpu_memcpy activity" },
+  { id: "memset.activity", class: "memset", match: ".", kinds: ["memset"], note: "gpu_memset activity" },
+  { id: "comm.nccl", class: "communication", match: "^(void )?nccl(Dev)?Kernel|\\bnccl(Sym|Symk)?DevKernel" },
+  { id: "comm.nccl-symmetric", class: "communication", match: "ncclSymk?DevKernel|ncclSymk" },
+  { id: "comm.rccl", class: "communication", match: "\\brccl[A-Z]\\w*Kernel" },
+  {
+    id: "comm.vllm-custom-ar",
+    class: "communication",
+    match: "cross_device_reduce|CustomAllreduce|custom_all_reduce",
+    note: "vLLM/SGLang custom all-reduce (one-shot 1stage, two-shot 2stage)",
+  },
+  {
+    id: "comm.symmetric-memory",
+    class: "communication",
+    match: "multimem_(all_reduce|all_gather|reduce_scatter|st|ld)|\\b(one|two)_shot_all_reduce",
+    note: "PyTorch symmetric memory",
+  },
+  {
+    id: "comm.trtllm-fused-ar",
+    class: "communication",
+    match: "allreduce_fusion_kernel|trtllm_allreduce|lamport|allreduce_kernel|oneShotAllReduce|twoShotAllReduce",
+    unless: "^triton_",
+  },
+  { id: "comm.quick-reduce", class: "communication", match: "quickreduce|allreduce_prototype" },
+  {
+    id: "comm.all-to-all",
+    class: "communication",
+    match: "\\b(pplx|deep_ep)::|all_to_all|alltoall|dispatchKernel|combineKernel",
+    unless: "^triton_",
+  },
+  {
+    id: "comm.generic",
+    class: "communication",
+    match: "all_?reduce|all_?gather|reduce_?scatter",
+    unless: "^triton_|^void at::native|elementwise",
+    note: "torch.compile kernels whose names merely contain all_reduce are excluded",
+  },
+  {
+    id: "moe.fused",
+    class: "moe",
+    match:
+      "fused_moe|moe_align|moe_sum|moe_permute|moe_unpermute|\\bmoe_|_moe_|MoeFC|moe::|expandInputRows|finalizeMoe",
+  },
+  {
+    id: "moe.routing",
+    class: "moe",
+    match: "topkGating|topk_softmax|grouped_topk|topk_sigmoid|count_and_sort_expert|expert_tokens|router|gating",
+  },
+  { id: "moe.grouped-gemm", class: "moe", match: "GemmGrouped|grouped_gemm|m_grouped|group_gemm" },
+  {
+    id: "attention.flash",
+    class: "attention",
+    match: "\\bflash::|flash_fwd|flash_bwd|FlashAttn|flash_attn|fmha|_fwd_kernel_with_kv|unified_attention",
+  },
+  {
+    id: "attention.flashinfer",
+    class: "attention",
+    match: "flashinfer.*(Decode|Prefill|Attention|MLA|PagedKV|RaggedKV|MergeStates)|Batch(Decode|Prefill)With",
+  },
+  { id: "attention.mla", class: "attention", match: "\\bmla\\b|_mla_|mla_|Mla|cutlass_mla|flashmla|FlashMLA" },
+  {
+    id: "attention.paged",
+    class: "attention",
+    match: "paged_attention|attention_kernel|attn_fwd|_attention|attention_|cudnn.*sdpa|xformers|decode_attention",
+  },
+  {
+    id: "attention.kv-cache-write",
+    class: "attention",
+    match: "reshape_and_cache|concat_and_cache|kv_cache",
+    note: "KV-cache writes, part of the attention block",
+  },
+  { id: "gemm.marlin", class: "gemm", match: "marlin", note: "before quantization: Marlin kernels dequantize inside" },
+  { id: "gemm.cublas-xmma", class: "gemm", match: "sm\\d+_xmma|xmma_gemm|\\bnvjet|cublasLt|cublas|gemv|gemmk|gemmSN" },
+  { id: "gemm.ampere", class: "gemm", match: "(ampere|turing|volta|hopper)_.*gemm|s16816gemm|s1688gemm|h16816gemm" },
+  { id: "gemm.cutlass", class: "gemm", match: "cutlass|cute::" },
+  {
+    id: "gemm.scaled-mm",
+    class: "gemm",
+    match: "scaled_mm|_mm_kernel|matmul|\\bgemm|gemm_|Gemm|splitKreduce|awq_|gptq|wvSplitK|LLGemm",
+  },
+  { id: "gemm.triton", class: "gemm", match: "^triton_(tem|mm)|^triton_.*_mm_|_matmul_" },
+  {
+    id: "norm.rms-layer",
+    class: "norm",
+    match: "rms_?norm|RMSNorm|layer_?norm|LayerNorm|group_?norm|rmsnorm|_norm_kernel",
+  },
+  {
+    id: "norm.inductor",
+    class: "norm",
+    match: "^triton_(red|per)_fused.*(rsqrt|_mean_|var_mean)",
+    note: "torch.compile fusions containing rsqrt/mean are norms",
+  },
+  {
+    id: "activation",
+    class: "activation",
+    match: "act_and_mul|silu|gelu|swiglu|relu|swish|sigmoid_and_mul|fatrelu|_and_mul_kernel",
+  },
+  {
+    id: "quantization",
+    class: "quantization",
+    match: "quant|fp8_|_fp8|fp4|int8|cvt_fp16_to|scaled_fp|float8|to_fp8",
+  },
+  {
+    id: "sampling",
+    class: "sampling",
+    match:
+      "sampling|Sampling|top_?k_?top_?p|TopKTopP|top_p|min_p|multinomial|argmax|ArgMax|gumbel|exponential_|SoftMax|softmax|log_softmax|penalt|distribution_elementwise|sort_kernel|radixSort|DeviceRadixSort|DeviceSegmentedRadixSort|topk",
+  },
+  {
+    id: "elementwise.rotary",
+    class: "elementwise",
+    match: "rotary|rope",
+    note: "rotary embedding is elementwise work",
+  },
+  {
+    id: "elementwise.torch",
+    class: "elementwise",
+    match:
+      "elementwise|vectorized_|unrolled_|CatArrayBatchedCopy|index_select|indexSelect|gather_kernel|scatter|fill_kernel|copy_kernel|embedding|reduce_kernel|\\bcat_|where_kernel|masked_|clamp",
+  },
+  { id: "elementwise.inductor", class: "elementwise", match: "^triton_(poi|red|per)_" },
+] as const;
+
+const ruleFileSchema = z.object({
+  rules: z.array(
+    z
+      .object({
+        id: z.string().min(1),
+        class: z.enum(KERNEL_CLASSES),
+        match: z.string().min(1),
+        ignoreCase: z.boolean().optional(),
+        unless: z.string().optional(),
+        kinds: z.array(z.enum(["kernel", "memcpy", "memset"])).optional(),
+        note: z.string().optional(),
+      })
+      .strict(),
+  ),
+});
+
+/** Validates a rules document (parsed JSON/YAML); `where` names the file for messages. */
+export function parseRuleFile(doc: unknown, where = "rules"): RuleFile {
+  const r = ruleFileSchema.safeParse(doc);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw new InputError(`${where}: ${issue.path.join(".") || "(root)"}: ${issue.message}`, {
+      hint: 'expected {"rules": [{"id": "...", "class": "gemm", "match": "regex"}]}',
+    });
+  }
+  r.data.rules.forEach((rule, i) => {
+    for (const key of ["match", "unless"] as const) {
+      const src = rule[key];
+      if (src === undefined) continue;
+      try {
+        new RegExp(src);
+      } catch (e) {
+        throw new InputError(`${where}: rules.${i}.${key}: invalid regular expression: ${(e as Error).message}`);
+      }
+    }
+  });
+  return r.data as RuleFile;
+}
+
+export interface Classification {
+  class: KernelClass;
+  rule: string;
+}
+
+interface Compiled {
+  id: string;
+  cls: KernelClass;
+  re: RegExp;
+  unless?: RegExp;
+  kinds: number; // bitmask: 1 kernel, 2 memcpy, 4 memset
+}
+
+const KIND_BIT = { kernel: 1, memcpy: 2, memset: 4 } as const;
+export type ActivityKind = keyof typeof KIND_BIT;
+
+/** Compiles user rules (first, so they win) followed by the defaults; memoises per name. */
+export class Classifier {
+  private readonly compiled: Compiled[];
+  private readonly cache = new Map<string, Classification>();
+  constructor(extra?: RuleFile) {
+    const all = [...(extra?.rules ?? []), ...DEFAULT_RULES];
+    this.compiled = all.map((r) => {
+      const flags = r.ignoreCase === false ? "" : "i";
+      return {
+        id: r.id,
+        cls: r.class,
+        re: new RegExp(r.match, flags),
+        unless: r.unless ? new RegExp(r.unless, flags) : undefined,
+        kinds: (r.kinds ?? ["kernel"]).reduce((m, k) => m | KIND_BIT[k], 0),
+      };
+    });
+  }
+  classify(name: string, kind: ActivityKind = "kernel"): Classification {
+    const key = kind === "kernel" ? name : `${kind}\u0000${name}`;
+    const hit = this.cache.get(key);
+    if (hit) return hit;
+    const bit = KIND_BIT[kind];
+    let out: Classification = { class: kind === "kernel" ? "other" : kind, rule: "default" };
+    for (const r of this.compiled) {
+      if (!(r.kinds & bit)) continue;
+      if (r.re.test(name) && !r.unless?.test(name)) {
+        out = { class: r.cls, rule: r.id };
+        break;
+      }
+    }
+    this.cache.set(key, out);
+    return out;
+  }
+}
+
+const defaultClassifier = new Classifier();
+
+/** Classifies one kernel name: its class and the id of the rule that matched ("default" if none). */
+export function classifyKernel(name: string, rules?: RuleFile, kind: ActivityKind = "kernel"): Classification {
+  return (rules ? new Classifier(rules) : defaultClassifier).classify(name, kind);
+}

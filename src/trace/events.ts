@@ -1,0 +1,352 @@
+// The trace model: GPU activities (kernels, memcpy, memset), runtime/driver calls, CPU ops and
+// annotations, held in compact typed columns so millions of events fit in a few tens of MB.
+import { type ActivityKind, Classifier, type RuleFile } from "./classify.ts";
+import type { RawEvent } from "./reader.ts";
+
+/** Growable column made of fixed-size chunks (no copy on growth); `seal()` returns one array. */
+class Column<T extends Float64Array | Float32Array | Uint32Array | Int32Array | Uint16Array | Uint8Array> {
+  private chunks: T[] = [];
+  private cur: T;
+  private pos = 0;
+  length = 0;
+  constructor(
+    private readonly make: (n: number) => T,
+    private readonly chunk = 65536,
+  ) {
+    this.cur = make(chunk);
+    this.chunks.push(this.cur);
+  }
+  push(v: number): void {
+    if (this.pos === this.chunk) {
+      this.cur = this.make(this.chunk);
+      this.chunks.push(this.cur);
+      this.pos = 0;
+    }
+    this.cur[this.pos++] = v;
+    this.length++;
+  }
+  seal(): T {
+    const out = this.make(this.length);
+    let off = 0;
+    for (const c of this.chunks) {
+      const take = Math.min(this.chunk, this.length - off);
+      if (take <= 0) break;
+      out.set(c.subarray(0, take) as never, off);
+      off += take;
+    }
+    this.chunks = [];
+    return out;
+  }
+}
+
+export const KIND_KERNEL = 0;
+export const KIND_MEMCPY = 1;
+export const KIND_MEMSET = 2;
+const KIND_NAMES: ActivityKind[] = ["kernel", "memcpy", "memset"];
+
+/** GPU activities, one row each. Times in µs as written in the trace. */
+export interface GpuTable {
+  n: number;
+  start: Float64Array;
+  dur: Float64Array;
+  name: Uint32Array; // index into names
+  cls: Uint8Array; // index into KERNEL_CLASSES
+  kind: Uint8Array; // KIND_*
+  corr: Float64Array; // correlation id, NaN if none
+  ext: Float64Array; // External id (the launching CPU op), NaN if none
+  stream: Int32Array;
+  device: Int32Array;
+}
+
+/** Runtime/driver API calls that carry a correlation id (launches, memcpy calls, graph launches). */
+export interface RuntimeTable {
+  n: number;
+  ts: Float64Array;
+  dur: Float64Array;
+  corr: Float64Array;
+  name: Uint32Array;
+  tid: Int32Array;
+}
+
+export interface Annotation {
+  name: string;
+  ts: number;
+  dur: number;
+  tid: number;
+  pid: number;
+  /** gpu_user_annotation (GPU-side span) rather than a CPU-side record_function. */
+  gpu: boolean;
+}
+
+export interface TraceModel {
+  names: string[];
+  nameClass: Array<{ class: string; rule: string }>;
+  gpu: GpuTable;
+  runtime: RuntimeTable;
+  /** CPU ops by External id, sorted by it (to name the op that launched a kernel). */
+  cpuOpExt: Float64Array;
+  cpuOpName: Uint32Array;
+  cpuOps: number;
+  annotations: Annotation[];
+  /** Counts of events by category, for diagnostics. */
+  categories: Record<string, number>;
+  devices: number[];
+  /** Earliest and latest timestamps of any event (µs). */
+  minTs: number;
+  maxTs: number;
+  /** Time of Kineto's "Record Window End" marker, if present. */
+  windowEndTs?: number;
+  threadNames: Map<number, string>;
+  processNames: Map<number, string>;
+  unsafeIds: number;
+}
+
+const LAUNCH_LIKE = /launch|memcpy|memset|graph/i;
+
+/** Builds a TraceModel from raw events; feed events with `add`, then `finish()`. */
+export class ModelBuilder {
+  private readonly names: string[] = [];
+  private readonly nameIds = new Map<string, number>();
+  private readonly nameClass: Array<{ class: string; rule: string; cls: number }> = [];
+  private readonly classifier: Classifier;
+  private readonly classIndex: Map<string, number>;
+  private readonly g = {
+    start: new Column((n) => new Float64Array(n)),
+    dur: new Column((n) => new Float64Array(n)),
+    name: new Column((n) => new Uint32Array(n)),
+    cls: new Column((n) => new Uint8Array(n)),
+    kind: new Column((n) => new Uint8Array(n)),
+    corr: new Column((n) => new Float64Array(n)),
+    ext: new Column((n) => new Float64Array(n)),
+    stream: new Column((n) => new Int32Array(n)),
+    device: new Column((n) => new Int32Array(n)),
+  };
+  private readonly r = {
+    ts: new Column((n) => new Float64Array(n)),
+    dur: new Column((n) => new Float64Array(n)),
+    corr: new Column((n) => new Float64Array(n)),
+    name: new Column((n) => new Uint32Array(n)),
+    tid: new Column((n) => new Int32Array(n)),
+  };
+  private readonly cpuExt = new Column((n) => new Float64Array(n));
+  private readonly cpuName = new Column((n) => new Uint32Array(n));
+  private cpuOps = 0;
+  private readonly annotations: Annotation[] = [];
+  private readonly categories: Record<string, number> = {};
+  private readonly devices = new Set<number>();
+  private minTs = Number.POSITIVE_INFINITY;
+  private maxTs = Number.NEGATIVE_INFINITY;
+  private windowEndTs?: number;
+  private readonly threadNames = new Map<number, string>();
+  private readonly processNames = new Map<number, string>();
+  private unsafeIds = 0;
+  private readonly kindClassKey: string[] = KIND_NAMES;
+
+  constructor(
+    rules: RuleFile | undefined,
+    classNames: readonly string[],
+    private readonly annotationFilter?: (name: string) => boolean,
+  ) {
+    this.classifier = new Classifier(rules);
+    this.classIndex = new Map(classNames.map((c, i) => [c, i]));
+  }
+
+  private intern(name: string, kind: number): number {
+    const key = kind === KIND_KERNEL ? name : `${kind}\u0000${name}`;
+    let id = this.nameIds.get(key);
+    if (id === undefined) {
+      id = this.names.length;
+      this.names.push(name);
+      this.nameIds.set(key, id);
+      if (kind < 3) {
+        const c = this.classifier.classify(name, this.kindClassKey[kind] as ActivityKind);
+        this.nameClass.push({ class: c.class, rule: c.rule, cls: this.classIndex.get(c.class) ?? 0 });
+      } else this.nameClass.push({ class: "", rule: "", cls: 0 }); // CPU-side name: not classified
+    }
+    return id;
+  }
+
+  private internPlain(name: string): number {
+    return this.intern(name, 3);
+  }
+
+  add(ev: RawEvent): void {
+    const ph = ev.ph;
+    const catRaw = ev.cat;
+    if (ph === "M") {
+      const a = ev.args as { name?: unknown } | undefined;
+      const pid = toInt(ev.pid);
+      if (ev.name === "thread_name" && typeof a?.name === "string")
+        this.threadNames.set(hashKey(pid, toInt(ev.tid)), a.name);
+      else if (ev.name === "process_name" && typeof a?.name === "string") this.processNames.set(pid, a.name);
+      return;
+    }
+    if (typeof catRaw !== "string") {
+      if (ph === "i" && ev.name === "Record Window End" && typeof ev.ts === "number") this.windowEndTs = ev.ts;
+      return;
+    }
+    const cat = catRaw.toLowerCase();
+    this.categories[cat] = (this.categories[cat] ?? 0) + 1;
+    const ts = typeof ev.ts === "number" ? ev.ts : Number(ev.ts);
+    if (!Number.isFinite(ts)) return;
+    const dur = typeof ev.dur === "number" && ev.dur > 0 ? ev.dur : 0;
+    if (ph !== "X") return;
+    if (ts < this.minTs) this.minTs = ts;
+    if (ts + dur > this.maxTs) this.maxTs = ts + dur;
+    const args = ev.args ?? {};
+    let kind = -1;
+    if (cat === "kernel") kind = KIND_KERNEL;
+    else if (cat === "gpu_memcpy" || cat === "memcpy") kind = KIND_MEMCPY;
+    else if (cat === "gpu_memset" || cat === "memset") kind = KIND_MEMSET;
+    if (kind >= 0) {
+      const name = typeof ev.name === "string" ? ev.name : String(ev.name ?? "");
+      const id = this.intern(name, kind);
+      const g = this.g;
+      g.start.push(ts);
+      g.dur.push(dur);
+      g.name.push(id);
+      g.cls.push(this.nameClass[id]!.cls);
+      g.kind.push(kind);
+      g.corr.push(this.id(args.correlation));
+      g.ext.push(this.id(args["External id"] ?? args["external id"]));
+      const stream = toInt(args.stream ?? ev.tid);
+      g.stream.push(stream);
+      const device = toInt(args.device ?? ev.pid);
+      g.device.push(device);
+      this.devices.add(device);
+      return;
+    }
+    if (cat === "cuda_runtime" || cat === "runtime" || cat === "cuda_driver" || cat.endsWith("_runtime")) {
+      const corr = this.id(args.correlation);
+      const name = typeof ev.name === "string" ? ev.name : "";
+      if (Number.isNaN(corr) && !LAUNCH_LIKE.test(name)) return;
+      const r = this.r;
+      r.ts.push(ts);
+      r.dur.push(dur);
+      r.corr.push(corr);
+      r.name.push(this.internPlain(name));
+      r.tid.push(toInt(ev.tid));
+      return;
+    }
+    if (cat === "cpu_op" || cat === "operator") {
+      this.cpuOps++;
+      const ext = this.id(args["External id"] ?? args["external id"]);
+      if (!Number.isNaN(ext) && typeof ev.name === "string") {
+        this.cpuExt.push(ext);
+        this.cpuName.push(this.internPlain(ev.name));
+      }
+      return;
+    }
+    if (cat === "user_annotation" || cat === "gpu_user_annotation") {
+      const name = typeof ev.name === "string" ? ev.name : "";
+      if (this.annotationFilter && !this.annotationFilter(name)) return;
+      this.annotations.push({
+        name,
+        ts,
+        dur,
+        tid: toInt(ev.tid),
+        pid: toInt(ev.pid),
+        gpu: cat === "gpu_user_annotation",
+      });
+    }
+  }
+
+  private id(v: unknown): number {
+    if (typeof v === "number") {
+      if (!Number.isSafeInteger(v)) this.unsafeIds++;
+      return v;
+    }
+    if (typeof v === "string" && v !== "") {
+      const n = Number(v);
+      return Number.isFinite(n) ? n : Number.NaN;
+    }
+    return Number.NaN;
+  }
+
+  finish(): TraceModel {
+    const g = this.g;
+    const n = g.start.length;
+    const gpu: GpuTable = {
+      n,
+      start: g.start.seal(),
+      dur: g.dur.seal(),
+      name: g.name.seal(),
+      cls: g.cls.seal(),
+      kind: g.kind.seal(),
+      corr: g.corr.seal(),
+      ext: g.ext.seal(),
+      stream: g.stream.seal(),
+      device: g.device.seal(),
+    };
+    const r = this.r;
+    const runtime: RuntimeTable = {
+      n: r.ts.length,
+      ts: r.ts.seal(),
+      dur: r.dur.seal(),
+      corr: r.corr.seal(),
+      name: r.name.seal(),
+      tid: r.tid.seal(),
+    };
+    let cpuOpExt = this.cpuExt.seal();
+    let cpuOpName = this.cpuName.seal();
+    let sorted = true;
+    for (let i = 1; i < cpuOpExt.length; i++)
+      if (cpuOpExt[i]! < cpuOpExt[i - 1]!) {
+        sorted = false;
+        break;
+      }
+    if (!sorted) {
+      const idx = new Uint32Array(cpuOpExt.length).map((_, i) => i);
+      const ext = cpuOpExt;
+      idx.sort((a, b) => ext[a]! - ext[b]!);
+      cpuOpExt = Float64Array.from(idx, (i) => ext[i]!);
+      const nm = cpuOpName;
+      cpuOpName = Uint32Array.from(idx, (i) => nm[i]!);
+    }
+    return {
+      names: this.names,
+      nameClass: this.nameClass.map(({ class: c, rule }) => ({ class: c, rule })),
+      gpu,
+      runtime,
+      cpuOpExt,
+      cpuOpName,
+      cpuOps: this.cpuOps,
+      annotations: this.annotations,
+      categories: this.categories,
+      devices: [...this.devices].sort((a, b) => a - b),
+      minTs: this.minTs,
+      maxTs: this.maxTs,
+      windowEndTs: this.windowEndTs,
+      threadNames: this.threadNames,
+      processNames: this.processNames,
+      unsafeIds: this.unsafeIds,
+    };
+  }
+}
+
+function toInt(v: unknown): number {
+  if (typeof v === "number") return Math.trunc(v);
+  if (typeof v === "string") {
+    const m = /-?\d+/.exec(v);
+    return m ? Number(m[0]) : -1;
+  }
+  return -1;
+}
+
+function hashKey(pid: number, tid: number): number {
+  return pid * 1_000_003 + tid;
+}
+
+/** Binary search in a sorted Float64Array; returns the index of `v` or -1. */
+export function findSorted(a: Float64Array, v: number): number {
+  let lo = 0;
+  let hi = a.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const x = a[mid]!;
+    if (x < v) lo = mid + 1;
+    else if (x > v) hi = mid - 1;
+    else return mid;
+  }
+  return -1;
+}

@@ -1,0 +1,570 @@
+// Streaming reader for Chrome-trace JSON (.json or .json.gz) of any size: a byte scanner cuts out
+// each object of the `traceEvents` array and JSON.parses it alone, so memory stays flat and files
+// beyond V8's ~512 MB string limit work. Top-level keys other than traceEvents become metadata.
+import { createReadStream } from "node:fs";
+import { open, stat } from "node:fs/promises";
+import { createGunzip } from "node:zlib";
+import { InputError } from "../errors.ts";
+
+export interface RawEvent {
+  ph?: string;
+  cat?: string;
+  name?: string;
+  pid?: number | string;
+  tid?: number | string;
+  ts?: number;
+  dur?: number;
+  id?: number | string;
+  s?: string;
+  args?: Record<string, unknown>;
+}
+
+export interface ReadStats {
+  file: string;
+  gzip: boolean;
+  /** Bytes of JSON text scanned (uncompressed). */
+  bytes: number;
+  /** Bytes read from disk. */
+  fileBytes: number;
+  /** Objects found in traceEvents. */
+  events: number;
+  /** Events passed to the consumer (the rest were skipped by category before parsing). */
+  parsed: number;
+  skippedByCategory: number;
+  /** Events that were not valid JSON on their own (skipped). */
+  badEvents: number;
+  /** Events whose bytes were not valid UTF-8 (decoded with U+FFFD). */
+  invalidUtf8: number;
+  /** Whether the file ended early (truncated gzip or JSON); results are partial. */
+  truncated: boolean;
+  /** Top-level keys other than traceEvents, parsed (e.g. distributedInfo, deviceProperties). */
+  metadata: Record<string, unknown>;
+  sawTraceEvents: boolean;
+  warnings: string[];
+}
+
+export interface ReadOptions {
+  /** Event categories to count but not parse (their text is never decoded). */
+  skipCategories?: ReadonlySet<string>;
+  /** Called with (bytes read from disk, file size) now and then. */
+  onProgress?: (read: number, total: number) => void;
+  /** Largest metadata value kept, in bytes. */
+  maxMetadataBytes?: number;
+  chunkBytes?: number;
+}
+
+const MAX_WARNINGS = 20;
+
+// Scanner states.
+const S_START = 0;
+const S_KEY = 1; // inside the top-level object, expecting a key, ',' or '}'
+const S_KEYSTR = 2; // reading a key string
+const S_COLON = 3;
+const S_VALUE = 4; // expecting a value start
+const S_SKIPVAL = 5; // scanning a metadata value (any JSON value)
+const S_ARRAY = 6; // inside traceEvents, expecting '{', ',' or ']'
+const S_EVENT = 7; // inside an event object
+const S_DONE = 8;
+const S_ARRAY_JUNK = 9; // a non-object array element, skipped
+
+/** The incremental scanner. Feed it chunks; it calls `emit` with each event's parsed object. */
+export class TraceScanner {
+  readonly stats: Omit<ReadStats, "file" | "gzip" | "fileBytes">;
+  private state = S_START;
+  private buf: Buffer = Buffer.alloc(0);
+  /** Start (in buf) of the region being cut out, or -1. */
+  private mark = -1;
+  private base = 0; // file offset of buf[0]
+  private nextBase = 0;
+  /** Bytes of the current region that arrived in earlier chunks. */
+  private carry: Buffer[] = [];
+  private depth = 0;
+  private inStr = false;
+  private esc = false;
+  private hi = false;
+  private line = 1;
+  private lineStart = 0; // file offset of the current line's first byte
+  private markLine = 1;
+  private markCol = 1;
+  private key = "";
+  private topArray = false;
+  private readonly skip: ReadonlySet<string>;
+  private readonly maxMeta: number;
+  private readonly fatal = new TextDecoder("utf-8", { fatal: true });
+  private readonly lenient = new TextDecoder("utf-8");
+
+  constructor(
+    private readonly emit: (ev: RawEvent) => void,
+    opts: ReadOptions = {},
+    private readonly file = "",
+  ) {
+    this.skip = opts.skipCategories ?? new Set();
+    this.maxMeta = opts.maxMetadataBytes ?? 16 * 1024 * 1024;
+    this.stats = {
+      bytes: 0,
+      events: 0,
+      parsed: 0,
+      skippedByCategory: 0,
+      badEvents: 0,
+      invalidUtf8: 0,
+      truncated: false,
+      metadata: {},
+      sawTraceEvents: false,
+      warnings: [],
+    };
+  }
+
+  private warn(msg: string): void {
+    if (this.stats.warnings.length < MAX_WARNINGS) this.stats.warnings.push(msg);
+    else if (this.stats.warnings.length === MAX_WARNINGS) this.stats.warnings.push("(further warnings not shown)");
+  }
+
+  private where(offset: number): string {
+    return `${this.file ? `${this.file}:` : ""}${this.line}:${offset - this.lineStart + 1}`;
+  }
+
+  private fail(offset: number, what: string): never {
+    throw new InputError(`${what} (byte ${offset})`, {
+      position: { file: this.file || undefined, line: this.line, column: offset - this.lineStart + 1 },
+    });
+  }
+
+  push(chunk: Buffer): void {
+    this.stats.bytes += chunk.length;
+    // An unfinished region (event, key or metadata value) from the previous chunk moves to `carry`;
+    // only those few bytes are copied, never the new chunk.
+    if (this.mark >= 0) {
+      this.carry.push(Buffer.from(this.buf.subarray(this.mark)));
+      this.mark = 0;
+    }
+    this.base = this.nextBase;
+    this.buf = chunk;
+    this.nextBase = this.base + chunk.length;
+    const buf = chunk;
+    let i = 0;
+    const n = buf.length;
+    if (this.esc && i < n) {
+      this.esc = false;
+      i++;
+    }
+    while (i < n) {
+      switch (this.state) {
+        case S_EVENT:
+          i = this.scanEvent(buf, i, n);
+          break;
+        case S_ARRAY: {
+          // Between events: whitespace and commas.
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x7b) {
+              this.state = S_EVENT;
+              this.mark = i;
+              this.markLine = this.line;
+              this.markCol = this.base + i - this.lineStart + 1;
+              this.depth = 0;
+              this.inStr = false;
+              this.hi = false;
+              break;
+            }
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+            } else if (c === 0x5d) {
+              this.state = this.topArray ? S_DONE : S_KEY;
+              i++;
+              break;
+            } else if (c !== 0x2c && c !== 0x20 && c !== 0x0d && c !== 0x09) {
+              this.warn(`${this.where(this.base + i)}: traceEvents element is not an object; skipped`);
+              this.state = S_ARRAY_JUNK;
+              this.mark = i;
+              this.depth = 0;
+              this.inStr = false;
+              break;
+            }
+          }
+          break;
+        }
+        case S_ARRAY_JUNK:
+        case S_SKIPVAL:
+          i = this.scanValue(buf, i, n);
+          break;
+        case S_START: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x7b) {
+              this.state = S_KEY;
+              i++;
+              break;
+            }
+            if (c === 0x5b) {
+              // Chrome's "JSON array format": the file is the events array itself.
+              this.state = S_ARRAY;
+              this.topArray = true;
+              this.stats.sawTraceEvents = true;
+              i++;
+              break;
+            }
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+            } else if (c === 0xef || c === 0xbb || c === 0xbf) {
+              // UTF-8 byte-order mark
+            } else if (c !== 0x20 && c !== 0x0d && c !== 0x09) {
+              const text = buf.toString("latin1", i, Math.min(n, i + 16)).replace(/[^\x20-\x7e]/g, "?");
+              this.fail(this.base + i, `not JSON: the file starts with "${text}" (expected a '{' or '[')`);
+            }
+          }
+          break;
+        }
+        case S_KEY: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x22) {
+              this.state = S_KEYSTR;
+              this.mark = i + 1;
+              this.inStr = true;
+              i++;
+              break;
+            }
+            if (c === 0x7d) {
+              this.state = S_DONE;
+              i++;
+              break;
+            }
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+            } else if (c !== 0x2c && c !== 0x20 && c !== 0x0d && c !== 0x09) {
+              this.fail(this.base + i, `invalid JSON: expected a key string, found '${String.fromCharCode(c)}'`);
+            }
+          }
+          break;
+        }
+        case S_KEYSTR: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x5c) i++;
+            else if (c === 0x22) {
+              this.key = this.region(buf, this.mark, i).toString("utf8");
+              this.mark = -1;
+              this.state = S_COLON;
+              i++;
+              break;
+            }
+          }
+          if (i > n) {
+            this.esc = true;
+            i = n;
+          }
+          break;
+        }
+        case S_COLON: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x3a) {
+              this.state = S_VALUE;
+              i++;
+              break;
+            }
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+            } else if (c !== 0x20 && c !== 0x0d && c !== 0x09)
+              this.fail(this.base + i, `invalid JSON: expected ':' after key "${this.key}"`);
+          }
+          break;
+        }
+        case S_VALUE: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+              continue;
+            }
+            if (c === 0x20 || c === 0x0d || c === 0x09) continue;
+            if (this.key === "traceEvents" && c === 0x5b) {
+              this.state = S_ARRAY;
+              this.stats.sawTraceEvents = true;
+              i++;
+            } else {
+              this.state = S_SKIPVAL;
+              this.mark = i;
+              this.markLine = this.line;
+              this.markCol = this.base + i - this.lineStart + 1;
+              this.depth = 0;
+              this.inStr = false;
+            }
+            break;
+          }
+          break;
+        }
+        case S_DONE: {
+          for (; i < n; i++) {
+            const c = buf[i]!;
+            if (c === 0x0a) {
+              this.line++;
+              this.lineStart = this.base + i + 1;
+            } else if (c !== 0x20 && c !== 0x0d && c !== 0x09 && c !== 0) {
+              this.warn(`${this.where(this.base + i)}: data after the end of the JSON document ignored`);
+              i = n;
+            }
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  /** Scans inside an event object; returns the index where scanning stopped. */
+  private scanEvent(buf: Buffer, i: number, n: number): number {
+    let depth = this.depth;
+    let inStr = this.inStr;
+    let hi = this.hi;
+    let line = this.line;
+    let lineStart = this.lineStart;
+    const base = this.base;
+    for (; i < n; i++) {
+      const c = buf[i]!;
+      if (inStr) {
+        if (c === 0x22) inStr = false;
+        else if (c === 0x5c) {
+          if (i + 1 < n) i++;
+          else {
+            this.esc = true;
+          }
+        } else if (c > 0x7f) hi = true;
+      } else if (c === 0x22) inStr = true;
+      else if (c === 0x7b) depth++;
+      else if (c === 0x7d) {
+        if (--depth === 0) {
+          this.line = line;
+          this.lineStart = lineStart;
+          this.hi = hi;
+          if (this.carry.length) {
+            const r = this.region(buf, this.mark, i + 1);
+            this.onEvent(r, 0, r.length);
+          } else this.onEvent(buf, this.mark, i + 1);
+          this.mark = -1;
+          this.state = S_ARRAY;
+          this.depth = 0;
+          this.inStr = false;
+          return i + 1;
+        }
+      } else if (c === 0x0a) {
+        line++;
+        lineStart = base + i + 1;
+      }
+    }
+    this.depth = depth;
+    this.inStr = inStr;
+    this.hi = hi;
+    this.line = line;
+    this.lineStart = lineStart;
+    return n;
+  }
+
+  /** Scans any JSON value (metadata, or a junk array element); objects/arrays by depth, scalars to a delimiter. */
+  private scanValue(buf: Buffer, i: number, n: number): number {
+    let depth = this.depth;
+    let inStr = this.inStr;
+    for (; i < n; i++) {
+      const c = buf[i]!;
+      if (inStr) {
+        if (c === 0x22) {
+          inStr = false;
+          if (depth === 0) {
+            i++;
+            break;
+          }
+        } else if (c === 0x5c) {
+          if (i + 1 < n) i++;
+          else this.esc = true;
+        }
+        continue;
+      }
+      if (c === 0x22) inStr = true;
+      else if (c === 0x7b || c === 0x5b) depth++;
+      else if (c === 0x7d || c === 0x5d) {
+        if (depth === 0) break; // end of the enclosing container: scalar done
+        if (--depth === 0) {
+          i++;
+          break;
+        }
+      } else if (c === 0x2c && depth === 0) break;
+      else if (c === 0x0a) {
+        this.line++;
+        this.lineStart = this.base + i + 1;
+      }
+    }
+    this.depth = depth;
+    this.inStr = inStr;
+    // Not complete before the chunk ended (or complete exactly at its end: the next delimiter settles it).
+    if (i >= n) return n;
+    // Value complete: [mark, i).
+    const s = this.mark;
+    this.mark = -1;
+    if (this.state === S_ARRAY_JUNK) {
+      this.carry = [];
+      this.state = S_ARRAY;
+      return i;
+    }
+    this.state = S_KEY;
+    const len = i - s + this.carry.reduce((a, b) => a + b.length, 0);
+    if (len > this.maxMeta) {
+      this.carry = [];
+      this.warn(`metadata "${this.key}" (${len} bytes) too large; ignored`);
+      return i;
+    }
+    const text = this.region(buf, s, i).toString("utf8").trim();
+    try {
+      this.stats.metadata[this.key] = JSON.parse(text);
+    } catch {
+      // Kineto writes some metadata values unquoted or with odd numbers; keep the text.
+      this.stats.metadata[this.key] = text;
+      this.warn(
+        `${this.file ? `${this.file}:` : ""}${this.markLine}:${this.markCol}: metadata "${this.key}" is not valid JSON; kept as text`,
+      );
+    }
+    return i;
+  }
+
+  /** The bytes [s, e) of buf, preceded by any carried bytes from earlier chunks. */
+  private region(buf: Buffer, s: number, e: number): Buffer {
+    if (!this.carry.length) return buf.subarray(s, e);
+    const out = Buffer.concat([...this.carry, buf.subarray(0, e)]);
+    this.carry = [];
+    return out;
+  }
+
+  private onEvent(buf: Buffer, s: number, e: number): void {
+    const st = this.stats;
+    st.events++;
+    if (this.skip.size) {
+      const cat = peekCategory(buf, s, e);
+      if (cat !== undefined && this.skip.has(cat)) {
+        st.skippedByCategory++;
+        return;
+      }
+    }
+    let text: string;
+    if (!this.hi) text = buf.toString("latin1", s, e);
+    else {
+      try {
+        text = this.fatal.decode(buf.subarray(s, e));
+      } catch {
+        st.invalidUtf8++;
+        text = this.lenient.decode(buf.subarray(s, e));
+      }
+    }
+    let ev: unknown;
+    try {
+      ev = JSON.parse(text);
+    } catch (err) {
+      st.badEvents++;
+      this.warn(
+        `${this.file ? `${this.file}:` : ""}${this.markLine}:${this.markCol}: event is not valid JSON (${(err as Error).message}); skipped`,
+      );
+      return;
+    }
+    st.parsed++;
+    this.emit(ev as RawEvent);
+  }
+
+  /** Call at end of input. Returns false (and records a warning) if the document was cut short. */
+  end(): boolean {
+    if (this.state === S_DONE || (this.state === S_START && this.stats.bytes === 0)) return true;
+    if (this.state === S_START) return true;
+    const at = this.where(this.nextBase);
+    let what: string;
+    if (this.state === S_EVENT) what = "the file ends inside an event";
+    else if (this.state === S_ARRAY) what = "the file ends inside traceEvents (no closing ']')";
+    else what = "the file ends before the JSON document is complete";
+    this.stats.truncated = true;
+    this.warn(`${at}: ${what}; results cover the ${this.stats.events} events read up to there`);
+    return false;
+  }
+
+  get state_(): number {
+    return this.state;
+  }
+}
+
+// Finds the value of "cat" in the first bytes of an event without decoding it.
+function peekCategory(buf: Buffer, s: number, e: number): string | undefined {
+  const lim = Math.min(e - 6, s + 160);
+  for (let k = s; k < lim; k++) {
+    if (buf[k] === 0x22 && buf[k + 1] === 0x63 && buf[k + 2] === 0x61 && buf[k + 3] === 0x74 && buf[k + 4] === 0x22) {
+      let j = k + 5;
+      while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d))
+        j++;
+      if (buf[j] !== 0x22) return undefined;
+      const v0 = j + 1;
+      let v1 = v0;
+      while (v1 < e && buf[v1] !== 0x22 && buf[v1] !== 0x5c) v1++;
+      if (buf[v1] !== 0x22) return undefined;
+      return buf.toString("latin1", v0, v1);
+    }
+  }
+  return undefined;
+}
+
+const GZIP_MAGIC = [0x1f, 0x8b];
+
+/** Streams one trace file (gzip detected by its magic bytes) through the scanner. */
+export async function readTraceFile(
+  file: string,
+  onEvent: (ev: RawEvent) => void,
+  opts: ReadOptions = {},
+): Promise<ReadStats> {
+  const size = (await stat(file)).size;
+  const head = Buffer.alloc(2);
+  const fh = await open(file, "r");
+  try {
+    await fh.read(head, 0, 2, 0);
+  } finally {
+    await fh.close();
+  }
+  const gzip = size >= 2 && head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1];
+  const scanner = new TraceScanner(onEvent, opts, file);
+  const chunk = opts.chunkBytes ?? 1024 * 1024;
+  const raw = createReadStream(file, { highWaterMark: chunk });
+  let fileBytes = 0;
+  raw.on("data", (b) => {
+    fileBytes += (b as Buffer).length;
+  });
+  const source = gzip ? raw.pipe(createGunzip({ chunkSize: chunk })) : raw;
+  if (gzip) raw.on("error", (e) => source.destroy(e));
+  let lastProgress = 0;
+  let streamError: Error | undefined;
+  try {
+    for await (const b of source) {
+      scanner.push(b as Buffer);
+      if (opts.onProgress && fileBytes - lastProgress >= 16 * chunk) {
+        lastProgress = fileBytes;
+        opts.onProgress(fileBytes, size);
+      }
+    }
+  } catch (e) {
+    if (e instanceof InputError) throw e;
+    streamError = e as Error;
+  } finally {
+    raw.destroy();
+  }
+  const st = scanner.stats;
+  if (streamError) {
+    const code = (streamError as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "EACCES" || code === "EISDIR") throw streamError;
+    st.truncated = true;
+    const why = /unexpected end of file/i.test(streamError.message)
+      ? "truncated gzip"
+      : `gzip error: ${streamError.message}`;
+    const msg = `${file}: ${why} after ${st.bytes} uncompressed bytes (${fileBytes} of ${size} file bytes); results cover the ${st.events} events read up to there`;
+    if (st.warnings.length < MAX_WARNINGS) st.warnings.push(msg);
+    if (st.bytes === 0) throw new InputError(msg);
+  } else {
+    scanner.end();
+  }
+  opts.onProgress?.(fileBytes, size);
+  return { file, gzip, fileBytes, ...st };
+}

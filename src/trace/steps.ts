@@ -1,0 +1,269 @@
+// Step segmentation (pure): vLLM execute_* annotations, ProfilerStep#N, or GPU idle gaps.
+import type { TraceModel } from "./events.ts";
+
+export type StepMode = "auto" | "annotation" | "profiler-step" | "gap";
+export type StepKind = "prefill" | "decode" | "mixed" | "unknown";
+
+export interface StepDef {
+  name: string;
+  kind: StepKind;
+  /** CPU-side span of the step annotation (µs), when steps come from annotations. */
+  cpuStartUs?: number;
+  cpuEndUs?: number;
+  contextRequests?: number;
+  contextTokens?: number;
+  generationRequests?: number;
+  generationTokens?: number;
+}
+
+export interface Segmentation {
+  mode: Exclude<StepMode, "auto">;
+  steps: StepDef[];
+  /** Per GPU row: the step that launched it, or -1. */
+  stepOf: Int32Array;
+  /** Per runtime row: the step whose annotation contains the call, or -1. */
+  runtimeStep: Int32Array;
+  /** Gap threshold used in gap mode (µs). */
+  gapUs?: number;
+  notes: string[];
+}
+
+/** vLLM step markers: execute_context_<Rc>(<Nc>)_generation_<Rg>(<Ng>), the detailed
+ * execute_<tok>_context_… form, and the Aug-2025 execute_new_<n>_cached_<m>. */
+export const VLLM_STEP_RE = /^execute_(?:\d+_)?(?:context_\d+\(\d+\)|new_\d+_cached_\d+)/;
+export const PROFILER_STEP_RE = /^ProfilerStep#\d+$/;
+
+export function isStepAnnotation(name: string): boolean {
+  return VLLM_STEP_RE.test(name) || PROFILER_STEP_RE.test(name);
+}
+
+/** Parses a vLLM step annotation name into its kind and token counts. */
+export function parseStepName(name: string): Omit<StepDef, "cpuStartUs" | "cpuEndUs"> {
+  const ctx = /context_(\d+)\((\d+)\)/.exec(name);
+  const gen = /generation_(\d+)\((\d+)\)/.exec(name);
+  if (ctx || gen) {
+    const rc = ctx ? Number(ctx[1]) : 0;
+    const rg = gen ? Number(gen[1]) : 0;
+    const kind: StepKind = rc > 0 && rg > 0 ? "mixed" : rc > 0 ? "prefill" : rg > 0 ? "decode" : "unknown";
+    return {
+      name,
+      kind,
+      contextRequests: rc,
+      contextTokens: ctx ? Number(ctx[2]) : 0,
+      generationRequests: rg,
+      generationTokens: gen ? Number(gen[2]) : 0,
+    };
+  }
+  const nc = /^execute_new_(\d+)_cached_(\d+)/.exec(name);
+  if (nc) {
+    const n = Number(nc[1]);
+    const m = Number(nc[2]);
+    const kind: StepKind = n > 0 && m > 0 ? "mixed" : n > 0 ? "prefill" : m > 0 ? "decode" : "unknown";
+    return { name, kind, contextRequests: n, generationRequests: m };
+  }
+  return { name, kind: "unknown" };
+}
+
+/** Maps each GPU row to the runtime call that launched it (by correlation id), or -1. */
+export function linkLaunches(model: TraceModel): Int32Array {
+  const { gpu, runtime } = model;
+  const out = new Int32Array(gpu.n).fill(-1);
+  if (runtime.n === 0 || gpu.n === 0) return out;
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  let valid = 0;
+  for (let i = 0; i < runtime.n; i++) {
+    const c = runtime.corr[i]!;
+    if (Number.isNaN(c) || !Number.isInteger(c)) continue;
+    valid++;
+    if (c < lo) lo = c;
+    if (c > hi) hi = c;
+  }
+  if (valid === 0) return out;
+  const range = hi - lo + 1;
+  if (range <= 8 * valid + 1_000_000) {
+    // Correlation ids are a dense counter: direct addressing.
+    const table = new Int32Array(range).fill(-1);
+    for (let i = 0; i < runtime.n; i++) {
+      const c = runtime.corr[i]!;
+      if (Number.isInteger(c)) table[c - lo] = i;
+    }
+    for (let k = 0; k < gpu.n; k++) {
+      const c = gpu.corr[k]!;
+      if (c >= lo && c <= hi && Number.isInteger(c)) out[k] = table[c - lo]!;
+    }
+  } else {
+    const map = new Map<number, number>();
+    for (let i = 0; i < runtime.n; i++) if (!Number.isNaN(runtime.corr[i]!)) map.set(runtime.corr[i]!, i);
+    for (let k = 0; k < gpu.n; k++) out[k] = map.get(gpu.corr[k]!) ?? -1;
+  }
+  return out;
+}
+
+/** Indices of GPU rows sorted by start time. */
+export function orderByStart(start: Float64Array): Uint32Array {
+  const n = start.length;
+  const idx = new Uint32Array(n);
+  let sorted = true;
+  for (let i = 0; i < n; i++) {
+    idx[i] = i;
+    if (i > 0 && start[i]! < start[i - 1]!) sorted = false;
+  }
+  if (!sorted) idx.sort((a, b) => start[a]! - start[b]! || a - b);
+  return idx;
+}
+
+interface Span {
+  name: string;
+  ts: number;
+  end: number;
+}
+
+/** Outermost, time-sorted, non-overlapping spans. */
+function outermost(spans: Span[]): Span[] {
+  spans.sort((a, b) => a.ts - b.ts || b.end - a.end);
+  const out: Span[] = [];
+  let lastEnd = Number.NEGATIVE_INFINITY;
+  for (const s of spans) {
+    if (s.ts < lastEnd) continue;
+    out.push(s);
+    lastEnd = s.end;
+  }
+  return out;
+}
+
+/** Index of the span containing t (spans sorted, disjoint), or -1. */
+function spanAt(spans: Span[], t: number): number {
+  let lo = 0;
+  let hi = spans.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const s = spans[mid]!;
+    if (t < s.ts) hi = mid - 1;
+    else if (t >= s.end) lo = mid + 1;
+    else return mid;
+  }
+  return -1;
+}
+
+export function segmentSteps(
+  model: TraceModel,
+  launchIdx: Int32Array,
+  order: Uint32Array,
+  mode: StepMode = "auto",
+  opts: { gapUs?: number } = {},
+): Segmentation {
+  const notes: string[] = [];
+  const tryAnnotations = (re: RegExp, m: "annotation" | "profiler-step"): Segmentation | undefined => {
+    const cpu = outermost(
+      model.annotations
+        .filter((a) => !a.gpu && re.test(a.name))
+        .map((a) => ({ name: a.name, ts: a.ts, end: a.ts + a.dur })),
+    );
+    if (cpu.length === 0) return undefined;
+    const steps: StepDef[] = cpu.map((s) => ({
+      ...(m === "annotation" ? parseStepName(s.name) : { name: s.name, kind: "unknown" as StepKind }),
+      cpuStartUs: s.ts,
+      cpuEndUs: s.end,
+    }));
+    const { gpu, runtime } = model;
+    const runtimeStep = new Int32Array(runtime.n).fill(-1);
+    for (let i = 0; i < runtime.n; i++) runtimeStep[i] = spanAt(cpu, runtime.ts[i]!);
+    const stepOf = new Int32Array(gpu.n).fill(-1);
+    let linked = 0;
+    for (let k = 0; k < gpu.n; k++) {
+      const li = launchIdx[k]!;
+      if (li >= 0) {
+        stepOf[k] = runtimeStep[li]!;
+        if (stepOf[k]! >= 0) linked++;
+      }
+    }
+    if (linked === 0 && gpu.n > 0) {
+      // No launch links (no cuda_runtime events): fall back to the GPU-side annotation spans.
+      const gspans = outermost(
+        model.annotations
+          .filter((a) => a.gpu && re.test(a.name))
+          .map((a) => ({ name: a.name, ts: a.ts, end: a.ts + a.dur })),
+      );
+      if (gspans.length) {
+        const byName = new Map<string, number[]>();
+        cpu.forEach((s, i) => {
+          const l = byName.get(s.name) ?? [];
+          l.push(i);
+          byName.set(s.name, l);
+        });
+        // Pair the i-th GPU span of a name with the i-th CPU span of that name.
+        const seen = new Map<string, number>();
+        const gstep = gspans.map((g) => {
+          const k = seen.get(g.name) ?? 0;
+          seen.set(g.name, k + 1);
+          return byName.get(g.name)?.[k] ?? -1;
+        });
+        for (let k = 0; k < gpu.n; k++) {
+          const j = spanAt(gspans, gpu.start[k]!);
+          if (j >= 0) stepOf[k] = gstep[j]!;
+        }
+        notes.push("kernels assigned to steps by GPU-side annotation spans (no launch correlation in the trace)");
+      } else {
+        for (let k = 0; k < gpu.n; k++) stepOf[k] = spanAt(cpu, gpu.start[k]!);
+        notes.push("kernels assigned to steps by time (no launch correlation and no GPU-side annotations)");
+      }
+    }
+    return { mode: m, steps, stepOf, runtimeStep, notes };
+  };
+
+  if (mode === "annotation" || mode === "auto") {
+    const r = tryAnnotations(VLLM_STEP_RE, "annotation");
+    if (r) return r;
+    if (mode === "annotation") notes.push("no vLLM execute_* step annotations found; fell back to GPU idle gaps");
+  }
+  if (mode === "profiler-step" || mode === "auto") {
+    const r = tryAnnotations(PROFILER_STEP_RE, "profiler-step");
+    if (r) {
+      r.notes.push(...notes);
+      return r;
+    }
+    if (mode === "profiler-step") notes.push("no ProfilerStep#N annotations found; fell back to GPU idle gaps");
+  }
+  return segmentByGaps(model, order, opts.gapUs, notes);
+}
+
+function segmentByGaps(
+  model: TraceModel,
+  order: Uint32Array,
+  gapUs: number | undefined,
+  notes: string[],
+): Segmentation {
+  const { gpu, runtime } = model;
+  const gaps: number[] = [];
+  let end = Number.NEGATIVE_INFINITY;
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = gpu.start[k]!;
+    if (j > 0 && s > end) gaps.push(s - end);
+    end = Math.max(end, s + gpu.dur[k]!);
+  }
+  let threshold = gapUs;
+  if (threshold === undefined) {
+    const sorted = gaps.slice().sort((a, b) => a - b);
+    const median = sorted.length ? sorted[Math.floor(sorted.length / 2)]! : 0;
+    threshold = Math.max(100, 10 * median);
+  }
+  const stepOf = new Int32Array(gpu.n).fill(-1);
+  let step = -1;
+  end = Number.NEGATIVE_INFINITY;
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = gpu.start[k]!;
+    if (step < 0 || s - end >= threshold) step++;
+    stepOf[k] = step;
+    end = Math.max(end, s + gpu.dur[k]!);
+  }
+  const steps: StepDef[] = Array.from({ length: step + 1 }, (_, i) => ({ name: `segment ${i}`, kind: "unknown" }));
+  notes.push(`steps split at GPU idle gaps ≥ ${round3(threshold)} µs`);
+  return { mode: "gap", steps, stepOf, runtimeStep: new Int32Array(runtime.n).fill(-1), gapUs: threshold, notes };
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
