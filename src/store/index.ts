@@ -1,5 +1,7 @@
 // The run store's public surface.
 
+export type { RunComparison, RunListing } from "./compare.ts";
+export { compareRuns, listRunsView, showRun } from "./compare.ts";
 export { collectEnvironment } from "./environment.ts";
 export { addSecret, redact, redactString } from "./redact.ts";
 export { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";

@@ -1,12 +1,99 @@
-// Placeholder until the ab capability lands; replaced by its own module.
+// `inferscope ab`: A/B experiment with server restarts. Thin: flags → runAB → print.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
+import { runAB } from "../../experiment/ab.ts";
+import { renderAB } from "../../experiment/render.ts";
+import { interruptSignal } from "../../experiment/variants.ts";
+import { addSecret } from "../../store/redact.ts";
+import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { intArg, numArg } from "./experiment-args.ts";
+
+interface ABFlags {
+  json?: boolean;
+  serverCmd?: string;
+  variant: string[];
+  repeats?: number;
+  numPrompts?: number;
+  randomInputLen?: number;
+  randomOutputLen?: number;
+  concurrency?: number;
+  requestRate?: number;
+  warmup?: number;
+  seed?: number;
+  model?: string;
+  apiKey?: string;
+  opsPerToken?: number;
+  opName?: string;
+  resamples?: number;
+  readyTimeout?: string;
+  grace?: string;
+  logDir?: string;
+  db?: string;
+  resume?: string;
+}
+
+const collect = (v: string, prev: string[]) => [...prev, v];
 
 export function register(program: Command): void {
-  program
-    .command("ab")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'ab' is not available in this build yet");
+  withCommon(
+    program
+      .command("ab")
+      .description("A/B experiment: restart the server per variant, interleave blocks (ABBA…), compare with CIs")
+      .option("--server-cmd <cmd>", "command that starts the server; {port} is replaced and $PORT set")
+      .option(
+        "--variant <spec>",
+        "name:ENV=V,ENV2=V2 --flag …, name: (unchanged) or name=http://host:port; repeat; the first is the baseline",
+        collect,
+        [] as string[],
+      )
+      .option("--repeats <n>", "rounds; each runs every variant once (default 2)", intArg)
+      .option("--num-prompts <n>", "measured requests per block (default 20)", intArg)
+      .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
+      .option("--random-output-len <n>", "output tokens per request, ignore_eos (default 128)", intArg)
+      .option("--concurrency <n>", "closed-loop users per block (default 1)", intArg)
+      .option("--request-rate <r>", "open loop instead: requests per second", numArg)
+      .option("--warmup <n>", "warm-up requests per block, excluded (default 2)", intArg)
+      .option("--seed <n>", "seeds prompts, block order and bootstrap (default 0)", intArg)
+      .option("--model <name>", "model name (default: first of /v1/models)")
+      .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
+      .option("--ops-per-token <n>", "operations per token (e.g. 156 all-reduces) → cost per operation", numArg)
+      .option("--op-name <name>", "what one operation is called (default all-reduce)")
+      .option("--resamples <n>", "bootstrap resamples (default 2000)", intArg)
+      .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
+      .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
+      .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
+      .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
+      .option("--resume <run-id>", "continue an interrupted A/B run; finished blocks are kept"),
+  ).action(async (...args: any[]) => {
+    const o = args.at(-2) as ABFlags;
+    addSecret(o.apiKey);
+    const progress = progressEnabled(o);
+    const result = await runAB({
+      serverCmd: o.serverCmd,
+      variants: o.variant,
+      repeats: o.repeats,
+      workload: {
+        numPrompts: o.numPrompts,
+        randomInputLen: o.randomInputLen,
+        randomOutputLen: o.randomOutputLen,
+        concurrency: o.concurrency,
+        requestRate: o.requestRate,
+        warmup: o.warmup,
+        seed: o.seed,
+        model: o.model,
+      },
+      seed: o.seed,
+      apiKey: o.apiKey,
+      opsPerToken: o.opsPerToken,
+      opName: o.opName,
+      resamples: o.resamples,
+      readyTimeoutMs: o.readyTimeout ? parseDurationMs(o.readyTimeout) : undefined,
+      graceMs: o.grace ? parseDurationMs(o.grace) : undefined,
+      logDir: o.logDir,
+      db: o.db,
+      resume: o.resume,
+      signal: interruptSignal(),
+      onProgress: progress ? (e) => process.stderr.write(`[ab] ${e.message.split("\n")[0]}\n`) : undefined,
     });
+    emit(result, o, renderAB);
+  });
 }

@@ -1,12 +1,131 @@
-// Placeholder until the runs capability lands; replaced by its own module.
+// `inferscope runs list | show ID | compare ID ID | export ID`: the run store from the command line.
+import { writeFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
+import Table from "cli-table3";
 import { UsageError } from "../../errors.ts";
+import { fmt } from "../../experiment/ab.ts";
+import { compareRuns, listRunsView, openStore, type Store, showRun } from "../../store/index.ts";
+import { emit, withCommon } from "../common.ts";
+import { intArg } from "./experiment-args.ts";
+
+function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
+  const s = openStore(db);
+  try {
+    return fn(s);
+  } finally {
+    s.close();
+  }
+}
+
+const dbOpt = <C extends Command<any, any, any>>(c: C) =>
+  withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
 
 export function register(program: Command): void {
-  program
-    .command("runs")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'runs' is not available in this build yet");
+  const runs = program.command("runs").description("list, show, compare and export saved runs");
+  dbOpt(
+    runs
+      .command("list")
+      .description("saved runs, newest first")
+      .option("--kind <kind>", "only runs of this kind (ab, sweep-lengths, bench, study, …)")
+      .option("--limit <n>", "at most this many (default 50)", intArg),
+  ).action((...args: any[]) => {
+    const o = args.at(-2);
+    const rows = withStore(o.db, (s) => listRunsView(s, { kind: o.kind, limit: o.limit ?? 50 }));
+    emit(rows, o, (rs) => {
+      if (!rs.length) return "no runs saved yet";
+      const t = new Table({
+        head: ["id", "kind", "status", "created", "blocks", "requests", "what"],
+        style: { head: [], border: [] },
+      });
+      for (const r of rs)
+        t.push([r.id, r.kind, r.status, r.createdAt.replace("T", " ").slice(0, 19), r.blocks, r.requests, r.label]);
+      return t.toString();
     });
+  });
+  dbOpt(
+    runs.command("show").description("one run: configuration, environment, blocks, summaries").argument("<id>"),
+  ).action((...args: any[]) => {
+    const id = args[0] as string;
+    const o = args.at(-2);
+    const d = withStore(o.db, (s) => showRun(s, id));
+    emit(d, o, (x) => {
+      const out = [
+        `${x.run.id}  ${x.run.kind}  ${x.run.status}`,
+        `created ${x.run.createdAt}${x.run.finishedAt ? `, finished ${x.run.finishedAt}` : ""}`,
+      ];
+      if (x.run.error) out.push(`error: ${x.run.error}`);
+      out.push(`config: ${JSON.stringify(x.run.config)}`);
+      out.push(`environment: ${JSON.stringify(x.run.environment)}`);
+      if (x.blocks.length) {
+        const t = new Table({
+          head: ["block", "variant", "status", "requests", "mean TPOT (ms)", "error"],
+          style: { head: [], border: [] },
+        });
+        for (const b of x.blocks) {
+          const s = (b.summary ?? {}) as Record<string, number>;
+          t.push([
+            b.index,
+            b.variant,
+            b.status,
+            s.requests ?? "",
+            s.meanTpotMs != null ? fmt(s.meanTpotMs) : "",
+            (b.error ?? "").split("\n")[0],
+          ]);
+        }
+        out.push(t.toString());
+      }
+      out.push(`${x.requestCount} requests stored; summaries: ${Object.keys(x.summaries).join(", ") || "none"}`);
+      const ab = x.summaries.ab as { verdicts?: string[] } | undefined;
+      if (ab?.verdicts) for (const v of ab.verdicts) out.push(`verdict: ${v}`);
+      return out.join("\n");
+    });
+  });
+  dbOpt(
+    runs
+      .command("compare")
+      .description("compare two runs' requests: TPOT, TTFT, E2E with bootstrap CIs and tests")
+      .argument("<a>")
+      .argument("<b>"),
+  ).action((...args: any[]) => {
+    const [a, b] = args as [string, string];
+    const o = args.at(-2);
+    const c = withStore(o.db, (s) => compareRuns(s, a, b));
+    emit(c, o, (x) => {
+      const t = new Table({
+        head: ["metric (ms)", x.a.id, x.b.id, "a − b [95 % CI]", "Welch p", "MWU p"],
+        style: { head: [], border: [] },
+      });
+      for (const [k, m] of Object.entries(x.metrics)) {
+        if (!m) {
+          t.push([k, "n/a", "n/a", "not enough data", "", ""]);
+          continue;
+        }
+        t.push([
+          k,
+          `${fmt(m.a.mean)} (n=${m.a.n})`,
+          `${fmt(m.b.mean)} (n=${m.b.n})`,
+          `${fmt(m.diff.estimate)} [${fmt(m.diff.lo)}, ${fmt(m.diff.hi)}]${m.detected ? "" : " (n.s.)"}`,
+          m.welch.p.toPrecision(2),
+          m.mannWhitney.p.toPrecision(2),
+        ]);
+      }
+      return t.toString();
+    });
+  });
+  dbOpt(
+    runs
+      .command("export")
+      .description("a run's configuration, blocks and per-request records as JSON or CSV")
+      .argument("<id>")
+      .option("--format <fmt>", "json or csv (default json)")
+      .option("-o, --output <file>", "write here instead of stdout"),
+  ).action((...args: any[]) => {
+    const id = args[0] as string;
+    const o = args.at(-2);
+    const format = o.format ?? "json";
+    if (format !== "json" && format !== "csv") throw new UsageError(`--format must be json or csv, got "${format}"`);
+    const text = withStore(o.db, (s) => s.exportRun(id, format));
+    if (o.output) writeFileSync(o.output, text);
+    else process.stdout.write(text);
+  });
 }

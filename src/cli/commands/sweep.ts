@@ -1,12 +1,88 @@
-// Placeholder until the sweep capability lands; replaced by its own module.
+// `inferscope sweep lengths|concurrency|rate`: one server, one variable. Thin: flags → library → print.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
+import { renderLoadSweep, renderSweep } from "../../experiment/render.ts";
+import { runLengthSweep, runLoadSweep, type TargetOptions } from "../../experiment/sweep.ts";
+import { interruptSignal } from "../../experiment/variants.ts";
+import { addSecret } from "../../store/redact.ts";
+import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { intArg, listArg } from "./experiment-args.ts";
+
+function target<C extends Command<any, any, any>>(cmd: C) {
+  return withCommon(cmd)
+    .option("--url <url>", "a running server")
+    .option("--server-cmd <cmd>", "or a command that starts one; {port} is replaced and $PORT set")
+    .option("--variant <spec>", "env/flags for the started server: name:ENV=V --flag")
+    .option("--model <name>", "model name (default: first of /v1/models)")
+    .option("--api-key <key>", "API key (or OPENAI_API_KEY); never stored or logged")
+    .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
+    .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", intArg)
+    .option("--seed <n>", "seeds prompts and level order (default 0)", intArg)
+    .option("--ready-timeout <duration>", "how long the server may take to become ready (default 10m)")
+    .option("--db <path>", "run store (default ~/.inferscope/runs.db)");
+}
+
+function common(o: Record<string, any>): TargetOptions {
+  addSecret(o.apiKey);
+  return {
+    url: o.url,
+    serverCmd: o.serverCmd,
+    variant: o.variant,
+    model: o.model,
+    apiKey: o.apiKey,
+    seed: o.seed,
+    db: o.db,
+    readyTimeoutMs: o.readyTimeout ? parseDurationMs(o.readyTimeout) : undefined,
+    signal: interruptSignal(),
+    onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${e.message}\n`) : undefined,
+  };
+}
 
 export function register(program: Command): void {
-  program
+  const sweep = program
     .command("sweep")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'sweep' is not available in this build yet");
+    .description("sweep output length, concurrency or request rate against one server");
+  target(
+    sweep
+      .command("lengths")
+      .description("E2E against output length → per-token decode cost and fixed cost (robust fit, CIs, residuals)")
+      .option("--out <list>", "output lengths (default 16,32,64,128,256,512)", listArg)
+      .option("--requests <n>", "measured requests per length (default 5)", intArg),
+  ).action(async (...args: any[]) => {
+    const o = args.at(-2);
+    const r = await runLengthSweep({
+      ...common(o),
+      outLens: o.out,
+      requestsPerLength: o.requests,
+      randomInputLen: o.randomInputLen,
+      warmup: o.warmup,
+    });
+    emit(r, o, renderSweep);
+  });
+  for (const mode of ["concurrency", "rate"] as const)
+    target(
+      sweep
+        .command(mode)
+        .description(
+          `throughput–latency curve over ${mode === "rate" ? "request rates (open loop)" : "concurrency levels (closed loop)"}`,
+        )
+        .requiredOption(
+          "--levels <list>",
+          mode === "rate" ? "request rates, req/s (e.g. 1,2,4,8)" : "users (e.g. 1,2,4,8)",
+          listArg,
+        )
+        .option("--num-prompts <n>", "measured requests per level", intArg)
+        .option("--random-output-len <n>", "output tokens (default 64)", intArg),
+    ).action(async (...args: any[]) => {
+      const o = args.at(-2);
+      const r = await runLoadSweep({
+        ...common(o),
+        mode,
+        levels: o.levels,
+        numPrompts: o.numPrompts,
+        randomInputLen: o.randomInputLen,
+        randomOutputLen: o.randomOutputLen,
+        warmup: o.warmup,
+      });
+      emit(r, o, renderLoadSweep);
     });
 }
