@@ -1,0 +1,368 @@
+// Turns the phases' measurements into the StudyResult the report writers render (pure: no I/O).
+import { compareSamples } from "../experiment/stats.ts";
+import { fmt, fmtPct } from "../report/format.ts";
+import type {
+  AbSection,
+  AuditSection,
+  Ceiling,
+  Deployment,
+  Headline,
+  LatencySection,
+  Quantity,
+  StudyMeta,
+  StudyResult,
+  SweepSection,
+  TraceSection,
+} from "../report/types.ts";
+import {
+  ceilingRow,
+  decompose,
+  estimateFromTrace,
+  type Interval,
+  overlaps,
+  pooledMeanDraws,
+  q,
+  rateFromMs,
+  union,
+} from "./estimate.ts";
+import type { AbMeasure, BenchMeasure, ModelMeasure, SweepMeasure, TraceMeasure } from "./phases.ts";
+import type { StudyPlan } from "./plan.ts";
+
+export interface Measurements {
+  timeScale: number;
+  plan: StudyPlan;
+  seed: number;
+  deployment: Deployment;
+  kind: StudyMeta["target"]["kind"];
+  url?: string;
+  servedModel?: string;
+  audit?: AuditSection;
+  bench?: BenchMeasure;
+  sweep?: SweepMeasure;
+  trace?: TraceMeasure;
+  ab?: AbMeasure;
+  model?: ModelMeasure;
+}
+
+function meanCI(xs: number[], seed: number): Interval {
+  const d = pooledMeanDraws(
+    xs.map((v) => [v]),
+    seed,
+  );
+  const s = Float64Array.from(d.draws).sort();
+  if (s.length === 0) return { estimate: d.estimate, lo: Number.NaN, hi: Number.NaN };
+  return { estimate: d.estimate, lo: s[Math.floor(0.025 * s.length)]!, hi: s[Math.floor(0.975 * (s.length - 1))]! };
+}
+
+function drawsCI(estimate: number, draws: number[]): Interval {
+  const s = Float64Array.from(draws.filter(Number.isFinite)).sort();
+  if (s.length === 0) return { estimate, lo: Number.NaN, hi: Number.NaN };
+  return { estimate, lo: s[Math.floor(0.025 * (s.length - 1))]!, hi: s[Math.ceil(0.975 * (s.length - 1))]! };
+}
+
+export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
+  const x = m.timeScale;
+  const scaled = x !== 1 ? ` (client time × ${x}: the sim ran ${x}× faster than real time)` : "";
+  const findings: string[] = [];
+  const headlines: Headline[] = [];
+  const method: string[] = [];
+  const ceilings: Ceiling[] = [];
+
+  // ---- latency (batch 1)
+  let latency: LatencySection | undefined;
+  let token: { estimate: number; draws: number[] } | undefined;
+  if (m.bench) {
+    const b = m.bench;
+    const itl = pooledMeanDraws(b.itlGroups, m.seed);
+    token = itl;
+    const itlI = drawsCI(itl.estimate, itl.draws);
+    const ttftI = meanCI(b.ttftMs, m.seed + 1);
+    const tpotI = b.tpotMs.length ? meanCI(b.tpotMs, m.seed + 2) : undefined;
+    const e2eI = meanCI(b.e2eMs, m.seed + 3);
+    const tokens = b.itlGroups.reduce((s, g) => s + g.length, 0);
+    const notes: string[] = [];
+    if (b.clientSaturated)
+      notes.push("The client reported itself saturated during this run: latencies may include client delay.");
+    for (const w of b.warnings) notes.push(w);
+    if (b.server?.itlMeanMs !== undefined && x !== 1)
+      notes.push(
+        `The server's /metrics record wall-clock time of the ${x}×-accelerated sim; its means below are multiplied by ${x} for comparison.`,
+      );
+    latency = {
+      requests: b.requests,
+      outputTokensPerRequest: b.outputLen,
+      promptTokens: b.promptTokens,
+      ttftMs: q(ttftI, "ms", "measured", `mean client TTFT over ${b.ttftMs.length} requests, t-interval${scaled}`),
+      itlMs: q(
+        itlI,
+        "ms",
+        "measured",
+        `mean of ${tokens} client per-token gaps, cluster (per-request) t-interval${scaled}`,
+      ),
+      tpotMs: tpotI && q(tpotI, "ms", "measured", "vLLM TPOT = (E2EL − TTFT)/(n − 1), mean over requests"),
+      e2eMs: q(e2eI, "ms", "measured", `mean request time for ${b.outputLen} tokens`),
+      decodeRate: q(rateFromMs(itlI), "tok/s", "derived", "1000 ÷ mean per-token gap (one token per chunk, batch 1)"),
+      ttftSamplesMs: b.ttftMs,
+      itlSamplesMs: b.itlGroups.flat().slice(0, 20_000),
+      itlOverTime: b.itlGroups.slice(0, 3).flatMap((g, request) => g.map((ms, i) => ({ request, token: i + 2, ms }))),
+      server: b.server
+        ? {
+            ttftMeanMs: b.server.ttftMeanMs !== undefined ? b.server.ttftMeanMs * x : undefined,
+            itlMeanMs: b.server.itlMeanMs !== undefined ? b.server.itlMeanMs * x : undefined,
+            steps: b.server.steps,
+            note: "exact window means from _sum/_count deltas, not bucket quantiles",
+          }
+        : undefined,
+      notes,
+    };
+    headlines.push({ label: "decode rate (batch 1)", value: latency.decodeRate });
+    headlines.push({ label: "time per token", value: latency.itlMs });
+    headlines.push({ label: "time to first token", value: latency.ttftMs });
+    findings.push(
+      `One request decodes at ${fmt(latency.decodeRate.value)} tok/s: ${fmt(itlI.estimate)} ms per token [${fmt(itlI.lo)}, ${fmt(itlI.hi)}], TTFT ${fmt(ttftI.estimate)} ms.`,
+    );
+    method.push(
+      `Batch-1 benchmark: ${b.requests} streaming requests one at a time (${m.plan.inputLen}-token prompt, ${b.outputLen} output tokens, ignore_eos), per-chunk client timestamps; per-token time = chunk gap ÷ tokens in the chunk.`,
+    );
+    ceilings.push(ceilingRow("measured (as run)", "this server, batch 1", itlI, "measured", "client per-token gap"));
+  }
+
+  // ---- sweep
+  let sweep: SweepSection | undefined;
+  if (m.sweep) {
+    const s = m.sweep;
+    const pts = s.points.map((p) => {
+      const pred = s.intercept.estimate + s.slope.estimate * (p.outputTokens - 1);
+      return { ...p, predictedMs: pred, residualMs: p.e2eMs - pred };
+    });
+    const notes: string[] = [];
+    if (latency && !overlaps(s.slope, { estimate: 0, lo: latency.itlMs.low!, hi: latency.itlMs.high! }))
+      notes.push(
+        `The fitted per-token cost (${fmt(s.slope.estimate)} ms) and the batch-1 mean gap (${fmt(latency.itlMs.value)} ms) disagree beyond their intervals: per-token time drifts with context length, or the runs differed.`,
+      );
+    sweep = {
+      points: pts,
+      fixedMs: q(
+        s.intercept,
+        "ms",
+        "fitted",
+        `Theil–Sen intercept of T(N) over ${pts.length} requests, bootstrap 95 % CI${scaled}`,
+      ),
+      perTokenMs: q(s.slope, "ms", "fitted", "Theil–Sen slope of T(N) against N − 1, bootstrap 95 % CI"),
+      convergedRate: q(rateFromMs(s.slope), "tok/s", "fitted", "1000 ÷ slope: the rate long generations converge to"),
+      r2: s.r2,
+      notes,
+    };
+    const short = m.plan.sweep.lengths[0]!;
+    const rateShort = (1000 * short) / (s.intercept.estimate + s.slope.estimate * (short - 1));
+    findings.push(
+      `Long generations converge to ${fmt(1000 / s.slope.estimate)} tok/s; a ${short}-token request sees only ${fmt(rateShort)} tok/s because the fixed ${fmt(s.intercept.estimate)} ms (≈ TTFT) is spread over few tokens.`,
+    );
+    method.push(
+      `Length sweep: N ∈ {${m.plan.sweep.lengths.join(", ")}} × ${m.plan.sweep.repeats}; robust (Theil–Sen) fit of T(N) = a + b·(N − 1), bootstrap CIs over requests.`,
+    );
+  }
+
+  // ---- trace
+  let trace: TraceSection | undefined;
+  let tr: ReturnType<typeof estimateFromTrace> | undefined;
+  if (m.trace && m.trace.steps.length > 0) {
+    const t = m.trace;
+    tr = estimateFromTrace(t.steps, m.seed + 7);
+    const period = tr.periodMs.estimate;
+    const notes = [...t.notes];
+    trace = {
+      steps: t.totalSteps,
+      decodeSteps: t.steps.length,
+      stepMs: q(
+        tr.periodMs,
+        "ms",
+        "measured",
+        "trace: start-to-next-start period of batch-1 decode steps, bootstrap over steps",
+      ),
+      perClass: t.perClass.map((c) => ({ ...c, share: c.msPerStep / period })),
+      idleMsPerStep: t.idleMsPerStep,
+      allReduceCallsPerStep: tr.callsPerStep,
+      allReducePerCallUs: q(
+        tr.perCallUs,
+        "µs",
+        "measured",
+        "trace: Σ all-reduce kernel time ÷ all-reduce kernel count, bootstrap over steps",
+      ),
+      allReduceShare: q(
+        tr.share,
+        "",
+        "measured",
+        "trace: Σ all-reduce kernel time ÷ Σ step period, bootstrap over steps",
+      ),
+      kernelNames: t.kernelNames,
+      files: t.files,
+      notes,
+    };
+    method.push(
+      `Profiler trace: /start_profile → ${t.steps.length} batch-1 decode steps → /stop_profile; kernels classified by name (communication, GEMM, attention, MoE, …); per-step sums; all-reduce kernels counted per step.`,
+    );
+  }
+
+  // ---- decomposition, share, ceilings
+  const decomposition: StudyResult["summary"]["decomposition"] = [];
+  let decompositionBasis =
+    "No decomposition: it needs the batch-1 benchmark and a profiler trace (or the A/B plus the model).";
+  let ceiling: Ceiling | undefined;
+  if (token && tr && trace) {
+    // The client's per-token time and the trace's step period measure the same thing; if they
+    // disagree beyond their intervals the per-token time's interval is widened to cover both.
+    const tokI = drawsCI(token.estimate, token.draws);
+    if (!overlaps(tokI, tr.periodMs)) {
+      const w = union(tokI, tr.periodMs);
+      // Rescale the draws so their 95 % range spans both measurements.
+      const half = Math.max(1e-12, (tokI.hi - tokI.lo) / 2);
+      const mid = (tokI.hi + tokI.lo) / 2;
+      const center = (w.lo + w.hi) / 2;
+      const newHalf = (w.hi - w.lo) / 2;
+      token = { estimate: token.estimate, draws: token.draws.map((d) => center + ((d - mid) / half) * newHalf) };
+      trace.notes.push(
+        `The client's per-token time (${fmt(tokI.estimate)} ms) and the trace's step period (${fmt(tr.periodMs.estimate)} ms) differ beyond their intervals; derived intervals are widened to cover both.`,
+      );
+    }
+    const d = decompose(token, tr);
+    decomposition.push(...d.parts);
+    decompositionBasis = `Communication and compute are per-step sums of the trace's kernel classes; overhead is the rest of the client-measured per-token time (${fmt(token.estimate)} ms).`;
+    const share = q(d.arShareOfToken, "", "derived", "trace all-reduce time per step ÷ client per-token time");
+    const shareTrace = trace.allReduceShare;
+    headlines.push({
+      label: "all-reduce share of each token",
+      value: { ...shareTrace, how: `${shareTrace.how}; vs client time: ${fmtPct(share.value)}` },
+    });
+    headlines.push({ label: "cost per all-reduce", value: trace.allReducePerCallUs });
+    const ceilNoAr = q(
+      d.ceilingNoAllReduce,
+      "tok/s",
+      "derived",
+      "1000 ÷ (per-token time − trace all-reduce time per step)",
+    );
+    ceiling = {
+      scenario: "all-reduce free",
+      assumption: "every all-reduce costs zero; everything else as measured",
+      msPerToken: q(
+        drawsCI(
+          token.estimate - tr.allReduceMsPerStep.estimate,
+          token.draws.map((t, i) => t - tr!.draws.allReduceMs[i]!),
+        ),
+        "ms",
+        "derived",
+        "per-token time − all-reduce time per step",
+      ),
+      tokensPerSecond: ceilNoAr,
+    };
+    headlines.push({ label: "ceiling without all-reduce cost", value: ceilNoAr });
+    ceilings.push(ceiling);
+    ceilings.push({
+      scenario: "communication free",
+      assumption: "all collectives (all-reduce, all-gather) cost zero",
+      msPerToken: q(
+        drawsCI(
+          token.estimate - tr.commMsPerStep.estimate,
+          token.draws.map((t, i) => t - tr!.draws.commMs[i]!),
+        ),
+        "ms",
+        "derived",
+        "per-token time − communication time per step",
+      ),
+      tokensPerSecond: q(d.ceilingNoComm, "tok/s", "derived", "1000 ÷ (per-token time − trace communication per step)"),
+    });
+    findings.push(
+      `All-reduce takes ${fmtPct(shareTrace.value)} [${fmtPct(shareTrace.low)}, ${fmtPct(shareTrace.high)}] of each decode step: ${fmt(tr.callsPerStep)} calls × ${fmt(tr.perCallUs.estimate)} µs [${fmt(tr.perCallUs.lo)}, ${fmt(tr.perCallUs.hi)}].`,
+    );
+    findings.push(
+      `With zero-cost all-reduce one request would decode at ${fmt(ceilNoAr.value)} tok/s [${fmt(ceilNoAr.low)}, ${fmt(ceilNoAr.high)}] instead of ${fmt(1000 / token.estimate)}.`,
+    );
+  }
+
+  // ---- A/B
+  let ab: AbSection | undefined;
+  if (m.ab && m.ab.arms.length >= 2) {
+    const [base, treat] = m.ab.arms as [AbMeasure["arms"][number], AbMeasure["arms"][number]];
+    const cmp = compareSamples(base.perTokenMs, treat.perTokenMs, { seed: m.seed + 11 });
+    const calls = tr ? Math.round(tr.callsPerStep) : m.model?.callsPerToken;
+    const callsSrc = tr ? "counted in the trace" : "from the model's architecture";
+    const armQ = (a: AbMeasure["arms"][number]) => {
+      const s = compareSamples(a.perTokenMs, a.perTokenMs, { seed: m.seed + 13 }).a;
+      return q(
+        { estimate: s.mean, lo: s.ci.lo, hi: s.ci.hi },
+        "ms",
+        "measured",
+        `mean per-request TPOT over ${a.perTokenMs.length} requests, bootstrap 95 % CI${scaled}`,
+      );
+    };
+    const diff = cmp.diff;
+    const faster = diff.estimate > 0 ? treat.name : base.name;
+    const verdict = cmp.detected
+      ? `${faster} is faster by ${fmt(Math.abs(diff.estimate))} ms/token [${fmt(Math.min(Math.abs(diff.lo), Math.abs(diff.hi)))}, ${fmt(Math.max(Math.abs(diff.lo), Math.abs(diff.hi)))}]${calls ? ` ≈ ${fmt((Math.abs(diff.estimate) * 1000) / calls)} µs per all-reduce` : ""}`
+      : `No detectable difference at this sample size (Δ ${fmt(diff.estimate)} ms/token [${fmt(diff.lo)}, ${fmt(diff.hi)}]); detectable effect ≈ ${fmt(cmp.mde)} ms/token`;
+    const ttftCmp =
+      base.ttftMs.length > 1 && treat.ttftMs.length > 1
+        ? compareSamples(base.ttftMs, treat.ttftMs, { seed: m.seed + 17 })
+        : undefined;
+    ab = {
+      arms: m.ab.arms.map((a) => ({
+        name: a.name,
+        change: a.change,
+        perTokenMs: armQ(a),
+        ttftMs: a.ttftMs.length > 1 ? q(meanCI(a.ttftMs, m.seed + 19), "ms", "measured", "mean TTFT") : undefined,
+        e2eMs: a.e2eMs.length > 1 ? q(meanCI(a.e2eMs, m.seed + 23), "ms", "measured", "mean request time") : undefined,
+        samples: a.perTokenMs.length,
+      })),
+      deltaPerTokenMs: q(
+        diff,
+        "ms",
+        "measured",
+        `mean TPOT(${base.name}) − mean TPOT(${treat.name}), bootstrap 95 % CI`,
+      ),
+      deltaTtftMs: ttftCmp ? q(ttftCmp.diff, "ms", "measured", "mean TTFT difference, bootstrap 95 % CI") : undefined,
+      deltaPerCallUs: calls
+        ? q(diff, "µs", "derived", `Δ per token × 1000 ÷ ${calls} all-reduces per token (${callsSrc})`, 1000 / calls)
+        : undefined,
+      callsPerToken: calls,
+      pWelch: cmp.welch.p,
+      pMannWhitney: cmp.mannWhitney.p,
+      verdict,
+      order: m.ab.order,
+      notes: m.ab.notes,
+    };
+    findings.push(`A/B with restarts: ${verdict}.`);
+    method.push(
+      `A/B: the server restarted per block with each arm's environment (${m.ab.arms.map((a) => `${a.name}: ${a.change}`).join("; ")}), blocks in the order ${m.ab.order.join(" ")}, warm-up per block; per-request TPOT compared with a bootstrap CI of the difference, Welch's t and Mann–Whitney.`,
+    );
+  }
+
+  // ---- model
+  const model = m.model?.section;
+  if (m.model) {
+    ceilings.push(...m.model.ceilings);
+    method.push(`Model: ${m.model.section.description}; calibrated on this run's measurements (see residuals).`);
+  }
+
+  method.push(
+    "Every interval is 95 %: t-intervals over requests for client timing, percentile bootstrap over steps for the trace, bootstrap of the difference for the A/B; derived numbers combine the draws of their inputs.",
+  );
+  if (x !== 1)
+    method.push(`The embedded sim ran ${x}× faster than real time; every client-measured time was multiplied by ${x}.`);
+
+  return {
+    schema: "inferscope.study/1",
+    meta,
+    summary: { headlines, decomposition, decompositionBasis, ceiling, findings },
+    audit: m.audit,
+    latency,
+    sweep,
+    ab,
+    trace,
+    model,
+    ceilings,
+    whatIfs: m.model?.whatIfs ?? [],
+    method,
+  };
+}
+
+export type { Quantity };

@@ -1,0 +1,12 @@
+// The study's public surface.
+export { assemble, type Measurements } from "./assemble.ts";
+export * from "./estimate.ts";
+export { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
+export {
+  DEFAULT_PROFILE,
+  embeddedSimCommand,
+  runStudy,
+  SEED_DEPLOYMENT,
+  type StudyOptions,
+  type StudyOutcome,
+} from "./run.ts";

@@ -1,0 +1,75 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { makeRng } from "../../src/experiment/stats.ts";
+import {
+  decompose,
+  estimateFromTrace,
+  pooledMeanCI,
+  pooledMeanDraws,
+  type TraceStep,
+} from "../../src/study/estimate.ts";
+
+function normal(u: () => number): number {
+  return Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
+}
+
+function syntheticSteps(
+  u: () => number,
+  n: number,
+  truth: { ar: number; calls: number; comm: number; compute: number; idle: number },
+): TraceStep[] {
+  return Array.from({ length: n }, () => {
+    const j = Math.exp(0.02 * normal(u));
+    return {
+      periodMs: (truth.ar + truth.comm + truth.compute + truth.idle) * j,
+      allReduceMs: truth.ar * j,
+      allReduceCalls: truth.calls,
+      otherCommMs: truth.comm * j,
+      computeMs: truth.compute * j,
+    };
+  });
+}
+
+test("pooled mean CI: cluster bootstrap covers the true mean about 95 % of the time", () => {
+  const u = makeRng(3);
+  let covered = 0;
+  const trials = 200;
+  for (let t = 0; t < trials; t++) {
+    const groups = Array.from({ length: 8 }, () => Array.from({ length: 50 }, () => 20 + normal(u)));
+    const ci = pooledMeanCI(groups, t + 1);
+    if (ci.lo <= 20 && 20 <= ci.hi) covered++;
+  }
+  assert.ok(covered / trials > 0.88 && covered / trials <= 1, `coverage ${covered / trials}`);
+});
+
+test("pooledMeanDraws falls back to sample resampling with few requests", () => {
+  const r = pooledMeanDraws([[1, 2, 3, 4]], 1);
+  assert.equal(r.estimate, 2.5);
+  assert.ok(r.draws.length > 0);
+  assert.deepEqual(pooledMeanDraws([], 1).draws, []);
+});
+
+test("trace estimates recover per-call cost and share; decomposition adds up to the token time", () => {
+  const truth = { ar: 13.6, calls: 157, comm: 0.14, compute: 5.5, idle: 1.5 };
+  const steps = syntheticSteps(makeRng(9), 64, truth);
+  const tr = estimateFromTrace(steps, 5);
+  const perCall = (1000 * truth.ar) / truth.calls;
+  assert.ok(tr.perCallUs.lo <= perCall && perCall <= tr.perCallUs.hi, JSON.stringify(tr.perCallUs));
+  assert.equal(tr.callsPerStep, 157);
+  const period = truth.ar + truth.comm + truth.compute + truth.idle;
+  assert.ok(Math.abs(tr.share.estimate - truth.ar / period) < 1e-9, "share is exact when jitter scales every part");
+  const token = pooledMeanDraws(
+    Array.from({ length: 8 }, () => Array.from({ length: 64 }, () => period)),
+    2,
+  );
+  const d = decompose(token, tr);
+  const sum = d.parts.reduce((s, p) => s + p.ms.value, 0);
+  assert.ok(Math.abs(sum - period) < 1e-9);
+  assert.deepEqual(
+    d.parts.map((p) => p.component),
+    ["communication", "compute", "overhead"],
+  );
+  const ceil = 1000 / (period - truth.ar);
+  assert.ok(d.ceilingNoAllReduce.lo <= ceil * 1.01 && ceil * 0.99 <= d.ceilingNoAllReduce.hi);
+  assert.throws(() => estimateFromTrace([], 1), /no decode steps/);
+});
