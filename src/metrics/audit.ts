@@ -1,6 +1,8 @@
 // The metrics audit: which canonical concepts an endpoint exposes, at which granularity, what their
 // values were over a window, how coarse their buckets are, and how to recover what is missing.
 // analyzeWindow/analyzeAudit are pure; auditMetrics does the I/O (two scrapes and the info endpoints).
+import Table from "cli-table3";
+import pc from "picocolors";
 import {
   CONCEPTS,
   type Concept,
@@ -414,7 +416,7 @@ function evaluate(reader: WindowReader, c: Concept, b: ConceptBinding): Pick<Con
         value.p99 = q(0.99);
       }
       const resolution =
-        h.count > 0 ? bucketResolution(info.title, h.buckets, value.mean, scale, info.unit) : undefined;
+        h.count > 0 && info.timing ? bucketResolution(info.title, h.buckets, value.mean, scale, info.unit) : undefined;
       return { value, resolution };
     }
     case "counter": {
@@ -673,4 +675,100 @@ export async function auditMetrics(target: string, opts: AuditOptions = {}): Pro
   const b = await scrape(target, opts);
   const server = await infoP;
   return analyzeAudit(a, b, { target, server, via: "scrape" });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text rendering.
+
+function fmtValue(c: ConceptReport): string {
+  const v = c.value;
+  if (!c.observable) return "";
+  if (!v) return "no samples";
+  const u = (x: number | undefined) =>
+    x === undefined ? "–" : c.unit === "seconds" ? fmtSeconds(x) : c.unit === "ratio" ? sig(x) : sig(x);
+  switch (c.kind) {
+    case "histogram":
+      return v.count
+        ? `n=${sig(v.count)}  mean ${u(v.mean)}  p50 ${u(v.p50)}  p90 ${u(v.p90)}  p99 ${u(v.p99)}`
+        : "n=0 in the window";
+    case "counter":
+      return `+${sig(v.count ?? 0)} (${sig(v.rate ?? 0)}/s)`;
+    case "gauge":
+      return v.before === undefined || v.before === v.after ? u(v.after) : `${u(v.before)} → ${u(v.after)}`;
+    case "ratio":
+      return v.ratio === undefined
+        ? "no activity in the window"
+        : `${(v.ratio * 100).toFixed(1)} % (over ${sig(v.count ?? 0)})`;
+    case "counterMean":
+      return v.mean === undefined ? "no activity in the window" : `mean ${u(v.mean)} (n=${sig(v.count ?? 0)})`;
+    default:
+      return "";
+  }
+}
+
+/** The audit as terminal text: header, verdict, concept table, resolution notes, gaps with commands. */
+export function formatAudit(r: AuditReport, opts: { color?: boolean } = {}): string {
+  const c = opts.color ? pc : pc.createColors(false);
+  const lines: string[] = [];
+  const eng = r.engine
+    ? `${r.engine.name}${r.engine.variant ? ` ${r.engine.variant}` : ""}${r.engine.version ? ` ${r.engine.version}` : ""} (confidence ${r.engine.confidence.toFixed(2)})`
+    : "unknown engine";
+  const dims = Object.entries(r.dimensions)
+    .filter(([k]) => k !== "model_name" && k !== "model")
+    .map(([k, v]) => `${k} ${v.join(",")}`);
+  lines.push(
+    `${c.bold(eng)} · ${r.via === "prometheus" ? `Prometheus ${r.target}${r.selector ? ` ${r.selector}` : ""}` : r.target}`,
+  );
+  lines.push(
+    [
+      r.models.length ? `model ${r.models.join(", ")}` : undefined,
+      ...dims,
+      `window ${r.windowSeconds.toFixed(1)} s`,
+      r.format,
+      `${r.families} families`,
+    ]
+      .filter(Boolean)
+      .join(" · "),
+  );
+  lines.push("", `${c.bold("Verdict:")} ${r.verdict}`, "");
+  const table = new Table({
+    head: ["concept", "exposed", "granularity", "metric", "over the window"],
+    style: { head: opts.color ? ["cyan"] : [], border: opts.color ? ["grey"] : [] },
+    wordWrap: true,
+    colWidths: [null, null, null, 46, null] as unknown as number[],
+  });
+  for (const k of r.concepts)
+    table.push([
+      k.title,
+      k.observable ? c.green("yes") : c.yellow("no"),
+      k.granularity ?? "",
+      k.metric ?? (k.note ? c.dim(k.note) : ""),
+      fmtValue(k),
+    ]);
+  lines.push(table.toString());
+  const res = r.concepts.filter((k) => k.resolution?.text);
+  if (res.length) {
+    lines.push("", c.bold("Bucket resolution:"));
+    for (const k of res) lines.push(`  ${k.title}: ${k.resolution!.text}`);
+  }
+  const notes = r.concepts.filter((k) => k.observable && k.note);
+  if (notes.length) {
+    lines.push("", c.bold("What the metrics measure:"));
+    for (const k of notes) lines.push(`  ${k.title} (${k.metric}): ${k.note}`);
+  }
+  if (r.gaps.length) {
+    lines.push("", c.bold("Not exposed, and how to recover it:"));
+    for (const g of r.gaps) {
+      lines.push(`  - ${g.what}: ${g.why}.`, `    ${g.method}:`, `      ${c.cyan(g.command)}`);
+    }
+  }
+  if (r.quirks.length) {
+    lines.push("", c.bold("Quirks handled:"));
+    for (const q of r.quirks) lines.push(`  - ${q}`);
+  }
+  if (r.warnings.length) {
+    lines.push("", c.bold("Warnings:"));
+    for (const w of r.warnings) lines.push(`  - ${w}`);
+  }
+  return lines.join("\n");
 }

@@ -63,7 +63,8 @@ export async function fetchRaw(target: string, opts: FetchOptions = {}): Promise
     if (st.size > maxBytes)
       throw new InputError(`${target}: ${mib(st.size)} is larger than the ${mib(maxBytes)} limit`);
     const body = maybeGunzip(await readFile(target), maxBytes, target);
-    return { source: target, body, atMs: now(), elapsedMs: now() - t0 };
+    // A saved exposition was taken when it was written: diffs of two files use the files' times.
+    return { source: target, body, atMs: st.mtimeMs, elapsedMs: now() - t0 };
   }
   return fetchUrl(target, opts, t0);
 }
@@ -361,4 +362,39 @@ export async function fetchServerInfo(metricsUrl: string, opts: FetchOptions = {
     if (own) await own.close().catch(() => {});
   }
   return info;
+}
+
+export interface FamilySummary {
+  name: string;
+  type: string;
+  help?: string;
+  unit?: string;
+  /** Label sets (histograms: one per set, `le` aside). */
+  series: number;
+  samples: number;
+}
+
+/** Pure: one row per family, for the scrape table. */
+export function summarizeExposition(s: Snapshot): {
+  source: string;
+  format: ExpositionFormat;
+  samples: number;
+  families: FamilySummary[];
+  warnings: string[];
+} {
+  const families = s.exposition.families.map((f) => {
+    const sets = new Set<string>();
+    for (const x of f.samples) {
+      const { le: _le, quantile: _q, ...rest } = x.labels;
+      sets.add(JSON.stringify(Object.entries(rest).sort()));
+    }
+    return { name: f.name, type: f.type, help: f.help, unit: f.unit, series: sets.size, samples: f.samples.length };
+  });
+  return {
+    source: s.source,
+    format: s.exposition.format,
+    samples: families.reduce((t, f) => t + f.samples, 0),
+    families,
+    warnings: s.exposition.warnings.map((w) => `${s.source}:${w.line}:${w.column}: ${w.message}`),
+  };
 }

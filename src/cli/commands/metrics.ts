@@ -1,12 +1,267 @@
-// Placeholder until the metrics capability lands; replaced by its own module.
+// `inferscope metrics scrape|audit|diff|watch`: thin wrappers over src/metrics (flags → library → print).
+import { writeFile } from "node:fs/promises";
 import type { Command } from "@commander-js/extra-typings";
+import Table from "cli-table3";
+import logUpdate from "log-update";
 import { UsageError } from "../../errors.ts";
+import { type AuditReport, auditMetrics, formatAudit } from "../../metrics/audit.ts";
+import { diffSnapshots, type SnapshotDiff } from "../../metrics/diff.ts";
+import { histogramQuantile } from "../../metrics/histogram.ts";
+import { fleetAudit, fleetWatch } from "../../metrics/prometheus.ts";
+import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts";
+import type { Snapshot } from "../../metrics/types.ts";
+import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
+import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+
+function duration(flag: string) {
+  return (v: string) => {
+    try {
+      return parseDurationMs(v);
+    } catch {
+      throw new UsageError(`${flag}: not a duration: "${v}" (examples: 500ms, 10s, 2m)`);
+    }
+  };
+}
+
+function positiveInt(flag: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag}: expected a positive integer, got "${v}"`);
+    return n;
+  };
+}
+
+function bytes(v: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$/i.exec(v.trim());
+  if (!m) throw new UsageError(`--max-bytes: not a size: "${v}" (examples: 64MiB, 500kB)`);
+  const unit = (m[2] ?? "b").toLowerCase();
+  const f: Record<string, number> = { b: 1, kb: 1e3, kib: 1024, mb: 1e6, mib: 1048576, gb: 1e9, gib: 1073741824 };
+  return Math.round(Number(m[1]) * f[unit]!);
+}
+
+function fetchFlags<C extends Command<any, any, any>>(cmd: C) {
+  return cmd
+    .option("--timeout <duration>", "connect/headers/body timeout per request (default 10s)", duration("--timeout"))
+    .option("--max-bytes <size>", "refuse bodies larger than this (default 64MiB)", bytes)
+    .option("--header <name:value...>", "extra request header, e.g. 'Authorization: Bearer …'");
+}
+
+function headers(list: string[] | undefined): Record<string, string> | undefined {
+  if (!list?.length) return undefined;
+  const out: Record<string, string> = {};
+  for (const h of list) {
+    const i = h.indexOf(":");
+    if (i <= 0) throw new UsageError(`--header: expected "Name: value", got "${h}"`);
+    out[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
+  }
+  return out;
+}
+
+function fetchOpts(o: { timeout?: number; maxBytes?: number; header?: string[] }) {
+  return { timeoutMs: o.timeout, maxBytes: o.maxBytes, headers: headers(o.header) };
+}
+
+/** Ctrl-C stops the loop; the command then returns normally (exit 0). */
+function sigintSignal(): { signal: AbortSignal; dispose: () => void } {
+  const ac = new AbortController();
+  const onSig = () => ac.abort();
+  process.once("SIGINT", onSig);
+  process.once("SIGTERM", onSig);
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off("SIGINT", onSig);
+      process.off("SIGTERM", onSig);
+    },
+  };
+}
+
+function formatFamilies(s: ReturnType<typeof summarizeExposition>): string {
+  const t = new Table({ head: ["family", "type", "series", "samples", "help"], style: { head: [], border: [] } });
+  for (const f of s.families) t.push([f.name, f.type, f.series, f.samples, (f.help ?? "").slice(0, 60)]);
+  const warn = s.warnings.length
+    ? `\n${s.warnings.length} lenient-mode warning(s):\n${s.warnings.slice(0, 10).join("\n")}`
+    : "";
+  return `${s.source}: ${s.format}, ${s.families.length} families, ${s.samples} samples\n${t.toString()}${warn}`;
+}
+
+function formatDiff(d: SnapshotDiff, all: boolean): string {
+  const lines = [`window ${Number.isFinite(d.windowSeconds) ? `${d.windowSeconds.toFixed(1)} s` : "unknown"}`];
+  const labels = (l: Record<string, string>) => {
+    const s = Object.entries(l)
+      .map(([k, v]) => `${k}="${v}"`)
+      .join(",");
+    return s ? `{${s}}` : "";
+  };
+  const counters = d.counters.filter((c) => all || c.delta !== 0);
+  if (counters.length) {
+    const t = new Table({ head: ["counter", "delta", "per second", "note"], style: { head: [], border: [] } });
+    for (const c of counters)
+      t.push([
+        `${c.name}${labels(c.labels)}`,
+        c.delta,
+        Number.isFinite(c.rate) ? c.rate.toFixed(3) : "–",
+        c.reset ? "reset" : c.added ? "new" : "",
+      ]);
+    lines.push(t.toString());
+  }
+  const hist = d.histograms.filter((h) => all || h.count !== 0);
+  if (hist.length) {
+    const t = new Table({ head: ["histogram", "n", "mean", "p50", "p99", "note"], style: { head: [], border: [] } });
+    const q = (p: number, h: (typeof hist)[number]) => {
+      const v = histogramQuantile(p, h.buckets);
+      return Number.isNaN(v) ? "–" : String(Number(v.toPrecision(4)));
+    };
+    for (const h of hist)
+      t.push([
+        `${h.family}${labels(h.labels)}`,
+        h.count,
+        Number.isFinite(h.mean) ? String(Number(h.mean.toPrecision(4))) : "–",
+        q(0.5, h),
+        q(0.99, h),
+        h.reset ? "reset" : h.boundsChanged ? "re-bucketed" : "",
+      ]);
+    lines.push(t.toString());
+  }
+  const gauges = d.gauges.filter((g) => all || g.change !== 0);
+  if (gauges.length) {
+    const t = new Table({ head: ["gauge", "before", "after", "change"], style: { head: [], border: [] } });
+    for (const g of gauges) t.push([`${g.name}${labels(g.labels)}`, g.before, g.after, g.change]);
+    lines.push(t.toString());
+  }
+  if (d.removed.length) lines.push(`${d.removed.length} series disappeared`);
+  if (lines.length === 1) lines.push("nothing changed");
+  return lines.join("\n");
+}
 
 export function register(program: Command): void {
-  program
+  const metrics = program
     .command("metrics")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'metrics' is not available in this build yet");
-    });
+    .description("scrape, parse, audit, diff and watch an inference server's Prometheus metrics");
+
+  fetchFlags(
+    withCommon(
+      metrics
+        .command("scrape")
+        .description("fetch a /metrics URL (or read a file, - for stdin) and list its families")
+        .argument("<target>", "URL, file path, or - for stdin")
+        .option("--strict", "apply the OpenMetrics rules; a violation is an error with line:column (exit 2)")
+        .option("--out <file>", "also save the exposition text as received"),
+    ),
+  ).action(async (...args: any[]) => {
+    const [target, o] = args as [string, Record<string, any>];
+    const raw = await fetchRaw(target, fetchOpts(o));
+    const snap = parseRaw(raw, o.strict);
+    if (o.out) await writeFile(o.out, raw.body);
+    if (o.json) emit(snap, o, () => "");
+    else emit(summarizeExposition(snap), o, formatFamilies);
+  });
+
+  fetchFlags(
+    withCommon(
+      metrics
+        .command("audit")
+        .description("what the endpoint exposes, at which granularity, over a window, and how to recover the rest")
+        .argument("[url]", "the server's metrics URL (not needed with --prometheus)")
+        .option(
+          "--window <duration>",
+          "time between the two scrapes (default 10s; fleet mode: 60s)",
+          duration("--window"),
+        )
+        .option("--prometheus <url>", "fleet mode: read through this Prometheus server instead of scraping")
+        .option("--selector <selector>", "fleet mode: series selector, e.g. '{job=\"vllm\"}'"),
+    ),
+  ).action(async (...args: any[]) => {
+    const [url, o] = args as [string | undefined, Record<string, any>];
+    let report: AuditReport;
+    if (o.prometheus) {
+      report = await fleetAudit({
+        prometheusUrl: o.prometheus,
+        selector: o.selector,
+        windowMs: o.window,
+        timeoutMs: o.timeout,
+      });
+    } else {
+      if (!url) throw new UsageError("metrics audit needs a URL (or --prometheus URL --selector …)");
+      const progress = progressEnabled(o);
+      report = await auditMetrics(url, {
+        ...fetchOpts(o),
+        windowMs: o.window,
+        onProgress: progress ? (m) => process.stderr.write(`[audit] ${m}\n`) : undefined,
+      });
+    }
+    emit(report, o, (r) => formatAudit(r, { color: Boolean(process.stdout.isTTY) }));
+  });
+
+  fetchFlags(
+    withCommon(
+      metrics
+        .command("diff")
+        .description("what changed between two expositions (files or URLs): counter deltas, bucket deltas, gauges")
+        .argument("<a>", "before: URL or file")
+        .argument("<b>", "after: URL or file")
+        .option("--all", "also list series that did not change"),
+    ),
+  ).action(async (...args: any[]) => {
+    const [a, b, o] = args as [string, string, Record<string, any>];
+    const snaps: Snapshot[] = [];
+    for (const t of [a, b]) snaps.push(parseRaw(await fetchRaw(t, fetchOpts(o))));
+    const d = diffSnapshots(snaps[0]!, snaps[1]!);
+    emit(d, o, (x) => formatDiff(x, Boolean(o.all)));
+  });
+
+  fetchFlags(
+    withCommon(
+      metrics
+        .command("watch")
+        .description("live view: token rates, running/waiting, KV usage, windowed ITL/TTFT quantiles (Ctrl-C stops)")
+        .argument("[url]", "the server's metrics URL (not needed with --prometheus)")
+        .option("--interval <duration>", "time between scrapes (default 1s; at least 100ms)", duration("--interval"))
+        .option(
+          "--window <duration>",
+          "rates and quantiles over this trailing window (default 10s)",
+          duration("--window"),
+        )
+        .option("--iterations <n>", "stop after this many updates", positiveInt("--iterations"))
+        .option("--prometheus <url>", "fleet mode: read through this Prometheus server")
+        .option("--selector <selector>", "fleet mode: series selector, e.g. '{job=\"vllm\"}'"),
+    ),
+  ).action(async (...args: any[]) => {
+    const [url, o] = args as [string | undefined, Record<string, any>];
+    const tty = Boolean(process.stdout.isTTY) && !o.json;
+    const label = o.prometheus ? `${o.prometheus} ${o.selector ?? ""}`.trim() : (url ?? "");
+    const onFrame = (f: WatchFrame) => {
+      if (o.json) process.stdout.write(`${JSON.stringify(f)}\n`);
+      else if (tty) logUpdate(formatWatchPanel(f, label));
+      else process.stdout.write(`${formatWatchLine(f)}\n`);
+    };
+    const { signal, dispose } = sigintSignal();
+    try {
+      if (o.prometheus)
+        await fleetWatch({
+          prometheusUrl: o.prometheus,
+          selector: o.selector,
+          windowMs: o.window,
+          intervalMs: o.interval,
+          iterations: o.iterations,
+          timeoutMs: o.timeout,
+          signal,
+          onFrame,
+        });
+      else {
+        if (!url) throw new UsageError("metrics watch needs a URL (or --prometheus URL --selector …)");
+        await watchMetrics(url, {
+          ...fetchOpts(o),
+          intervalMs: o.interval,
+          windowMs: o.window,
+          iterations: o.iterations,
+          signal,
+          onFrame,
+        });
+      }
+    } finally {
+      dispose();
+      if (tty) logUpdate.done();
+    }
+  });
 }
