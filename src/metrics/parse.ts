@@ -118,6 +118,11 @@ for (let c = 0; c < 128; c++) {
   if (alpha) CT[c] |= LABEL_START | LABEL_CHAR;
 }
 
+const INTERN_SIZE = 8192;
+const INTERN_MAX = 96;
+/** Exact powers of ten for the fast decimal path (10^22 is the largest exact double power). */
+const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
+
 const SP = 32;
 const TAB = 9;
 const QUOTE = 34;
@@ -168,6 +173,9 @@ const LENIENT_SUFFIXES: Record<MetricType, readonly string[]> = {
   info: ["_info", ""],
   stateset: [""],
 };
+/** Lenient grouping of samples that have no metadata (see joinUndeclared). */
+const UNDECLARED_SUFFIXES: readonly string[] = ["", "_bucket", "_sum", "_count", "_created"];
+
 /** Names a family of each type generates, for the OpenMetrics "clashing names" rule. */
 const CLASH_SUFFIXES: Record<MetricType, readonly string[]> = {
   counter: ["", "_total", "_created"],
@@ -182,6 +190,10 @@ const CLASH_SUFFIXES: Record<MetricType, readonly string[]> = {
 
 interface FamilyState {
   fam: MetricFamily;
+  /** Started by HELP/TYPE/UNIT (false: started by a sample with no metadata). */
+  declared: boolean;
+  /** A "not contiguous; merged" warning was given for this family. */
+  warnedSplit: boolean;
   /** The name as written in HELP/TYPE (0.0.4 counters say `x_total`; the family is `x`). */
   declName: string;
   typeSet: boolean;
@@ -239,9 +251,10 @@ class Parser {
   private line = 1;
   private lineStart = 0;
   private pos = 0;
-  private lastSampleName = "";
-  private labelNameCache: string[] = [];
-  private labelValueCache: string[] = [];
+  /** Interned short strings (names, label values) keyed by a hash of their text: repeats allocate nothing. */
+  private internTab: string[] = new Array<string>(INTERN_SIZE).fill("\u0000");
+  /** Label names of the label set being parsed, for the duplicate check without allocating. */
+  private scratchNames: string[] = [];
 
   constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
     this.t = text;
@@ -316,6 +329,17 @@ class Parser {
       families: this.families,
       warnings: this.warnings,
     };
+  }
+
+  private intern(start: number, end: number, h: number): string {
+    const n = end - start;
+    if (n > INTERN_MAX) return this.t.slice(start, end);
+    const i = (h ^ (h >>> 15) ^ n) & (INTERN_SIZE - 1);
+    const e = this.internTab[i];
+    if (e.length === n && this.t.startsWith(e, start)) return e;
+    const s = this.t.slice(start, end);
+    this.internTab[i] = s;
+    return s;
   }
 
   // ---- positions, errors, warnings ----
@@ -459,6 +483,7 @@ class Parser {
         this.warn(`unknown metric type ${JSON.stringify(rest)}; treated as untyped`, p);
         type = "untyped";
       }
+      fs.declared = true;
       if (fs.typeSet) {
         this.deviate("repeat-type", `second # TYPE for "${name}"; expected at most one`, this.pos);
         return;
@@ -506,14 +531,16 @@ class Parser {
         return prev;
       }
     }
-    return this.startFamily(name, "untyped");
+    return this.startFamily(name, "untyped", true);
   }
 
-  private startFamily(name: string, type: MetricType): FamilyState {
+  private startFamily(name: string, type: MetricType, declared: boolean): FamilyState {
     this.finishFamily();
     const fam: MetricFamily = { name, type, help: undefined, unit: undefined, samples: [] };
     const fs: FamilyState = {
       fam,
+      declared,
+      warnedSplit: false,
       declName: name,
       typeSet: false,
       helpSet: false,
@@ -590,13 +617,13 @@ class Parser {
     if (!(c < 128 && CT[c] & NAME_START)) {
       this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
     }
+    let h = c;
     p++;
-    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) p++;
-    let name = this.lastSampleName;
-    if (!(p - nameStart === name.length && t.startsWith(name, nameStart))) {
-      name = t.slice(nameStart, p);
-      this.lastSampleName = name;
+    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) {
+      h = (Math.imul(h, 31) + c) | 0;
+      p++;
     }
+    const name = this.intern(nameStart, p, h);
     let labels: Labels;
     if (p < end && c === LBRACE) {
       labels = this.labels(p + 1, end, false);
@@ -660,14 +687,14 @@ class Parser {
   private labels(p: number, end: number, exemplar: boolean): Labels {
     const t = this.t;
     const labels: Labels = {};
-    let idx = 0;
     let c = p < end ? t.charCodeAt(p) : -1;
     if (!this.om) while (c === SP || c === TAB) c = ++p < end ? t.charCodeAt(p) : -1;
     if (c === RBRACE) {
       this.pos = p + 1;
       return labels;
     }
-    const names: string[] = [];
+    const names = this.scratchNames;
+    let nNames = 0;
     for (;;) {
       // Label name.
       const nStart = p;
@@ -675,13 +702,13 @@ class Parser {
         if (c === COMMA) this.fail("unexpected comma; expected a label name", p);
         this.fail(`expected a label name, got ${this.describe(p, end)}`, p);
       }
+      let h = c;
       p++;
-      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & LABEL_CHAR) p++;
-      let lname = exemplar ? "" : this.labelNameCache[idx];
-      if (!(lname !== undefined && p - nStart === lname.length && lname.length > 0 && t.startsWith(lname, nStart))) {
-        lname = t.slice(nStart, p);
-        if (!exemplar) this.labelNameCache[idx] = lname;
+      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & LABEL_CHAR) {
+        h = (Math.imul(h, 31) + c) | 0;
+        p++;
       }
+      const lname = this.intern(nStart, p, h);
       if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       if (p >= end || t.charCodeAt(p) !== EQ) {
         this.fail(`expected "=" after label name "${lname}", got ${this.describe(p, end)}`, p);
@@ -694,15 +721,14 @@ class Parser {
       p++;
       // Label value: fast path without escapes.
       const vStart = p;
-      while (p < end && (c = t.charCodeAt(p)) !== QUOTE && c !== BSLASH) p++;
+      h = 7;
+      while (p < end && (c = t.charCodeAt(p)) !== QUOTE && c !== BSLASH) {
+        h = (Math.imul(h, 31) + c) | 0;
+        p++;
+      }
       let value: string;
       if (p < end && c === QUOTE) {
-        const cached = exemplar ? undefined : this.labelValueCache[idx];
-        if (cached !== undefined && p - vStart === cached.length && t.startsWith(cached, vStart)) value = cached;
-        else {
-          value = t.slice(vStart, p);
-          if (!exemplar) this.labelValueCache[idx] = value;
-        }
+        value = this.intern(vStart, p, h);
         p++;
       } else if (p < end) {
         // Escapes: \\ \" \n; any other backslash is kept as written.
@@ -734,14 +760,13 @@ class Parser {
       } else {
         this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
       }
-      for (let k = 0; k < names.length; k++) {
+      for (let k = 0; k < nNames; k++) {
         if (names[k] === lname) this.fail(`duplicate label name "${lname}"`, nStart);
       }
-      names.push(lname);
+      names[nNames++] = lname;
       if (lname === "__proto__")
         Object.defineProperty(labels, lname, { value, enumerable: true, writable: true, configurable: true });
       else labels[lname] = value;
-      idx++;
       if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       c = p < end ? t.charCodeAt(p) : -1;
       if (c === RBRACE) {
@@ -824,21 +849,42 @@ class Parser {
     if (i === end && digits > 0 && digits <= 15) return neg ? -v : v;
     if (digits > 0 || c === 46) {
       let mant = digits;
+      let fracDigits = 0;
       if (i < end && c === 46) {
         i++;
         while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) {
+          v = v * 10 + (c - 48);
           i++;
           mant++;
+          fracDigits++;
         }
       }
+      let exp = 0;
       if (mant > 0 && i < end && (c === 101 || c === 69)) {
         i++;
-        if (i < end && ((c = t.charCodeAt(i)) === 43 || c === 45)) i++;
+        let eneg = false;
+        if (i < end && ((c = t.charCodeAt(i)) === 43 || c === 45)) {
+          eneg = c === 45;
+          i++;
+        }
         const eStart = i;
-        while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) i++;
+        while (i < end && (c = t.charCodeAt(i)) >= 48 && c <= 57) {
+          exp = exp * 10 + (c - 48);
+          i++;
+        }
         if (i === eStart) i = -1;
+        if (eneg) exp = -exp;
       }
-      if (mant > 0 && i === end) return Number(t.slice(start, end));
+      if (mant > 0 && i === end) {
+        // Clinger's fast path: an exact integer mantissa and an exact power of ten give the correctly
+        // rounded result in one operation, the same double Number() returns.
+        const e10 = exp - fracDigits;
+        if (mant <= 15 && e10 >= -22 && e10 <= 22) {
+          const r = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
+          return neg ? -r : r;
+        }
+        return Number(t.slice(start, end));
+      }
     } else {
       const word = t.slice(i, end).toLowerCase();
       if (word === "inf" || word === "infinity") return neg ? -Infinity : Infinity;
@@ -889,6 +935,8 @@ class Parser {
       if (this.om && fs.fam.type === "counter" && sfx === "") {
         this.deviate("counter-no-total", `counter sample "${name}" without the _total suffix`, offset);
       }
+    } else if (cur !== undefined && (sfx = this.joinUndeclared(cur, name)) !== undefined) {
+      fs = cur;
     } else {
       let other: FamilyState | undefined;
       if (!this.strict) {
@@ -897,14 +945,20 @@ class Parser {
           sfx = this.suffixOf(other, name);
           if (sfx === undefined) other = undefined;
           else {
-            this.warn(`sample "${name}" is separated from the rest of its family "${other.fam.name}"; merged`, offset);
+            if (!other.warnedSplit) {
+              other.warnedSplit = true;
+              this.warn(
+                `samples of family "${other.fam.name}" are not contiguous; merged (reported once per family)`,
+                offset,
+              );
+            }
             this.finishFamily();
             this.cur = other;
           }
         }
       }
       if (other === undefined || sfx === undefined) {
-        other = this.startFamily(name, "untyped");
+        other = this.startFamily(name, "untyped", false);
         sfx = "";
       }
       fs = other;
@@ -915,11 +969,37 @@ class Parser {
     return fs;
   }
 
+  /**
+   * Lenient, no metadata: `x_bucket`, `x_sum`, `x_count` (or `x{quantile}`, `x_sum`, `x_count`) in a row
+   * form one untyped family `x`, so histogram and summary structure survives without TYPE lines.
+   */
+  private joinUndeclared(cur: FamilyState, name: string): string | undefined {
+    if (this.strict || cur.declared) return undefined;
+    const curName = cur.fam.name;
+    let base = curName;
+    for (const sfx of UNDECLARED_SUFFIXES) {
+      if (sfx && curName.endsWith(sfx) && curName.length > sfx.length) {
+        base = curName.slice(0, -sfx.length);
+        break;
+      }
+    }
+    if (!name.startsWith(base)) return undefined;
+    const rest = name.slice(base.length);
+    if (!UNDECLARED_SUFFIXES.includes(rest)) return undefined;
+    if (base !== curName) {
+      if (this.byName.get(curName) === cur) this.byName.delete(curName);
+      if (!this.byName.has(base)) this.byName.set(base, cur);
+      cur.fam.name = base;
+      cur.declName = base;
+    }
+    return rest;
+  }
+
   private suffixOf(fs: FamilyState, name: string): string | undefined {
     const base = fs.fam.name;
     if (!name.startsWith(base)) return undefined;
     const rest = name.length === base.length ? "" : name.slice(base.length);
-    const allowed = this.suffixes[fs.fam.type];
+    const allowed = fs.declared ? this.suffixes[fs.fam.type] : UNDECLARED_SUFFIXES;
     for (let i = 0; i < allowed.length; i++) if (allowed[i] === rest) return rest;
     return undefined;
   }
