@@ -1,12 +1,105 @@
-// Placeholder until the sim capability lands; replaced by its own module.
-import type { Command } from "@commander-js/extra-typings";
+// `inferscope sim`: run the vLLM-compatible simulated server (or print its hidden truth).
+import { type Command, Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { explainSim, renderExplanation } from "../../sim/explain.ts";
+import { listProfiles, parseSetting, type SimOptions, startSim } from "../../sim/index.ts";
+import { emit } from "../common.ts";
+
+function num(name: string, integer = false) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (v.trim() === "" || !Number.isFinite(n) || (integer && !Number.isInteger(n)))
+      throw new UsageError(`${name} expects ${integer ? "an integer" : "a number"}, got "${v}"`);
+    return n;
+  };
+}
 
 export function register(program: Command): void {
   program
     .command("sim")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'sim' is not available in this build yet");
+    .description("Run an embedded vLLM-compatible server whose timing follows a deployment model")
+    .option("--json", "print machine-readable JSON (the listening line as one JSON object)")
+    .option("--debug", "show stack traces and internal detail on errors")
+    .option("--profile <name>", "built-in deployment profile", "glm5-8x-rtxpro6000-pcie")
+    .option("--profile-file <file>", "profile YAML/JSON file (overrides --profile)")
+    .option(
+      "--set <key=value>",
+      "override a profile field, e.g. collectives.perCallUs.LL=40 (repeatable)",
+      (v, acc: string[]) => [...acc, v],
+      [] as string[],
+    )
+    .option("--host <host>", "listen address (loopback unless --allow-remote)", "127.0.0.1")
+    .option("--allow-remote", "allow a non-loopback --host")
+    .option("--port <n>", "port (0 = a free one)", num("--port", true), 8000)
+    .option("--time-scale <x>", "run the clock x times faster (every simulated duration / x)", num("--time-scale"), 1)
+    .addOption(
+      new Option("--speed <mode>", "zero: serve tokens as fast as possible").choices(["model", "zero"] as const),
+    )
+    .option("--seed <n>", "seed for jitter, text and faults", num("--seed", true), 0)
+    .option("--max-num-seqs <n>", "scheduler: max running sequences", num("--max-num-seqs", true))
+    .option("--max-num-batched-tokens <n>", "scheduler: token budget per step", num("--max-num-batched-tokens", true))
+    .option("--tensor-parallel-size <n>", "tensor-parallel GPUs", num("--tensor-parallel-size", true))
+    .option("--disable-custom-all-reduce", "use NCCL for every all-reduce")
+    .option("--enforce-eager", "no CUDA graphs (larger per-kernel cost)")
+    .option("--spec-tokens <k>", "speculative decoding: draft tokens per step", num("--spec-tokens", true))
+    .option("--acceptance <p>", "speculative decoding: per-token acceptance probability", num("--acceptance"))
+    .option("--reasoning", "chat: stream reasoning_content before content")
+    .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
+    .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")
+    .option("--served-model-name <name>", "model name to serve (default: the profile's)")
+    .option("--explain", "print the profile's true step decomposition and exit")
+    .option("--list-profiles", "list the built-in profiles and exit")
+    .action(async (o) => {
+      if (o.listProfiles) {
+        emit(listProfiles(), o, (l) => l.join("\n"));
+        return;
+      }
+      const overrides: Record<string, unknown> = {};
+      for (const s of o.set) {
+        const [k, v] = parseSetting(s);
+        overrides[k] = v;
+      }
+      const opts: SimOptions = {
+        profile: o.profile,
+        profileFile: o.profileFile,
+        overrides,
+        host: o.host,
+        allowRemote: o.allowRemote,
+        port: o.port,
+        timeScale: o.timeScale,
+        speed: o.speed,
+        seed: o.seed,
+        maxNumSeqs: o.maxNumSeqs,
+        maxNumBatchedTokens: o.maxNumBatchedTokens,
+        tensorParallelSize: o.tensorParallelSize,
+        disableCustomAllReduce: o.disableCustomAllReduce,
+        enforceEager: o.enforceEager,
+        specTokens: o.specTokens,
+        acceptance: o.acceptance,
+        reasoning: o.reasoning,
+        faults: o.faults,
+        profilerDir: o.profilerDir,
+        servedModelName: o.servedModelName,
+      };
+      if (o.explain) {
+        emit(explainSim(opts), o, renderExplanation);
+        return;
+      }
+      const sim = await startSim(opts);
+      const name = sim.profile.name;
+      if (o.json)
+        process.stdout.write(
+          `${JSON.stringify({ event: "listening", url: sim.url, profile: name, timeScale: o.timeScale })}\n`,
+        );
+      else process.stdout.write(`inferscope sim listening on ${sim.url} (profile ${name})\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          process.off("SIGINT", stop);
+          process.off("SIGTERM", stop);
+          sim.close().then(resolve, resolve);
+        };
+        process.on("SIGINT", stop);
+        process.on("SIGTERM", stop);
+      });
     });
 }

@@ -1,0 +1,588 @@
+// The simulated engine: a vLLM-V1-like continuous-batching scheduler driven by a precise clock.
+// Each step's duration comes from the StepModel; tokens of a step are emitted when it ends.
+import type { FinishReason, SimMetrics } from "./exposition.ts";
+import { mix32, Rng } from "./rng.ts";
+import { tokenText } from "./text.ts";
+import type { BatchShape, StepModel } from "./timing.ts";
+
+/** Receives a request's output as the engine produces it. */
+export interface RequestSink {
+  /** `count` new tokens starting at index `from`; `finish` set on the last output. */
+  onTokens(req: SimRequest, from: number, count: number, finish: FinishReason | null): void;
+}
+
+export class SimRequest {
+  readonly id: number;
+  readonly promptIds: Uint32Array;
+  readonly promptLen: number;
+  readonly maxTokens: number;
+  readonly minTokens: number;
+  readonly ignoreEos: boolean;
+  readonly stop: readonly string[] | null;
+  readonly seed: number;
+  readonly sink: RequestSink;
+  readonly paramsMaxTokens: number | null;
+  readonly n: number;
+  /** Token index at which the simulated model emits EOS (Infinity: never). */
+  eosAt = Number.POSITIVE_INFINITY;
+  generated = 0;
+  /** Tokens whose KV is computed (prompt, then prompt + generated after a preemption). */
+  computed = 0;
+  /** Prompt (+ generated, after preemption) tokens that must be computed before sampling. */
+  target = 0;
+  blocks = 0;
+  cachedTokens = 0;
+  arrival = 0;
+  queuedAt = 0;
+  scheduledAt = -1;
+  firstTokenAt = -1;
+  lastTokenAt = -1;
+  finished: FinishReason | null = null;
+  stopReason: string | null = null;
+  /** Text of the last token when a stop string cut it short. */
+  lastTextOverride: string | null = null;
+  aborted = false;
+  stopText = "";
+  blockHashes: Uint32Array | null = null;
+  /** Opaque slot for the server. */
+  ctx: unknown = null;
+
+  constructor(o: {
+    id: number;
+    promptIds: Uint32Array;
+    maxTokens: number;
+    minTokens?: number;
+    ignoreEos?: boolean;
+    stop?: readonly string[] | null;
+    seed: number;
+    sink: RequestSink;
+    paramsMaxTokens?: number | null;
+    n?: number;
+  }) {
+    this.id = o.id;
+    this.promptIds = o.promptIds;
+    this.promptLen = o.promptIds.length;
+    this.maxTokens = o.maxTokens;
+    this.minTokens = o.minTokens ?? 0;
+    this.ignoreEos = o.ignoreEos ?? false;
+    this.stop = o.stop?.length ? o.stop : null;
+    this.seed = o.seed;
+    this.sink = o.sink;
+    this.paramsMaxTokens = o.paramsMaxTokens ?? null;
+    this.n = o.n ?? 1;
+    this.target = this.promptLen;
+  }
+
+  /** Text of generated token i (honours a stop-string cut on the last one). */
+  text(i: number): string {
+    if (this.lastTextOverride !== null && i === this.generated - 1) return this.lastTextOverride;
+    return tokenText(this.seed, i);
+  }
+}
+
+/** What the engine did in one step (kept for the profiler). */
+export interface StepRecord {
+  index: number;
+  startMs: number;
+  endMs: number;
+  shape: BatchShape;
+  /** Requests with a prefill chunk: [tokens, contextBefore] pairs, and decode count. */
+  prefillChunks: number;
+  decodeSeqs: number;
+  jitter: number;
+}
+
+export interface EngineOptions {
+  model: StepModel;
+  metrics: SimMetrics;
+  /** Wall-clock ms (performance.now). */
+  clock: () => number;
+  timeScale: number;
+  speedZero: boolean;
+  seed: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  acceptance: number;
+  onStep?: (rec: StepRecord) => void;
+}
+
+interface Scheduled {
+  req: SimRequest;
+  tokens: number;
+  prefill: boolean;
+}
+
+/** A FIFO with O(1) shift. */
+class Queue<T> {
+  private a: T[] = [];
+  private h = 0;
+  get length(): number {
+    return this.a.length - this.h;
+  }
+  push(x: T): void {
+    this.a.push(x);
+  }
+  unshift(x: T): void {
+    if (this.h > 0) this.a[--this.h] = x;
+    else this.a.unshift(x);
+  }
+  peek(): T | undefined {
+    return this.a[this.h];
+  }
+  shift(): T | undefined {
+    if (this.h >= this.a.length) return undefined;
+    const x = this.a[this.h]!;
+    (this.a as unknown[])[this.h++] = undefined;
+    if (this.h > 1024 && this.h * 2 > this.a.length) {
+      this.a = this.a.slice(this.h);
+      this.h = 0;
+    }
+    return x;
+  }
+  remove(x: T): boolean {
+    const i = this.a.indexOf(x, this.h);
+    if (i < 0) return false;
+    this.a.splice(i, 1);
+    return true;
+  }
+  *[Symbol.iterator](): Iterator<T> {
+    for (let i = this.h; i < this.a.length; i++) yield this.a[i]!;
+  }
+}
+
+/** Block-hash prefix cache with LRU eviction (capacity in blocks). */
+class PrefixCache {
+  private readonly map = new Map<number, true>();
+  constructor(private readonly capacity: number) {}
+  /** Leading blocks of `hashes` present in the cache. */
+  lookup(hashes: Uint32Array): number {
+    let n = 0;
+    for (; n < hashes.length; n++) {
+      const h = hashes[n]!;
+      if (!this.map.has(h)) break;
+      this.map.delete(h);
+      this.map.set(h, true);
+    }
+    return n;
+  }
+  insert(hashes: Uint32Array): void {
+    for (const h of hashes) {
+      this.map.delete(h);
+      this.map.set(h, true);
+    }
+    while (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
+  }
+}
+
+function blockHashes(ids: Uint32Array, blockSize: number): Uint32Array {
+  const n = Math.floor(ids.length / blockSize);
+  const out = new Uint32Array(n);
+  let h = 0x12345;
+  for (let b = 0; b < n; b++) {
+    for (let i = b * blockSize; i < (b + 1) * blockSize; i++) h = mix32(h ^ ids[i]!);
+    out[b] = h;
+  }
+  return out;
+}
+
+export class Engine {
+  readonly opts: EngineOptions;
+  private readonly model: StepModel;
+  private readonly m: SimMetrics;
+  private readonly pending = new Queue<SimRequest>();
+  private readonly waiting = new Queue<SimRequest>();
+  private running: SimRequest[] = [];
+  private readonly rng: Rng;
+  private readonly blockSize: number;
+  private readonly totalBlocks: number;
+  private usedBlocks = 0;
+  private readonly prefix: PrefixCache | null;
+  private readonly frontendMs: number;
+  private readonly specTokens: number;
+  private inFlight: { batch: Scheduled[]; rec: StepRecord } | null = null;
+  private timerArmed = false;
+  private lastEnd = Number.NEGATIVE_INFINITY;
+  private stepIndex = 0;
+  private closed = false;
+  private drainWaiters: Array<() => void> = [];
+  private readonly shape: BatchShape = {
+    prefillTokens: 0,
+    prefillSeqs: 0,
+    prefillAttnTokenCtx: 0,
+    prefillKvTokens: 0,
+    decodeSeqs: 0,
+    decodeContextTokens: 0,
+  };
+
+  constructor(opts: EngineOptions) {
+    this.opts = opts;
+    this.model = opts.model;
+    this.m = opts.metrics;
+    this.rng = new Rng(opts.seed ^ 0x5eed);
+    const p = opts.model.profile;
+    this.blockSize = p.engine.blockSize;
+    this.totalBlocks = p.engine.numGpuBlocks;
+    this.prefix = p.engine.enablePrefixCaching ? new PrefixCache(p.engine.numGpuBlocks) : null;
+    this.frontendMs = opts.speedZero ? 0 : p.cost.frontendMs / opts.timeScale;
+    this.specTokens = opts.model.config.specTokens;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+  get numWaiting(): number {
+    return this.waiting.length + this.pending.length;
+  }
+  get idle(): boolean {
+    return !this.inFlight && this.running.length === 0 && this.waiting.length === 0 && this.pending.length === 0;
+  }
+
+  submit(req: SimRequest): void {
+    const now = this.opts.clock();
+    req.arrival = now;
+    req.queuedAt = now + this.frontendMs;
+    const eosMean = this.model.profile.text.eosMeanTokens;
+    if (eosMean > 0) {
+      // Geometric natural length with the profile's mean, from the request's seed.
+      const u = (mix32(req.seed ^ 0xe05) + 0.5) / 4294967296;
+      req.eosAt = 1 + Math.floor(Math.log(u) / Math.log(1 - 1 / Math.max(1.0001, eosMean)));
+    }
+    this.pending.push(req);
+    this.m.waiting = this.numWaiting;
+    this.kick();
+  }
+
+  /** Client went away: drop the request at the next step boundary. */
+  abort(req: SimRequest): void {
+    if (req.finished) return;
+    req.aborted = true;
+    if (this.pending.remove(req) || this.waiting.remove(req)) this.finishAborted(req);
+    this.kick();
+  }
+
+  /** Resolves when no request is left (for graceful shutdown). */
+  drain(): Promise<void> {
+    if (this.idle) return Promise.resolve();
+    return new Promise((r) => this.drainWaiters.push(r));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private finishAborted(req: SimRequest): void {
+    req.finished = "abort";
+    this.m.success.abort++;
+    this.freeBlocks(req);
+    req.sink.onTokens(req, req.generated, 0, "abort");
+  }
+
+  private freeBlocks(req: SimRequest): void {
+    this.usedBlocks -= req.blocks;
+    req.blocks = 0;
+  }
+
+  private kick(): void {
+    if (!this.timerArmed && !this.inFlight) this.loop();
+  }
+
+  private loop = (): void => {
+    this.timerArmed = false;
+    if (this.inFlight || this.closed) return;
+    const clock = this.opts.clock;
+    const burstEnd = clock() + 2;
+    for (;;) {
+      const now = clock();
+      while (this.pending.length && this.pending.peek()!.queuedAt <= now) this.waiting.push(this.pending.shift()!);
+      const batch = this.schedule();
+      if (batch.length === 0) {
+        this.publishGauges();
+        if (this.pending.length) this.waitUntil(this.pending.peek()!.queuedAt, this.loop);
+        else if (this.idle) this.notifyDrained();
+        return;
+      }
+      const meanMs = this.model.stepMs(this.shape);
+      const jitter = this.opts.speedZero ? 1 : this.rng.lognormalUnitMean(this.model.profile.cost.jitterSigma);
+      const dur = this.opts.speedZero ? 0 : (meanMs * jitter) / this.opts.timeScale;
+      // Chain steps on absolute deadlines so timer lateness does not accumulate (capped catch-up).
+      const start = this.lastEnd >= now - 5 ? this.lastEnd : now;
+      const end = start + dur;
+      this.lastEnd = end;
+      const rec: StepRecord = {
+        index: this.stepIndex++,
+        startMs: start,
+        endMs: end,
+        shape: { ...this.shape },
+        prefillChunks: this.shape.prefillSeqs,
+        decodeSeqs: this.shape.decodeSeqs,
+        jitter,
+      };
+      this.inFlight = { batch, rec };
+      if (end > clock()) {
+        this.waitUntil(end, this.endStep);
+        return;
+      }
+      this.completeStep();
+      // --speed zero: keep stepping in this macrotask for a short burst, then let I/O run.
+      if (clock() >= burstEnd) {
+        this.timerArmed = true;
+        setImmediate(this.loop);
+        return;
+      }
+    }
+  };
+
+  private endStep = (): void => {
+    this.completeStep();
+    this.loop();
+  };
+
+  /** Waits for an absolute deadline: a timer to ~1 ms before it, then setImmediate polling. */
+  private waitUntil(deadline: number, fn: () => void): void {
+    this.timerArmed = true;
+    const tick = (): void => {
+      const rem = deadline - this.opts.clock();
+      if (rem > 1.6) setTimeout(tick, rem - 1.3);
+      else if (rem > 0) setImmediate(tick);
+      else {
+        this.timerArmed = false;
+        fn();
+      }
+    };
+    tick();
+  }
+
+  private notifyDrained(): void {
+    const w = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const r of w) r();
+  }
+
+  private blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSize);
+  }
+
+  /** Grows req's KV to `tokens`; preempts the newest running requests if needed. */
+  private reserve(req: SimRequest, tokens: number): boolean {
+    const need = this.blocksFor(tokens) - req.blocks;
+    if (need <= 0) return true;
+    while (this.totalBlocks - this.usedBlocks < need) {
+      const victim = this.running[this.running.length - 1];
+      if (!victim || victim === req) return false;
+      this.preempt(victim);
+    }
+    this.usedBlocks += need;
+    req.blocks += need;
+    return true;
+  }
+
+  private preempt(req: SimRequest): void {
+    this.running.pop();
+    this.freeBlocks(req);
+    req.computed = 0;
+    req.target = req.promptLen + req.generated;
+    this.m.preemptions++;
+    this.waiting.unshift(req);
+  }
+
+  /** vLLM V1 order: running requests first (decode or their next prefill chunk), then waiting. */
+  private schedule(): Scheduled[] {
+    const s = this.shape;
+    s.prefillTokens = 0;
+    s.prefillSeqs = 0;
+    s.prefillAttnTokenCtx = 0;
+    s.prefillKvTokens = 0;
+    s.decodeSeqs = 0;
+    s.decodeContextTokens = 0;
+    const out: Scheduled[] = [];
+    let budget = this.opts.maxNumBatchedTokens;
+    if (this.running.some((r) => r.aborted)) {
+      for (const r of this.running) if (r.aborted) this.finishAborted(r);
+      this.running = this.running.filter((r) => !r.aborted);
+    }
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const req = this.running[i]!;
+      if (req.computed < req.target) {
+        const n = Math.min(req.target - req.computed, budget);
+        if (!this.reserve(req, req.computed + n)) continue;
+        this.addPrefill(out, req, n);
+        budget -= n;
+      } else {
+        const n = Math.min(1 + this.specTokens, budget);
+        if (!this.reserve(req, req.promptLen + req.generated + n)) continue;
+        out.push({ req, tokens: n, prefill: false });
+        s.decodeSeqs++;
+        s.decodeContextTokens += req.promptLen + req.generated;
+        budget -= n;
+      }
+    }
+    while (budget > 0 && this.waiting.length && this.running.length < this.opts.maxNumSeqs) {
+      const req = this.waiting.peek()!;
+      if (req.aborted) {
+        this.waiting.shift();
+        this.finishAborted(req);
+        continue;
+      }
+      const first = req.scheduledAt < 0;
+      if (first && this.prefix) {
+        req.blockHashes ??= blockHashes(req.promptIds, this.blockSize);
+        const hitBlocks = this.prefix.lookup(req.blockHashes);
+        // At least one prompt token is always computed.
+        req.cachedTokens = Math.min(
+          hitBlocks * this.blockSize,
+          Math.floor((req.promptLen - 1) / this.blockSize) * this.blockSize,
+        );
+        req.computed = req.cachedTokens;
+      }
+      const n = Math.min(req.target - req.computed, budget);
+      if (!this.reserve(req, req.computed + n)) break;
+      this.waiting.shift();
+      if (first) {
+        req.scheduledAt = this.opts.clock();
+        if (this.prefix) {
+          this.m.prefixQueries += req.promptLen;
+          this.m.prefixHits += req.cachedTokens;
+        }
+      }
+      this.running.push(req);
+      this.addPrefill(out, req, n);
+      budget -= n;
+    }
+    return out;
+  }
+
+  private addPrefill(out: Scheduled[], req: SimRequest, n: number): void {
+    const s = this.shape;
+    out.push({ req, tokens: n, prefill: true });
+    s.prefillTokens += n;
+    s.prefillSeqs++;
+    s.prefillAttnTokenCtx += n * (req.computed + n / 2);
+    s.prefillKvTokens += req.computed + n;
+  }
+
+  private completeStep(): void {
+    const f = this.inFlight!;
+    this.inFlight = null;
+    this.opts.onStep?.(f.rec);
+    const now = this.opts.clock();
+    const m = this.m;
+    const nowS = now / 1000;
+    let iterTokens = 0;
+    let anyOutput = false;
+    let finishedAny = false;
+    for (const { req, tokens, prefill } of f.batch) {
+      if (req.aborted || req.finished) continue;
+      let emit = 0;
+      if (prefill) {
+        req.computed += tokens;
+        if (req.computed < req.target) continue; // an intermediate chunk: no output
+        emit = 1;
+        if (req.firstTokenAt < 0) {
+          // The whole prompt is credited in the batch that emits the first token.
+          iterTokens += req.promptLen;
+          m.promptTokens += req.promptLen;
+          if (this.prefix && req.blockHashes) this.prefix.insert(req.blockHashes);
+        }
+      } else {
+        emit = 1;
+        if (this.specTokens > 0) {
+          let acc = 0;
+          while (acc < this.specTokens && this.rng.next() < this.opts.acceptance) {
+            m.specAcceptedPerPos[acc]!++;
+            acc++;
+          }
+          m.specDrafts++;
+          m.specDraftTokens += this.specTokens;
+          m.specAccepted += acc;
+          emit += acc;
+        }
+      }
+      const from = req.generated;
+      let finish: FinishReason | null = null;
+      let count = 0;
+      while (count < emit) {
+        count++;
+        const idx = from + count - 1;
+        if (idx + 1 >= req.maxTokens) {
+          finish = "length";
+          break;
+        }
+        if (!req.ignoreEos && idx + 1 >= req.eosAt && idx + 1 >= req.minTokens) {
+          finish = "stop";
+          break;
+        }
+        if (req.stop && idx + 1 >= req.minTokens && this.checkStop(req, idx)) {
+          finish = "stop";
+          break;
+        }
+      }
+      req.generated += count;
+      req.computed = req.promptLen + req.generated - 1;
+      req.target = req.computed;
+      iterTokens += count;
+      anyOutput = true;
+      m.generationTokens += count;
+      const t = nowS;
+      if (req.firstTokenAt < 0) {
+        req.firstTokenAt = now;
+        m.ttft.observe(t - req.arrival / 1000);
+      } else m.itl.observe(t - req.lastTokenAt / 1000);
+      req.lastTokenAt = now;
+      if (finish) {
+        req.finished = finish;
+        finishedAny = true;
+        this.recordFinished(req, now);
+      }
+      req.sink.onTokens(req, from, count, finish);
+    }
+    if (anyOutput) m.iterationTokens.observe(iterTokens);
+    if (finishedAny) {
+      this.running = this.running.filter((r) => {
+        if (!r.finished) return true;
+        this.freeBlocks(r);
+        return false;
+      });
+    }
+    this.publishGauges();
+  }
+
+  private checkStop(req: SimRequest, idx: number): boolean {
+    const piece = tokenText(req.seed, idx);
+    const before = req.stopText;
+    req.stopText += piece;
+    for (const s of req.stop!) {
+      const at = req.stopText.indexOf(s, Math.max(0, before.length - s.length + 1));
+      if (at >= 0) {
+        req.stopReason = s;
+        req.lastTextOverride = req.stopText.slice(before.length, Math.max(before.length, at));
+        return true;
+      }
+    }
+    if (req.stopText.length > 256) req.stopText = req.stopText.slice(-128);
+    return false;
+  }
+
+  private recordFinished(req: SimRequest, now: number): void {
+    const m = this.m;
+    m.success[req.finished!]++;
+    const s = (ms: number) => ms / 1000;
+    m.e2e.observe(s(now - req.arrival));
+    m.queue.observe(s(req.scheduledAt - req.queuedAt));
+    m.prefill.observe(s(req.firstTokenAt - req.scheduledAt));
+    const decode = s(now - req.firstTokenAt);
+    m.decode.observe(decode);
+    m.inference.observe(s(now - req.scheduledAt));
+    m.tpot.observe(req.generated > 1 ? decode / (req.generated - 1) : 0);
+    m.requestPromptTokens.observe(req.promptLen);
+    m.requestGenerationTokens.observe(req.generated);
+    m.requestMaxGenTokens.observe(req.maxTokens);
+    m.paramsN.observe(req.n);
+    if (req.paramsMaxTokens !== null) m.paramsMaxTokens.observe(req.paramsMaxTokens);
+  }
+
+  private publishGauges(): void {
+    this.m.running = this.running.length;
+    this.m.waiting = this.waiting.length + this.pending.length;
+    this.m.kvUsage = this.usedBlocks / this.totalBlocks;
+  }
+}

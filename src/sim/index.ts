@@ -1,0 +1,202 @@
+// inferscope sim: an embedded vLLM-compatible server whose timing follows a deployment model.
+import { performance } from "node:perf_hooks";
+import { UsageError } from "../errors.ts";
+import { Engine, type StepRecord } from "./engine.ts";
+import { SimMetrics } from "./exposition.ts";
+import { FaultInjector, parseFaults } from "./faults.ts";
+import { loadProfile, type Profile } from "./profile.ts";
+import { SimServer } from "./server.ts";
+import { type Knobs, StepModel } from "./timing.ts";
+
+export { FAULT_KINDS, parseFaults } from "./faults.ts";
+export { listProfiles, loadProfile, type Profile, parseProfile, parseSetting } from "./profile.ts";
+export {
+  type BatchShape,
+  COMPONENTS,
+  decodeBatch,
+  explainStep,
+  type Knobs,
+  ncclAllReduceUs,
+  prefillBatch,
+  resolveConfig,
+  type StepExplanation,
+  StepModel,
+} from "./timing.ts";
+
+export interface SimOptions {
+  /** Built-in profile name (default glm5-8x-rtxpro6000-pcie). */
+  profile?: string;
+  /** A YAML/JSON profile file (wins over `profile`). */
+  profileFile?: string;
+  /** Dotted-key overrides of any profile field, e.g. {"collectives.perCallUs.LL": 30}. */
+  overrides?: Record<string, unknown>;
+  host?: string;
+  /** 0 = any free port. */
+  port?: number;
+  allowRemote?: boolean;
+  /** >1 runs the clock faster: every simulated duration is divided by it. */
+  timeScale?: number;
+  /** "zero": serve tokens as fast as possible (steps take no time). */
+  speed?: "model" | "zero";
+  seed?: number;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  tensorParallelSize?: number;
+  disableCustomAllReduce?: boolean;
+  enforceEager?: boolean;
+  specTokens?: number;
+  acceptance?: number;
+  reasoning?: boolean;
+  faults?: string;
+  /** Environment the "deployment" reads (NCCL_PROTO, NCCL_ALGO, VLLM_TORCH_PROFILER_DIR). Default process.env. */
+  env?: Record<string, string | undefined>;
+  profilerDir?: string;
+  /** Served model name (default: the profile's). */
+  servedModelName?: string;
+  /** Wall ms a stall fault holds a stream (default 30 s / timeScale). */
+  stallMs?: number;
+}
+
+export interface SimHandle {
+  url: string;
+  port: number;
+  profile: Profile;
+  model: StepModel;
+  /** Stops accepting, drains open streams (up to drainMs), closes. */
+  close(drainMs?: number): Promise<void>;
+  /** Open HTTP exchanges right now. */
+  openStreams(): number;
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** Resolves the profile and knobs exactly as startSim would (for --explain and tests). */
+export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; model: StepModel } {
+  const overrides: Record<string, unknown> = { ...(opts.overrides ?? {}) };
+  if (opts.maxNumSeqs !== undefined) overrides["engine.maxNumSeqs"] = opts.maxNumSeqs;
+  if (opts.maxNumBatchedTokens !== undefined) overrides["engine.maxNumBatchedTokens"] = opts.maxNumBatchedTokens;
+  const profile = loadProfile(opts.profileFile ?? opts.profile ?? "glm5-8x-rtxpro6000-pcie", overrides);
+  const env = opts.env ?? process.env;
+  const tp = opts.tensorParallelSize;
+  if (tp !== undefined && (!Number.isInteger(tp) || tp < 1))
+    throw new UsageError(`--tensor-parallel-size must be a positive integer, got ${tp}`);
+  if (tp !== undefined && tp > profile.hardware.gpuCount)
+    throw new UsageError(`--tensor-parallel-size ${tp} exceeds the profile's ${profile.hardware.gpuCount} GPUs`);
+  const specTokens = opts.specTokens ?? 0;
+  if (!Number.isInteger(specTokens) || specTokens < 0) throw new UsageError(`--spec-tokens must be an integer >= 0`);
+  const acc = opts.acceptance ?? 0.7;
+  if (!(acc >= 0 && acc <= 1)) throw new UsageError(`--acceptance must be in [0, 1], got ${acc}`);
+  const knobs: Knobs = {
+    tensorParallelSize: tp,
+    ncclProto: env.NCCL_PROTO,
+    ncclAlgo: env.NCCL_ALGO,
+    disableCustomAllReduce: opts.disableCustomAllReduce,
+    enforceEager: opts.enforceEager,
+    specTokens,
+  };
+  let model: StepModel;
+  try {
+    model = new StepModel(profile, knobs);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return { profile, knobs, model };
+}
+
+export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
+  const host = opts.host ?? "127.0.0.1";
+  if (!LOOPBACK.has(host) && !opts.allowRemote)
+    throw new UsageError(`--host ${host} is not a loopback address`, {
+      hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
+    });
+  const timeScale = opts.timeScale ?? 1;
+  if (!(timeScale > 0) || !Number.isFinite(timeScale))
+    throw new UsageError(`--time-scale must be > 0, got ${timeScale}`);
+  const seed = opts.seed ?? 0;
+  const { profile, model } = resolveSim(opts);
+  const env = opts.env ?? process.env;
+  const faultSpec = parseFaults(opts.faults);
+  const faults = new FaultInjector(faultSpec, seed);
+  const modelName = opts.servedModelName ?? profile.model.servedName;
+  const metrics = new SimMetrics({
+    modelName,
+    maxModelLen: profile.model.maxModelLen,
+    blockSize: profile.engine.blockSize,
+    numGpuBlocks: profile.engine.numGpuBlocks,
+    prefixCaching: profile.engine.enablePrefixCaching,
+    specTokens: model.config.specTokens,
+    faultKinds: faults.kinds,
+    nowUnixS: Date.now() / 1000,
+  });
+  const profilerDir = opts.profilerDir ?? env.VLLM_TORCH_PROFILER_DIR;
+  let onStep: ((r: StepRecord) => void) | undefined;
+  let profiler: { start(): Promise<void>; stop(): Promise<void> } | null = null;
+  let truth: (() => unknown) | undefined;
+  if (profilerDir) {
+    const { Profiler } = await import("./trace.ts");
+    const p = new Profiler({ dir: profilerDir, model, timeScale, vllmVersion: profile.vllmVersion });
+    onStep = (r) => p.record(r);
+    profiler = p;
+    truth = () => p.lastTruth;
+  }
+  const engine = new Engine({
+    model,
+    metrics,
+    clock: () => performance.now(),
+    timeScale,
+    speedZero: opts.speed === "zero",
+    seed,
+    maxNumSeqs: profile.engine.maxNumSeqs,
+    maxNumBatchedTokens: profile.engine.maxNumBatchedTokens,
+    acceptance: opts.acceptance ?? 0.7,
+    onStep,
+  });
+  const server = new SimServer({
+    engine,
+    metrics,
+    faults,
+    modelName,
+    maxModelLen: profile.model.maxModelLen,
+    vllmVersion: profile.vllmVersion,
+    seed,
+    timeScale,
+    reasoning: !!opts.reasoning,
+    reasoningFraction: profile.text.reasoningFraction,
+    stallMs: opts.stallMs ?? 30_000 / timeScale,
+    slowHeadersMs: 2_000 / timeScale,
+    profiler,
+    extraGet: truth ? { "/debug/profile_truth": truth } : undefined,
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const onErr = (err: NodeJS.ErrnoException) => {
+      if (err.code === "EADDRINUSE")
+        reject(
+          new UsageError(`port ${opts.port} on ${host} is already in use`, {
+            hint: "pick another --port, or --port 0 for a free one",
+          }),
+        );
+      else if (err.code === "EADDRNOTAVAIL") reject(new UsageError(`cannot listen on ${host}: address not available`));
+      else if (err.code === "EACCES") reject(new UsageError(`no permission to listen on ${host}:${opts.port}`));
+      else reject(err);
+    };
+    server.http.once("error", onErr);
+    server.http.listen(opts.port ?? 8000, host, () => {
+      server.http.off("error", onErr);
+      const addr = server.http.address();
+      resolve(typeof addr === "object" && addr ? addr.port : 0);
+    });
+  });
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    profile,
+    model,
+    openStreams: () => server.openStreams,
+    close(drainMs = 60_000) {
+      closing ??= server.shutdown(drainMs).then(() => engine.close());
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,681 @@
+// The simulator's HTTP front end: vLLM's OpenAI-compatible routes on node:http, SSE written from
+// pre-serialised chunk parts (only the token text is serialised per chunk).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { type Engine, type RequestSink, SimRequest } from "./engine.ts";
+import type { FinishReason, SimMetrics } from "./exposition.ts";
+import { type FaultInjector, type FaultKind, NO_FAULTS, type RequestFaults } from "./faults.ts";
+import { mix32 } from "./rng.ts";
+import { type ChatMessage, idsFromList, tokenize, tokenizeChat } from "./text.ts";
+
+export interface ServerDeps {
+  engine: Engine;
+  metrics: SimMetrics;
+  faults: FaultInjector;
+  modelName: string;
+  maxModelLen: number;
+  vllmVersion: string;
+  seed: number;
+  timeScale: number;
+  reasoning: boolean;
+  reasoningFraction: number;
+  /** Wall ms a stall fault holds the stream, and a slow-headers fault delays headers. */
+  stallMs: number;
+  slowHeadersMs: number;
+  profiler: { start(): Promise<void>; stop(): Promise<void> } | null;
+  /** Extra GET routes (debug). */
+  extraGet?: Record<string, () => unknown>;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: string,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+const bad = (msg: string, param: string | null = null) => new HttpError(400, msg, "BadRequestError", param);
+
+function errorBody(status: number, message: string, type: string, param: string | null): string {
+  return JSON.stringify({ error: { message, type, param, code: status } });
+}
+
+function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  if (res.destroyed) return;
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    ...headers,
+  });
+  res.end(body);
+}
+
+function uuidHex(a: number, b: number): string {
+  let s = "";
+  for (let i = 0; i < 4; i++)
+    s += mix32(a * 4 + i + mix32(b))
+      .toString(16)
+      .padStart(8, "0");
+  return s;
+}
+
+interface Usage {
+  prompt_tokens: number;
+  total_tokens: number;
+  completion_tokens: number;
+}
+
+/** One HTTP completion request: n choices, each a SimRequest, streaming or not. */
+class Exchange implements RequestSink {
+  readonly choices: SimRequest[] = [];
+  private remaining = 0;
+  private completionTokens = 0;
+  private readonly pre: string[] = [];
+  private readonly sufNull: string;
+  private corked = false;
+  private stalledUntil = 0;
+  private queued: string[] | null = null;
+  closed = false;
+
+  constructor(
+    private readonly srv: SimServer,
+    private readonly res: ServerResponse,
+    readonly chat: boolean,
+    readonly stream: boolean,
+    readonly includeUsage: boolean,
+    readonly continuousUsage: boolean,
+    readonly id: string,
+    readonly created: number,
+    readonly promptTokens: number,
+    readonly faults: RequestFaults,
+    private readonly reasoningTokens: number,
+  ) {
+    const model = JSON.stringify(srv.deps.modelName);
+    this.sufNull = chat
+      ? '},"logprobs":null,"finish_reason":null}]'
+      : ',"logprobs":null,"finish_reason":null,"stop_reason":null}]';
+    this.headPrefix = chat
+      ? `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${model},"choices":[`
+      : `data: {"id":"${id}","object":"text_completion","created":${created},"model":${model},"choices":[`;
+  }
+  private readonly headPrefix: string;
+
+  add(req: SimRequest): void {
+    const i = this.choices.length;
+    this.choices.push(req);
+    this.remaining++;
+    this.pre[i] = this.chat
+      ? `${this.headPrefix}{"index":${i},"delta":{"content":`
+      : `${this.headPrefix}{"index":${i},"text":`;
+  }
+
+  begin(): void {
+    if (!this.stream) return;
+    this.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
+    this.res.flushHeaders();
+  }
+
+  private usageJson(): string {
+    const u: Usage = {
+      prompt_tokens: this.promptTokens,
+      total_tokens: this.promptTokens + this.completionTokens,
+      completion_tokens: this.completionTokens,
+    };
+    return JSON.stringify(u);
+  }
+
+  private write(s: string): void {
+    const res = this.res;
+    if (this.closed || res.destroyed) return;
+    if (this.queued) {
+      this.queued.push(s);
+      return;
+    }
+    if (!this.corked) {
+      // Several steps may run in one macrotask (--speed zero): one syscall for all of them.
+      this.corked = true;
+      res.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        res.uncork();
+      });
+    }
+    res.write(s);
+  }
+
+  onTokens(req: SimRequest, from: number, count: number, finish: FinishReason | null): void {
+    const idx = this.choices.indexOf(req);
+    this.completionTokens += count;
+    if (finish) this.remaining--;
+    if (this.closed) return;
+    const f = this.faults;
+    if (this.stream) {
+      const srv = this.srv;
+      if (idx === 0 && from === 0 && count > 0 && this.chat) {
+        // vLLM's role chunk rides with the first output.
+        const usage = this.continuousUsage
+          ? `,"usage":${JSON.stringify({ prompt_tokens: this.promptTokens, total_tokens: this.promptTokens, completion_tokens: 0 })}`
+          : "";
+        this.write(
+          `${this.headPrefix}{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usage}}\n\n`,
+        );
+      } else if (this.chat && from === 0 && count > 0) {
+        const usage = this.continuousUsage
+          ? `,"usage":${JSON.stringify({ prompt_tokens: this.promptTokens, total_tokens: this.promptTokens, completion_tokens: 0 })}`
+          : "";
+        this.write(
+          `${this.headPrefix}{"index":${idx},"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usage}}\n\n`,
+        );
+      }
+      if (count > 0) {
+        const end = from + count;
+        // Reasoning tokens first (chat with --reasoning), then content.
+        if (this.chat && from < this.reasoningTokens) {
+          const cut = Math.min(end, this.reasoningTokens);
+          this.writeTokens(idx, req, from, cut, cut === end ? finish : null, "reasoning_content");
+          if (cut < end) this.writeTokens(idx, req, cut, end, finish, "content");
+        } else this.writeTokens(idx, req, from, end, finish, "content");
+        if (f.malformedAt >= 0 && from <= f.malformedAt && f.malformedAt < end) {
+          srv.fault("malformed");
+          this.write(`${this.headPrefix}{"index":${idx},"text":"\u0000broken\n\n`);
+        }
+        if (f.disconnectAt >= 0 && from <= f.disconnectAt && f.disconnectAt < end && !finish) {
+          srv.fault("disconnect");
+          this.closed = true;
+          this.res.socket?.destroy();
+          for (const c of this.choices) srv.deps.engine.abort(c);
+          return;
+        }
+        if (f.stallAt >= 0 && from <= f.stallAt && f.stallAt < end && !finish && this.stalledUntil === 0) {
+          srv.fault("stall");
+          this.stalledUntil = 1;
+          this.queued = [];
+          setTimeout(() => {
+            const q = this.queued ?? [];
+            this.queued = null;
+            for (const s of q) this.write(s);
+            if (this.remaining === 0) this.finishStream();
+          }, srv.deps.stallMs).unref();
+        }
+      } else if (finish === "abort") {
+        // Client gone; nothing to write.
+      }
+      if (this.remaining === 0 && !this.queued) this.finishStream();
+    } else if (this.remaining === 0) this.finishJson();
+  }
+
+  private writeTokens(
+    idx: number,
+    req: SimRequest,
+    from: number,
+    to: number,
+    finish: FinishReason | null,
+    field: "content" | "reasoning_content",
+  ): void {
+    let text = "";
+    for (let i = from; i < to; i++) text += req.text(i);
+    const usage = this.continuousUsage
+      ? `,"usage":{"prompt_tokens":${this.promptTokens},"total_tokens":${this.promptTokens + to},"completion_tokens":${to}}`
+      : this.chat
+        ? ""
+        : ',"usage":null';
+    let pre = this.pre[idx]!;
+    if (field === "reasoning_content") pre = pre.replace('"delta":{"content":', '"delta":{"reasoning_content":');
+    if (finish && finish !== "abort") {
+      const stopReason = req.stopReason === null ? "null" : JSON.stringify(req.stopReason);
+      const tail = this.chat
+        ? `},"logprobs":null,"finish_reason":"${finish}","stop_reason":${stopReason}}]`
+        : `,"logprobs":null,"finish_reason":"${finish}","stop_reason":${stopReason}}]`;
+      let chunk = `${pre}${JSON.stringify(text)}${tail}${usage}}\n\n`;
+      if (this.faults.truncated && this.remaining === 0) {
+        this.srv.fault("truncated");
+        chunk = chunk.slice(0, Math.max(8, chunk.length >> 1));
+      }
+      this.write(chunk);
+    } else this.write(`${pre}${JSON.stringify(text)}${this.sufNull}${usage}}\n\n`);
+  }
+
+  private finishStream(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.faults.truncated) {
+      // The final chunk was cut and [DONE] never comes.
+      this.res.end();
+      this.srv.release(this);
+      return;
+    }
+    if (this.includeUsage) {
+      if (this.faults.missingUsage) this.srv.fault("missing-usage");
+      else this.write(`${this.headPrefix}],"usage":${this.usageJson()}}\n\n`);
+    }
+    this.write("data: [DONE]\n\n");
+    this.res.end();
+    this.srv.release(this);
+  }
+
+  private finishJson(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const model = this.srv.deps.modelName;
+    const choices = this.choices.map((req, index) => {
+      let text = "";
+      const reasoningEnd = this.chat ? Math.min(this.reasoningTokens, req.generated) : 0;
+      let reasoning = "";
+      for (let i = 0; i < req.generated; i++) {
+        if (i < reasoningEnd) reasoning += req.text(i);
+        else text += req.text(i);
+      }
+      const finish = req.finished === "abort" ? null : req.finished;
+      if (this.chat)
+        return {
+          index,
+          message: {
+            role: "assistant",
+            content: text,
+            refusal: null,
+            annotations: null,
+            audio: null,
+            function_call: null,
+            tool_calls: [],
+            reasoning_content: this.reasoningTokens > 0 ? reasoning : null,
+          },
+          logprobs: null,
+          finish_reason: finish,
+          stop_reason: req.stopReason,
+        };
+      return {
+        index,
+        text,
+        logprobs: null,
+        finish_reason: finish,
+        stop_reason: req.stopReason,
+        prompt_logprobs: null,
+      };
+    });
+    let usage: unknown = {
+      prompt_tokens: this.promptTokens,
+      total_tokens: this.promptTokens + this.completionTokens,
+      completion_tokens: this.completionTokens,
+      prompt_tokens_details: null,
+    };
+    if (this.faults.missingUsage) {
+      this.srv.fault("missing-usage");
+      usage = null;
+    }
+    const body = this.chat
+      ? {
+          id: this.id,
+          object: "chat.completion",
+          created: this.created,
+          model,
+          choices,
+          service_tier: null,
+          system_fingerprint: null,
+          usage,
+          prompt_logprobs: null,
+          kv_transfer_params: null,
+        }
+      : {
+          id: this.id,
+          object: "text_completion",
+          created: this.created,
+          model,
+          choices,
+          service_tier: null,
+          system_fingerprint: null,
+          usage,
+          kv_transfer_params: null,
+        };
+    let text = JSON.stringify(body);
+    if (this.faults.truncated) {
+      this.srv.fault("truncated");
+      text = text.slice(0, text.length >> 1);
+      this.res.writeHead(200, { "content-type": "application/json" });
+      this.res.end(text);
+    } else sendJson(this.res, 200, text);
+    this.srv.release(this);
+  }
+
+  /** The client went away: abort every choice still running. */
+  clientGone(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const c of this.choices) this.srv.deps.engine.abort(c);
+    this.srv.release(this);
+  }
+}
+
+export class SimServer {
+  readonly deps: ServerDeps;
+  readonly http: Server;
+  private reqCounter = 0;
+  private readonly open = new Set<Exchange>();
+  private draining = false;
+  private readonly sockets = new Set<Socket>();
+
+  constructor(deps: ServerDeps) {
+    this.deps = deps;
+    this.http = createServer({ noDelay: true, keepAliveTimeout: 5000 }, (req, res) => this.handle(req, res));
+    this.http.on("connection", (s: Socket) => {
+      this.sockets.add(s);
+      s.on("close", () => this.sockets.delete(s));
+    });
+  }
+
+  fault(kind: FaultKind): void {
+    this.deps.metrics.countFault(kind);
+  }
+
+  release(x: Exchange): void {
+    this.open.delete(x);
+  }
+
+  get openStreams(): number {
+    return this.open.size;
+  }
+
+  /** Stops accepting, lets open requests finish (up to maxMs), then closes every socket. */
+  async shutdown(maxMs: number): Promise<void> {
+    this.draining = true;
+    const closed = new Promise<void>((r) => this.http.close(() => r()));
+    this.http.closeIdleConnections();
+    const deadline = Date.now() + maxMs;
+    while (this.open.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    for (const s of this.sockets) s.destroy();
+    await closed;
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? "/";
+    const q = url.indexOf("?");
+    const path = q >= 0 ? url.slice(0, q) : url;
+    const method = req.method ?? "GET";
+    if (this.draining) {
+      res.setHeader("connection", "close");
+      sendJson(res, 503, errorBody(503, "Server is shutting down", "ServiceUnavailableError", null));
+      return;
+    }
+    try {
+      if (method === "GET" || method === "HEAD") {
+        switch (path) {
+          case "/health":
+            res.writeHead(200, { "content-length": 0 });
+            return void res.end();
+          case "/ping":
+            res.writeHead(200, { "content-length": 0 });
+            return void res.end();
+          case "/version":
+            sendJson(res, 200, JSON.stringify({ version: this.deps.vllmVersion }));
+            return;
+          case "/v1/models":
+            sendJson(res, 200, this.modelsJson());
+            return;
+          case "/metrics":
+            this.sendMetrics(req, res);
+            return;
+        }
+        const extra = this.deps.extraGet?.[path];
+        if (extra) {
+          sendJson(res, 200, JSON.stringify(extra()));
+          return;
+        }
+      }
+      if (method === "POST") {
+        switch (path) {
+          case "/v1/completions":
+            this.withBody(req, res, (b) => this.completion(res, b, false));
+            return;
+          case "/v1/chat/completions":
+            this.withBody(req, res, (b) => this.completion(res, b, true));
+            return;
+          case "/start_profile":
+          case "/stop_profile": {
+            const p = this.deps.profiler;
+            if (!p) break;
+            req.resume();
+            const op = path === "/start_profile" ? p.start() : p.stop();
+            op.then(
+              () => {
+                res.writeHead(200, { "content-length": 0 });
+                res.end();
+              },
+              (err: Error) => sendJson(res, 500, errorBody(500, err.message, "InternalServerError", null)),
+            );
+            return;
+          }
+        }
+      }
+      const known = [
+        "/health",
+        "/ping",
+        "/version",
+        "/v1/models",
+        "/metrics",
+        "/v1/completions",
+        "/v1/chat/completions",
+      ];
+      if (known.includes(path)) sendJson(res, 405, JSON.stringify({ detail: "Method Not Allowed" }));
+      else sendJson(res, 404, JSON.stringify({ detail: "Not Found" }));
+    } catch (err) {
+      this.sendError(res, err);
+    }
+  }
+
+  private sendError(res: ServerResponse, err: unknown): void {
+    if (err instanceof HttpError) sendJson(res, err.status, errorBody(err.status, err.message, err.type, err.param));
+    else sendJson(res, 500, errorBody(500, String((err as Error)?.message ?? err), "InternalServerError", null));
+  }
+
+  private modelsJson(): string {
+    const created = Math.floor(Date.now() / 1000);
+    const name = this.deps.modelName;
+    return JSON.stringify({
+      object: "list",
+      data: [
+        {
+          id: name,
+          object: "model",
+          created,
+          owned_by: "vllm",
+          root: name,
+          parent: null,
+          max_model_len: this.deps.maxModelLen,
+          permission: [
+            {
+              id: `modelperm-${uuidHex(1, this.deps.seed)}`,
+              object: "model_permission",
+              created,
+              allow_create_engine: false,
+              allow_sampling: true,
+              allow_logprobs: true,
+              allow_search_indices: false,
+              allow_view: true,
+              allow_fine_tuning: false,
+              organization: "*",
+              group: null,
+              is_blocking: false,
+            },
+          ],
+        },
+      ],
+    });
+  }
+
+  private sendMetrics(req: IncomingMessage, res: ServerResponse): void {
+    const accept = String(req.headers.accept ?? "");
+    const om = accept.includes("application/openmetrics-text");
+    const body = this.deps.metrics.render(om);
+    res.writeHead(200, {
+      "content-type": om
+        ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        : "text/plain; version=0.0.4; charset=utf-8",
+      "content-length": Buffer.byteLength(body),
+    });
+    res.end(req.method === "HEAD" ? undefined : body);
+  }
+
+  private withBody(req: IncomingMessage, res: ServerResponse, fn: (body: unknown) => void): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > 64 * 1024 * 1024) {
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => {
+      let body: unknown;
+      try {
+        const text = chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8");
+        body = JSON.parse(text);
+      } catch (err) {
+        return this.sendError(res, bad(`JSON decode error: ${(err as Error).message}`));
+      }
+      try {
+        fn(body);
+      } catch (err) {
+        this.sendError(res, err);
+      }
+    });
+  }
+
+  private completion(res: ServerResponse, body: unknown, chat: boolean): void {
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw bad("Input should be a valid dictionary");
+    const b = body as Record<string, unknown>;
+    const d = this.deps;
+    if (b.model !== undefined && b.model !== null && b.model !== d.modelName)
+      throw new HttpError(404, `The model \`${String(b.model)}\` does not exist.`, "NotFoundError", "model");
+    let promptIds: Uint32Array;
+    if (chat) {
+      if (!Array.isArray(b.messages)) throw bad("Field required: messages", "messages");
+      promptIds = tokenizeChat(b.messages as ChatMessage[]);
+    } else {
+      const p = b.prompt;
+      if (typeof p === "string") promptIds = tokenize(p);
+      else if (Array.isArray(p) && p.length > 0 && p.every((x) => Number.isInteger(x)))
+        promptIds = idsFromList(p as number[]);
+      else if (Array.isArray(p) && p.length === 1 && typeof p[0] === "string") promptIds = tokenize(p[0]);
+      else if (Array.isArray(p) && p.length > 1) throw bad("inferscope sim serves one prompt per request", "prompt");
+      else throw bad("Field required: prompt", "prompt");
+    }
+    const stream = b.stream === true;
+    const so = b.stream_options as Record<string, unknown> | null | undefined;
+    if (so !== undefined && so !== null && !stream)
+      throw bad("Stream options can only be defined when `stream=True`.", "stream_options");
+    const includeUsage = !!so && so.include_usage !== false;
+    const continuousUsage = !!so && so.continuous_usage_stats === true && includeUsage;
+    const n = b.n === undefined || b.n === null ? 1 : Number(b.n);
+    if (!Number.isInteger(n) || n < 1) throw bad(`n must be at least 1, got ${String(b.n)}.`, "n");
+    if (n > 128) throw bad(`n must be at most 128, got ${n}.`, "n");
+    const temperature = b.temperature;
+    if (temperature !== undefined && temperature !== null && (typeof temperature !== "number" || temperature < 0))
+      throw bad(`temperature must be non-negative, got ${String(temperature)}.`, "temperature");
+    const mt = chat ? (b.max_completion_tokens ?? b.max_tokens) : b.max_tokens;
+    let paramsMaxTokens: number | null = null;
+    if (mt !== undefined && mt !== null) {
+      if (!Number.isInteger(mt) || (mt as number) < 1)
+        throw bad(`max_tokens must be at least 1, got ${String(mt)}.`, "max_tokens");
+      paramsMaxTokens = mt as number;
+    }
+    const promptLen = promptIds.length;
+    if (promptLen === 0) throw bad("The prompt cannot be empty.", "prompt");
+    const maxLen = d.maxModelLen;
+    if (promptLen >= maxLen || (paramsMaxTokens !== null && promptLen + paramsMaxTokens > maxLen)) {
+      const want = paramsMaxTokens ?? 0;
+      throw bad(
+        `This model's maximum context length is ${maxLen} tokens. However, you requested ${promptLen + want} tokens (${promptLen} in the messages, ${want} in the completion). Please reduce the length of the messages or completion.`,
+        "input_tokens",
+      );
+    }
+    const maxTokens = paramsMaxTokens ?? maxLen - promptLen;
+    const minTokens = b.min_tokens === undefined || b.min_tokens === null ? 0 : Number(b.min_tokens);
+    if (!Number.isInteger(minTokens) || minTokens < 0)
+      throw bad(`min_tokens must be greater than or equal to 0, got ${String(b.min_tokens)}.`, "min_tokens");
+    if (minTokens > maxTokens)
+      throw bad(`min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${minTokens}.`, "min_tokens");
+    let stop: string[] | null = null;
+    if (typeof b.stop === "string") stop = b.stop ? [b.stop] : null;
+    else if (Array.isArray(b.stop))
+      stop = (b.stop as unknown[]).filter((s): s is string => typeof s === "string" && s.length > 0);
+    const ignoreEos = b.ignore_eos === true;
+    const seedParam = b.seed;
+    if (seedParam !== undefined && seedParam !== null && !Number.isInteger(seedParam))
+      throw bad("seed must be an integer", "seed");
+
+    const faults = d.faults.enabled ? d.faults.draw(maxTokens) : NO_FAULTS;
+    const reqNo = ++this.reqCounter;
+    if (faults.status) {
+      const kind = faults.status === 500 ? "http500" : faults.status === 429 ? "http429" : "http503";
+      this.fault(kind);
+      const headers: Record<string, string> = faults.status === 500 ? {} : { "retry-after": "1" };
+      const type =
+        faults.status === 500
+          ? "InternalServerError"
+          : faults.status === 429
+            ? "RateLimitError"
+            : "ServiceUnavailableError";
+      const msg =
+        faults.status === 500
+          ? "Internal server error (injected fault)"
+          : faults.status === 429
+            ? "Too many requests (injected fault)"
+            : "Service unavailable (injected fault)";
+      sendJson(res, faults.status, errorBody(faults.status, msg, type, null), headers);
+      return;
+    }
+    const id = `${chat ? "chatcmpl" : "cmpl"}-${uuidHex(reqNo, d.seed)}`;
+    const created = Math.floor(Date.now() / 1000);
+    const reasoningTokens = chat && d.reasoning ? Math.floor(maxTokens * d.reasoningFraction) : 0;
+    const ex = new Exchange(
+      this,
+      res,
+      chat,
+      stream,
+      includeUsage,
+      continuousUsage,
+      id,
+      created,
+      promptLen,
+      faults,
+      reasoningTokens,
+    );
+    const baseSeed =
+      seedParam !== undefined && seedParam !== null ? Number(seedParam) : mix32(d.seed ^ Math.imul(reqNo, 0x2545f491));
+    for (let i = 0; i < n; i++) {
+      ex.add(
+        new SimRequest({
+          id: reqNo,
+          promptIds,
+          maxTokens,
+          minTokens,
+          ignoreEos,
+          stop,
+          seed: mix32(baseSeed + i * 0x9e37),
+          sink: ex,
+          paramsMaxTokens,
+          n,
+        }),
+      );
+    }
+    this.open.add(ex);
+    res.on("close", () => {
+      if (!res.writableFinished) ex.clientGone();
+    });
+    const go = () => {
+      if (ex.closed) return;
+      ex.begin();
+      for (const c of ex.choices) d.engine.submit(c);
+    };
+    if (faults.slowHeaders) {
+      this.fault("slow-headers");
+      setTimeout(go, d.slowHeadersMs);
+    } else go();
+  }
+}
