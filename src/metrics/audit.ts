@@ -38,7 +38,8 @@ export interface WindowReader {
   has(metric: string): boolean;
   histogram(metric: string, match?: Labels): HistogramWindow | undefined;
   counter(metric: string, match?: Labels): { delta: number; after: number; resets: number } | undefined;
-  gauge(metric: string, match?: Labels): { before?: number; after: number } | undefined;
+  /** Summed over series (requests), or averaged (fractions such as KV usage, per data-parallel engine). */
+  gauge(metric: string, match?: Labels, how?: "sum" | "avg"): { before?: number; after: number } | undefined;
   /** Values of a label across all samples (engine, model_name, tp_rank, …). */
   labelValues(label: string): string[];
 }
@@ -164,7 +165,7 @@ export function snapshotWindow(a: Snapshot, b: Snapshot, replicaLabels: string[]
       }
       return { delta, after, resets };
     },
-    gauge(metric, match) {
+    gauge(metric, match, how = "sum") {
       const fb = findFamily(famB, metric);
       if (!fb) return undefined;
       const sum = (f: MetricFamily | undefined) => {
@@ -173,7 +174,9 @@ export function snapshotWindow(a: Snapshot, b: Snapshot, replicaLabels: string[]
           valueSamples(f).filter((s) => matches(s.labels, match)),
           replicaLabels,
         );
-        return ss.length ? ss.reduce((t, s) => t + s.value, 0) : undefined;
+        if (!ss.length) return undefined;
+        const total = ss.reduce((t, s) => t + s.value, 0);
+        return how === "avg" ? total / ss.length : total;
       };
       const after = sum(fb);
       if (after === undefined) return undefined;
@@ -425,7 +428,7 @@ function evaluate(reader: WindowReader, c: Concept, b: ConceptBinding): Pick<Con
       return { value: { count: k.delta, after: k.after, rate: w > 0 ? k.delta / w : undefined } };
     }
     case "gauge": {
-      const g = reader.gauge(s.metric, s.match);
+      const g = reader.gauge(s.metric, s.match, info.unit === "ratio" ? "avg" : "sum");
       if (!g) return {};
       const scale = s.scale ?? 1;
       return {

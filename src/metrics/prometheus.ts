@@ -3,7 +3,7 @@
 import { Agent, type Dispatcher, request } from "undici";
 import { InputError, TargetError } from "../errors.ts";
 import { type AuditReport, analyzeWindow, type HistogramWindow, type WindowReader } from "./audit.ts";
-import { type FamilyLike, type Source, sourceMetrics } from "./concepts.ts";
+import { type Concept, conceptInfo, type FamilyLike, type Source, sourceMetrics } from "./concepts.ts";
 import { detectEngines, type EngineCatalog } from "./engines/index.ts";
 import { DEFAULT_TIMEOUT_MS, serverMessage } from "./scrape.ts";
 import type { Labels, MetricType } from "./types.ts";
@@ -291,6 +291,7 @@ export async function prometheusWindow(
   const histograms = new Map<string, HistogramWindow>();
   const counters = new Map<string, { delta: number; after: number; resets: number }>();
   const gauges = new Map<string, { before?: number; after: number }>();
+  const ratioGauges = new Set<string>();
   const key = (m: string, match?: Labels) => `${m}|${JSON.stringify(match ?? {})}`;
   const scalar = async (q: string, at = time): Promise<number | undefined> => {
     const r = await client.instant(q, at);
@@ -343,18 +344,22 @@ export async function prometheusWindow(
     } else if (s.kind === "gauge") {
       const real = resolve(s.metric);
       if (!real) return;
+      const agg = ratioGauges.has(s.metric) ? "avg" : "sum";
       jobs.push(async () => {
         const [after, before] = await Promise.all([
-          scalar(`sum(${sel(real, match)})`),
-          scalar(`sum(${sel(real, match)})`, time - opts.windowMs),
+          scalar(`${agg}(${sel(real, match)})`),
+          scalar(`${agg}(${sel(real, match)})`, time - opts.windowMs),
         ]);
         if (after !== undefined) gauges.set(key(s.metric, match), { before, after });
       });
     }
   };
   if (engine)
-    for (const bindings of Object.values(engine.concepts))
-      for (const b of bindings ?? []) if (sourceMetrics(b.source).every(has)) want(b.source);
+    for (const [c, bindings] of Object.entries(engine.concepts))
+      for (const b of bindings ?? []) {
+        if (b.source.kind === "gauge" && conceptInfo[c as Concept].unit === "ratio") ratioGauges.add(b.source.metric);
+        if (sourceMetrics(b.source).every(has)) want(b.source);
+      }
 
   // Bounded concurrency: a fleet Prometheus should not see 60 queries at once from one audit.
   const limit = Math.max(1, opts.concurrency ?? 6);
