@@ -88,6 +88,8 @@ class StreamHandler implements Dispatcher.DispatchHandler {
   private readonly parser = new SseParser();
   private readonly scratch: ChunkScratch;
   private sendNs = 0n;
+  /** Last time bytes (or headers) arrived: the stall watchdog reads it. */
+  lastNs = 0n;
   private nowMs = 0;
   private readId = -1;
   private errorBody: Buffer[] | null = null;
@@ -110,6 +112,7 @@ class StreamHandler implements Dispatcher.DispatchHandler {
 
   start(): void {
     this.sendNs = process.hrtime.bigint();
+    this.lastNs = this.sendNs;
     this.rec.sendMs = Number(this.sendNs - this.originNs) / 1e6;
   }
 
@@ -124,6 +127,7 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     statusMessage?: string,
   ): void {
     const t = process.hrtime.bigint();
+    this.lastNs = t;
     this.rec.headersMs = Number(t - this.sendNs) / 1e6;
     this.rec.status = statusCode;
     if (statusCode !== 200) {
@@ -147,7 +151,9 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.failed || this.done) return;
-    this.nowMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+    const t = process.hrtime.bigint();
+    this.lastNs = t;
+    this.nowMs = Number(t - this.sendNs) / 1e6;
     this.readId++;
     this.parser.feed(chunk, this.onMessage);
   }
@@ -241,9 +247,9 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     this.rec.errorMessage = message;
   }
 
-  abort(reason: string): void {
+  abort(reason: string, cls: ErrorClass = "aborted"): void {
     if (this.settled) return;
-    this.fail("aborted", reason);
+    this.fail(cls, reason);
     if (this.controller && !this.controller.aborted) {
       const e = new Error(reason);
       e.name = "AbortError";
@@ -280,6 +286,7 @@ export class StreamClient {
   private readonly inFlight = new Set<StreamHandler>();
   private readonly stallTimeoutMs: number;
   private readonly headersTimeoutMs: number;
+  private watchdog: NodeJS.Timeout | null = null;
 
   constructor(
     baseUrl: string,
@@ -296,7 +303,7 @@ export class StreamClient {
       keepAliveTimeout: 60_000,
       connect: { timeout: opts.connectTimeoutMs ?? 5000 },
       headersTimeout: this.headersTimeoutMs,
-      bodyTimeout: this.stallTimeoutMs,
+      bodyTimeout: this.stallTimeoutMs * 2 + 1000,
     });
     this.headers = { "content-type": "application/json", accept: "text/event-stream" };
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
@@ -317,6 +324,7 @@ export class StreamClient {
       });
       this.inFlight.add(h);
       h.start();
+      this.armWatchdog();
       this.pool.dispatch(
         {
           path: this.basePath + path,
@@ -324,11 +332,33 @@ export class StreamClient {
           headers: this.headers,
           body,
           headersTimeout: this.headersTimeoutMs,
-          bodyTimeout: this.stallTimeoutMs,
+          bodyTimeout: this.stallTimeoutMs * 2 + 1000,
         },
         h,
       );
     });
+  }
+
+  /**
+   * One timer for all streams: a stream with no bytes for stallTimeoutMs fails as a stall (undici's own
+   * body timeout runs on a coarse timer wheel and is only a backstop here).
+   */
+  private armWatchdog(): void {
+    if (this.watchdog) return;
+    const every = Math.min(1000, Math.max(5, this.stallTimeoutMs / 5));
+    const limit = BigInt(Math.round(this.stallTimeoutMs * 1e6));
+    this.watchdog = setInterval(() => {
+      if (this.inFlight.size === 0) {
+        clearInterval(this.watchdog!);
+        this.watchdog = null;
+        return;
+      }
+      const now = process.hrtime.bigint();
+      for (const h of this.inFlight)
+        if (h.rec.status !== 0 && now - h.lastNs > limit)
+          h.abort(`no bytes for ${this.stallTimeoutMs} ms (stall timeout)`, "stall");
+    }, every);
+    this.watchdog.unref();
   }
 
   /** Aborts every in-flight stream (they resolve as "aborted"). */
@@ -337,6 +367,8 @@ export class StreamClient {
   }
 
   async close(): Promise<void> {
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.watchdog = null;
     await this.pool.destroy().catch(() => {});
   }
 

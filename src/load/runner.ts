@@ -469,7 +469,7 @@ class RunState {
       // A 4xx before any success means the request itself is wrong (model name, endpoint): stop now.
       // So does a refused connection before any success: the server is gone.
       if (this.ok === 0 && !this.fatal) {
-        if (rec.status >= 400 && rec.status < 500)
+        if (rec.status >= 400 && rec.status < 500 && rec.status !== 429 && rec.status !== 408)
           this.fatal = new TargetError(`the server rejected the request: ${rec.errorMessage}`, {
             status: rec.status,
             hint: "check --model and --endpoint",

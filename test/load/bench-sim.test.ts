@@ -1,0 +1,183 @@
+// Correctness against the real simulator process over 127.0.0.1, compared with its hidden truth.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { runBench } from "../../src/load/runner.ts";
+import { type SimProcess, spawnSimProcess } from "../../src/load/selftest.ts";
+import { chunkItls, chunkTokens, tokenItls } from "../../src/load/summarize.ts";
+import { resolveSim } from "../../src/sim/index.ts";
+import { decodeBatch, prefillBatch } from "../../src/sim/timing.ts";
+
+const SCALE = 2;
+
+describe("batch-1 timing against the sim's truth", () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess(["--time-scale", String(SCALE)]);
+  });
+  after(() => sim?.stop());
+
+  test("mean ITL within 2 % of the step time, TTFT within 1 ms of the server's", async (t) => {
+    const res = await runBench({
+      baseUrl: sim.url,
+      concurrency: 1,
+      numPrompts: 3,
+      warmup: 1,
+      randomInputLen: 16,
+      randomOutputLen: 100,
+      ignoreEos: true,
+    });
+    assert.equal(res.summary.completed, 3);
+    const { profile, model } = resolveSim({ timeScale: SCALE });
+    let gaps = 0;
+    let gapSum = 0;
+    let stepTruth = 0;
+    let ttftTruth = 0;
+    const measured = res.requests.filter((x) => !x.warmup);
+    for (const r of measured) {
+      assert.equal(r.outputTokens, 100);
+      const P = r.promptTokens;
+      // Token k + 1 comes from a decode step over a context of P + k tokens.
+      for (let k = 1; k < r.outputTokens; k++) stepTruth += model.stepMs(decodeBatch(1, P + k)) / SCALE;
+      for (const g of chunkItls(r)) {
+        gapSum += g;
+        gaps++;
+      }
+      ttftTruth += (profile.cost.frontendMs + model.stepMs(prefillBatch(P))) / SCALE;
+    }
+    const clientItl = gapSum / gaps;
+    stepTruth /= gaps;
+    ttftTruth /= measured.length;
+    const clientTtft = res.summary.mean_ttft_ms as number;
+    // The server's own /metrics for the same window: what it actually did, even on a loaded machine.
+    const sv = res.server!;
+    assert.ok(sv && sv.itl_mean_ms !== null && sv.ttft_mean_ms !== null, "server view present");
+    assert.equal(sv.generation_tokens, res.summary.total_output_tokens);
+    assert.ok(
+      Math.abs(clientItl - sv.itl_mean_ms!) / sv.itl_mean_ms! < 0.02,
+      `client ITL ${clientItl} vs server ${sv.itl_mean_ms}`,
+    );
+    // The client cannot see a token before the server emits it.
+    assert.ok(clientTtft >= sv.ttft_mean_ms! - 0.05, `client TTFT ${clientTtft} < server ${sv.ttft_mean_ms}`);
+    t.diagnostic(
+      `ITL client ${clientItl.toFixed(3)} server ${sv.itl_mean_ms!.toFixed(3)} profile ${stepTruth.toFixed(3)} ms; ` +
+        `TTFT client ${clientTtft.toFixed(3)} server ${sv.ttft_mean_ms!.toFixed(3)} profile ${ttftTruth.toFixed(3)} ms`,
+    );
+    // Against the profile itself, when the simulator kept to its own schedule (it cannot on an overloaded host).
+    if (Math.abs(sv.itl_mean_ms! - stepTruth) / stepTruth < 0.01)
+      assert.ok(Math.abs(clientItl - stepTruth) / stepTruth < 0.02, `client ITL ${clientItl} vs profile ${stepTruth}`);
+    else t.diagnostic("the simulator fell behind its profile (loaded host): profile comparison skipped");
+    // TTFT to the millisecond needs a host that is not starved: the client's own loop-delay record says so.
+    const quiet = res.client.eventLoopDelayMs.p99 <= 2;
+    if (quiet) assert.ok(clientTtft - sv.ttft_mean_ms! < 1, `client TTFT ${clientTtft} vs server ${sv.ttft_mean_ms}`);
+    if (quiet && Math.abs(sv.ttft_mean_ms! - ttftTruth) < 0.5)
+      assert.ok(Math.abs(clientTtft - ttftTruth) < 1, `client TTFT ${clientTtft} vs profile ${ttftTruth}`);
+    if (!quiet)
+      t.diagnostic(
+        `host starved (client loop delay p99 ${res.client.eventLoopDelayMs.p99.toFixed(1)} ms): 1 ms TTFT checks skipped`,
+      );
+  });
+});
+
+describe("speculative decoding: multi-token chunks", () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess(["--time-scale", "20", "--spec-tokens", "3", "--acceptance", "0.7"]);
+  });
+  after(() => sim?.stop());
+
+  test("pooled chunk ITL > TPOT; per-token ITL splits each gap by the chunk's tokens", async () => {
+    const res = await runBench({
+      baseUrl: sim.url,
+      concurrency: 2,
+      numPrompts: 4,
+      randomInputLen: 16,
+      randomOutputLen: 80,
+      ignoreEos: true,
+      percentiles: [50, 99],
+    });
+    const s = res.summary;
+    assert.equal(s.completed, 4);
+    assert.ok(
+      (s.mean_itl_ms as number) > (s.mean_tpot_ms as number) * 1.3,
+      `ITL ${s.mean_itl_ms} TPOT ${s.mean_tpot_ms}`,
+    );
+    assert.ok(s.inferscope.multi_token_chunks > 0);
+    assert.ok(res.warnings.some((w) => /more than one token/.test(w)));
+    for (const r of res.requests) {
+      let sum = 0;
+      let first = -1;
+      let firstTok = 0;
+      let last = 0;
+      for (let j = 0; j < r.chunks.tMs.length; j++) {
+        const k = chunkTokens(r, j);
+        if (k <= 0) continue;
+        sum += k;
+        if (first < 0) {
+          first = r.chunks.tMs[j]!;
+          firstTok = k;
+        }
+        last = r.chunks.tMs[j]!;
+      }
+      assert.equal(sum, r.outputTokens, "usage deltas add up to completion_tokens");
+      const t = tokenItls(r);
+      assert.equal(t.length, r.outputTokens - firstTok);
+      const total = t.reduce((a, b) => a + b, 0);
+      assert.ok(Math.abs(total - (last - first)) < 1e-6);
+    }
+  });
+});
+
+describe("fault injection", () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess([
+      "--time-scale",
+      "50",
+      "--faults",
+      "http500:0.08,http429:0.05,disconnect:0.08,stall:0.08,malformed:0.08",
+      "--seed",
+      "3",
+    ]);
+  });
+  after(() => sim?.stop());
+
+  test("every failed request is classified and excluded; the rest are unaffected; none lost", async () => {
+    const n = 80;
+    const res = await runBench({
+      baseUrl: sim.url,
+      concurrency: 16,
+      numPrompts: n,
+      randomInputLen: 16,
+      randomOutputLen: 24,
+      ignoreEos: true,
+      stallTimeoutMs: 250,
+    });
+    const recs = res.requests;
+    assert.equal(recs.length, n, "none lost");
+    assert.deepEqual(
+      recs.map((r) => r.index).sort((a, b) => a - b),
+      Array.from({ length: n }, (_, i) => i),
+    );
+    const s = res.summary;
+    assert.equal(s.completed + s.failed, n);
+    const seen = new Set<string>();
+    for (const r of recs) {
+      if (r.errorClass === null) {
+        assert.equal(r.outputTokens, 24);
+        assert.equal(r.finishReason, "length");
+        continue;
+      }
+      seen.add(r.errorClass);
+      assert.ok(
+        ["http", "disconnect", "stall", "malformed"].includes(r.errorClass),
+        `${r.errorClass}: ${r.errorMessage}`,
+      );
+      if (r.errorClass === "http") assert.match(r.errorMessage!, /^HTTP (500|429)/);
+    }
+    for (const c of ["http", "disconnect", "stall", "malformed"]) assert.ok(seen.has(c), `saw no ${c} failure`);
+    // Latency distributions hold successful requests only.
+    assert.equal(s.inferscope.ttft_ms.count, s.completed);
+    assert.equal(s.inferscope.e2el_ms.count, s.completed);
+    assert.equal(s.total_output_tokens, 24 * s.completed);
+  });
+});
