@@ -45,6 +45,8 @@ test("digit-exact against numpy (mean, median, std, percentiles) on awkward arra
   const want: string[][] = JSON.parse(r.stdout);
   arrays.forEach((a, i) => {
     const got = [npMean(a), npMedian(a), npStd(a), ...ps.map((p) => npPercentile(a, p))];
-    got.forEach((g, j) => assert.equal(g, Number(want[i]![j]), `array ${i} (n=${a.length}) stat ${j}`));
+    got.forEach((g, j) => {
+      assert.equal(g, Number(want[i]![j]), `array ${i} (n=${a.length}) stat ${j}`);
+    });
   });
 });

@@ -25,20 +25,28 @@ test("per-request TPOT, ITL and E2EL match a hand computation", () => {
   close(requestTpot(a!)!, 7.01975);
   const ia = chunkItls(a!);
   assert.equal(ia.length, 4);
-  [9.271, 11.819, 2.572, 4.417].forEach((v, i) => close(ia[i]!, v));
+  [9.271, 11.819, 2.572, 4.417].forEach((v, i) => {
+    close(ia[i]!, v);
+  });
   // B: 6.982 / 4.
   close(requestTpot(b!)!, 1.7455);
-  [0.09, 0.019, 0.196, 6.677].forEach((v, i) => close(chunkItls(b!)[i]!, v));
+  [0.09, 0.019, 0.196, 6.677].forEach((v, i) => {
+    close(chunkItls(b!)[i]!, v);
+  });
   // C (chat): vLLM anchors TTFT on the role chunk (48.489), so 4 tokens give 4 ITL samples.
   close(c!.ttftMs, 48.489);
   close(requestTpot(c!)!, 8.807 / 3);
   const ic = chunkItls(c!);
   assert.equal(ic.length, 4);
-  [0.336, 3.388, 5.031, 0.052].forEach((v, i) => close(ic[i]!, v));
+  [0.336, 3.388, 5.031, 0.052].forEach((v, i) => {
+    close(ic[i]!, v);
+  });
   // Per-token ITL skips the 0-token role chunk: n − 1 samples.
   const tc = tokenItls(c!);
   assert.equal(tc.length, 3);
-  [3.388, 5.031, 0.052].forEach((v, i) => close(tc[i]!, v));
+  [3.388, 5.031, 0.052].forEach((v, i) => {
+    close(tc[i]!, v);
+  });
 });
 
 test("run summary: vLLM field names and values, failures and warmup excluded", () => {
