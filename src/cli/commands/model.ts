@@ -1,12 +1,160 @@
-// Placeholder until the model capability lands; replaced by its own module.
+// `inferscope model predict|explain|whatif|fit|catalog`: flags → src/model → print.
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { catalog } from "../../model/catalog.ts";
+import { explain } from "../../model/explain.ts";
+import { fit } from "../../model/fit.ts";
+import { loadMeasurements } from "../../model/io.ts";
+import type { Measurement } from "../../model/measurements.ts";
+import type { ModelCliOptions } from "../../model/options.ts";
+import { inputFromOptions } from "../../model/options.ts";
+import { predict } from "../../model/predict.ts";
+import {
+  renderCatalog,
+  renderCeilings,
+  renderExplain,
+  renderFit,
+  renderPrediction,
+  renderWhatIf,
+} from "../../model/render.ts";
+import { ceilings, SCENARIO_HELP, whatif } from "../../model/whatif.ts";
+import { emit, withCommon } from "../common.ts";
+
+function modelFlags<C extends Command<any, any, any>>(cmd: C) {
+  return withCommon(cmd)
+    .option(
+      "--model <name|path>",
+      "catalog model (glm-5, llama-3.1-8b, …), a config.json / model folder, or a .gguf file",
+    )
+    .option(
+      "--quant <name>",
+      "bf16, fp8, nvfp4 (attention+head BF16), nvfp4-all, nvfp4-routed, mxfp4, int4-awq, int4-gptq, int8, q4_k_m, …",
+    )
+    .option("--kv-dtype <dtype>", "KV-cache dtype: auto, bf16, fp8 (fp8_ds_mla for MLA), q8_0 …")
+    .option("--gpu <name>", "catalog GPU (rtx-pro-6000, h100-sxm, …) or a name for custom numbers")
+    .option("--gpu-bandwidth <bw>", "custom device memory bandwidth, e.g. 936GB/s")
+    .option("--gpu-tflops-bf16 <n>", "custom device dense BF16 TFLOPS")
+    .option("--gpu-memory <size>", "custom device memory, e.g. 24GB")
+    .option("--measured-bandwidth <bw>", "measured copy bandwidth per GPU, e.g. 1458GB/s (replaces spec × efficiency)")
+    .option("--hardware <file>", "YAML/JSON hardware file ({gpu: {bandwidth, tflopsBf16, memory}, gpus, interconnect})")
+    .option("--gpus <n>", "GPU count (default TP × PP × DP)")
+    .option("--tp <n>", "tensor-parallel size")
+    .option("--ep <n>", "expert-parallel size")
+    .option("--pp <n>", "pipeline-parallel size")
+    .option("--dp <n>", "data-parallel replicas")
+    .option(
+      "--interconnect <link>",
+      "pcie4, pcie5, pcie5x8, pcie5-sys (cross-socket), nvlink3/4/5, nvlink-bridge, xgmi",
+    )
+    .option("--topo <file>", "`nvidia-smi topo -m` output to derive the interconnect from")
+    .option("--engine <name>", "vllm, sglang, trtllm, llamacpp, gptfast (default vllm)")
+    .option("--eager", "no CUDA graphs (vLLM --enforce-eager)")
+    .option("--nccl-proto <list>", "NCCL_PROTO value, e.g. LL, Simple, ^LL128")
+    .option("--nccl-algo <list>", "NCCL_ALGO value, e.g. Ring, Tree")
+    .option("--custom-all-reduce", "force custom all-reduce on (what-if when the engine would refuse)")
+    .option("--disable-custom-all-reduce", "custom all-reduce off (vLLM --disable-custom-all-reduce)")
+    .option("--batch <n>", "sequences decoding together (default 1)")
+    .option("--context <n>", "context length during decode (default input + output/2)")
+    .option("--input-len <n>", "prompt tokens (default 1024)")
+    .option("--output-len <n>", "generated tokens (default 256)")
+    .option("--calibration <file>", "apply a calibration (the JSON written by `model fit --json`)");
+}
+
+type Opts = ModelCliOptions & { json?: boolean; disableCustomAllReduce?: boolean; customAllReduce?: boolean };
+
+function toInput(o: Opts) {
+  if (o.customAllReduce && o.disableCustomAllReduce)
+    throw new UsageError("--custom-all-reduce and --disable-custom-all-reduce contradict each other");
+  return inputFromOptions({
+    ...o,
+    customAllReduce: o.disableCustomAllReduce ? false : o.customAllReduce ? true : undefined,
+  });
+}
+
+function readMeasurements(files: string[] | undefined): Measurement[] {
+  if (!files?.length)
+    throw new UsageError(
+      "--measurements FILE is required (JSON/YAML list, bench --save-result JSON, or nccl-tests output)",
+    );
+  return files.flatMap((f) => loadMeasurements(f));
+}
 
 export function register(program: Command): void {
-  program
+  const model = program
     .command("model")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'model' is not available in this build yet");
+    .description("Analytical decode-step model: predict, explain, what-if, calibrate");
+
+  modelFlags(
+    model.command("predict").description("decode step time and tokens/s, split into named terms, with TTFT"),
+  ).action((...args: any[]) => {
+    const o = args[args.length - 2] as any;
+    const p = predict(toInput(o as Opts));
+    emit(p, o, renderPrediction);
+  });
+
+  modelFlags(
+    model.command("explain").description("one sentence per term; with --measurements also the calibration arithmetic"),
+  )
+    .option("--measurements <file...>", "fit these first and explain the calibrated model")
+    .action((...args: any[]) => {
+      const o = args[args.length - 2] as any;
+      const input = toInput(o as Opts);
+      if (o.measurements) {
+        const f = fit(input, readMeasurements(o.measurements));
+        const rows = ceilings(input, f);
+        const lines = [
+          ...explain(f.prediction, f),
+          ...rows.map(
+            (r) =>
+              `Ceiling — ${r.name}: ${r.assumption} → ${r.stepMs.low.toFixed(1)}–${r.stepMs.high.toFixed(1)} ms, ${r.tokensPerSecond.low.toFixed(0)}–${r.tokensPerSecond.high.toFixed(0)} tok/s.`,
+          ),
+        ];
+        emit({ sentences: lines, fit: f, ceilings: rows }, o, (r) => r.sentences.map((s) => `• ${s}`).join("\n"));
+      } else {
+        const p = predict(input);
+        emit({ sentences: explain(p), prediction: p }, o, () => renderExplain(p));
+      }
+    });
+
+  modelFlags(model.command("whatif").description(`re-run under changed assumptions (${SCENARIO_HELP.join("; ")})`))
+    .option("--scenario <s...>", "scenarios, e.g. zero-comm custom-ar nvlink protocols batch=1,8,32")
+    .option("--ceilings", "also print the ceiling table")
+    .action((...args: any[]) => {
+      const o = args[args.length - 2] as any;
+      const input = toInput(o as Opts);
+      const scenarios = o.scenario ?? ["zero-comm", "custom-ar", "nvlink", "protocols", "kv=fp8", "batch=1,4,16,64"];
+      const rows = whatif(input, scenarios);
+      const ceil = o.ceilings ? ceilings(input) : undefined;
+      emit({ rows, ceilings: ceil }, o, (r) =>
+        [renderWhatIf(r.rows), r.ceilings ? renderCeilings(r.ceilings) : ""].filter(Boolean).join("\n"),
+      );
+    });
+
+  modelFlags(
+    model
+      .command("fit")
+      .description("calibrate on measurements: bench ITL/TTFT, A/B deltas, length sweeps, nccl-tests output"),
+  )
+    .option(
+      "--measurements <file...>",
+      "JSON/YAML measurements, bench --save-result JSON, or nccl-tests all_reduce_perf text",
+    )
+    .action((...args: any[]) => {
+      const o = args[args.length - 2] as any;
+      const input = toInput(o as Opts);
+      const f = fit(input, readMeasurements(o.measurements));
+      const rows = ceilings(input, f);
+      emit({ ...f, ceilings: rows }, o, () => renderFit(f, rows));
+    });
+
+  withCommon(model.command("catalog").description("list GPUs, CPUs, models, quantizations and interconnects"))
+    .argument("[what]", "gpus, models, quant, interconnects or all", "all")
+    .action((...args: any[]) => {
+      const what = args[0];
+      const o = args[args.length - 2] as any;
+      const w = String(what);
+      if (!["all", "gpus", "models", "quant", "interconnects"].includes(w))
+        throw new UsageError(`unknown catalog "${w}": gpus, models, quant, interconnects or all`);
+      emit(catalog(), o, (c) => renderCatalog(c, w));
     });
 }

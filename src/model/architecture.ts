@@ -1,0 +1,488 @@
+// Model architectures: the catalog (shared/reference/models.md §1), a Hugging Face config.json reader, and
+// per-layer parameter counts (models.md §1.1). Pure: callers read files and pass parsed objects.
+import { InputError, UsageError } from "../errors.ts";
+import { suggestFrom } from "./hardware.ts";
+
+export interface MlaDims {
+  qLoraRank: number | null;
+  kvLoraRank: number;
+  qkNopeHeadDim: number;
+  qkRopeHeadDim: number;
+  vHeadDim: number;
+}
+
+export interface MoeDims {
+  experts: number;
+  topk: number;
+  shared: number;
+  expertFfn: number;
+  /** Shared-expert FFN width per shared expert (defaults to expertFfn). */
+  sharedFfn: number;
+  /** Leading dense layers (DeepSeek/GLM first_k_dense_replace). */
+  denseLayers: number;
+}
+
+export interface Architecture {
+  name: string;
+  /** How the numbers were obtained: catalog row, config.json path, GGUF file. */
+  source: string;
+  hfArchitecture?: string;
+  layers: number;
+  hidden: number;
+  vocab: number;
+  tiedEmbeddings: boolean;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  attention: "gqa" | "mla";
+  mla?: MlaDims;
+  /** DeepSeek-V3.2 / GLM-5 sparse-attention indexer. */
+  indexer?: { heads: number; headDim: number; topk: number };
+  /** Sliding-window layers: window length and how many layers use it. */
+  slidingWindow?: { window: number; layers: number };
+  qkNorm: boolean;
+  ffn: number;
+  moe?: MoeDims;
+  mtpLayers: number;
+  dtype: string;
+  /** Quantization declared by the checkpoint (config.json quantization_config), if any. */
+  declaredQuant?: DeclaredQuant;
+  /** Per-group bytes measured from a GGUF file's tensors (overrides bpw arithmetic). */
+  ggufBytes?: GgufGroupBytes;
+  paramsVendor?: string;
+}
+
+export interface DeclaredQuant {
+  method: string;
+  /** Our recipe name (see quantization.ts). */
+  recipe: string;
+  detail: string;
+}
+
+/** Bytes per tensor group read from a GGUF file (whole model, all layers). */
+export interface GgufGroupBytes {
+  attention: number;
+  denseMlp: number;
+  router: number;
+  shared: number;
+  /** All routed experts of all MoE layers. */
+  experts: number;
+  embedding: number;
+  lmHead: number;
+  other: number;
+  params: {
+    attention: number;
+    denseMlp: number;
+    router: number;
+    shared: number;
+    experts: number;
+    embedding: number;
+    lmHead: number;
+  };
+  typeCounts: Record<string, number>;
+  bpwOverall: number;
+}
+
+// ---------------------------------------------------------------- parameter counts (models.md §1.1)
+
+export interface ParamBreakdown {
+  /** Per layer, attention projections (MLA or GQA), excluding the indexer. */
+  attentionPerLayer: number;
+  indexerPerLayer: number;
+  denseMlpPerLayer: number;
+  expertParams: number;
+  sharedParamsPerLayer: number;
+  routerPerLayer: number;
+  denseLayerCount: number;
+  moeLayerCount: number;
+  embedding: number;
+  lmHead: number;
+  total: number;
+  active: number;
+}
+
+export function attentionParams(a: Architecture): number {
+  const h = a.hidden;
+  if (a.attention === "mla" && a.mla) {
+    const m = a.mla;
+    const qk = m.qkNopeHeadDim + m.qkRopeHeadDim;
+    const q = m.qLoraRank ? h * m.qLoraRank + m.qLoraRank * a.heads * qk : h * a.heads * qk;
+    return (
+      q +
+      h * (m.kvLoraRank + m.qkRopeHeadDim) +
+      m.kvLoraRank * a.heads * (m.qkNopeHeadDim + m.vHeadDim) +
+      a.heads * m.vHeadDim * h
+    );
+  }
+  return h * a.heads * a.headDim + 2 * h * a.kvHeads * a.headDim + a.heads * a.headDim * h;
+}
+
+export function indexerParams(a: Architecture): number {
+  if (!a.indexer) return 0;
+  const qIn = a.mla?.qLoraRank ?? a.hidden;
+  return qIn * a.indexer.heads * a.indexer.headDim + a.hidden * a.indexer.headDim + a.hidden * a.indexer.heads;
+}
+
+export function paramBreakdown(a: Architecture): ParamBreakdown {
+  const attn = attentionParams(a);
+  const idx = indexerParams(a);
+  const moe = a.moe;
+  const denseLayerCount = moe ? Math.min(moe.denseLayers, a.layers) : a.layers;
+  const moeLayerCount = a.layers - denseLayerCount;
+  const denseMlp = 3 * a.hidden * a.ffn;
+  const expert = moe ? 3 * a.hidden * moe.expertFfn : 0;
+  const shared = moe ? moe.shared * 3 * a.hidden * moe.sharedFfn : 0;
+  const router = moe ? a.hidden * moe.experts : 0;
+  const embedding = a.vocab * a.hidden;
+  const lmHead = a.vocab * a.hidden;
+  const perLayerAttn = (attn + idx) * a.layers;
+  const mlpTotal = denseLayerCount * denseMlp + moeLayerCount * (router + shared + (moe?.experts ?? 0) * expert);
+  const mlpActive = denseLayerCount * denseMlp + moeLayerCount * (router + shared + (moe?.topk ?? 0) * expert);
+  const head = a.tiedEmbeddings ? 0 : lmHead;
+  return {
+    attentionPerLayer: attn,
+    indexerPerLayer: idx,
+    denseMlpPerLayer: denseMlp,
+    expertParams: expert,
+    sharedParamsPerLayer: shared,
+    routerPerLayer: router,
+    denseLayerCount,
+    moeLayerCount,
+    embedding,
+    lmHead,
+    total: perLayerAttn + mlpTotal + embedding + head,
+    active: perLayerAttn + mlpActive + embedding + head,
+  };
+}
+
+// ---------------------------------------------------------------- catalog (models.md §1, validation-public.md)
+
+type CatalogEntry = Architecture & { aliases: string[] };
+
+function dense(
+  name: string,
+  aliases: string[],
+  layers: number,
+  hidden: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
+  ffn: number,
+  vocab: number,
+  source: string,
+  extra: Partial<Architecture> = {},
+): CatalogEntry {
+  return {
+    name,
+    aliases,
+    source,
+    layers,
+    hidden,
+    vocab,
+    tiedEmbeddings: false,
+    heads,
+    kvHeads,
+    headDim,
+    attention: "gqa",
+    qkNorm: false,
+    ffn,
+    mtpLayers: 0,
+    dtype: "bfloat16",
+    ...extra,
+  };
+}
+
+export const MODELS: CatalogEntry[] = [
+  dense(
+    "llama-3.1-8b",
+    ["llama3.1-8b", "meta-llama-3.1-8b", "llama-3-8b", "meta-llama-3-8b", "llama3-8b"],
+    32,
+    4096,
+    32,
+    8,
+    128,
+    14336,
+    128256,
+    "models.md §1 [cfg-llama]",
+  ),
+  dense(
+    "llama-3.1-70b",
+    ["llama3.1-70b", "llama-3-70b", "meta-llama-3.1-70b"],
+    80,
+    8192,
+    64,
+    8,
+    128,
+    28672,
+    128256,
+    "models.md §1 [cfg-llama]",
+  ),
+  dense(
+    "llama-2-7b",
+    ["llama2-7b"],
+    32,
+    4096,
+    32,
+    32,
+    128,
+    11008,
+    32000,
+    "validation-public.md V2 (32 layers, 4096, MHA, FFN 11008, vocab 32000)",
+    {
+      dtype: "float16",
+    },
+  ),
+  dense("qwen3-8b", ["qwen/qwen3-8b"], 36, 4096, 32, 8, 128, 12288, 151936, "validation-public.md V1", {
+    qkNorm: true,
+  }),
+  {
+    ...dense(
+      "mixtral-8x7b",
+      ["mixtral", "mixtral-8x7b-instruct"],
+      32,
+      4096,
+      32,
+      8,
+      128,
+      14336,
+      32000,
+      "models.md §1 [cfg-mixtral]",
+    ),
+    moe: { experts: 8, topk: 2, shared: 0, expertFfn: 14336, sharedFfn: 14336, denseLayers: 0 },
+  },
+  {
+    ...dense("qwen3-235b-a22b", ["qwen3-235b"], 94, 4096, 64, 4, 128, 12288, 151936, "models.md §1 [cfg-qwen3]", {
+      qkNorm: true,
+    }),
+    moe: { experts: 128, topk: 8, shared: 0, expertFfn: 1536, sharedFfn: 1536, denseLayers: 0 },
+  },
+  {
+    ...dense("gpt-oss-120b", ["gpt-oss"], 36, 2880, 64, 8, 64, 2880, 201088, "models.md §1 [cfg-gptoss]"),
+    moe: { experts: 128, topk: 4, shared: 0, expertFfn: 2880, sharedFfn: 2880, denseLayers: 0 },
+    slidingWindow: { window: 128, layers: 18 },
+  },
+  {
+    ...dense(
+      "deepseek-v3",
+      ["deepseek-r1", "deepseek-v3-0324", "deepseek-r1-0528"],
+      61,
+      7168,
+      128,
+      128,
+      192,
+      18432,
+      129280,
+      "models.md §1 [cfg-dsv3]",
+    ),
+    attention: "mla",
+    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
+    mtpLayers: 1,
+  },
+  {
+    ...dense(
+      "glm-5",
+      ["glm5", "glm-5.1", "zai-org/glm-5", "glm_moe_dsa"],
+      78,
+      6144,
+      64,
+      64,
+      64,
+      12288,
+      154880,
+      "models.md §1 [cfg-glm5] (GLM-5.1 checkpoint config.json)",
+    ),
+    hfArchitecture: "GlmMoeDsaForCausalLM",
+    attention: "mla",
+    mla: { qLoraRank: 2048, kvLoraRank: 512, qkNopeHeadDim: 192, qkRopeHeadDim: 64, vHeadDim: 256 },
+    indexer: { heads: 32, headDim: 128, topk: 2048 },
+    moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
+    mtpLayers: 1,
+    paramsVendor: "744 B total / 40 B active (zai-org README)",
+  },
+];
+
+export function listModels(): Architecture[] {
+  return MODELS.map(({ aliases: _a, ...m }) => m);
+}
+
+export function modelNames(): string[] {
+  return MODELS.flatMap((m) => [m.name, ...m.aliases]);
+}
+
+export function findModel(name: string): Architecture | undefined {
+  const n = name.toLowerCase().trim().replace(/_/g, "-");
+  const hit = MODELS.find((m) => m.name === n || m.aliases.includes(n) || m.aliases.includes(n.replace(/^.*\//, "")));
+  if (!hit) return undefined;
+  const { aliases: _a, ...m } = hit;
+  return { ...m };
+}
+
+export function requireModel(name: string): Architecture {
+  const m = findModel(name);
+  if (m) return m;
+  const s = suggestFrom(name, modelNames());
+  throw new UsageError(`unknown model "${name}"${s.length ? `; did you mean: ${s.join(", ")}?` : ""}`, {
+    hint: "run `inferscope model catalog models`, or pass a config.json / .gguf path",
+  });
+}
+
+// ---------------------------------------------------------------- Hugging Face config.json
+
+type Json = Record<string, unknown>;
+
+/** Builds an Architecture from a parsed config.json; a missing needed key names the key and the file. */
+export function fromHfConfig(raw: unknown, file = "config.json"): Architecture {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${file}: not a JSON object`);
+  const top = raw as Json;
+  // Multimodal wrappers keep the language model in text_config.
+  const c: Json = top.text_config && typeof top.text_config === "object" ? { ...(top.text_config as Json) } : top;
+  const num = (key: string, fallback?: number | null): number => {
+    const v = c[key];
+    if (typeof v === "number" && Number.isFinite(v)) return v;
+    if (fallback !== undefined && fallback !== null) return fallback;
+    throw new InputError(`${file}: missing key "${key}" (needed for the decode model)`, {
+      hint: `add "${key}" to ${file} or use a catalog model (--model glm-5)`,
+    });
+  };
+  const opt = (...keys: string[]): number | undefined => {
+    for (const k of keys) {
+      const v = c[k];
+      if (typeof v === "number" && Number.isFinite(v)) return v;
+    }
+    return undefined;
+  };
+  const archs = Array.isArray(top.architectures) ? (top.architectures as string[]) : [];
+  const modelType = String(c.model_type ?? top.model_type ?? "");
+  const hidden = num("hidden_size");
+  const heads = num("num_attention_heads");
+  const layers = num("num_hidden_layers");
+  const vocab = num("vocab_size");
+  const kvHeads = num("num_key_value_heads", heads);
+  const headDim = num("head_dim", Math.floor(hidden / heads));
+  const experts = opt("n_routed_experts", "num_local_experts", "num_experts");
+  const isMla = typeof c.kv_lora_rank === "number";
+  let moe: MoeDims | undefined;
+  if (experts && experts > 1) {
+    const topk = opt("num_experts_per_tok", "experts_per_token", "moe_topk");
+    if (topk === undefined)
+      throw new InputError(`${file}: missing key "num_experts_per_tok" (MoE model with ${experts} experts)`);
+    const expertFfn = opt("moe_intermediate_size", "expert_intermediate_size") ?? num("intermediate_size");
+    const shared =
+      opt("n_shared_experts", "num_shared_experts") ?? (typeof c.shared_expert_intermediate_size === "number" ? 1 : 0);
+    const sharedFfn = opt("shared_expert_intermediate_size") ?? expertFfn;
+    let denseLayers = opt("first_k_dense_replace") ?? 0;
+    if (Array.isArray(c.mlp_only_layers) && (c.mlp_only_layers as number[]).length)
+      denseLayers = (c.mlp_only_layers as number[]).length;
+    moe = {
+      experts,
+      topk,
+      shared,
+      expertFfn,
+      sharedFfn: shared > 1 && opt("shared_expert_intermediate_size") ? sharedFfn / shared : sharedFfn,
+      denseLayers,
+    };
+  }
+  const ffn = moe && moe.denseLayers === 0 ? (opt("intermediate_size") ?? moe.expertFfn) : num("intermediate_size");
+  let mla: MlaDims | undefined;
+  if (isMla) {
+    mla = {
+      qLoraRank: typeof c.q_lora_rank === "number" ? (c.q_lora_rank as number) : null,
+      kvLoraRank: num("kv_lora_rank"),
+      qkNopeHeadDim: num("qk_nope_head_dim"),
+      qkRopeHeadDim: num("qk_rope_head_dim"),
+      vHeadDim: num("v_head_dim"),
+    };
+  }
+  const indexer =
+    typeof c.index_n_heads === "number"
+      ? { heads: num("index_n_heads"), headDim: num("index_head_dim"), topk: num("index_topk") }
+      : undefined;
+  let slidingWindow: Architecture["slidingWindow"];
+  const sw = opt("sliding_window");
+  if (sw && c.use_sliding_window !== false) {
+    const types = Array.isArray(c.layer_types) ? (c.layer_types as string[]) : null;
+    const nWin = types
+      ? types.filter((t) => String(t).includes("sliding")).length
+      : c.use_sliding_window === true
+        ? layers
+        : 0;
+    if (nWin > 0) slidingWindow = { window: sw, layers: nWin };
+  }
+  const name = String(top._name_or_path ?? (archs[0] || modelType || file));
+  return {
+    name,
+    source: `config.json: ${file}`,
+    hfArchitecture: archs[0],
+    layers,
+    hidden,
+    vocab,
+    tiedEmbeddings: c.tie_word_embeddings === true,
+    heads,
+    kvHeads: isMla ? heads : kvHeads,
+    headDim,
+    attention: isMla ? "mla" : "gqa",
+    mla,
+    indexer,
+    slidingWindow,
+    qkNorm: /qwen3|olmo2|gemma3/.test(modelType),
+    ffn,
+    moe,
+    mtpLayers: opt("num_nextn_predict_layers") ?? 0,
+    dtype: String(c.torch_dtype ?? c.dtype ?? top.torch_dtype ?? "bfloat16"),
+    declaredQuant: readQuantConfig(top.quantization_config ?? c.quantization_config),
+  };
+}
+
+/** Maps a checkpoint's quantization_config to one of our recipes. */
+export function readQuantConfig(q: unknown): DeclaredQuant | undefined {
+  if (!q || typeof q !== "object") return undefined;
+  const o = q as Json;
+  const method = String(o.quant_method ?? o.quantization ?? "").toLowerCase();
+  const algo = String(o.quant_algo ?? "").toUpperCase();
+  const excludes = [o.exclude_modules, o.ignore, o.ignored_layers, o.modules_to_not_convert]
+    .filter(Array.isArray)
+    .flat()
+    .map(String);
+  const attnExcluded = excludes.some((s) => /attn|attention/.test(s));
+  const sharedExcluded = excludes.some((s) => /shared_expert/.test(s));
+  if (method === "fp8") {
+    const block = Array.isArray(o.weight_block_size) ? "block-scaled 128×128" : "per-tensor/channel";
+    return { method, recipe: "fp8", detail: `FP8 ${block}` };
+  }
+  if (method === "mxfp4") return { method, recipe: "mxfp4", detail: "MXFP4 experts, other tensors BF16" };
+  if (method === "awq" || method === "gptq" || method === "awq_marlin" || method === "gptq_marlin") {
+    const gs = typeof o.group_size === "number" ? o.group_size : 128;
+    const bits = typeof o.bits === "number" ? o.bits : 4;
+    return {
+      method,
+      recipe: `int${bits}-${method.startsWith("awq") ? "awq" : "gptq"}`,
+      detail: `${method} ${bits}-bit, group ${gs}`,
+    };
+  }
+  if (method === "modelopt" || method === "modelopt_fp4" || algo.includes("FP4")) {
+    if (algo.includes("FP8")) return { method, recipe: "fp8", detail: "ModelOpt FP8" };
+    const recipe = attnExcluded ? (sharedExcluded ? "nvfp4-routed" : "nvfp4") : "nvfp4-all";
+    return {
+      method,
+      recipe,
+      detail: `ModelOpt NVFP4; excluded from quantization: ${excludes.length ? excludes.slice(0, 6).join(", ") : "none listed"}`,
+    };
+  }
+  if (method === "compressed-tensors") {
+    const s = JSON.stringify(o).toLowerCase();
+    if (s.includes('"num_bits":4') && s.includes('"type":"float"'))
+      return { method, recipe: attnExcluded ? "nvfp4" : "nvfp4-all", detail: "compressed-tensors FP4" };
+    if (s.includes('"num_bits":8') && s.includes('"type":"float"'))
+      return { method, recipe: "fp8", detail: "compressed-tensors FP8" };
+    if (s.includes('"num_bits":4')) return { method, recipe: "int4-gptq", detail: "compressed-tensors INT4" };
+    if (s.includes('"num_bits":8')) return { method, recipe: "int8", detail: "compressed-tensors INT8" };
+  }
+  return { method, recipe: "bf16", detail: `unrecognised quant_method "${method}"; assuming BF16` };
+}
+
+/** Total / active parameter counts in billions, for display. */
+export function paramSummary(a: Architecture): { totalB: number; activeB: number } {
+  const p = paramBreakdown(a);
+  return { totalB: p.total / 1e9, activeB: p.active / 1e9 };
+}

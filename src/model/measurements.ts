@@ -1,0 +1,306 @@
+// Measurements the fit accepts, and parsers for their file forms: our JSON/YAML list, a vLLM-style
+// `bench --save-result` JSON, and nccl-tests `all_reduce_perf` text (collectives.md §6). Pure: text in, records out.
+import YAML from "yaml";
+import { InputError } from "../errors.ts";
+
+/** A server/launch configuration that differs between A/B arms. */
+export interface Variant {
+  ncclProto?: string;
+  ncclAlgo?: string;
+  customAllReduce?: boolean;
+  cudaGraphs?: boolean;
+  interconnect?: string;
+  env?: Record<string, string>;
+}
+
+interface Base {
+  label?: string;
+  source?: string;
+}
+
+export type Measurement =
+  | (Base & {
+      kind: "itl";
+      ms: number;
+      batch?: number;
+      contextLen?: number;
+      sd?: number;
+      ci?: [number, number];
+      variant?: Variant;
+    })
+  | (Base & { kind: "ttft"; ms: number; inputLen?: number; sd?: number; ci?: [number, number]; variant?: Variant })
+  | (Base & {
+      kind: "ab";
+      variantA: Variant;
+      variantB: Variant;
+      /** (B − A) per generated token, ms. */
+      deltaMsPerToken?: number;
+      /** Per-request totals, seconds, with the token count they cover. */
+      aTotalS?: number;
+      bTotalS?: number;
+      tokens?: number;
+      ci?: [number, number];
+    })
+  | (Base & { kind: "length-sweep"; slopeMsPerToken: number; interceptMs: number; ci?: [number, number] })
+  | (Base & { kind: "context-slope"; msPerKToken: number; ci?: [number, number] })
+  | (Base & {
+      kind: "nccl-tests";
+      rows: { bytes: number; us: number; inPlace: boolean }[];
+      nGpus?: number;
+      graph?: boolean;
+    })
+  | (Base & { kind: "bandwidth"; gbs: number })
+  | (Base & { kind: "estimate"; name: "allreduce-share" | "compute-ms" | "ceiling-tps"; low: number; high: number });
+
+/** Normalises variant spellings: {env: {NCCL_PROTO: "LL"}} → {ncclProto: "LL"}. */
+export function normVariant(v: unknown): Variant {
+  if (!v || typeof v !== "object") return {};
+  const o = v as Record<string, unknown>;
+  const env = (o.env ?? {}) as Record<string, string>;
+  const out: Variant = {};
+  const proto = o.ncclProto ?? o.NCCL_PROTO ?? env.NCCL_PROTO;
+  const algo = o.ncclAlgo ?? o.NCCL_ALGO ?? env.NCCL_ALGO;
+  if (typeof proto === "string" && proto) out.ncclProto = proto;
+  if (typeof algo === "string" && algo) out.ncclAlgo = algo;
+  if (typeof o.customAllReduce === "boolean") out.customAllReduce = o.customAllReduce;
+  if (o.disableCustomAllReduce === true) out.customAllReduce = false;
+  if (typeof o.cudaGraphs === "boolean") out.cudaGraphs = o.cudaGraphs;
+  if (o.enforceEager === true) out.cudaGraphs = false;
+  if (typeof o.interconnect === "string") out.interconnect = o.interconnect;
+  return out;
+}
+
+export function describeVariant(v: Variant): string {
+  const parts: string[] = [];
+  if (v.ncclProto) parts.push(`NCCL_PROTO=${v.ncclProto}`);
+  if (v.ncclAlgo) parts.push(`NCCL_ALGO=${v.ncclAlgo}`);
+  if (v.customAllReduce === false) parts.push("custom AR off");
+  if (v.customAllReduce === true) parts.push("custom AR on");
+  if (v.cudaGraphs === false) parts.push("eager");
+  if (v.interconnect) parts.push(v.interconnect);
+  return parts.length ? parts.join(", ") : "default";
+}
+
+export function parseMeasurementsText(text: string, file = "measurements"): Measurement[] {
+  if (/all_reduce_perf|#\s*nThread|#\s+size\s+count\s+type/.test(text)) return [parseNcclTests(text, file)];
+  let doc: unknown;
+  const t = text.trim();
+  if (t.startsWith("{") || t.startsWith("[")) {
+    try {
+      doc = JSON.parse(t);
+    } catch (err) {
+      const msg = (err as Error).message;
+      const m = /position (\d+)/.exec(msg);
+      const pos = m ? Number(m[1]) : 0;
+      const before = t.slice(0, pos);
+      throw new InputError(`invalid JSON: ${msg.replace(/ in JSON at position \d+.*$/, "")}`, {
+        position: { file, line: before.split("\n").length, column: pos - before.lastIndexOf("\n") },
+      });
+    }
+  } else {
+    try {
+      doc = YAML.parse(text);
+    } catch (err) {
+      const e = err as { linePos?: { line: number; col: number }[]; message: string };
+      const p = e.linePos?.[0];
+      throw new InputError(`invalid YAML: ${e.message.split("\n")[0]}`, {
+        position: p ? { file, line: p.line, column: p.col } : undefined,
+      });
+    }
+  }
+  return measurementsFromDoc(doc, file);
+}
+
+export function measurementsFromDoc(doc: unknown, file = "measurements"): Measurement[] {
+  if (Array.isArray(doc)) return doc.map((m, i) => checkMeasurement(m, file, i));
+  if (!doc || typeof doc !== "object")
+    throw new InputError(`${file}: expected a list of measurements or {measurements: [...]}`);
+  const o = doc as Record<string, unknown>;
+  if (Array.isArray(o.measurements)) return o.measurements.map((m, i) => checkMeasurement(m, file, i));
+  if (typeof o.mean_itl_ms === "number" || typeof o.mean_tpot_ms === "number" || typeof o.mean_ttft_ms === "number")
+    return fromBenchResult(o, file);
+  throw new InputError(
+    `${file}: not a measurements file (no "measurements" list), not a bench --save-result JSON (no mean_itl_ms) and not nccl-tests output`,
+  );
+}
+
+/** vLLM bench serve / inferscope bench --save-result: mean ITL (per-chunk gap), mean TTFT, concurrency. */
+export function fromBenchResult(o: Record<string, unknown>, file: string): Measurement[] {
+  const out: Measurement[] = [];
+  const batch = typeof o.max_concurrency === "number" ? o.max_concurrency : 1;
+  const completed = typeof o.completed === "number" && o.completed > 0 ? o.completed : undefined;
+  const inputLen =
+    completed && typeof o.total_input_tokens === "number" ? Math.round(o.total_input_tokens / completed) : undefined;
+  const itl = typeof o.mean_itl_ms === "number" ? o.mean_itl_ms : (o.mean_tpot_ms as number | undefined);
+  if (typeof itl === "number")
+    out.push({
+      kind: "itl",
+      ms: itl,
+      batch,
+      sd:
+        typeof o.std_itl_ms === "number" && completed
+          ? o.std_itl_ms / Math.sqrt(Math.max(1, (o.total_output_tokens as number) ?? completed))
+          : undefined,
+      label: `bench result mean ${typeof o.mean_itl_ms === "number" ? "ITL" : "TPOT"} at concurrency ${batch}`,
+      source: file,
+    });
+  if (typeof o.mean_ttft_ms === "number")
+    out.push({
+      kind: "ttft",
+      ms: o.mean_ttft_ms,
+      inputLen,
+      label: `bench result mean TTFT${inputLen ? ` (${inputLen} input tokens)` : ""}`,
+      source: file,
+    });
+  return out;
+}
+
+function checkMeasurement(m: unknown, file: string, i: number): Measurement {
+  const where = `${file}: measurement #${i + 1}`;
+  if (!m || typeof m !== "object") throw new InputError(`${where}: not an object`);
+  const o = m as Record<string, unknown>;
+  const n = (k: string, required = true): number | undefined => {
+    const v = o[k];
+    if (typeof v === "number" && Number.isFinite(v)) return v;
+    if (required) throw new InputError(`${where} (${String(o.kind)}): missing number "${k}"`);
+    return undefined;
+  };
+  const ci = Array.isArray(o.ci) && o.ci.length === 2 ? (o.ci as [number, number]) : undefined;
+  const base = {
+    label: typeof o.label === "string" ? o.label : undefined,
+    source: typeof o.source === "string" ? o.source : file,
+  };
+  switch (o.kind) {
+    case "itl":
+      return {
+        ...base,
+        kind: "itl",
+        ms: n("ms")!,
+        batch: n("batch", false),
+        contextLen: n("contextLen", false),
+        sd: n("sd", false),
+        ci,
+        variant: o.variant ? normVariant(o.variant) : undefined,
+      };
+    case "tpot":
+    case "rate": {
+      const ms = o.kind === "rate" ? 1000 / n("tokensPerSecond")! : n("ms")!;
+      return {
+        ...base,
+        kind: "itl",
+        ms,
+        batch: n("batch", false),
+        ci,
+        variant: o.variant ? normVariant(o.variant) : undefined,
+      };
+    }
+    case "ttft":
+      return {
+        ...base,
+        kind: "ttft",
+        ms: n("ms")!,
+        inputLen: n("inputLen", false),
+        sd: n("sd", false),
+        ci,
+        variant: o.variant ? normVariant(o.variant) : undefined,
+      };
+    case "ab": {
+      const d = n("deltaMsPerToken", false);
+      const a = n("aTotalS", false);
+      const b = n("bTotalS", false);
+      if (d === undefined && (a === undefined || b === undefined))
+        throw new InputError(`${where} (ab): needs "deltaMsPerToken" or both "aTotalS" and "bTotalS" with "tokens"`);
+      return {
+        ...base,
+        kind: "ab",
+        variantA: normVariant(o.variantA),
+        variantB: normVariant(o.variantB),
+        deltaMsPerToken: d,
+        aTotalS: a,
+        bTotalS: b,
+        tokens: n("tokens", d === undefined),
+        ci,
+      };
+    }
+    case "length-sweep":
+      return {
+        ...base,
+        kind: "length-sweep",
+        slopeMsPerToken: n("slopeMsPerToken")!,
+        interceptMs: n("interceptMs")!,
+        ci,
+      };
+    case "context-slope":
+      return { ...base, kind: "context-slope", msPerKToken: n("msPerKToken")!, ci };
+    case "nccl-tests": {
+      if (!Array.isArray(o.rows)) throw new InputError(`${where} (nccl-tests): missing "rows"`);
+      return {
+        ...base,
+        kind: "nccl-tests",
+        rows: (o.rows as { bytes: number; us: number }[]).map((r) => ({ bytes: r.bytes, us: r.us, inPlace: false })),
+        nGpus: n("nGpus", false),
+      };
+    }
+    case "bandwidth":
+      return { ...base, kind: "bandwidth", gbs: n("gbs")! };
+    case "estimate": {
+      const name = o.name;
+      if (name !== "allreduce-share" && name !== "compute-ms" && name !== "ceiling-tps")
+        throw new InputError(`${where} (estimate): "name" must be allreduce-share, compute-ms or ceiling-tps`);
+      return { ...base, kind: "estimate", name, low: n("low")!, high: n("high")! };
+    }
+    default:
+      throw new InputError(
+        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, bandwidth, estimate)`,
+      );
+  }
+}
+
+/** nccl-tests all_reduce_perf text: header-detected columns, out-of-place and in-place blocks (collectives.md §6). */
+export function parseNcclTests(text: string, file = "nccl-tests.txt"): Measurement & { kind: "nccl-tests" } {
+  const lines = text.split(/\r?\n/);
+  let nGpus: number | undefined;
+  let graph: boolean | undefined;
+  let nRanks = 0;
+  let cols: string[] | null = null;
+  const rows: { bytes: number; us: number; inPlace: boolean }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i];
+    const th = /nThread\s+(\d+)\s+nGpus\s+(\d+)/.exec(l);
+    if (th) nGpus = Number(th[1]) * Number(th[2]);
+    const gr = /graph:\s*(\d+)/.exec(l);
+    if (gr) graph = Number(gr[1]) > 0;
+    if (/^#\s+Rank\s+\d+/.test(l)) nRanks++;
+    if (/^#\s+size\s+/.test(l)) {
+      cols = l.replace(/^#/, "").trim().split(/\s+/);
+      continue;
+    }
+    if (!cols || l.startsWith("#") || !l.trim()) continue;
+    const f = l.trim().split(/\s+/);
+    if (!/^\d+$/.test(f[0])) continue;
+    // Columns after the fixed prefix come in two blocks: out-of-place then in-place (time, algbw, busbw, #wrong|error).
+    const hasRoot = cols.includes("root");
+    const prefix = hasRoot ? 5 : 4;
+    const block = (f.length - prefix) / 2;
+    if (!(block >= 3))
+      throw new InputError(`unexpected column count ${f.length}`, { position: { file, line: i + 1, column: 1 } });
+    const t1 = Number(f[prefix]);
+    const t2 = Number(f[prefix + block]);
+    if (!Number.isFinite(t1))
+      throw new InputError(`time "${f[prefix]}" is not a number`, {
+        position: { file, line: i + 1, column: l.indexOf(f[prefix]) + 1 },
+      });
+    rows.push({ bytes: Number(f[0]), us: t1, inPlace: false });
+    if (Number.isFinite(t2)) rows.push({ bytes: Number(f[0]), us: t2, inPlace: true });
+  }
+  if (rows.length === 0)
+    throw new InputError(`${file}: no all_reduce_perf data rows found (expected a "# size count type ..." header)`);
+  return {
+    kind: "nccl-tests",
+    rows,
+    nGpus: nGpus ?? (nRanks || undefined),
+    graph,
+    label: `nccl-tests all_reduce_perf (${rows.length} rows)`,
+    source: file,
+  };
+}
