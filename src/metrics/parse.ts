@@ -626,7 +626,7 @@ class Parser {
     const name = this.intern(nameStart, p, h);
     let labels: Labels;
     if (p < end && c === LBRACE) {
-      labels = this.labels(p + 1, end, false);
+      labels = this.labels(p + 1, end);
       p = this.pos;
     } else labels = {};
     // Separator before the value.
@@ -684,7 +684,7 @@ class Parser {
   }
 
   /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
-  private labels(p: number, end: number, exemplar: boolean): Labels {
+  private labels(p: number, end: number): Labels {
     const t = this.t;
     const labels: Labels = {};
     let c = p < end ? t.charCodeAt(p) : -1;
@@ -798,7 +798,7 @@ class Parser {
     if (p >= end || t.charCodeAt(p) !== LBRACE)
       this.fail(`expected "{" to open the exemplar labels, got ${this.describe(p, end)}`, p);
     const labelsAt = p;
-    const labels = this.labels(p + 1, end, true);
+    const labels = this.labels(p + 1, end);
     p = this.pos;
     if (p >= end || t.charCodeAt(p) !== SP)
       this.fail(`expected a space and the exemplar value, got ${this.describe(p, end)}`, p);
