@@ -3,7 +3,7 @@
 import { basename } from "node:path";
 import { InputError } from "../errors.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown } from "./breakdown.ts";
-import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, type RuleFile } from "./classify.ts";
+import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { ModelBuilder, type TraceModel } from "./events.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
@@ -257,4 +257,22 @@ export function rankSkew(ranks: RankAnalysis[]): RankSkew {
     ...(slowestRank !== undefined && n ? { slowestRank } : {}),
     ...(stragglerRank !== undefined ? { stragglerRank } : {}),
   };
+}
+
+/** Reads a --rules file (YAML or JSON) and validates it. */
+export async function loadRuleFile(path: string): Promise<RuleFile> {
+  const { readFile } = await import("node:fs/promises");
+  const { parse, YAMLParseError } = await import("yaml");
+  const text = await readFile(path, "utf8");
+  let doc: unknown;
+  try {
+    doc = parse(text);
+  } catch (e) {
+    if (e instanceof YAMLParseError && e.linePos?.[0])
+      throw new InputError(e.message.split("\n")[0]!, {
+        position: { file: path, line: e.linePos[0].line, column: e.linePos[0].col },
+      });
+    throw new InputError(`${path}: ${(e as Error).message}`);
+  }
+  return parseRuleFile(doc, path);
 }

@@ -40,6 +40,9 @@ export interface StepBreakdown {
   commOverlappedUs: number;
   kernels: number;
   kernelsByClass: Partial<Record<KernelClass, number>>;
+  /** All-reduce kernels (communication other than gather/scatter/all-to-all/p2p) and their total time. */
+  allReduceCalls: number;
+  allReduceUs: number;
   launch: { calls: number; graphLaunches: number; cpuUs: number; meanLatencyUs?: number };
   topKernels: Array<{ name: string; class: KernelClass; totalUs: number; count: number }>;
   cpuStartUs?: number;
@@ -87,6 +90,8 @@ export interface Overall {
 const NC = KERNEL_CLASSES.length;
 const PRODUCES_GPU_WORK = /LaunchKernel|GraphLaunch|LaunchCooperative|ModuleLaunch|Memcpy|Memset/i;
 const GRAPH_LAUNCH = /GraphLaunch/i;
+const NOT_ALL_REDUCE =
+  /AllGather|all_gather|allgather|ReduceScatter|reduce_scatter|AllToAll|all_to_all|alltoall|Broadcast|SendRecv|Send_|Recv_|dispatch|combine/i;
 
 /** Small binary min-heap of row indices keyed by a Float64Array. */
 class EndHeap {
@@ -164,6 +169,12 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   const kUs = new Float64Array((S + 1) * NC); // row S = outside any step
   const kCnt = new Float64Array((S + 1) * NC);
   const firstKernelOfLaunch = new Float64Array(runtime.n).fill(Number.POSITIVE_INFINITY);
+  const isAR = new Uint8Array(model.names.length);
+  model.nameClass.forEach((c, i) => {
+    if (c.class === "communication" && !NOT_ALL_REDUCE.test(model.names[i]!)) isAR[i] = 1;
+  });
+  const arCalls = new Float64Array(S + 1);
+  const arUs = new Float64Array(S + 1);
   const streams = new Set<number>();
   for (let k = 0; k < gpu.n; k++) {
     const s = stepOf[k]!;
@@ -171,6 +182,10 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     const c = gpu.cls[k]!;
     kUs[row * NC + c]! += gpu.dur[k]!;
     kCnt[row * NC + c]!++;
+    if (isAR[gpu.name[k]!]) {
+      arCalls[row]!++;
+      arUs[row]! += gpu.dur[k]!;
+    }
     streams.add(gpu.stream[k]!);
     if (s >= 0) {
       if (gpu.start[k]! < gStart[s]!) gStart[s] = gpu.start[k]!;
@@ -369,6 +384,8 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
       commOverlappedUs: round(commOvl[s]!),
       kernels,
       kernelsByClass: classCounts(kCnt, s),
+      allReduceCalls: arCalls[s]!,
+      allReduceUs: round(arUs[s]!),
       launch: {
         calls: lCalls[s]!,
         graphLaunches: lGraph[s]!,

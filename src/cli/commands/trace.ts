@@ -1,12 +1,198 @@
-// Placeholder until the trace capability lands; replaced by its own module.
+// `inferscope trace`: thin wrapper over analyzeTrace / captureTrace / parseNcclTests / parseTopology.
+import { readFile } from "node:fs/promises";
 import type { Command } from "@commander-js/extra-typings";
+import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import {
+  analyzeTrace,
+  captureTrace,
+  diagnose,
+  formatAnalysis,
+  formatNccl,
+  formatTopology,
+  loadRuleFile,
+  ncclLatencyTable,
+  parseNcclTests,
+  parseTopology,
+  type StepMode,
+} from "../../trace/index.ts";
+import { type CommonOptions, emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+
+interface AnalyzeFlags extends CommonOptions {
+  rules?: string;
+  stepsBy: string;
+  gapUs?: number;
+  top: number;
+}
+interface CaptureFlags extends CommonOptions {
+  dir: string;
+  steps: number;
+  concurrency: number;
+  model?: string;
+  timeout: string;
+  rules?: string;
+  stepsBy: string;
+}
+interface TopoFlags extends CommonOptions {
+  tp?: number;
+  gpus?: string;
+  cpu?: "intel" | "amd" | "arm";
+}
+
+const posInt = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer, got "${v}"`);
+  return n;
+};
+const posNum = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name}: expected a positive number, got "${v}"`);
+  return n;
+};
+
+function progress(on: boolean) {
+  if (!on) return undefined;
+  let last = 0;
+  return (file: string, read: number, total: number) => {
+    const now = Date.now();
+    if (now - last < 200 && read < total) return;
+    last = now;
+    process.stderr.write(
+      `\r${file}: ${((100 * read) / Math.max(1, total)).toFixed(0)} % of ${(total / 1e6).toFixed(0)} MB`,
+    );
+    if (read >= total) process.stderr.write("\n");
+  };
+}
+
+const stepsBy = () =>
+  new Option("--steps-by <mode>", "how to find steps: vLLM execute_* annotations, ProfilerStep#N, or GPU idle gaps")
+    .choices(["auto", "annotation", "profiler-step", "gap"] as const)
+    .default("auto" as const);
 
 export function register(program: Command): void {
-  program
-    .command("trace")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'trace' is not available in this build yet");
+  const trace = withCommon(
+    program
+      .command("trace")
+      .description(
+        "decompose PyTorch/Kineto profiler traces (one file per rank) into per-step GPU time by kernel class; capture one from a server; parse nccl-tests output and GPU topology",
+      )
+      .argument("[files...]", "trace files (*.pt.trace.json or .json.gz), one per rank")
+      .option(
+        "--rules <file>",
+        "extra kernel classification rules (YAML/JSON: {rules: [{id, class, match}]}), applied first",
+      )
+      .addOption(stepsBy())
+      .option(
+        "--gap-us <us>",
+        "idle gap that separates steps in gap mode (default: max(100, 10 × median gap))",
+        posNum("--gap-us"),
+      )
+      .option("--top <n>", "top kernels to list", posInt("--top"), 20),
+  ).action(async (...args: any[]) => {
+    const files = args[0] as string[];
+    const o = args[1] as AnalyzeFlags;
+    if (!files.length) throw new UsageError("give trace files to analyse, or a subcommand (capture, nccl, topo)");
+    const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
+    const a = await analyzeTrace(files, {
+      rules,
+      stepMode: o.stepsBy as StepMode,
+      gapUs: o.gapUs,
+      topN: o.top,
+      onProgress: progress(progressEnabled(o)),
     });
+    emit(a, o, formatAnalysis);
+  });
+
+  withCommon(
+    trace
+      .command("capture")
+      .description(
+        "POST /start_profile, run a short workload, POST /stop_profile, and analyse the trace the server wrote",
+      )
+      .argument("<url>", "server base URL, e.g. http://127.0.0.1:8000")
+      .requiredOption(
+        "--dir <dir>",
+        "the server's profiler directory (VLLM_TORCH_PROFILER_DIR / torch_profiler_dir) as seen here",
+      )
+      .option("--steps <n>", "decode steps to capture (tokens generated per request)", posInt("--steps"), 32)
+      .option("--concurrency <n>", "concurrent requests (the decode batch)", posInt("--concurrency"), 1)
+      .option("--model <name>", "model name (default: the first of /v1/models)")
+      .option("--timeout <duration>", "limit for the workload and for the trace file to appear", "120s")
+      .option("--rules <file>", "extra kernel classification rules (YAML/JSON)")
+      .addOption(stepsBy()),
+  ).action(async (...args: any[]) => {
+    const url = args[0] as string;
+    const o = args[1] as CaptureFlags;
+    let timeoutMs: number;
+    try {
+      timeoutMs = parseDurationMs(o.timeout);
+    } catch (e) {
+      throw new UsageError(`--timeout: ${(e as Error).message}`);
+    }
+    const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
+    const r = await captureTrace(url, {
+      dir: o.dir,
+      steps: o.steps,
+      concurrency: o.concurrency,
+      model: o.model,
+      timeoutMs,
+      rules,
+      stepMode: o.stepsBy as StepMode,
+    });
+    emit(r, o, (x) => `captured ${x.files.join(", ")} (${x.tokens} tokens)\n${formatAnalysis(x.analysis)}`);
+  });
+
+  withCommon(
+    trace
+      .command("nccl")
+      .description(
+        "parse nccl-tests output (all_reduce_perf etc., old and new layouts, or -J JSON) into latency vs size",
+      )
+      .argument("<file>", "nccl-tests stdout (or - for stdin)"),
+  ).action(async (...args: any[]) => {
+    const file = args[0] as string;
+    const o = args[1] as CommonOptions;
+    const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
+    const r = parseNcclTests(text, file);
+    emit({ ...r, latency: ncclLatencyTable(r) }, o, () => formatNccl(r));
+  });
+
+  withCommon(
+    trace
+      .command("topo")
+      .description(
+        "parse `nvidia-smi topo -m` (plus `topo -p2p r` output in the same file) and diagnose custom all-reduce and NCCL transport at a TP size",
+      )
+      .argument("<file>", "saved nvidia-smi output (or - for stdin)")
+      .option("--tp <n>", "tensor-parallel size to diagnose", posInt("--tp"))
+      .option("--gpus <list>", "GPU indices of the TP group (default 0..tp-1), e.g. 4,5,6,7")
+      .addOption(
+        new Option("--cpu <vendor>", "host CPU vendor (decides NCCL P2P through the CPU)").choices([
+          "intel",
+          "amd",
+          "arm",
+        ] as const),
+      ),
+  ).action(async (...args: any[]) => {
+    const file = args[0] as string;
+    const o = args[1] as TopoFlags;
+    const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
+    const topo = parseTopology(text, file);
+    let gpus: number[] | undefined;
+    if (o.gpus) {
+      const list = o.gpus.split(",").map((x: string) => Number(x.trim()));
+      gpus = list;
+      if (list.some((g) => !Number.isInteger(g) || g < 0 || g >= topo.gpus.length))
+        throw new UsageError(`--gpus: indices must be 0..${topo.gpus.length - 1}, got "${o.gpus}"`);
+    }
+    const tp = o.tp ?? gpus?.length ?? topo.gpus.length;
+    const d = diagnose(topo, tp, { gpus, cpuVendor: o.cpu });
+    emit({ topology: topo, diagnosis: d }, o, () => formatTopology(topo, d));
+  });
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
 }

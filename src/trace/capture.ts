@@ -1,0 +1,165 @@
+// `trace capture`: POST /start_profile, run a short workload, POST /stop_profile, then analyse the
+// trace file(s) the server wrote into its profiler directory.
+import { readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { request } from "undici";
+import { InputError, TargetError } from "../errors.ts";
+import { type AnalyzeOptions, analyzeTrace, type TraceAnalysis } from "./analyze.ts";
+
+export interface CaptureOptions extends AnalyzeOptions {
+  /** The server's profiler directory (VLLM_TORCH_PROFILER_DIR / torch_profiler_dir), readable here. */
+  dir: string;
+  /** Decode steps to capture: one request generating this many tokens per concurrent request. */
+  steps?: number;
+  /** Concurrent requests (the decode batch size). */
+  concurrency?: number;
+  model?: string;
+  prompt?: string;
+  /** Overall time limit (ms) for the workload and for the trace file to appear. */
+  timeoutMs?: number;
+  /** How long /stop_profile may take (vLLM flushes traces before answering). */
+  stopTimeoutMs?: number;
+}
+
+export interface CaptureResult {
+  url: string;
+  files: string[];
+  requests: number;
+  tokens: number;
+  analysis: TraceAnalysis;
+}
+
+const TRACE_FILE = /\.pt\.trace\.json(\.gz)?$/;
+
+async function listTraces(dir: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return out;
+    throw e;
+  }
+  for (const n of names) {
+    if (!TRACE_FILE.test(n)) continue;
+    const p = join(dir, n);
+    try {
+      out.set(p, (await stat(p)).mtimeMs);
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return out;
+}
+
+async function call(
+  url: string,
+  path: string,
+  method: "GET" | "POST",
+  body: unknown,
+  timeoutMs: number,
+): Promise<{ status: number; text: string }> {
+  try {
+    const r = await request(new URL(path, url), {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    return { status: r.statusCode, text: await r.body.text() };
+  } catch (e) {
+    throw new TargetError(`${method} ${new URL(path, url).href}: ${(e as Error).message}`, { url, cause: e });
+  }
+}
+
+function serverMessage(text: string): string {
+  try {
+    const j = JSON.parse(text);
+    return j?.error?.message ?? j?.message ?? j?.detail ?? text;
+  } catch {
+    return text.slice(0, 300);
+  }
+}
+
+export async function captureTrace(url: string, opts: CaptureOptions): Promise<CaptureResult> {
+  const steps = opts.steps ?? 32;
+  const concurrency = opts.concurrency ?? 1;
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  if (!Number.isInteger(steps) || steps < 1) throw new InputError(`--steps must be a positive integer (got ${steps})`);
+  let model = opts.model;
+  if (!model) {
+    const r = await call(url, "/v1/models", "GET", undefined, timeoutMs);
+    if (r.status !== 200)
+      throw new TargetError(`GET /v1/models: HTTP ${r.status}: ${serverMessage(r.text)}`, { url, status: r.status });
+    model = JSON.parse(r.text)?.data?.[0]?.id;
+    if (!model) throw new TargetError("GET /v1/models listed no model; pass --model", { url });
+  }
+  const before = await listTraces(opts.dir);
+  const started = Date.now();
+  const s = await call(url, "/start_profile", "POST", undefined, timeoutMs);
+  if (s.status === 404)
+    throw new TargetError("POST /start_profile: 404: the server's profiler is not enabled", {
+      url,
+      status: 404,
+      hint: "start vLLM with --profiler-config (≥ v0.13) or VLLM_TORCH_PROFILER_DIR=<dir> (older), or the simulator with --profiler-dir",
+    });
+  if (s.status >= 300)
+    throw new TargetError(`POST /start_profile: HTTP ${s.status}: ${serverMessage(s.text)}`, { url, status: s.status });
+  let tokens = 0;
+  let workloadError: unknown;
+  try {
+    const one = async () => {
+      const r = await call(
+        url,
+        "/v1/completions",
+        "POST",
+        {
+          model,
+          prompt: opts.prompt ?? "Explain where the time of one decode step goes.",
+          max_tokens: steps,
+          min_tokens: steps,
+          ignore_eos: true,
+          temperature: 0,
+          stream: false,
+        },
+        timeoutMs,
+      );
+      if (r.status !== 200)
+        throw new TargetError(`POST /v1/completions: HTTP ${r.status}: ${serverMessage(r.text)}`, {
+          url,
+          status: r.status,
+        });
+      tokens += Number(JSON.parse(r.text)?.usage?.completion_tokens ?? 0);
+    };
+    await Promise.all(Array.from({ length: concurrency }, one));
+  } catch (e) {
+    workloadError = e;
+  }
+  // Always stop the profiler, even when the workload failed.
+  const t = await call(url, "/stop_profile", "POST", undefined, opts.stopTimeoutMs ?? 15 * 60_000);
+  if (workloadError) throw workloadError;
+  if (t.status >= 300)
+    throw new TargetError(`POST /stop_profile: HTTP ${t.status}: ${serverMessage(t.text)}`, { url, status: t.status });
+  // vLLM answers /stop_profile once flushed; poll briefly for servers that write afterwards.
+  let fresh: string[] = [];
+  const deadline = started + timeoutMs;
+  for (;;) {
+    const now = await listTraces(opts.dir);
+    fresh = [...now.entries()]
+      .filter(([p, m]) => !before.has(p) || before.get(p)! < m)
+      .sort((a, b) => b[1] - a[1])
+      .map(([p]) => p);
+    if (fresh.length || Date.now() > deadline) break;
+    await sleep(100);
+  }
+  if (!fresh.length)
+    throw new InputError(`no new trace file (*.pt.trace.json[.gz]) appeared in ${opts.dir}`, {
+      hint: "--dir must be the server's profiler directory as seen from this machine",
+    });
+  // One file per worker; the frontend's CPU-only trace (if any) is dropped when worker traces exist.
+  const files = fresh.filter((f) => !/frontend|api_server/i.test(f));
+  const analysis = await analyzeTrace(files.length ? files : fresh, opts);
+  return { url, files: files.length ? files : fresh, requests: concurrency, tokens, analysis };
+}

@@ -1,0 +1,210 @@
+// Turns analyses into terminal text and into the study report's trace section (pure).
+import Table from "cli-table3";
+import type { TraceSection } from "../report/types.ts";
+import type { TraceAnalysis } from "./analyze.ts";
+import type { StepBreakdown } from "./breakdown.ts";
+import { KERNEL_CLASSES } from "./classify.ts";
+import type { NcclTestsResult } from "./nccl.ts";
+import type { Diagnosis, Topology } from "./topo.ts";
+
+const COMPACT = { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" };
+
+function table(head: string[], colAligns?: Array<"left" | "right">): Table.Table {
+  return new Table({ head, chars: COMPACT, style: { head: [], border: [] }, ...(colAligns ? { colAligns } : {}) });
+}
+
+const ms = (us: number, d = 3) => (us / 1000).toFixed(d);
+const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
+
+function headSteps(a: TraceAnalysis): StepBreakdown[] {
+  const good = a.steps.filter((s) => !s.clipped);
+  const decode = good.filter((s) => s.kind === "decode");
+  return decode.length ? decode : good;
+}
+
+/** The study report's trace section: mean decode step (or all steps when none are decode). */
+export function toReportSection(a: TraceAnalysis): TraceSection {
+  const ss = headSteps(a);
+  const n = Math.max(1, ss.length);
+  const mean = (f: (s: StepBreakdown) => number) => ss.reduce((x, s) => x + f(s), 0) / n;
+  const durs = ss.map((s) => s.durUs).sort((x, y) => x - y);
+  const q = (p: number) => (durs.length ? durs[Math.min(durs.length - 1, Math.floor(p * (durs.length - 1)))]! : 0);
+  const stepUs = mean((s) => s.durUs);
+  const perClass = KERNEL_CLASSES.map((cls) => {
+    const us = mean((s) => s.busyByClass[cls] ?? 0);
+    return {
+      cls,
+      msPerStep: us / 1000,
+      share: stepUs > 0 ? us / stepUs : 0,
+      kernelsPerStep: mean((s) => s.kernelsByClass[cls] ?? 0),
+    };
+  }).filter((c) => c.msPerStep > 0);
+  const arCalls = mean((s) => s.allReduceCalls);
+  const arUs = mean((s) => s.allReduceUs);
+  const kind = ss.some((s) => s.kind === "decode") ? "decode" : "all";
+  const arNames = Object.entries(a.kernelClasses)
+    .filter(([name, c]) => c.class === "communication" && !/AllGather|all_gather|ReduceScatter|AllToAll/i.test(name))
+    .map(([name]) => name);
+  return {
+    steps: a.steps.length,
+    decodeSteps: a.steps.filter((s) => s.kind === "decode" && !s.clipped).length,
+    stepMs: {
+      value: stepUs / 1000,
+      low: q(0.1) / 1000,
+      high: q(0.9) / 1000,
+      unit: "ms",
+      method: "measured",
+      how: `mean GPU-timeline window of ${ss.length} ${kind} steps in the profiler trace (p10–p90 range)`,
+    },
+    perClass,
+    idleMsPerStep: mean((s) => s.idleUs) / 1000,
+    allReduceCallsPerStep: arCalls,
+    allReducePerCallUs: {
+      value: arCalls > 0 ? arUs / arCalls : 0,
+      unit: "µs",
+      method: "measured",
+      how: "Σ all-reduce kernel time / all-reduce kernels per step (kernel time includes waiting for other ranks)",
+    },
+    allReduceShare: {
+      value: stepUs > 0 ? arUs / stepUs : 0,
+      unit: "ratio",
+      method: "measured",
+      how: "all-reduce kernel time / step time",
+    },
+    kernelNames: arNames,
+    files: a.files,
+    notes: [...a.notes, ...a.warnings.slice(0, 5)],
+  };
+}
+
+export function formatAnalysis(a: TraceAnalysis): string {
+  const out: string[] = [];
+  for (const r of a.ranks) {
+    const i = r.info;
+    out.push(
+      `${r.file}${a.ranks.length > 1 ? ` (rank ${r.rank})` : ""}: ${(i.jsonBytes / 1e6).toFixed(1)} MB JSON, ${i.events} events, ${r.overall.kernels} GPU activities on ${r.overall.streams} stream(s), ${r.steps.length} steps (${r.stepMode})${i.truncated ? " — TRUNCATED, partial results" : ""}`,
+    );
+  }
+  for (const k of a.overall.byKind) out.push(k.headline);
+  out.push("");
+  const ss = headSteps(a);
+  const n = Math.max(1, ss.length);
+  const stepUs = ss.reduce((x, s) => x + s.durUs, 0) / n;
+  const t = table(
+    ["class", "ms/step", "share", "kernels/step", "total ms", "kernels"],
+    ["left", "right", "right", "right", "right", "right"],
+  );
+  for (const cls of KERNEL_CLASSES) {
+    const per = ss.reduce((x, s) => x + (s.busyByClass[cls] ?? 0), 0) / n;
+    const tot = a.overall.kernelUsByClass[cls] ?? 0;
+    if (!per && !tot) continue;
+    t.push([
+      cls,
+      ms(per),
+      stepUs ? pct(per / stepUs) : "",
+      (ss.reduce((x, s) => x + (s.kernelsByClass[cls] ?? 0), 0) / n).toFixed(1),
+      ms(tot, 1),
+      String(a.overall.kernelCountByClass[cls] ?? 0),
+    ]);
+  }
+  const idle = ss.reduce((x, s) => x + s.idleUs, 0) / n;
+  const idleHost = ss.reduce((x, s) => x + s.idleHostUs, 0) / n;
+  t.push([
+    "idle (host-bound)",
+    ms(idleHost),
+    stepUs ? pct(idleHost / stepUs) : "",
+    "",
+    ms(a.overall.idleHostUs, 1),
+    "",
+  ]);
+  t.push([
+    "idle (other)",
+    ms(idle - idleHost),
+    stepUs ? pct((idle - idleHost) / stepUs) : "",
+    "",
+    ms(a.overall.idleOtherUs, 1),
+    "",
+  ]);
+  t.push(["step", ms(stepUs), "100 %", "", "", ""]);
+  out.push(`per step (mean of ${ss.length} ${ss[0]?.kind ?? ""} steps, clipped steps excluded):`);
+  out.push(t.toString());
+  const o = a.overall;
+  out.push(
+    `communication: ${ms(o.commExposedUs, 1)} ms exposed, ${ms(o.commOverlappedUs, 1)} ms overlapped with compute; launches: ${o.launch.calls} (${o.launch.graphLaunches} CUDA-graph), ${ms(o.launch.cpuUs, 1)} ms CPU in launch calls${o.launch.medianLatencyUs !== undefined ? `, median launch→start ${o.launch.medianLatencyUs.toFixed(1)} µs` : ""}`,
+  );
+  out.push("");
+  const top = table(
+    ["top kernels", "class (rule)", "count", "total ms", "mean µs", "share"],
+    ["left", "left", "right", "right", "right", "right"],
+  );
+  for (const k of o.topKernels.slice(0, 10))
+    top.push([
+      k.name.length > 70 ? `${k.name.slice(0, 67)}...` : k.name,
+      `${k.class} (${k.rule})`,
+      String(k.count),
+      ms(k.totalUs, 1),
+      k.meanUs.toFixed(1),
+      pct(k.share),
+    ]);
+  out.push(top.toString());
+  if (a.skew) {
+    const sk = table(["rank", "steps", "mean step ms", "p50 ms", "comm µs/step"]);
+    for (const p of a.skew.perRank)
+      sk.push([String(p.rank), String(p.steps), ms(p.meanStepUs), ms(p.p50StepUs), p.meanCommUs.toFixed(1)]);
+    out.push("");
+    out.push(sk.toString());
+    out.push(
+      `rank skew over ${a.skew.alignedSteps} aligned steps: mean ${a.skew.meanSkewUs.toFixed(1)} µs, max ${a.skew.maxSkewUs.toFixed(1)} µs${a.skew.slowestRank !== undefined ? `; slowest most often: rank ${a.skew.slowestRank}` : ""}${a.skew.stragglerRank !== undefined ? `; least time in collectives (likely straggler): rank ${a.skew.stragglerRank}` : ""}`,
+    );
+  }
+  for (const note of a.notes) out.push(`note: ${note}`);
+  for (const w of a.warnings) out.push(`warning: ${w}`);
+  return out.join("\n");
+}
+
+export function formatNccl(r: NcclTestsResult): string {
+  const t = table(
+    ["size (B)", "count", "type", "redop", "oop time µs", "oop busbw", "ip time µs", "ip busbw", "#wrong"],
+    ["right", "right", "left", "left", "right", "right", "right", "right", "right"],
+  );
+  for (const row of r.rows)
+    t.push([
+      String(row.sizeBytes),
+      String(row.count),
+      row.type,
+      row.redop,
+      row.outOfPlace ? String(row.outOfPlace.timeUs) : "",
+      row.outOfPlace ? String(row.outOfPlace.busbwGBs) : "",
+      row.inPlace ? String(row.inPlace.timeUs) : "",
+      row.inPlace ? String(row.inPlace.busbwGBs) : "",
+      String(row.inPlace?.wrong ?? row.outOfPlace?.wrong ?? "N/A"),
+    ]);
+  const head = `${r.collective ?? "nccl-tests"} (${r.layout} layout${r.version ? `, nccl-tests ${r.version}` : ""}, ${r.timeKind}), ${r.devices.length} ranks${r.devices[0] ? ` on ${r.devices[0].name}` : ""}${r.avgBusBwGBs !== undefined ? `, avg bus bandwidth ${r.avgBusBwGBs} GB/s` : ""}`;
+  return [head, t.toString(), ...r.warnings.map((w) => `warning: ${w}`)].join("\n");
+}
+
+export function formatTopology(topo: Topology, d?: Diagnosis): string {
+  const t = table(["", ...topo.gpus]);
+  topo.matrix.forEach((row, i) => {
+    t.push([topo.gpus[i]!, ...row]);
+  });
+  const out = [t.toString()];
+  const classes = new Map<string, number>();
+  for (const l of topo.links) classes.set(l.class, (classes.get(l.class) ?? 0) + 1);
+  out.push(`GPU pairs: ${[...classes.entries()].map(([c, n]) => `${n} ${c}`).join(", ")}`);
+  if (d) {
+    out.push(
+      `TP ${d.tp} on ${d.gpus.join(", ")}: ${d.fullyNvlinked ? "every pair NVLink-connected" : `weakest link ${d.worstLink}`}`,
+    );
+    for (const [eng, v] of [
+      ["vLLM", d.customAllReduce.vllm],
+      ["SGLang", d.customAllReduce.sglang],
+    ] as const)
+      out.push(`  ${eng} custom all-reduce: ${v.enabled ? "ENABLED" : "disabled"} — ${v.reasons.join("; ")}`);
+    out.push(`  NCCL transport: ${d.nccl.transport}; protocols by default: ${d.nccl.protocols.join(", ") || "-"}`);
+    for (const r of d.nccl.reasons) out.push(`    ${r}`);
+    for (const f of d.findings) out.push(`  finding: ${f}`);
+  }
+  for (const w of topo.warnings) out.push(`warning: ${w}`);
+  return out.join("\n");
+}
