@@ -233,7 +233,8 @@ test("against the simulator (glm5 profile): vLLM detected, ITL bucket remark as 
   timeout: 30_000,
 }, async () => {
   const { spawnSim } = (await import(simHelper.href)) as typeof import("../helpers/sim.ts");
-  const sim = await spawnSim(["--profile", "glm5-8x-rtxpro6000-pcie", "--time-scale", "20"]);
+  // Real time (scale 1): the sim records wall-clock gaps, and the remark is about a ~17 ms ITL.
+  const sim = await spawnSim(["--profile", "glm5-8x-rtxpro6000-pcie"]);
   try {
     const generate = async () => {
       for (let i = 0; i < 3; i++) {
@@ -247,11 +248,24 @@ test("against the simulator (glm5 profile): vLLM detected, ITL bucket remark as 
     };
     const r = await auditMetrics(`${sim.url}/metrics`, { windowMs: 0, sleep: generate });
     assert.equal(r.engine?.id, "vllm");
+    assert.equal(r.engine?.variant, "V1");
     assert.equal(r.timingGranularity, "request");
+    assert.match(r.verdict, /^request-level only/);
     const itl = r.concepts.find((c) => c.concept === "itl")!;
-    assert.equal(itl.value!.count, 2 * 15);
-    assert.match(r.verdict, /^request-level only; ITL bucket 10–25 ms spans the signal/);
-    assert.match(itl.resolution!.text, /ITL buckets are 15 ms wide around the 1\d(\.\d)? ms mean: p50 is interpolated/);
+    const value = (c: string) => r.concepts.find((k) => k.concept === c)!.value!.count!;
+    // vLLM's invariant: one ITL observation per generated token after each request's first.
+    assert.ok(value("requests") >= 2);
+    assert.equal(itl.value!.count, value("generation_tokens") - value("requests"));
+    // The sim's histograms record wall-clock gaps, so a loaded machine can widen them; the
+    // profile's 17.4 ms sits in vLLM's (10, 25] ms bucket, and the remark must say how coarse it is.
+    const mean = itl.value!.mean!;
+    assert.ok(mean > 0.01 && mean <= 0.025, `ITL mean ${mean}`);
+    assert.match(
+      itl.resolution!.text,
+      /^ITL buckets are 15 ms wide around the [\d.]+ ms mean: p50 is interpolated, not measured/,
+    );
+    if (itl.resolution!.modalBucket.share >= 0.8)
+      assert.equal(r.verdict, "request-level only; ITL bucket 10–25 ms spans the signal");
   } finally {
     await sim.stop();
   }
