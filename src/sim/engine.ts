@@ -185,6 +185,9 @@ function blockHashes(ids: Uint32Array, blockSize: number): Uint32Array {
   return out;
 }
 
+/** Wall ms of lateness the step chain makes up for; beyond it the schedule restarts from now. */
+const CATCH_UP_MS = 100;
+
 export class Engine {
   readonly opts: EngineOptions;
   private readonly model: StepModel;
@@ -282,8 +285,12 @@ export class Engine {
     req.blocks = 0;
   }
 
+  /** Starts the loop on the next turn (never inside the caller: requests submitted together batch together). */
   private kick(): void {
-    if (!this.timerArmed && !this.inFlight) this.loop();
+    if (!this.timerArmed && !this.inFlight) {
+      this.timerArmed = true;
+      setImmediate(this.loop);
+    }
   }
 
   private loop = (): void => {
@@ -304,8 +311,9 @@ export class Engine {
       const meanMs = this.model.stepMs(this.shape);
       const jitter = this.opts.speedZero ? 1 : this.rng.lognormalUnitMean(this.model.profile.cost.jitterSigma);
       const dur = this.opts.speedZero ? 0 : (meanMs * jitter) / this.opts.timeScale;
-      // Chain steps on absolute deadlines so timer lateness does not accumulate (capped catch-up).
-      const start = this.lastEnd >= now - 5 ? this.lastEnd : now;
+      // Chain steps on absolute deadlines so timer lateness (GC, CPU contention) does not accumulate:
+      // a late step is followed by shorter waits until the schedule is met again (up to CATCH_UP_MS).
+      const start = this.lastEnd >= now - CATCH_UP_MS ? this.lastEnd : now;
       const end = start + dur;
       this.lastEnd = end;
       const rec: StepRecord = {
@@ -363,13 +371,16 @@ export class Engine {
   }
 
   /** Grows req's KV to `tokens`; preempts the newest running requests if needed. */
-  private reserve(req: SimRequest, tokens: number): boolean {
+  private reserve(req: SimRequest, tokens: number, mayPreempt = true): boolean {
     const need = this.blocksFor(tokens) - req.blocks;
     if (need <= 0) return true;
     while (this.totalBlocks - this.usedBlocks < need) {
+      if (!mayPreempt) return false;
       const victim = this.running[this.running.length - 1];
-      if (!victim || victim === req) return false;
+      if (!victim) return false;
+      // vLLM preempts the lowest-priority (newest) running request, possibly the one asking.
       this.preempt(victim);
+      if (victim === req) return false;
     }
     this.usedBlocks += need;
     req.blocks += need;
@@ -435,7 +446,8 @@ export class Engine {
         req.computed = req.cachedTokens;
       }
       const n = Math.min(req.target - req.computed, budget);
-      if (!this.reserve(req, req.computed + n)) break;
+      // New requests only take free blocks; they never preempt running ones.
+      if (!this.reserve(req, req.computed + n, false)) break;
       this.waiting.shift();
       if (first) {
         req.scheduledAt = this.opts.clock();

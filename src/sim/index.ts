@@ -1,4 +1,5 @@
 // inferscope sim: an embedded vLLM-compatible server whose timing follows a deployment model.
+import { request as httpRequest } from "node:http";
 import { performance } from "node:perf_hooks";
 import { UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
@@ -55,6 +56,8 @@ export interface SimOptions {
   servedModelName?: string;
   /** Wall ms a stall fault holds a stream (default 30 s / timeScale). */
   stallMs?: number;
+  /** Exercise the serving path on a throwaway instance first, so JIT warm-up does not skew early timing (default true). */
+  warmup?: boolean;
 }
 
 export interface SimHandle {
@@ -103,6 +106,85 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
   return { profile, knobs, model };
 }
 
+/**
+ * Runs a few hundred streamed tokens through a throwaway engine + server (speed zero, own metrics),
+ * so the first real requests are served by optimised code and keep the model's timing.
+ */
+async function warmUp(model: StepModel, modelName: string, maxModelLen: number): Promise<void> {
+  const metrics = new SimMetrics({
+    modelName,
+    maxModelLen,
+    blockSize: model.profile.engine.blockSize,
+    numGpuBlocks: model.profile.engine.numGpuBlocks,
+    prefixCaching: model.profile.engine.enablePrefixCaching,
+    specTokens: model.config.specTokens,
+    faultKinds: [],
+    nowUnixS: 0,
+  });
+  const engine = new Engine({
+    model,
+    metrics,
+    clock: () => performance.now(),
+    timeScale: 1,
+    speedZero: true,
+    seed: 1,
+    maxNumSeqs: 64,
+    maxNumBatchedTokens: 8192,
+    acceptance: 0.7,
+  });
+  const server = new SimServer({
+    engine,
+    metrics,
+    faults: new FaultInjector({}, 0),
+    modelName,
+    maxModelLen,
+    vllmVersion: "",
+    seed: 1,
+    timeScale: 1,
+    reasoning: false,
+    reasoningFraction: 0,
+    stallMs: 0,
+    slowHeadersMs: 0,
+    profiler: null,
+  });
+  await new Promise<void>((r) => server.http.listen(0, "127.0.0.1", () => r()));
+  const addr = server.http.address();
+  const port = typeof addr === "object" && addr ? addr.port : 0;
+  const one = (i: number) =>
+    new Promise<void>((resolve) => {
+      const chat = i % 2 === 1;
+      const body = chat
+        ? { messages: [{ role: "user", content: `warm up ${i}` }], max_tokens: 48, ignore_eos: true, stream: true }
+        : {
+            prompt: `warm up ${i}`,
+            max_tokens: 48,
+            ignore_eos: true,
+            stream: true,
+            stream_options: { include_usage: true },
+          };
+      const req = httpRequest(
+        {
+          host: "127.0.0.1",
+          port,
+          method: "POST",
+          path: chat ? "/v1/chat/completions" : "/v1/completions",
+          agent: false,
+        },
+        (res) => {
+          res.resume();
+          res.on("end", resolve);
+          res.on("error", () => resolve());
+        },
+      );
+      req.on("error", () => resolve());
+      req.end(JSON.stringify(body));
+    });
+  for (let round = 0; round < 3; round++) await Promise.all(Array.from({ length: 16 }, (_, i) => one(i)));
+  metrics.render(false);
+  await server.shutdown(1000);
+  engine.close();
+}
+
 export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const host = opts.host ?? "127.0.0.1";
   if (!LOOPBACK.has(host) && !opts.allowRemote)
@@ -128,6 +210,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     faultKinds: faults.kinds,
     nowUnixS: Date.now() / 1000,
   });
+  if (opts.warmup !== false) await warmUp(model, modelName, profile.model.maxModelLen);
   const profilerDir = opts.profilerDir ?? env.VLLM_TORCH_PROFILER_DIR;
   let onStep: ((r: StepRecord) => void) | undefined;
   let profiler: { start(): Promise<void>; stop(): Promise<void> } | null = null;

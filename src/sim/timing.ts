@@ -190,8 +190,19 @@ export function perCallNcclUs(
   const link = profile.hardware.interconnect;
   const bus = profile.hardware.linkGBs;
   const model = ncclAllReduceUs(protocol, algorithm, tp, link, bytes, bus);
-  const given = c.perCallUs[protocol];
-  if (given === undefined) return model * c.latencyScale + c.skewUs;
+  let given = c.perCallUs[protocol];
+  if (given === undefined) {
+    // Protocols without a measured figure inherit the measured ones' misfit to NCCL's model.
+    const refBytes0 = profile.model.hidden * profile.model.activationBytes;
+    const refTp0 = profile.engine.tensorParallelSize;
+    const ratios = (Object.keys(c.perCallUs) as Protocol[]).map(
+      (q) => c.perCallUs[q]! / ncclAllReduceUs(q, algorithm, refTp0, link, refBytes0, bus),
+    );
+    if (!ratios.length) return model * c.latencyScale + c.skewUs;
+    given =
+      (ncclAllReduceUs(protocol, algorithm, refTp0, link, refBytes0, bus) * ratios.reduce((a, b) => a + b, 0)) /
+      ratios.length;
+  }
   // A measured per-call figure holds at the profile's TP and the batch-1 size: scale its latency
   // part with NCCL's latency model for another TP, and add the extra bandwidth time for larger messages.
   const refTp = profile.engine.tensorParallelSize;

@@ -18,7 +18,10 @@ export interface SpawnedSim {
  * Starts `node bin/inferscope.mjs sim --port 0 --json ...args` and resolves once it prints its
  * listening line. Rejects with the child's stderr if it exits first, or after 15 s.
  */
-export function spawnSim(args: string[], opts: { env?: Record<string, string>; timeoutMs?: number } = {}): Promise<SpawnedSim> {
+export function spawnSim(
+  args: string[],
+  opts: { env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<SpawnedSim> {
   const child = spawn(process.execPath, [bin, "sim", "--port", "0", "--json", ...args], {
     cwd: root,
     env: { ...process.env, ...opts.env },
