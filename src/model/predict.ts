@@ -615,9 +615,10 @@ export function prefillEstimate(r: Resolved, sets: ParamSet[]): { inputLen: numb
     }
     const scale = r.input.calibration?.params.prefillScale;
     const s = scale ? scale.mean + (w === "low" ? -2 : w === "high" ? 2 : 0) * scale.sd : 1;
-    body *= Math.max(0.1, s);
-    const arMs = r.input.zeroComm || !ar ? 0 : (nAr * (ar.isolatedUs[w] + SKEW_US[w])) / 1000;
-    const kMs = (kernels.perStep * ec.kernelGraphUs[w]) / 1000;
+    const k = Math.max(0.05, s);
+    body *= k;
+    const arMs = (k * (r.input.zeroComm || !ar ? 0 : nAr * (ar.isolatedUs[w] + SKEW_US[w]))) / 1000;
+    const kMs = (k * kernels.perStep * ec.kernelGraphUs[w]) / 1000;
     const reqMs = REQUEST_OVERHEAD_MS[w];
     return { mem, comp, body, arMs, kMs, reqMs, total: body + arMs + kMs + reqMs };
   });
