@@ -63,7 +63,7 @@ export function renderSweep(r: SweepResult): string {
   const out: string[] = [];
   out.push(`Length sweep ${r.runId} (${r.status}) against ${r.target}`);
   const t = new Table({
-    head: ["output len", "n", "E2E mean (ms)", "95 % CI", "TTFT (ms)", "TPOT (ms)", "tok/s", "residual (ms)"],
+    head: ["output len", "n", "E2E mean (ms)", "95 % CI", "TTFT (ms)", "TPOT (ms)", "tok/s", "median residual (ms)"],
     style: { head: [], border: [] },
   });
   for (const p of r.points)
@@ -75,7 +75,7 @@ export function renderSweep(r: SweepResult): string {
       fmt(p.ttftMs),
       fmt(p.tpotMs),
       fmt(p.tokPerS, 1),
-      fmt(p.meanResidualMs),
+      fmt(p.medianResidualMs),
     ]);
   out.push(t.toString());
   const f = r.fit;

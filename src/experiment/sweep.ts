@@ -65,6 +65,8 @@ export interface SweepPoint {
   tokPerS: number;
   /** Mean of (measured − fitted) E2E at this length. */
   meanResidualMs: number;
+  /** Median of (measured − fitted) E2E at this length (robust to one slow request). */
+  medianResidualMs: number;
 }
 
 export interface SweepFit {
@@ -394,13 +396,14 @@ export function analyseLengthSweep(
       tpotMs: mean(ok.map((r) => r.tpotMs).filter(Number.isFinite)),
       tokPerS: mean(ok.map((r) => (r.outputTokens * 1000) / r.e2elMs)),
       meanResidualMs: mean(res),
+      medianResidualMs: res.length ? quantile(res, 0.5) : Number.NaN,
     };
   });
   const allOk = lens.flatMap((n) => results.get(n)!.samples.filter((r) => r.ok));
   for (const p of points)
-    if (p.n && Math.abs(p.meanResidualMs) > Math.max(5 * (perTokenMs.estimate || 0), 0.05 * p.e2elMs.mean))
+    if (p.n && Math.abs(p.medianResidualMs) > Math.max(5 * (perTokenMs.estimate || 0), 0.05 * p.e2elMs.mean))
       warnings.push(
-        `length ${p.outputLen}: mean residual ${p.meanResidualMs.toFixed(1)} ms is large: E2E is not linear in length here`,
+        `length ${p.outputLen}: median residual ${p.medianResidualMs.toFixed(1)} ms is large: E2E is not linear in length here`,
       );
   return {
     kind: "sweep-lengths",
