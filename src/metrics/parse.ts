@@ -209,6 +209,43 @@ interface FamilyState {
   seenGroups: Set<string> | undefined;
 }
 
+/** A sequence of label names (a path from the root) and a maker for objects of that shape. */
+interface Shape {
+  name: string | undefined;
+  parent: Shape | undefined;
+  next: Map<string, Shape>;
+  make: (values: string[]) => Labels;
+}
+
+/** Past this many distinct label-name sequences, label objects are built by the generic loop. */
+const MAX_SHAPES = 4096;
+
+/**
+ * An object-literal factory for one label-name sequence: every label object of that shape is
+ * created in one step with one hidden class, instead of property-by-property keyed stores.
+ * Names are validated label names ([a-zA-Z_][a-zA-Z0-9_]*), so the generated code is safe.
+ */
+function shapeMaker(names: string[]): (values: string[]) => Labels {
+  if (names.includes("__proto__")) return genericMaker(names);
+  const body = names.map((n, i) => `${JSON.stringify(n)}: v[${i}]`).join(", ");
+  return new Function("v", `return { ${body} };`) as (values: string[]) => Labels;
+}
+
+function genericMaker(names: string[]): (values: string[]) => Labels {
+  return (values) => {
+    const labels: Labels = {};
+    for (let i = 0; i < names.length; i++) {
+      Object.defineProperty(labels, names[i], {
+        value: values[i],
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return labels;
+  };
+}
+
 interface Pos {
   line: number;
   column: number;
@@ -253,8 +290,11 @@ class Parser {
   private pos = 0;
   /** Interned short strings (names, label values) keyed by a hash of their text: repeats allocate nothing. */
   private internTab: string[] = new Array<string>(INTERN_SIZE).fill("\u0000");
-  /** Label names of the label set being parsed, for the duplicate check without allocating. */
-  private scratchNames: string[] = [];
+  /** Values of the label set being parsed. */
+  private scratchValues: string[] = [];
+  /** Trie of label-name sequences seen; each node builds a label object of that exact shape. */
+  private shapeRoot: Shape = { name: undefined, parent: undefined, next: new Map(), make: () => ({}) };
+  private shapeCount = 0;
 
   constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
     this.t = text;
@@ -666,7 +706,10 @@ class Parser {
         }
       }
     }
-    const s: Sample = { name, labels, value, timestampMs, exemplar, line: this.line };
+    // Optional fields only when present: a smaller object for the common sample.
+    const s: Sample = { name, labels, value, line: this.line };
+    if (timestampMs !== undefined) s.timestampMs = timestampMs;
+    if (exemplar !== undefined) s.exemplar = exemplar;
     this.addSample(s, nameStart);
   }
 
@@ -686,15 +729,16 @@ class Parser {
   /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
   private labels(p: number, end: number): Labels {
     const t = this.t;
-    const labels: Labels = {};
+    const om = this.om;
     let c = p < end ? t.charCodeAt(p) : -1;
-    if (!this.om) while (c === SP || c === TAB) c = ++p < end ? t.charCodeAt(p) : -1;
+    if (!om) while (c === SP || c === TAB) c = ++p < end ? t.charCodeAt(p) : -1;
     if (c === RBRACE) {
       this.pos = p + 1;
-      return labels;
+      return {};
     }
-    const names = this.scratchNames;
-    let nNames = 0;
+    const values = this.scratchValues;
+    let node = this.shapeRoot;
+    let n = 0;
     for (;;) {
       // Label name.
       const nStart = p;
@@ -709,12 +753,12 @@ class Parser {
         p++;
       }
       const lname = this.intern(nStart, p, h);
-      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       if (p >= end || t.charCodeAt(p) !== EQ) {
         this.fail(`expected "=" after label name "${lname}", got ${this.describe(p, end)}`, p);
       }
       p++;
-      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       if (p >= end || t.charCodeAt(p) !== QUOTE) {
         this.fail(`expected a double-quoted value for label "${lname}", got ${this.describe(p, end)}`, p);
       }
@@ -726,65 +770,82 @@ class Parser {
         h = (Math.imul(h, 31) + c) | 0;
         p++;
       }
-      let value: string;
       if (p < end && c === QUOTE) {
-        value = this.intern(vStart, p, h);
-        p++;
-      } else if (p < end) {
-        // Escapes: \\ \" \n; any other backslash is kept as written.
-        let out = t.slice(vStart, p);
-        while (p < end) {
-          c = t.charCodeAt(p);
-          if (c === QUOTE) break;
-          if (c === BSLASH) {
-            const n = p + 1 < end ? t.charCodeAt(p + 1) : -1;
-            if (n === BSLASH) out += "\\";
-            else if (n === QUOTE) out += '"';
-            else if (n === 110) out += "\n";
-            else if (n === -1) break;
-            else {
-              out += "\\";
-              p++;
-              continue;
-            }
-            p += 2;
-          } else {
-            const s = p;
-            while (p < end && (c = t.charCodeAt(p)) !== QUOTE && c !== BSLASH) p++;
-            out += t.slice(s, p);
-          }
-        }
-        if (p >= end) this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
-        value = out;
+        values[n] = this.intern(vStart, p, h);
         p++;
       } else {
-        this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
+        values[n] = this.escapedValue(vStart, p, end, lname);
+        p = this.pos;
       }
-      for (let k = 0; k < nNames; k++) {
-        if (names[k] === lname) this.fail(`duplicate label name "${lname}"`, nStart);
-      }
-      names[nNames++] = lname;
-      if (lname === "__proto__")
-        Object.defineProperty(labels, lname, { value, enumerable: true, writable: true, configurable: true });
-      else labels[lname] = value;
-      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      // The label-name sequence is a path in a trie; duplicates are found once per new path.
+      let next = node.next.get(lname);
+      if (next === undefined) next = this.addShape(node, lname, nStart);
+      node = next;
+      n++;
+      if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       c = p < end ? t.charCodeAt(p) : -1;
-      if (c === RBRACE) {
-        this.pos = p + 1;
-        return labels;
-      }
+      if (c === RBRACE) break;
       if (c !== COMMA)
         this.fail(`expected "," or "}" after the value of label "${lname}", got ${this.describe(p, end)}`, p);
       p++;
-      if (!this.om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+      if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       c = p < end ? t.charCodeAt(p) : -1;
       if (c === RBRACE) {
         // Trailing comma: the Java client writes `{le="1.0",}`; the 0.0.4 grammar allows it.
-        if (this.om) this.deviate("trailing-comma", 'trailing comma before "}" in a label set', p);
-        this.pos = p + 1;
-        return labels;
+        if (om) this.deviate("trailing-comma", 'trailing comma before "}" in a label set', p);
+        break;
       }
     }
+    this.pos = p + 1;
+    return node.make(values);
+  }
+
+  /** A label value with backslash escapes (\\ \" \n; any other backslash is kept as written). Sets this.pos after the quote. */
+  private escapedValue(vStart: number, p: number, end: number, lname: string): string {
+    const t = this.t;
+    let out = t.slice(vStart, p);
+    while (p < end) {
+      const c = t.charCodeAt(p);
+      if (c === QUOTE) break;
+      if (c === BSLASH) {
+        const n = p + 1 < end ? t.charCodeAt(p + 1) : -1;
+        if (n === BSLASH) out += "\\";
+        else if (n === QUOTE) out += '"';
+        else if (n === 110) out += "\n";
+        else if (n === -1) break;
+        else {
+          out += "\\";
+          p++;
+          continue;
+        }
+        p += 2;
+      } else {
+        const s = p;
+        let d = c;
+        while (p < end && (d = t.charCodeAt(p)) !== QUOTE && d !== BSLASH) p++;
+        out += t.slice(s, p);
+      }
+    }
+    if (p >= end) this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
+    this.pos = p + 1;
+    return out;
+  }
+
+  private addShape(parent: Shape, lname: string, offset: number): Shape {
+    for (let s: Shape | undefined = parent; s !== undefined && s.name !== undefined; s = s.parent) {
+      if (s.name === lname) this.fail(`duplicate label name "${lname}"`, offset);
+    }
+    const names: string[] = [];
+    for (let s: Shape | undefined = parent; s !== undefined && s.name !== undefined; s = s.parent)
+      names.unshift(s.name);
+    names.push(lname);
+    const shape: Shape = { name: lname, parent, next: new Map(), make: genericMaker(names) };
+    if (this.shapeCount < MAX_SHAPES) {
+      this.shapeCount++;
+      shape.make = shapeMaker(names);
+      parent.next.set(lname, shape);
+    }
+    return shape;
   }
 
   /** ` # {labels} value [timestamp]` starting at the `#`. */

@@ -47,8 +47,6 @@ test("vLLM V1 0.0.4 body: colons, counters named x_total, _created gauges, histo
     name: "vllm:prompt_tokens_total",
     labels: { engine: "0", model_name: "meta-llama/Llama-3.1-8B-Instruct" },
     value: 13251,
-    timestampMs: undefined,
-    exemplar: undefined,
     line: 11,
   });
   assert.equal(findFamily(e, "vllm:prompt_tokens_created")?.samples[0].value, 1753795326.9352946);
