@@ -4,7 +4,7 @@ import { createGunzip, gunzipSync } from "node:zlib";
 import { Agent, type Dispatcher, request } from "undici";
 import { InputError, ParseError, TargetError } from "../errors.ts";
 import { parseExposition } from "./parse.ts";
-import type { ExpositionFormat, Snapshot } from "./types.ts";
+import type { Exposition, ExpositionFormat, MetricFamily, Snapshot } from "./types.ts";
 
 export const ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
@@ -308,8 +308,58 @@ export function parseRaw(raw: RawBody, strict?: boolean): Snapshot {
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   checkLooksLikeMetrics(text, raw.source, raw.contentType);
   const format: ExpositionFormat | undefined = strict ? "openmetrics-1.0" : undefined;
-  const exposition = parseExposition(text, { format, contentType: raw.contentType, strict, file: raw.source });
+  const exposition = mergeDuplicateFamilies(
+    parseExposition(text, { format, contentType: raw.contentType, strict, file: raw.source }),
+    raw.source,
+    strict,
+  );
   return { source: raw.source, atMs: raw.atMs, exposition };
+}
+
+/**
+ * A family declared twice (HELP/TYPE repeated further down) would shadow its second half in every
+ * lookup. Same type: merge with a warning (strict: an error). Different types: always an error.
+ */
+export function mergeDuplicateFamilies(exp: Exposition, source: string, strict?: boolean): Exposition {
+  const byName = new Map<string, MetricFamily>();
+  let dup = false;
+  for (const f of exp.families) {
+    if (byName.has(f.name)) dup = true;
+    else byName.set(f.name, f);
+  }
+  if (!dup) return exp;
+  const families: MetricFamily[] = [];
+  const warnings = [...exp.warnings];
+  const seen = new Map<string, MetricFamily>();
+  for (const f of exp.families) {
+    const first = seen.get(f.name);
+    if (!first) {
+      const copy = { ...f, samples: [...f.samples] };
+      seen.set(f.name, copy);
+      families.push(copy);
+      continue;
+    }
+    const line = f.samples[0]?.line ?? 0;
+    const firstLine = first.samples[0]?.line ?? 0;
+    const where = { file: source, line: Math.max(line, 1), column: 1 };
+    if (first.type !== f.type)
+      throw new ParseError(
+        `family "${f.name}" is declared twice with different types (${first.type} at line ${firstLine}, ${f.type} here)`,
+        where,
+      );
+    if (strict)
+      throw new ParseError(
+        `family "${f.name}" appears twice (first at line ${firstLine}); expected each family's lines together`,
+        where,
+      );
+    warnings.push({
+      line: where.line,
+      column: 1,
+      message: `family "${f.name}" appears twice (first at line ${firstLine}); merged`,
+    });
+    first.samples.push(...f.samples);
+  }
+  return { ...exp, families, warnings };
 }
 
 export interface ServerInfo {
