@@ -445,7 +445,9 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
         partner = k;
       }
     }
-    const pinned = sensitive && shrink < 0.5;
+    // Pinned when the data carry at least as much information as the prior (posterior variance ≤ half the prior's).
+    // (or, when the prior was already tight, when the data still narrow it and it is known to ±10 %).
+    const pinned = sensitive && (shrink <= Math.SQRT1_2 || (shrink <= 0.9 && sd <= 0.1 * Math.abs(theta[j])));
     if (!pinned) {
       if (!sensitive) why = "no measurement depends on it; the prior stands";
       else if (partner >= 0 && Math.abs(best) > 0.6)

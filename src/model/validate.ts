@@ -23,7 +23,11 @@ export interface ValidationResult {
   note?: string;
 }
 
-export function validateRows(rows: ValidationRow[]): { results: ValidationResult[]; medianAbsError: number; inside: number } {
+export function validateRows(rows: ValidationRow[]): {
+  results: ValidationResult[];
+  medianAbsError: number;
+  inside: number;
+} {
   const results = rows.map((row) => {
     const p = predict(row.input);
     const measuredMs = row.measured.msPerToken ?? 1000 / row.measured.tokensPerSecond!;

@@ -5,8 +5,8 @@ import { InputError, UsageError } from "../../src/errors.ts";
 import { fromHfConfig, paramBreakdown, requireModel } from "../../src/model/architecture.ts";
 import { loadModelArg } from "../../src/model/io.ts";
 import { kvFormat, moreBitsFraction, recipe } from "../../src/model/quantization.ts";
-import { kvReadPerGpu } from "../../src/model/step.ts";
 import { resolve } from "../../src/model/resolve.ts";
+import { kvReadPerGpu } from "../../src/model/step.ts";
 
 const fx = (f: string) => new URL(`./fixtures/${f}`, import.meta.url).pathname;
 const B = (x: number) => x / 1e9;
@@ -70,7 +70,8 @@ test("config.json reader: gpt-oss sliding windows and MXFP4", () => {
 test("a config.json missing a needed key names the key and the file", () => {
   assert.throws(
     () => loadModelArg(fx("qwen3-8b-missing-hidden.json")),
-    (e: unknown) => e instanceof InputError && /qwen3-8b-missing-hidden\.json/.test(e.message) && /"hidden_size"/.test(e.message),
+    (e: unknown) =>
+      e instanceof InputError && /qwen3-8b-missing-hidden\.json/.test(e.message) && /"hidden_size"/.test(e.message),
   );
   assert.throws(() => loadModelArg("nope/config.json"), /no such file/);
 });
@@ -120,7 +121,10 @@ test("GGUF k-quant mix: Llama-2-7B Q4_K_M streams ≈ 4.0 GB (validation V4)", (
   const rec = recipe("q4_k_m", a);
   const p = paramBreakdown(a);
   const bytes =
-    (p.attentionPerLayer * a.layers * rec.groups.attention.bpw + p.denseMlpPerLayer * a.layers * rec.groups.denseMlp.bpw + p.lmHead * rec.groups.lmHead.bpw) / 8;
+    (p.attentionPerLayer * a.layers * rec.groups.attention.bpw +
+      p.denseMlpPerLayer * a.layers * rec.groups.denseMlp.bpw +
+      p.lmHead * rec.groups.lmHead.bpw) /
+    8;
   assert.equal((bytes / 1e9).toFixed(1), "4.0");
   assert.throws(() => recipe("q4_k_n", a), /did you mean: .*q4_k_m/);
 });

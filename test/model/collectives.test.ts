@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { chooseAllReduce, customArDecision, ncclCandidates, ncclMenu } from "../../src/model/collectives.ts";
+import { nvlinkLink, parseInterconnect, pcieLink, requireGpu } from "../../src/model/hardware.ts";
+import { parseNcclTests } from "../../src/model/measurements.ts";
+
+const fx = (f: string) => new URL(`./fixtures/${f}`, import.meta.url).pathname;
+
+test("NCCL latency model reproduces collectives.md §3.4 (µs, latency part)", () => {
+  const gpu = requireGpu("h100-sxm");
+  const lat = (link: ReturnType<typeof pcieLink>, n: number, algo: string, proto: string) => {
+    const all = ncclMenu(link, gpu, n, "LL,LL128,Simple");
+    return ncclCandidates(link, gpu, n, 0, all).find((c) => c.algorithm === algo && c.protocol === proto)!.latencyUs;
+  };
+  const nv = nvlinkLink(4, false);
+  const pc = pcieLink(5);
+  const table: [ReturnType<typeof pcieLink>, string, string, number[]][] = [
+    [nv, "Ring", "LL", [7.8, 10.2, 15.0]],
+    [nv, "Ring", "LL128", [17.8, 25.4, 40.6]],
+    [nv, "Ring", "Simple", [15.2, 28.8, 56.0]],
+    [nv, "Tree", "LL", [8.0, 10.4, 15.2]],
+    [nv, "Tree", "LL128", [16.5, 21.5, 31.5]],
+    [nv, "Tree", "Simple", [16.4, 32.4, 64.4]],
+    [pc, "Ring", "LL", [8.6, 12.6, 20.6]],
+    [pc, "Ring", "LL128", [19.0, 29.0, 49.0]],
+    [pc, "Ring", "Simple", [19.8, 42.6, 88.2]],
+    [pc, "Tree", "LL", [8.8, 12.8, 20.8]],
+    [pc, "Tree", "LL128", [17.8, 25.4, 40.6]],
+    [pc, "Tree", "Simple", [16.4, 32.4, 64.4]],
+  ];
+  for (const [link, algo, proto, want] of table)
+    [2, 4, 8].forEach((n, i) =>
+      assert.equal(lat(link, n, algo, proto).toFixed(1), want[i].toFixed(1), `${link.kind} ${algo}/${proto} n=${n}`),
+    );
+});
+
+test("protocol menu: no LL128 over PCIe unless NCCL_PROTO names it; LL128 on NVLink", () => {
+  const gpu = requireGpu("rtx-pro-6000");
+  assert.deepEqual(ncclMenu(pcieLink(5), gpu, 8).protocols, ["LL", "Simple"]);
+  assert.match(ncclMenu(pcieLink(5), gpu, 8).ll128Reason, /not NVLink-class/);
+  assert.deepEqual(ncclMenu(pcieLink(5), gpu, 8, "LL128").protocols, ["LL128"]);
+  assert.deepEqual(ncclMenu(pcieLink(5), gpu, 8, "^LL").protocols, ["LL128", "Simple"]);
+  assert.deepEqual(ncclMenu(nvlinkLink(4, true), requireGpu("h100-sxm"), 8).protocols, ["LL", "LL128", "Simple"]);
+  assert.ok(ncclMenu(nvlinkLink(4, true), requireGpu("h100-sxm"), 8).algorithms.includes("NVLS"));
+});
+
+test("vLLM custom all-reduce eligibility follows collectives.md §7.1", () => {
+  const pro = requireGpu("rtx-pro-6000");
+  const off = customArDecision("vllm", pro, pcieLink(5), 8, 12288, undefined);
+  assert.equal(off.used, false);
+  assert.match(off.engineMessage!, /not supported on more than two PCIe-only GPUs/);
+  assert.equal(customArDecision("vllm", pro, pcieLink(5), 2, 12288, undefined).used, true);
+  assert.match(
+    customArDecision("vllm", pro, pcieLink(5), 3, 12288, undefined).engineMessage!,
+    /unsupported world size: 3/,
+  );
+  assert.equal(customArDecision("vllm", requireGpu("h100-sxm"), nvlinkLink(4, true), 8, 12288, undefined).used, true);
+  assert.match(
+    customArDecision("vllm", requireGpu("rtx-4090"), pcieLink(4), 2, 8192, undefined).reason,
+    /peer-to-peer disabled/,
+  );
+  assert.match(
+    customArDecision("vllm", requireGpu("h100-sxm"), nvlinkLink(4, true), 8, 12290, undefined).reason,
+    /multiple of 16/,
+  );
+  assert.match(customArDecision("vllm", pro, pcieLink(5), 8, 12288, false).reason, /disabled by the user/);
+  const forced = customArDecision("vllm", pro, pcieLink(5), 8, 12288, true);
+  assert.equal(forced.used, true);
+  assert.equal(forced.forcedHypothetical, true);
+  assert.equal(customArDecision("sglang", pro, pcieLink(5), 8, 12288, undefined).used, false);
+  assert.equal(customArDecision("trtllm", pro, pcieLink(5), 8, 12288, undefined).used, false);
+});
+
+test("the seed all-reduce: PCIe Gen5 × 8 → PyNCCL Ring/LL, isolated ≈ the measured 26.7–27.0 µs", () => {
+  const c = chooseAllReduce({
+    engine: "vllm",
+    gpu: requireGpu("rtx-pro-6000"),
+    link: parseInterconnect("pcie5"),
+    n: 8,
+    bytes: 12288,
+    cudaGraphs: true,
+  });
+  assert.equal(c.implementation, "nccl");
+  assert.equal(c.protocol, "LL");
+  assert.ok(c.isolatedUs.mid > 26.7 && c.isolatedUs.mid < 27.0, String(c.isolatedUs.mid));
+  assert.ok(c.latencyUs.low < c.latencyUs.mid && c.latencyUs.mid < c.latencyUs.high);
+  // Forcing Simple costs more than LL.
+  const s = chooseAllReduce({
+    engine: "vllm",
+    gpu: requireGpu("rtx-pro-6000"),
+    link: parseInterconnect("pcie5"),
+    n: 8,
+    bytes: 12288,
+    cudaGraphs: true,
+    ncclProto: "Simple",
+  });
+  assert.equal(s.protocol, "Simple");
+  assert.ok(s.latencyUs.mid > c.latencyUs.mid + 30);
+  // Eager adds the per-collective launch cost.
+  const e = chooseAllReduce({
+    engine: "vllm",
+    gpu: requireGpu("rtx-pro-6000"),
+    link: parseInterconnect("pcie5"),
+    n: 8,
+    bytes: 12288,
+    cudaGraphs: false,
+  });
+  assert.ok(e.latencyUs.mid - c.latencyUs.mid >= 12);
+});
+
+test("nccl-tests all_reduce_perf text is parsed by header detection", () => {
+  const m = parseNcclTests(readFileSync(fx("all_reduce_perf-pcie8.txt"), "utf8"), "arp.txt");
+  assert.equal(m.nGpus, 8);
+  assert.equal(m.graph, true);
+  assert.equal(m.rows.length, 10);
+  assert.deepEqual(m.rows[0], { bytes: 8192, us: 26.7, inPlace: false });
+  assert.deepEqual(m.rows[1], { bytes: 8192, us: 26.81, inPlace: true });
+  // 2022 layout: no root column, error column.
+  const old = `# nThread 1 nGpus 2 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+#                                                       out-of-place                       in-place
+#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum    10.12    0.00    0.00  0e+00    10.05    0.00    0.00  0e+00
+          64            16     float     sum    10.40    0.01    0.01  0e+00    10.31    0.01    0.01  0e+00
+`;
+  const o = parseNcclTests(old);
+  assert.equal(o.rows.length, 4);
+  assert.equal(o.rows[2].us, 10.4);
+  assert.throws(
+    () =>
+      parseNcclTests(
+        "# size count type redop root time algbw busbw #wrong\n   8 2 float sum -1 abc 0 0 0 x 0 0 0\n",
+        "bad.txt",
+      ),
+    /bad\.txt:2:\d+: time "abc"/,
+  );
+});

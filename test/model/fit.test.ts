@@ -1,0 +1,138 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { explain } from "../../src/model/explain.ts";
+import { fit } from "../../src/model/fit.ts";
+import { loadMeasurements } from "../../src/model/io.ts";
+import { measurementsFromDoc } from "../../src/model/measurements.ts";
+import { predict } from "../../src/model/predict.ts";
+import type { ModelInput } from "../../src/model/resolve.ts";
+import { ceilings, whatif } from "../../src/model/whatif.ts";
+
+const fx = (f: string) => new URL(`./fixtures/${f}`, import.meta.url).pathname;
+const SEED: ModelInput = {
+  model: "glm-5",
+  quant: "nvfp4",
+  gpu: "rtx-pro-6000",
+  gpus: 8,
+  tp: 8,
+  interconnect: "pcie5",
+  engine: "vllm",
+};
+
+test("seed fit + explain reproduce seed-scenario.md §3 arithmetic", () => {
+  const m = loadMeasurements(fx("seed-measurements.json"));
+  const f = fit(SEED, m);
+  const d = (name: string) => f.derived.filter((x) => x.name === name);
+  // §3.5: 3.83 ms per token, 24.5 µs per all-reduce (24.4 if 157 calls).
+  const ab = d("ab-per-call")[0];
+  assert.equal(Number(ab.values.deltaMsPerToken).toFixed(2), "3.83");
+  assert.equal(Number(ab.values.perCallUs).toFixed(1), "24.5");
+  assert.equal(Number(ab.values.perCallUsWithEmbedding).toFixed(1), "24.4");
+  const arms = d("ab-arms")[0];
+  assert.match(arms.text, /17\.3 ms\/token \(17\.1 ms without TTFT\), 57\.7 tok\/s/);
+  assert.match(arms.text, /21\.2 ms\/token \(20\.9 ms without TTFT\), 47\.2 tok\/s/);
+  // §3.6: per-call cost implied by each share assumption.
+  const shares = d("share-per-call").map((x) => Number(x.values.perCallUs).toFixed(1));
+  assert.deepEqual(shares, ["61.3", "72.5"]);
+  assert.deepEqual(
+    d("share-per-call").map((x) => Number(x.values.restMs).toFixed(2)),
+    ["7.83", "6.09"],
+  );
+  assert.match(d("share-vs-isolated")[0].text, /2\.3–2\.7× the isolated/);
+  assert.match(d("share-vs-isolated")[0].text, /3\.0–3\.5× NCCL's LL model \(20\.6 µs\)/);
+  // §3.7: weight-streaming floor per precision assumption at 1458 GB/s.
+  assert.deepEqual(
+    f.facts.floors.map((x) => x.ms.toFixed(1)),
+    ["2.0", "3.8", "4.2"],
+  );
+  // §3.5: the baseline ITL matches the LL arm, not the default arm.
+  assert.equal(f.consistency.length, 1);
+  assert.match(f.consistency[0], /matches the NCCL_PROTO=LL arm/);
+  assert.match(f.consistency[0], /not the default arm/);
+  // The LL variant's per-call change is pinned by the A/B and close to −24.5 µs.
+  const ll = f.parameters.find((p) => p.name.startsWith("dAR:"))!;
+  assert.ok(ll.pinned);
+  assert.ok(ll.posterior.mean < -18 && ll.posterior.mean > -28, String(ll.posterior.mean));
+  // One ITL cannot separate bandwidth, per-call latency and fixed overhead: said so.
+  for (const n of ["invEta", "arLatUs", "skewUs"]) assert.ok(f.notPinned.includes(n), n);
+  assert.ok(f.parameters.find((p) => p.name === "invEta")!.why!.length > 10);
+  // Calibrated prediction reproduces the measured ITL.
+  assert.ok(Math.abs(f.prediction.decode.stepMs.mid - 17.4) < 0.3);
+  const sentences = explain(f.prediction, f);
+  assert.ok(sentences.some((s) => /24\.5 µs/.test(s)));
+  assert.ok(sentences.some((s) => /LL arm/.test(s)));
+});
+
+test("seed ceilings: §3.8 rows as ranges tied to named assumptions", () => {
+  const f = fit(SEED, loadMeasurements(fx("seed-measurements.json")));
+  const rows = ceilings(SEED, f);
+  const by = (re: RegExp) => rows.find((r) => re.test(r.name))!;
+  assert.equal(by(/measured baseline/).tokensPerSecond.low, 57.5);
+  const quoted = by(/quoted ceiling/);
+  assert.deepEqual([quoted.tokensPerSecond.low, quoted.tokensPerSecond.high], [100, 140]);
+  assert.equal(quoted.stepMs.low.toFixed(1), "7.1");
+  const share = by(/rest from the share/);
+  assert.deepEqual([share.stepMs.low.toFixed(1), share.stepMs.high.toFixed(1)], ["6.1", "7.8"]);
+  assert.deepEqual([Math.round(share.tokensPerSecond.low), Math.round(share.tokensPerSecond.high)], [128, 164]);
+  const iso = by(/isolated NCCL cost/);
+  assert.deepEqual([iso.stepMs.low.toFixed(1), iso.stepMs.high.toFixed(1)], ["9.3", "14.2"]);
+  assert.match(iso.assumption, /156 × 20\.6–26\.9 µs = 3\.2–4\.2 ms/);
+  const floor = by(/weight-streaming floor/);
+  assert.deepEqual([floor.stepMs.low.toFixed(1), floor.stepMs.high.toFixed(1)], ["2.0", "4.2"]);
+  // Calibrated what-if: forcing LL uses the fitted A/B delta.
+  const w = whatif({ ...SEED, calibration: f.calibration }, ["proto=LL"]);
+  assert.ok(Math.abs(w[0].stepMs.mid - w[1].stepMs.mid - 3.8) < 0.4, `${w[0].stepMs.mid} vs ${w[1].stepMs.mid}`);
+});
+
+test("nccl-tests rows pin the isolated latency; a MoE batch sweep pins bandwidth vs fixed cost", () => {
+  // Synthetic truth: a machine 10 % slower at streaming than the central model, with known fixed cost.
+  const input: ModelInput = {
+    model: "mixtral-8x7b",
+    quant: "bf16",
+    gpu: "l40s",
+    gpus: 4,
+    tp: 4,
+    engine: "vllm",
+    interconnect: "pcie4",
+  };
+  const truth = (b: number) => predict({ ...input, batch: b, measuredBandwidthGBs: 864 * 0.72 }).decode.stepMs.mid;
+  const ms = [1, 2, 4, 8, 16].map((b) => ({ kind: "itl", batch: b, ms: truth(b), sd: 0.02 }));
+  const nccl = {
+    kind: "nccl-tests",
+    rows: [
+      { bytes: 8192, us: 13.0 },
+      { bytes: 131072, us: 57.7 },
+      { bytes: 2097152, us: 622.1 },
+    ],
+  };
+  const f = fit(input, measurementsFromDoc([...ms, nccl]));
+  const p = (n: string) => f.parameters.find((x) => x.name === n)!;
+  assert.ok(p("arLatUs").pinned, p("arLatUs").why);
+  assert.ok(p("arUsPerKB").pinned, p("arUsPerKB").why);
+  assert.ok(p("invEta").pinned, p("invEta").why);
+  assert.ok(!p("prefillScale").pinned);
+  assert.match(p("prefillScale").why!, /no measurement depends on it/);
+  for (const r of f.residuals.filter((x) => x.unit === "ms"))
+    assert.ok(Math.abs(r.fitted - r.measured) / r.measured < 0.05, `${r.label}: ${r.fitted} vs ${r.measured}`);
+});
+
+test("measurement files: bench --save-result JSON, YAML, and errors with positions", () => {
+  const bench = measurementsFromDoc({
+    mean_itl_ms: 17.4,
+    std_itl_ms: 2,
+    mean_ttft_ms: 52,
+    max_concurrency: 1,
+    completed: 10,
+    total_input_tokens: 1000,
+    total_output_tokens: 1280,
+  });
+  assert.equal(bench.length, 2);
+  assert.equal(bench[0].kind, "itl");
+  assert.equal(bench[1].kind === "ttft" && bench[1].inputLen, 100);
+  assert.throws(
+    () => measurementsFromDoc([{ kind: "itl" }], "m.json"),
+    /m\.json: measurement #1 \(itl\): missing number "ms"/,
+  );
+  assert.throws(() => measurementsFromDoc([{ kind: "warp" }], "m.json"), /unknown kind "warp"/);
+  assert.throws(() => loadMeasurements(fx("topo-bad.txt")), /not a measurements file|invalid/);
+});
