@@ -56,6 +56,8 @@ export interface SimOptions {
   servedModelName?: string;
   /** Wall ms a stall fault holds a stream (default 30 s / timeScale). */
   stallMs?: number;
+  /** Wall ms a slow-headers fault delays the response headers (default 2 s / timeScale). */
+  slowHeadersMs?: number;
   /** Exercise the serving path on a throwaway instance first, so JIT warm-up does not skew early timing (default true). */
   warmup?: boolean;
 }
@@ -246,7 +248,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     reasoning: !!opts.reasoning,
     reasoningFraction: profile.text.reasoningFraction,
     stallMs: opts.stallMs ?? 30_000 / timeScale,
-    slowHeadersMs: 2_000 / timeScale,
+    slowHeadersMs: opts.slowHeadersMs ?? 2_000 / timeScale,
     profiler,
     extraGet: truth ? { "/debug/profile_truth": truth } : undefined,
   });

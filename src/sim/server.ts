@@ -188,6 +188,7 @@ class Exchange implements RequestSink {
           this.closed = true;
           this.res.socket?.destroy();
           for (const c of this.choices) srv.deps.engine.abort(c);
+          srv.release(this);
           return;
         }
         if (f.stallAt >= 0 && from <= f.stallAt && f.stallAt < end && !finish && this.stalledUntil === 0) {
@@ -241,18 +242,15 @@ class Exchange implements RequestSink {
 
   private finishStream(): void {
     if (this.closed) return;
+    if (!this.faults.truncated) {
+      // (With a truncated fault the final chunk was cut and [DONE] never comes.)
+      if (this.includeUsage) {
+        if (this.faults.missingUsage) this.srv.fault("missing-usage");
+        else this.write(`${this.headPrefix}],"usage":${this.usageJson()}}\n\n`);
+      }
+      this.write("data: [DONE]\n\n");
+    }
     this.closed = true;
-    if (this.faults.truncated) {
-      // The final chunk was cut and [DONE] never comes.
-      this.res.end();
-      this.srv.release(this);
-      return;
-    }
-    if (this.includeUsage) {
-      if (this.faults.missingUsage) this.srv.fault("missing-usage");
-      else this.write(`${this.headPrefix}],"usage":${this.usageJson()}}\n\n`);
-    }
-    this.write("data: [DONE]\n\n");
     this.res.end();
     this.srv.release(this);
   }
@@ -486,7 +484,7 @@ export class SimServer {
           max_model_len: this.deps.maxModelLen,
           permission: [
             {
-              id: `modelperm-${uuidHex(1, this.deps.seed)}`,
+              id: `modelperm-${uuidHex(0x7fffffff, this.deps.seed)}`,
               object: "model_permission",
               created,
               allow_create_engine: false,
