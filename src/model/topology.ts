@@ -21,7 +21,14 @@ const ORDER: PathType[] = ["X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"];
 
 export function parseTopo(text: string, file = "topo.txt"): Topology {
   const lines = text.split(/\r?\n/);
-  const hi = lines.findIndex((l) => /\bGPU0\b/.test(l) && !/^\s*GPU0\s/.test(l));
+  // Header: the first line whose first token is GPU0 and whose second is not a cell value ("X").
+  const hi = lines.findIndex((l) => {
+    const t = l
+      .replace(/\x1b\[[0-9;]*m/g, "")
+      .trim()
+      .split(/\s+/);
+    return t[0] === "GPU0" && t[1] !== "X";
+  });
   if (hi < 0)
     throw new InputError("no header line with GPU0 columns (expected `nvidia-smi topo -m` output)", {
       position: { file, line: 1, column: 1 },

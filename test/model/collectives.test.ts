@@ -30,9 +30,8 @@ test("NCCL latency model reproduces collectives.md §3.4 (µs, latency part)", (
     [pc, "Tree", "Simple", [16.4, 32.4, 64.4]],
   ];
   for (const [link, algo, proto, want] of table)
-    [2, 4, 8].forEach((n, i) =>
-      assert.equal(lat(link, n, algo, proto).toFixed(1), want[i].toFixed(1), `${link.kind} ${algo}/${proto} n=${n}`),
-    );
+    for (const [i, n] of [2, 4, 8].entries())
+      assert.equal(lat(link, n, algo, proto).toFixed(1), want[i].toFixed(1), `${link.kind} ${algo}/${proto} n=${n}`);
 });
 
 test("protocol menu: no LL128 over PCIe unless NCCL_PROTO names it; LL128 on NVLink", () => {
