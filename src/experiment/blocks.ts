@@ -6,7 +6,7 @@ import { runBench } from "../load/runner.ts";
 import { chunkItls, isSuccess, requestTpot } from "../load/summarize.ts";
 import type { RequestRecord } from "../load/types.ts";
 import type { StoredRequest } from "../store/index.ts";
-import type { ServerHandle } from "./variants.ts";
+import { groupAlive, type ServerExit, type ServerHandle } from "./variants.ts";
 
 /** The workload run inside each block (flag names follow `inferscope bench` / `vllm bench serve`). */
 export interface Workload {
@@ -163,28 +163,37 @@ export async function runWatchedBlock(
   ctx.signal?.addEventListener("abort", onAbort, { once: true });
   let died: Error | null = null;
   const server = ctx.server;
+  const deathError = (e: ServerExit, srv: ServerHandle) =>
+    new TargetError(
+      `variant "${ctx.variant}": server died during block ${ctx.blockIndex} (${e.signal ? `signal ${e.signal}` : `exit code ${e.code}`})\n  last log lines:\n${srv
+        .logTail(20)
+        .map((l) => `    | ${l}`)
+        .join("\n")}\n  full log: ${srv.logFile}`,
+      { url: srv.url },
+    );
   if (server)
     void server.exited.then((e) => {
       if (server.stopping) return;
-      died = new TargetError(
-        `variant "${ctx.variant}": server died during block ${ctx.blockIndex} (${e.signal ? `signal ${e.signal}` : `exit code ${e.code}`})\n  last log lines:\n${server
-          .logTail(20)
-          .map((l) => `    | ${l}`)
-          .join("\n")}\n  full log: ${server.logFile}`,
-        { url: server.url },
-      );
+      died = deathError(e, server);
       ac.abort(died);
     });
+  // Connection errors can reach the runner before Node has reaped the server: when the runner is
+  // done, a server whose group has no live process is dead, whatever the exit event says yet.
+  const checkDeath = async () => {
+    if (!died && server && !server.stopping && !groupAlive(server.pgid)) died = deathError(await server.exited, server);
+  };
   try {
     const res = await runner(baseUrl, workload, {
       signal: ac.signal,
       variant: ctx.variant,
       blockIndex: ctx.blockIndex,
     });
+    await checkDeath();
     if (died) throw died;
     if (ctx.signal?.aborted) throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new InterruptedError();
     return res;
   } catch (err) {
+    await checkDeath();
     if (died) throw died;
     throw err;
   } finally {

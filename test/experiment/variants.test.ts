@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { request } from "undici";
+import { type BlockRunner, DEFAULT_WORKLOAD, runWatchedBlock } from "../../src/experiment/blocks.ts";
 import {
   buildCommand,
   parseVariant,
@@ -99,4 +101,35 @@ test("an aborted start stops the server and rejects with the abort reason", asyn
   const p = startServer({ name: "a", cmd: `${tiny} --slow-health 60000`, signal: ac.signal, graceMs: 200 });
   setTimeout(() => ac.abort(new Error("stop now")), 300);
   await assert.rejects(p, /stop now/);
+});
+
+test("a server that dies mid-block fails the block at once, naming the variant with its log", async () => {
+  const s = await startServer({ name: "dying", cmd: `${tiny} --die-after 400`, graceMs: 200, readyTimeoutMs: 10_000 });
+  // A real runner: completions in a loop until told to stop.
+  const runner: BlockRunner = async (baseUrl, _w, ctx) => {
+    const requests = [];
+    while (!ctx.signal.aborted) {
+      try {
+        const r = await request(`${baseUrl}/v1/completions`, { method: "POST", body: "{}", signal: ctx.signal });
+        await r.body.text();
+        requests.push(r.statusCode);
+      } catch {
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return { requests: [], durationMs: 0, outputThroughput: 0, requestThroughput: requests.length };
+  };
+  const t0 = performance.now();
+  await assert.rejects(
+    runWatchedBlock(runner, s.url, DEFAULT_WORKLOAD, { variant: "dying", blockIndex: 3, server: s }),
+    (e: Error) => {
+      assert.match(e.message, /variant "dying": server died during block 3 \(exit code 1\)/);
+      assert.match(e.message, /NCCL error \(simulated\)/);
+      return true;
+    },
+  );
+  assert.ok(performance.now() - t0 < 5000);
+  await s.stop();
+  assert.deepEqual(processGroupMembers(s.pgid), []);
 });
