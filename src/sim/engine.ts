@@ -303,6 +303,8 @@ export class Engine {
       while (this.pending.length && this.pending.peek()!.queuedAt <= now) this.waiting.push(this.pending.shift()!);
       const batch = this.schedule();
       if (batch.length === 0) {
+        // Idle: the next step starts when work arrives, not on the old schedule.
+        this.lastEnd = Number.NEGATIVE_INFINITY;
         this.publishGauges();
         if (this.pending.length) this.waitUntil(this.pending.peek()!.queuedAt, this.loop);
         else if (this.idle) this.notifyDrained();

@@ -42,6 +42,7 @@ export function post(url: string, path: string, body: unknown, raw?: string): Pr
       },
     );
     req.on("error", reject);
+    req.on("socket", (s) => s.setNoDelay(true));
     req.end(raw ?? JSON.stringify(body));
   });
 }

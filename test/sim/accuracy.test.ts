@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { decodeBatch, prefillBatch, resolveSim } from "../../src/sim/index.ts";
+import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
+import { get, post, sample } from "./util.ts";
+
+const SCALE = 5;
+const TOKENS = 300;
+const REQUESTS = 4;
+
+describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, time-scale 5)", () => {
+  let sim: SpawnedSim;
+  const served: Array<{ prompt: number; completion: number; gaps: number; span: number; ttft: number }> = [];
+  let metrics = "";
+
+  before(async () => {
+    sim = await spawnSim(["--time-scale", String(SCALE), "--seed", "11"], { env: { NCCL_PROTO: "LL" } });
+    for (let i = 0; i < REQUESTS; i++) {
+      const r = await post(sim.url, "/v1/completions", {
+        prompt: `measure request ${i}`,
+        max_tokens: TOKENS,
+        ignore_eos: true,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      assert.equal(r.status, 200);
+      const usage = JSON.parse(r.data.at(-2)!).usage;
+      const t = r.times.slice(0, TOKENS); // one content chunk per token at batch 1
+      served.push({
+        prompt: usage.prompt_tokens,
+        completion: usage.completion_tokens,
+        gaps: t.length - 1,
+        span: t.at(-1)! - t[0]!,
+        ttft: t[0]! - r.t0,
+      });
+    }
+    metrics = (await get(sim.url, "/metrics")).body;
+  });
+  after(() => sim?.stop());
+
+  test("client-observed mean ITL equals the profile's step time within 2 %", () => {
+    const { model } = resolveSim({ env: { NCCL_PROTO: "LL" } });
+    const truth = model.stepMs(decodeBatch(1, TOKENS / 2)) / SCALE;
+    const mean = served.reduce((a, s) => a + s.span, 0) / served.reduce((a, s) => a + s.gaps, 0);
+    assert.ok(
+      Math.abs(mean / truth - 1) < 0.02,
+      `client mean ITL ${mean.toFixed(4)} ms vs truth ${truth.toFixed(4)} ms`,
+    );
+    // The server's own histogram mean agrees too.
+    const serverMean =
+      (1000 * sample(metrics, "vllm:inter_token_latency_seconds_sum")) /
+      sample(metrics, "vllm:inter_token_latency_seconds_count");
+    assert.ok(Math.abs(serverMean / truth - 1) < 0.02, `server mean ITL ${serverMean} vs ${truth}`);
+    // TTFT = frontend + prefill step: never below the truth (timers only fire late); the
+    // upper bound only guards gross errors, since a loaded machine delays timers.
+    const ttftTruth = (model.profile.cost.frontendMs + model.stepMs(prefillBatch(served[0]!.prompt))) / SCALE;
+    const serverTtft = (1000 * sample(metrics, "vllm:time_to_first_token_seconds_sum")) / REQUESTS;
+    assert.ok(
+      serverTtft >= ttftTruth * 0.99 && serverTtft < 3 * ttftTruth + 20,
+      `server TTFT ${serverTtft} vs ${ttftTruth}`,
+    );
+    for (const s of served) assert.ok(s.ttft >= ttftTruth * 0.99, `client TTFT ${s.ttft} vs ${ttftTruth}`);
+  });
+
+  test("/metrics histogram counts equal what was served, exactly", () => {
+    const gen = served.reduce((a, s) => a + s.completion, 0);
+    const prompt = served.reduce((a, s) => a + s.prompt, 0);
+    assert.equal(gen, REQUESTS * TOKENS);
+    assert.equal(sample(metrics, "vllm:time_to_first_token_seconds_count"), REQUESTS);
+    assert.equal(sample(metrics, "vllm:inter_token_latency_seconds_count"), REQUESTS * (TOKENS - 1));
+    assert.equal(sample(metrics, "vllm:request_time_per_output_token_seconds_count"), REQUESTS);
+    assert.equal(sample(metrics, "vllm:e2e_request_latency_seconds_count"), REQUESTS);
+    assert.equal(sample(metrics, "vllm:iteration_tokens_total_count"), REQUESTS * TOKENS);
+    assert.equal(sample(metrics, "vllm:iteration_tokens_total_sum"), gen + prompt);
+    assert.equal(sample(metrics, "vllm:generation_tokens_total"), gen);
+    assert.equal(sample(metrics, "vllm:prompt_tokens_total"), prompt);
+    assert.equal(sample(metrics, "vllm:request_success_total", 'finished_reason="length"'), REQUESTS);
+    assert.equal(sample(metrics, "vllm:request_success_total", 'finished_reason="stop"'), 0);
+    assert.equal(sample(metrics, "vllm:request_generation_tokens_sum"), gen);
+    // Buckets are cumulative and end at _count.
+    const itlInf = sample(metrics, "vllm:inter_token_latency_seconds_bucket", 'le="+Inf"');
+    assert.equal(itlInf, REQUESTS * (TOKENS - 1));
+    let prev = 0;
+    for (const line of metrics.split("\n").filter((l) => l.startsWith("vllm:inter_token_latency_seconds_bucket"))) {
+      const v = Number(line.slice(line.lastIndexOf(" ") + 1));
+      assert.ok(v >= prev, line);
+      prev = v;
+    }
+  });
+
+  test("promtool check metrics: parses; only the lint findings real vLLM output has", (t) => {
+    if (!existsSync("/usr/bin/promtool")) {
+      if (process.env.INFERSCOPE_REQUIRE_E2E) assert.fail("/usr/bin/promtool is required (INFERSCOPE_REQUIRE_E2E)");
+      t.skip("promtool not installed (/usr/bin/promtool)");
+      return;
+    }
+    const r = spawnSync("/usr/bin/promtool", ["check", "metrics"], { input: metrics, encoding: "utf8" });
+    // 0 = clean, 3 = lint findings only; 1 = the exposition did not parse.
+    assert.ok(r.status === 0 || r.status === 3, `promtool exit ${r.status}: ${r.stderr}${r.stdout}`);
+    const findings = `${r.stdout}${r.stderr}`.split("\n").filter(Boolean);
+    const inherent =
+      /^vllm:\S+ (metric names should not contain ':'|non-counter metrics should not have "_total" suffix)$/;
+    for (const f of findings) assert.match(f, inherent);
+  });
+});
