@@ -196,6 +196,8 @@ async function sweepLevels(
   results: Map<number, { samples: BlockSample[]; outputThroughput: number; requestThroughput: number }>;
   interrupted: Error | null;
 }> {
+  if (opts.url && opts.serverCmd) throw new UsageError("give --url or --server-cmd, not both");
+  if (!opts.url && !opts.serverCmd) throw new UsageError("a sweep needs --url URL or --server-cmd CMD");
   const { store, owned } = storeFrom(opts.db);
   const runId = store.saveRun({ kind, config, environment: collectEnvironment() }).id;
   const logDir = opts.logDir ?? join(homedir(), ".inferscope", "logs", runId);

@@ -85,14 +85,26 @@ export function register(program: Command): void {
       .command("compare")
       .description("compare two runs' requests: TPOT, TTFT, E2E with bootstrap CIs and tests")
       .argument("<a>")
-      .argument("<b>"),
+      .argument("<b>")
+      .option("--variant <name>", "only this variant's blocks, in both runs")
+      .option("--a-variant <name>", "only this variant's blocks in run a")
+      .option("--b-variant <name>", "only this variant's blocks in run b"),
   ).action((...args: any[]) => {
     const [a, b] = args as [string, string];
     const o = args.at(-2);
-    const c = withStore(o.db, (s) => compareRuns(s, a, b));
+    const c = withStore(o.db, (s) =>
+      compareRuns(s, a, b, { variantA: o.aVariant ?? o.variant, variantB: o.bVariant ?? o.variant }),
+    );
     emit(c, o, (x) => {
       const t = new Table({
-        head: ["metric (ms)", x.a.id, x.b.id, "a − b [95 % CI]", "Welch p", "MWU p"],
+        head: [
+          "metric (ms)",
+          x.a.variant ? `${x.a.id} ${x.a.variant}` : x.a.id,
+          x.b.variant ? `${x.b.id} ${x.b.variant}` : x.b.id,
+          "a − b [95 % CI]",
+          "Welch p",
+          "MWU p",
+        ],
         style: { head: [], border: [] },
       });
       for (const [k, m] of Object.entries(x.metrics)) {
