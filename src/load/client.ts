@@ -4,6 +4,7 @@
 import type { Dispatcher } from "undici";
 import { Pool, request as undiciRequest } from "undici";
 import { TargetError } from "../errors.ts";
+import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { ChunkScratch } from "./records.ts";
 import { interpretChunk, type SseMessage, SseParser } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
@@ -155,9 +156,23 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     this.lastNs = t;
     this.nowMs = Number(t - this.sendNs) / 1e6;
     this.readId++;
-    this.parser.feed(chunk, this.onMessage);
+    this.parser.feedRaw(chunk, this.onRaw);
   }
 
+  private readonly ff: FastFacts = newFastFacts();
+
+  /** Hot path: one SSE data payload as a byte range. */
+  private readonly onRaw = (b: Buffer, s: number, e: number, bytes: number, event: string): void => {
+    if (this.failed || this.done) return;
+    if (e - s === 6 && b[s] === 0x5b && b.toString("latin1", s, e) === "[DONE]") {
+      this.done = true;
+      return;
+    }
+    if (event !== "error" && fastInterpret(b, s, e, this.ff)) this.apply(this.ff, bytes);
+    else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
+  };
+
+  /** Slow path (JSON.parse): errors, tool calls, logprobs, malformed data. */
   private readonly onMessage = (m: SseMessage): void => {
     if (this.failed || this.done) return;
     const f = interpretChunk(m.data);
@@ -173,6 +188,10 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       this.fail("stream-error", f.errorMessage ?? m.data.slice(0, 300));
       return;
     }
+    this.apply(f, m.bytes);
+  };
+
+  private apply(f: FastFacts, bytes: number): void {
     const rec = this.rec;
     const t = this.nowMs;
     let flags = 0;
@@ -204,8 +223,8 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       flags |= CHUNK_FINISH;
       rec.finishReason = f.finishReason;
     }
-    this.scratch.push(t, m.bytes, this.readId, tokens, f.content, f.reasoning, f.tool, flags);
-  };
+    this.scratch.push(t, bytes, this.readId, tokens, f.content, f.reasoning, f.tool, flags);
+  }
 
   onResponseEnd(): void {
     if (this.errorBody) {

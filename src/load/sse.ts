@@ -16,19 +16,40 @@ export interface SseMessage {
   bytes: number;
 }
 
+/** Raw-mode callback: the data payload is b[start, end) (no string built). */
+export type RawMessageFn = (b: Buffer, start: number, end: number, bytes: number, event: string) => void;
+
 /**
  * Feed it bytes as they arrive; `onMessage` is called once per complete message. Handles LF and CRLF
  * line endings, comment lines (`:`), multi-line data, fields without a space after the colon, and
- * messages split across reads at any byte.
+ * messages split across reads at any byte. `feedRaw` hands out byte ranges instead of strings.
  */
 export class SseParser {
   private rest: Buffer | null = null;
-  private data = "";
+  // A single data line is kept as a byte range; a second one switches to a joined string.
+  private dataBuf: Buffer | null = null;
+  private dataStart = 0;
+  private dataEnd = 0;
+  private dataStr: string | null = null;
   private dataLines = 0;
   private event = "";
   private msgBytes = 0;
+  private onRaw: RawMessageFn | null = null;
+  private onMsg: ((m: SseMessage) => void) | null = null;
 
   feed(chunk: Buffer, onMessage: (m: SseMessage) => void): void {
+    this.onMsg = onMessage;
+    this.onRaw = null;
+    this.scan(chunk);
+  }
+
+  feedRaw(chunk: Buffer, onRaw: RawMessageFn): void {
+    this.onRaw = onRaw;
+    this.onMsg = null;
+    this.scan(chunk);
+  }
+
+  private scan(chunk: Buffer): void {
     let buf = chunk;
     if (this.rest) {
       buf = Buffer.concat([this.rest, chunk]);
@@ -42,17 +63,36 @@ export class SseParser {
       let end = nl;
       if (end > pos && buf[end - 1] === CR) end--;
       this.msgBytes += nl + 1 - pos;
-      if (end === pos) {
-        // Blank line: dispatch.
-        if (this.dataLines > 0) onMessage({ data: this.data, event: this.event, bytes: this.msgBytes });
-        this.data = "";
-        this.dataLines = 0;
-        this.event = "";
-        this.msgBytes = 0;
-      } else if (buf[pos] !== COLON) this.field(buf, pos, end);
+      if (end === pos) this.dispatch();
+      else if (buf[pos] !== COLON) this.field(buf, pos, end);
       pos = nl + 1;
     }
     if (pos < len) this.rest = buf.subarray(pos);
+  }
+
+  private dispatch(): void {
+    if (this.dataLines > 0) {
+      if (this.onRaw) {
+        if (this.dataStr === null) this.onRaw(this.dataBuf!, this.dataStart, this.dataEnd, this.msgBytes, this.event);
+        else {
+          const b = Buffer.from(this.dataStr);
+          this.onRaw(b, 0, b.length, this.msgBytes, this.event);
+        }
+      } else if (this.onMsg) this.onMsg({ data: this.currentData(), event: this.event, bytes: this.msgBytes });
+    }
+    this.reset();
+  }
+
+  private currentData(): string {
+    return this.dataStr ?? this.dataBuf!.toString("utf8", this.dataStart, this.dataEnd);
+  }
+
+  private reset(): void {
+    this.dataBuf = null;
+    this.dataStr = null;
+    this.dataLines = 0;
+    this.event = "";
+    this.msgBytes = 0;
   }
 
   /** Bytes held back waiting for the end of a line. */
@@ -66,18 +106,25 @@ export class SseParser {
    */
   finish(): SseMessage | null {
     if (this.rest && this.rest.length > 0) {
-      let end = this.rest.length;
-      if (this.rest[end - 1] === CR) end--;
-      this.msgBytes += this.rest.length;
-      if (end > 0 && this.rest[0] !== COLON) this.field(this.rest, 0, end);
+      const r = this.rest;
+      let end = r.length;
+      if (r[end - 1] === CR) end--;
+      this.msgBytes += r.length;
+      if (end > 0 && r[0] !== COLON) this.field(r, 0, end);
       this.rest = null;
     }
-    const m = this.dataLines > 0 ? { data: this.data, event: this.event, bytes: this.msgBytes } : null;
-    this.data = "";
-    this.dataLines = 0;
-    this.event = "";
-    this.msgBytes = 0;
+    const m = this.dataLines > 0 ? { data: this.currentData(), event: this.event, bytes: this.msgBytes } : null;
+    this.reset();
     return m;
+  }
+
+  private addData(buf: Buffer, v: number, end: number): void {
+    if (this.dataLines === 0) {
+      this.dataBuf = buf;
+      this.dataStart = v;
+      this.dataEnd = end;
+    } else this.dataStr = `${this.currentData()}\n${buf.toString("utf8", v, end)}`;
+    this.dataLines++;
   }
 
   private field(buf: Buffer, start: number, end: number): void {
@@ -92,9 +139,7 @@ export class SseParser {
     ) {
       let v = start + 5;
       if (v < end && buf[v] === SPACE) v++;
-      const s = buf.toString("utf8", v, end);
-      this.data = this.dataLines === 0 ? s : `${this.data}\n${s}`;
-      this.dataLines++;
+      this.addData(buf, v, end);
       return;
     }
     const colon = buf.indexOf(COLON, start);
@@ -102,11 +147,9 @@ export class SseParser {
     const name = buf.toString("utf8", start, nameEnd);
     let v = nameEnd + 1;
     if (v < end && buf[v] === SPACE) v++;
-    const value = nameEnd < end ? buf.toString("utf8", v, end) : "";
-    if (name === "data") {
-      this.data = this.dataLines === 0 ? value : `${this.data}\n${value}`;
-      this.dataLines++;
-    } else if (name === "event") this.event = value;
+    if (v > end) v = end;
+    if (name === "data") this.addData(buf, v, end);
+    else if (name === "event") this.event = buf.toString("utf8", v, end);
     // id / retry / unknown fields are irrelevant to a benchmark client.
   }
 }

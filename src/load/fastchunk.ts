@@ -1,0 +1,170 @@
+// Hot-path reader for OpenAI stream chunks straight from the bytes: one pass that checks the JSON
+// structure (balanced brackets, closed strings, no raw control characters) and picks out the few
+// fields a benchmark needs, without decoding the text or building objects. Anything unusual (errors,
+// tool calls, logprobs, anything it cannot vouch for) returns false and the caller uses JSON.parse.
+
+const QUOTE = 0x22;
+const BSLASH = 0x5c;
+const COLON = 0x3a;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const LBRACK = 0x5b;
+const RBRACK = 0x5d;
+
+/** Reused output (the hot path allocates nothing per chunk). */
+export interface FastFacts {
+  hasChoices: boolean;
+  content: number;
+  reasoning: number;
+  tool: number;
+  completionTokens: number;
+  promptTokens: number;
+  finishReason: string | null;
+}
+
+export function newFastFacts(): FastFacts {
+  return {
+    hasChoices: false,
+    content: 0,
+    reasoning: 0,
+    tool: 0,
+    completionTokens: -1,
+    promptTokens: -1,
+    finishReason: null,
+  };
+}
+
+// Key ids.
+const K_NONE = 0;
+const K_CHOICES = 1;
+const K_TEXT = 2;
+const K_CONTENT = 3;
+const K_REASONING = 4;
+const K_FINISH = 5;
+const K_COMPLETION = 6;
+const K_PROMPT = 7;
+const K_BAIL = 8; // error, tool_calls, logprobs (non-null handled below), function_call
+
+function eq(b: Buffer, s: number, lit: string): boolean {
+  for (let i = 1; i < lit.length; i++) if (b[s + i] !== lit.charCodeAt(i)) return false;
+  return true;
+}
+
+/** Identifies the keys that matter by length and bytes (no string is built). */
+function keyId(b: Buffer, s: number, e: number): number {
+  const c = b[s];
+  switch (e - s) {
+    case 4:
+      return c === 0x74 && eq(b, s, "text") ? K_TEXT : K_NONE;
+    case 5:
+      return c === 0x65 && eq(b, s, "error") ? K_BAIL : K_NONE;
+    case 7:
+      if (c !== 0x63) return K_NONE;
+      return eq(b, s, "choices") ? K_CHOICES : eq(b, s, "content") ? K_CONTENT : K_NONE;
+    case 8:
+      return c === 0x6c && eq(b, s, "logprobs") ? -1 : K_NONE; // -1: bail unless null
+    case 9:
+      return c === 0x72 && eq(b, s, "reasoning") ? K_REASONING : K_NONE;
+    case 10:
+      return c === 0x74 && eq(b, s, "tool_calls") ? K_BAIL : K_NONE;
+    case 13:
+      if (c === 0x66) return eq(b, s, "finish_reason") ? K_FINISH : eq(b, s, "function_call") ? K_BAIL : K_NONE;
+      return c === 0x70 && eq(b, s, "prompt_tokens") ? K_PROMPT : K_NONE;
+    case 17:
+      if (c === 0x63) return eq(b, s, "completion_tokens") ? K_COMPLETION : K_NONE;
+      return c === 0x72 && eq(b, s, "reasoning_content") ? K_REASONING : K_NONE;
+    default:
+      return K_NONE;
+  }
+}
+
+/**
+ * Reads the chunk in b[start, end) into `f`. Returns false when the fast path cannot vouch for the
+ * result (the caller then parses with JSON.parse, which also names malformed input).
+ */
+export function fastInterpret(b: Buffer, start: number, end: number, f: FastFacts): boolean {
+  f.hasChoices = false;
+  f.content = 0;
+  f.reasoning = 0;
+  f.tool = 0;
+  f.completionTokens = -1;
+  f.promptTokens = -1;
+  f.finishReason = null;
+  while (start < end && b[start]! <= 0x20) start++;
+  while (end > start && b[end - 1]! <= 0x20) end--;
+  if (end - start < 2 || b[start] !== LBRACE || b[end - 1] !== RBRACE) return false;
+  let depth = 0;
+  let pendingKey = K_NONE; // key whose value comes next
+  let i = start;
+  while (i < end) {
+    const c = b[i]!;
+    if (c === QUOTE) {
+      // A string: count its UTF-16 length while scanning (escapes and multi-byte UTF-8 included).
+      const s = i + 1;
+      let j = s;
+      let units = 0;
+      for (;;) {
+        if (j >= end) return false;
+        const d = b[j]!;
+        if (d === QUOTE) break;
+        if (d < 0x20) return false;
+        if (d === BSLASH) {
+          const e = b[j + 1];
+          if (e === 0x75)
+            j += 6; // \uXXXX: one UTF-16 unit
+          else j += 2;
+          units++;
+          continue;
+        }
+        if (d < 0x80) units++;
+        else if (d >= 0xf0) units += 2;
+        else if (d >= 0xc0) units++;
+        j++;
+      }
+      // j is the closing quote.
+      let k = j + 1;
+      while (k < end && b[k]! <= 0x20) k++;
+      if (b[k] === COLON) {
+        const id = keyId(b, s, j);
+        if (id === K_BAIL) return false;
+        if (id === -1) {
+          // logprobs: fine only when null.
+          let v = k + 1;
+          while (v < end && b[v]! <= 0x20) v++;
+          if (b[v] !== 0x6e) return false;
+          pendingKey = K_NONE;
+        } else pendingKey = id;
+        i = k + 1;
+        continue;
+      }
+      // A value string.
+      if (pendingKey === K_TEXT || pendingKey === K_CONTENT) f.content += units;
+      else if (pendingKey === K_REASONING) f.reasoning += units;
+      else if (pendingKey === K_FINISH) f.finishReason = b.toString("utf8", s, j);
+      pendingKey = K_NONE;
+      i = j + 1;
+      continue;
+    }
+    if (c === LBRACE || c === LBRACK) {
+      if (pendingKey === K_CHOICES) {
+        let v = i + 1;
+        while (v < end && b[v]! <= 0x20) v++;
+        f.hasChoices = b[v] !== RBRACK;
+      }
+      pendingKey = K_NONE;
+      depth++;
+    } else if (c === RBRACE || c === RBRACK) {
+      depth--;
+      if (depth < 0) return false;
+    } else if (c >= 0x30 && c <= 0x39 && (pendingKey === K_COMPLETION || pendingKey === K_PROMPT)) {
+      let n = 0;
+      while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39) n = n * 10 + (b[i++]! - 0x30);
+      if (pendingKey === K_COMPLETION) f.completionTokens = n;
+      else f.promptTokens = n;
+      pendingKey = K_NONE;
+      continue;
+    } else if (c === 0x2c) pendingKey = K_NONE;
+    i++;
+  }
+  return depth === 0;
+}
