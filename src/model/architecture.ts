@@ -123,7 +123,16 @@ export function indexerParams(a: Architecture): number {
   return qIn * a.indexer.heads * a.indexer.headDim + a.hidden * a.indexer.headDim + a.hidden * a.indexer.heads;
 }
 
+const breakdownCache = new WeakMap<Architecture, ParamBreakdown>();
+
+/** Memoised per architecture object (architectures are never mutated after construction). */
 export function paramBreakdown(a: Architecture): ParamBreakdown {
+  let p = breakdownCache.get(a);
+  if (!p) breakdownCache.set(a, (p = computeBreakdown(a)));
+  return p;
+}
+
+function computeBreakdown(a: Architecture): ParamBreakdown {
   const attn = attentionParams(a);
   const idx = indexerParams(a);
   const moe = a.moe;
@@ -310,12 +319,18 @@ export function modelNames(): string[] {
   return MODELS.flatMap((m) => [m.name, ...m.aliases]);
 }
 
+const modelCache = new Map<string, Architecture>();
+
 export function findModel(name: string): Architecture | undefined {
   const n = name.toLowerCase().trim().replace(/_/g, "-");
+  const cached = modelCache.get(n);
+  if (cached) return cached;
   const hit = MODELS.find((m) => m.name === n || m.aliases.includes(n) || m.aliases.includes(n.replace(/^.*\//, "")));
   if (!hit) return undefined;
   const { aliases: _a, ...m } = hit;
-  return { ...m };
+  const frozen = Object.freeze({ ...m }) as Architecture;
+  modelCache.set(n, frozen);
+  return frozen;
 }
 
 export function requireModel(name: string): Architecture {

@@ -340,8 +340,20 @@ export const SKEW_US: Range = { low: 2, mid: 6, high: 18 };
 // CPU/launch cost per collective outside CUDA graphs: vLLM custom 20–24 µs eager vs 4.4–5.3 graph (§5.1).
 export const EAGER_LAUNCH_US: Range = { low: 12, mid: 17, high: 25 };
 
-/** Picks the all-reduce implementation the engine would use, and its cost per call. */
+const choiceCache = new Map<string, AllReduceChoice>();
+
+/** Picks the all-reduce implementation the engine would use, and its cost per call (memoised; results are not mutated). */
 export function chooseAllReduce(ctx: CollectiveContext): AllReduceChoice {
+  const key = `${ctx.engine}|${ctx.gpu.id}|${ctx.gpu.sm}|${ctx.link.kind}|${ctx.link.label}|${ctx.link.allPairsNvlink}|${ctx.link.ncclBusBwGBs}|${ctx.link.perDirectionGBs}|${ctx.link.nodes}|${ctx.n}|${ctx.bytes}|${ctx.cudaGraphs}|${ctx.ncclProto}|${ctx.ncclAlgo}|${ctx.customAllReduce}`;
+  const hit = choiceCache.get(key);
+  if (hit) return hit;
+  const c = computeAllReduce(ctx);
+  if (choiceCache.size > 10000) choiceCache.clear();
+  choiceCache.set(key, c);
+  return c;
+}
+
+function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
   const { engine, gpu, link, n, bytes } = ctx;
   const car = customArDecision(engine, gpu, link, n, bytes, ctx.customAllReduce);
   const zero = { low: 0, mid: 0, high: 0 };

@@ -229,9 +229,14 @@ function norm(s: string): string {
     .replace(/^nvidia-/, "");
 }
 
+const gpuCache = new Map<string, Gpu | undefined>();
+
 export function findGpu(name: string): Gpu | undefined {
+  if (gpuCache.has(name)) return gpuCache.get(name);
   const n = norm(name);
-  return listGpus().find((d) => d.id === n || ((d as { aliases?: string[] }).aliases ?? []).includes(n));
+  const d = listGpus().find((x) => x.id === n || ((x as { aliases?: string[] }).aliases ?? []).includes(n));
+  gpuCache.set(name, d);
+  return d;
 }
 
 /** Did-you-mean candidates by edit distance and substring. */

@@ -220,6 +220,29 @@ export function predict(input: ModelInput): Prediction {
   return predictResolved(r);
 }
 
+/** Decode step only (no prefill, report or assumptions): the fast path for large what-if grids. */
+export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond: Range } {
+  const r = resolve(input);
+  const kernels = kernelCount(r);
+  const ar = allReduceFor(r);
+  const a = r.arch;
+  const expertsRange = a.moe
+    ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep)
+    : { low: 0, mid: 0, high: 0 };
+  // Without EP the experts read do not vary across the three parameter sets: build the loads once.
+  const shared = expertsRange.low === expertsRange.high ? decodeLoads(r, expertsRange.mid) : undefined;
+  const evals = WHICH.map((w) => {
+    const P = paramSet(r, w, ar, A2A_US, expertsRange);
+    if (ar) {
+      const c = calibratedAr(r, ar, w);
+      if (c !== undefined) P.arUs = c;
+    }
+    return evalDecode(r, P, ar, kernels, shared);
+  });
+  const stepMs = zip(evals, (e) => e.totalMs);
+  return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
+}
+
 export function predictResolved(r: Resolved): Prediction {
   const a = r.arch;
   const pb = paramBreakdown(a);

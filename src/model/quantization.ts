@@ -175,8 +175,18 @@ export const RECIPE_NAMES = [
   "gguf",
 ];
 
-/** Resolves a quantization name to per-group formats for this architecture. */
+const recipeCache = new WeakMap<Architecture, Map<string, Recipe>>();
+
+/** Resolves a quantization name to per-group formats for this architecture (memoised per architecture object). */
 export function recipe(nameIn: string, a: Architecture): Recipe {
+  let m = recipeCache.get(a);
+  if (!m) recipeCache.set(a, (m = new Map()));
+  let r = m.get(nameIn);
+  if (!r) m.set(nameIn, (r = buildRecipe(nameIn, a)));
+  return r;
+}
+
+function buildRecipe(nameIn: string, a: Architecture): Recipe {
   const name = nameIn
     .toLowerCase()
     .replace(/^awq$/, "int4-awq")

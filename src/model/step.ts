@@ -366,8 +366,14 @@ export function collectiveCounts(r: Resolved, tokens = r.batch): CollectiveCount
   };
 }
 
-export function evalDecode(r: Resolved, P: ParamSet, ar: AllReduceChoice | null, kernels: KernelCount): StepEval {
-  const loads = decodeLoads(r, P.expertsLocal);
+export function evalDecode(
+  r: Resolved,
+  P: ParamSet,
+  ar: AllReduceChoice | null,
+  kernels: KernelCount,
+  pre?: GroupLoad[],
+): StepEval {
+  const loads = pre ?? decodeLoads(r, P.expertsLocal);
   const bw = referenceBandwidthGBs(r).gbs * P.etaM; // GB/s = bytes/µs·1e-3
   const ggufEff = r.recipe.gguf && r.recipe.groups.attention.bpw < 16 ? P.ggufEff : 1;
   let weightsMs = 0;

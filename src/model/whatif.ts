@@ -4,7 +4,7 @@ import { UsageError } from "../errors.ts";
 import type { FitResult } from "./fit.ts";
 import { findGpu } from "./hardware.ts";
 import type { Prediction } from "./predict.ts";
-import { predict } from "./predict.ts";
+import { predict, predictStep } from "./predict.ts";
 import type { Range } from "./range.ts";
 import { rateFromMs, round, roundRange } from "./range.ts";
 import type { ModelInput } from "./resolve.ts";
@@ -197,8 +197,8 @@ export function whatifGrid(
       point[keys[i]] = v;
       cur = applyTerm(cur, `${keys[i]}=${v}`).input;
     }
-    const p = predict(cur);
-    out.push({ point, stepMs: p.decode.stepMs.mid, tokensPerSecond: p.decode.tokensPerSecond.mid });
+    const p = predictStep(cur);
+    out.push({ point, stepMs: p.stepMs.mid, tokensPerSecond: p.tokensPerSecond.mid });
     let i = keys.length - 1;
     while (i >= 0 && ++idx[i] >= axes[keys[i]].length) idx[i--] = 0;
     if (i < 0) break;
