@@ -23,7 +23,6 @@ import {
   pooledMeanDraws,
   q,
   rateFromMs,
-  union,
 } from "./estimate.ts";
 import type { AbMeasure, BenchMeasure, ModelMeasure, SweepMeasure, TraceMeasure } from "./phases.ts";
 import type { StudyPlan } from "./plan.ts";
@@ -209,50 +208,34 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
   let decompositionBasis =
     "No decomposition: it needs the batch-1 benchmark and a profiler trace (or the A/B plus the model).";
   let ceiling: Ceiling | undefined;
-  if (token && tr && trace) {
-    // The client's per-token time and the trace's step period measure the same thing; if they
-    // disagree beyond their intervals the per-token time's interval is widened to cover both.
-    const tokI = drawsCI(token.estimate, token.draws);
-    if (!overlaps(tokI, tr.periodMs)) {
-      const w = union(tokI, tr.periodMs);
-      // Rescale the draws so their 95 % range spans both measurements.
-      const half = Math.max(1e-12, (tokI.hi - tokI.lo) / 2);
-      const mid = (tokI.hi + tokI.lo) / 2;
-      const center = (w.lo + w.hi) / 2;
-      const newHalf = (w.hi - w.lo) / 2;
-      token = { estimate: token.estimate, draws: token.draws.map((d) => center + ((d - mid) / half) * newHalf) };
-      trace.notes.push(
-        `The client's per-token time (${fmt(tokI.estimate)} ms) and the trace's step period (${fmt(tr.periodMs.estimate)} ms) differ beyond their intervals; derived intervals are widened to cover both.`,
-      );
-    }
-    const d = decompose(token, tr);
+  if (tr && trace) {
+    const d = decompose(tr);
     decomposition.push(...d.parts);
-    decompositionBasis = `Communication and compute are per-step sums of the trace's kernel classes; overhead is the rest of the client-measured per-token time (${fmt(token.estimate)} ms).`;
-    const share = q(d.arShareOfToken, "", "derived", "trace all-reduce time per step ÷ client per-token time");
+    decompositionBasis = `Per batch-1 decode step from the profiler trace: median step ${fmt(tr.periodMs.estimate)} ms [${fmt(tr.periodMs.lo)}, ${fmt(tr.periodMs.hi)}] = communication + compute kernels + GPU idle (overhead).`;
+    if (token) {
+      const tokI = drawsCI(token.estimate, token.draws);
+      decompositionBasis += ` The client measured ${fmt(tokI.estimate)} ms per token [${fmt(tokI.lo)}, ${fmt(tokI.hi)}].`;
+      if (!overlaps(tokI, tr.periodMs)) {
+        const why =
+          x !== 1
+            ? `at time-scale ${x}× every millisecond of client-side delay (event loop, HTTP, a busy CPU) counts as ${x} ms, so the client's figure is inflated; the decomposition uses the server's own step timeline`
+            : "the difference is time between the server's step and the client seeing the token (frontend, detokenization, network, client)";
+        trace.notes.push(`Client per-token time and trace step period differ beyond their intervals: ${why}.`);
+      }
+    }
     const shareTrace = trace.allReduceShare;
-    headlines.push({
-      label: "all-reduce share of each token",
-      value: { ...shareTrace, how: `${shareTrace.how}; vs client time: ${fmtPct(share.value)}` },
-    });
+    headlines.push({ label: "all-reduce share of each step", value: shareTrace });
     headlines.push({ label: "cost per all-reduce", value: trace.allReducePerCallUs });
     const ceilNoAr = q(
       d.ceilingNoAllReduce,
       "tok/s",
       "derived",
-      "1000 ÷ (per-token time − trace all-reduce time per step)",
+      "1000 ÷ (step time − all-reduce time), step time without all-reduce = mean all-reduce time × (1 − share) ÷ share, bootstrap over steps",
     );
     ceiling = {
       scenario: "all-reduce free",
       assumption: "every all-reduce costs zero; everything else as measured",
-      msPerToken: q(
-        drawsCI(
-          token.estimate - tr.allReduceMsPerStep.estimate,
-          token.draws.map((t, i) => t - tr!.draws.allReduceMs[i]!),
-        ),
-        "ms",
-        "derived",
-        "per-token time − all-reduce time per step",
-      ),
+      msPerToken: q(tr.nonAllReduceMs, "ms", "derived", "mean all-reduce time per step × (1 − share) ÷ share (trace)"),
       tokensPerSecond: ceilNoAr,
     };
     headlines.push({ label: "ceiling without all-reduce cost", value: ceilNoAr });
@@ -261,21 +244,18 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       scenario: "communication free",
       assumption: "all collectives (all-reduce, all-gather) cost zero",
       msPerToken: q(
-        drawsCI(
-          token.estimate - tr.commMsPerStep.estimate,
-          token.draws.map((t, i) => t - tr!.draws.commMs[i]!),
-        ),
+        tr.nonCommMs,
         "ms",
         "derived",
-        "per-token time − communication time per step",
+        "median over trace steps of step period − communication kernel time",
       ),
-      tokensPerSecond: q(d.ceilingNoComm, "tok/s", "derived", "1000 ÷ (per-token time − trace communication per step)"),
+      tokensPerSecond: q(d.ceilingNoComm, "tok/s", "derived", "1000 ÷ median(step period − communication time)"),
     });
     findings.push(
       `All-reduce takes ${fmtPct(shareTrace.value)} [${fmtPct(shareTrace.low)}, ${fmtPct(shareTrace.high)}] of each decode step: ${fmt(tr.callsPerStep)} calls × ${fmt(tr.perCallUs.estimate)} µs [${fmt(tr.perCallUs.lo)}, ${fmt(tr.perCallUs.hi)}].`,
     );
     findings.push(
-      `With zero-cost all-reduce one request would decode at ${fmt(ceilNoAr.value)} tok/s [${fmt(ceilNoAr.low)}, ${fmt(ceilNoAr.high)}] instead of ${fmt(1000 / token.estimate)}.`,
+      `With zero-cost all-reduce one request would decode at ${fmt(ceilNoAr.value)} tok/s [${fmt(ceilNoAr.low)}, ${fmt(ceilNoAr.high)}] instead of ${fmt(1000 / tr.periodMs.estimate)}.`,
     );
   }
 

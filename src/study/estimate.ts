@@ -2,7 +2,7 @@
 // per-token time, the trace's per-call all-reduce cost and share, the decomposition, ceilings.
 // Every interval is a seeded percentile bootstrap (95 %) over the natural unit of independence
 // (requests for client timing, steps for the trace), so the numbers are reproducible per seed.
-import { makeRng, quantileSorted } from "../experiment/stats.ts";
+import { makeRng, quantileSorted, studentTQuantile } from "../experiment/stats.ts";
 import type { Ceiling, DecompositionPart, Quantity } from "../report/types.ts";
 
 export interface Interval {
@@ -18,18 +18,6 @@ function ci(draws: number[], estimate: number): Interval {
   const s = Float64Array.from(draws.filter(Number.isFinite)).sort();
   if (s.length === 0) return { estimate, lo: Number.NaN, hi: Number.NaN };
   return { estimate, lo: quantileSorted(s, (1 - LEVEL) / 2), hi: quantileSorted(s, 1 - (1 - LEVEL) / 2) };
-}
-
-/** Bootstrap over groups: resample whole groups, return the draws of stat(resampled groups). */
-function groupDraws<T>(groups: readonly T[], stat: (gs: T[]) => number, seed: number, resamples = B): number[] {
-  const u = makeRng(seed);
-  const out: number[] = [];
-  const buf: T[] = new Array(groups.length);
-  for (let b = 0; b < resamples; b++) {
-    for (let i = 0; i < groups.length; i++) buf[i] = groups[Math.floor(u() * groups.length)]!;
-    out.push(stat(buf));
-  }
-  return out;
 }
 
 const pooledMean = (gs: number[][]) => {
@@ -116,34 +104,45 @@ export interface TraceStep {
 
 export interface TraceEstimates {
   steps: number;
+  /** Median step period: robust to the occasional step stretched by host-side delays. */
   periodMs: Interval;
   allReduceMsPerStep: Interval;
   commMsPerStep: Interval;
   computeMsPerStep: Interval;
+  /** Step time without all-reduce: mean all-reduce time × (1 − share) / share. */
+  nonAllReduceMs: Interval;
+  nonCommMs: Interval;
   callsPerStep: number;
+  /** Mean all-reduce kernel time per call (kernel durations are not stretched by host delays). */
   perCallUs: Interval;
-  /** Σ all-reduce ÷ Σ period over the same steps. */
+  /** Median over steps of all-reduce time ÷ step period. */
   share: Interval;
   draws: { allReduceMs: number[]; commMs: number[]; computeMs: number[]; periodMs: number[] };
 }
 
-function sumBy(steps: TraceStep[], f: (s: TraceStep) => number): number {
-  let s = 0;
-  for (const x of steps) s += f(x);
-  return s;
+function median(xs: number[]): number {
+  const s = Float64Array.from(xs).sort();
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
 }
 
+/**
+ * Per-step statistics of a batch-1 decode trace with a bootstrap over steps. Step-level times use
+ * medians (a step stretched by a late host is an outlier, not the deployment's step); per-call
+ * kernel cost uses the mean (kernel durations are not stretched).
+ */
 export function estimateFromTrace(steps: TraceStep[], seed: number): TraceEstimates {
   if (steps.length === 0) throw new Error("no decode steps in the trace");
   const n = steps.length;
-  const meanOf = (f: (s: TraceStep) => number) => (ss: TraceStep[]) => sumBy(ss, f) / ss.length;
-  const fPeriod = meanOf((s) => s.periodMs);
-  const fAr = meanOf((s) => s.allReduceMs);
-  const fComm = meanOf((s) => s.allReduceMs + s.otherCommMs);
-  const fCompute = meanOf((s) => s.computeMs);
-  const fPerCall = (ss: TraceStep[]) => (1000 * sumBy(ss, (s) => s.allReduceMs)) / sumBy(ss, (s) => s.allReduceCalls);
-  const fShare = (ss: TraceStep[]) => sumBy(ss, (s) => s.allReduceMs) / sumBy(ss, (s) => s.periodMs);
-  // One resampling of steps drives every statistic, so their draws stay jointly consistent.
+  const col = (f: (s: TraceStep) => number) => steps.map(f);
+  const period = col((s) => s.periodMs);
+  const ar = col((s) => s.allReduceMs);
+  const comm = col((s) => s.allReduceMs + s.otherCommMs);
+  const compute = col((s) => s.computeMs);
+  const nonComm = col((s) => s.periodMs - s.allReduceMs - s.otherCommMs);
+  const perCallStep = col((s) => (s.allReduceCalls > 0 ? (1000 * s.allReduceMs) / s.allReduceCalls : Number.NaN));
+  const share = col((s) => s.allReduceMs / s.periodMs);
+  const meanOf = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const u = makeRng(seed);
   const d = {
     periodMs: [] as number[],
@@ -151,28 +150,47 @@ export function estimateFromTrace(steps: TraceStep[], seed: number): TraceEstima
     commMs: [] as number[],
     computeMs: [] as number[],
   };
-  const perCall: number[] = [];
-  const share: number[] = [];
-  const buf: TraceStep[] = new Array(n);
+  const dNonComm: number[] = [];
+  const dMeanAr: number[] = [];
+  const dShare: number[] = [];
+  const idx: number[] = new Array(n);
+  const pick = (xs: number[]) => idx.map((i) => xs[i]!);
+  // One resampling of steps drives every statistic, so their draws stay jointly consistent.
   for (let b = 0; b < B; b++) {
-    for (let i = 0; i < n; i++) buf[i] = steps[Math.floor(u() * n)]!;
-    d.periodMs.push(fPeriod(buf));
-    d.allReduceMs.push(fAr(buf));
-    d.commMs.push(fComm(buf));
-    d.computeMs.push(fCompute(buf));
-    perCall.push(fPerCall(buf));
-    share.push(fShare(buf));
+    for (let i = 0; i < n; i++) idx[i] = Math.floor(u() * n);
+    d.periodMs.push(median(pick(period)));
+    d.allReduceMs.push(median(pick(ar)));
+    d.commMs.push(median(pick(comm)));
+    d.computeMs.push(median(pick(compute)));
+    dNonComm.push(median(pick(nonComm)));
+    dMeanAr.push(meanOf(pick(ar)));
+    dShare.push(median(pick(share)));
   }
+  // Step periods carry boundary noise (where one step's window ends and the next begins) and the
+  // odd host-side stretch; all-reduce kernel time does not. So the time without all-reduce is
+  // derived from the robust share and the mean all-reduce time: AR · (1 − s) / s.
+  const nonArOf = (arMs: number, s: number) => (arMs * (1 - s)) / s;
+  const shareEst = median(share);
+  const meanAr = meanOf(ar);
+  const dNonArShare = dMeanAr.map((a, i) => nonArOf(a, dShare[i]!));
+  // Per-call kernel cost: Student-t interval of the mean over steps (the percentile bootstrap of a
+  // mean undercovers at these sample sizes).
+  const pc = perCallStep.filter(Number.isFinite);
+  const pcMean = meanOf(pc);
+  const pcSe = Math.sqrt(pc.reduce((a, v) => a + (v - pcMean) ** 2, 0) / Math.max(1, pc.length - 1) / pc.length);
+  const tq = studentTQuantile(0.975, Math.max(1, pc.length - 1));
   return {
     steps: n,
-    periodMs: ci(d.periodMs, fPeriod(steps)),
-    allReduceMsPerStep: ci(d.allReduceMs, fAr(steps)),
-    commMsPerStep: ci(d.commMs, fComm(steps)),
-    computeMsPerStep: ci(d.computeMs, fCompute(steps)),
-    callsPerStep: sumBy(steps, (s) => s.allReduceCalls) / n,
-    perCallUs: ci(perCall, fPerCall(steps)),
-    share: ci(share, fShare(steps)),
-    draws: d,
+    periodMs: ci(d.periodMs, median(period)),
+    allReduceMsPerStep: ci(d.allReduceMs, median(ar)),
+    commMsPerStep: ci(d.commMs, median(comm)),
+    computeMsPerStep: ci(d.computeMs, median(compute)),
+    nonAllReduceMs: ci(dNonArShare, nonArOf(meanAr, shareEst)),
+    nonCommMs: ci(dNonComm, median(nonComm)),
+    callsPerStep: steps.reduce((a, s) => a + s.allReduceCalls, 0) / n,
+    perCallUs: { estimate: pcMean, lo: pcMean - tq * pcSe, hi: pcMean + tq * pcSe },
+    share: ci(dShare, median(share)),
+    draws: { ...d },
   };
 }
 
@@ -208,68 +226,52 @@ export function overlaps(a: Interval, b: Interval): boolean {
 }
 
 /**
- * Splits the measured per-token time into communication (trace collectives), compute (trace
- * non-communication kernels) and overhead (the rest: GPU idle, host, scheduler, sampling gaps).
- * tokenDraws: bootstrap draws of the per-token time; trace draws come from estimateFromTrace.
+ * Splits the step period into communication (trace collectives), compute (trace non-communication
+ * kernels) and overhead (the rest: GPU idle between kernels and steps — launch gaps, scheduler,
+ * host). Ceilings remove the all-reduce (or all communication) time from the step.
  */
-export function decompose(
-  token: { estimate: number; draws: number[] },
-  tr: TraceEstimates,
-): { parts: DecompositionPart[]; arShareOfToken: Interval; ceilingNoAllReduce: Interval; ceilingNoComm: Interval } {
+export function decompose(tr: TraceEstimates): {
+  parts: DecompositionPart[];
+  ceilingNoAllReduce: Interval;
+  ceilingNoComm: Interval;
+} {
   const { draws } = tr;
-  const comm = tr.commMsPerStep;
-  const compute = tr.computeMsPerStep;
-  const overheadEst = token.estimate - comm.estimate - compute.estimate;
-  const n = Math.min(token.draws.length, draws.commMs.length);
   const over: number[] = [];
-  for (let i = 0; i < n; i++) over.push(token.draws[i]! - draws.commMs[i]! - draws.computeMs[i]!);
-  const overhead = ci(over, overheadEst);
-  const arShareOfToken = combineDraws(
-    draws.allReduceMs,
-    token.draws,
-    (a, t) => a / t,
-    tr.allReduceMsPerStep.estimate / token.estimate,
-  );
-  const ceilingNoAllReduce = combineDraws(
-    token.draws,
-    draws.allReduceMs,
-    (t, a) => 1000 / (t - a),
-    1000 / (token.estimate - tr.allReduceMsPerStep.estimate),
-  );
-  const ceilingNoComm = combineDraws(
-    token.draws,
-    draws.commMs,
-    (t, c) => 1000 / (t - c),
-    1000 / (token.estimate - comm.estimate),
-  );
+  for (let i = 0; i < draws.periodMs.length; i++)
+    over.push(draws.periodMs[i]! - draws.commMs[i]! - draws.computeMs[i]!);
+  const overhead = ci(over, tr.periodMs.estimate - tr.commMsPerStep.estimate - tr.computeMsPerStep.estimate);
   const parts: DecompositionPart[] = [
     {
       component: "communication",
       ms: q(
-        comm,
+        tr.commMsPerStep,
         "ms",
         "measured",
-        `trace: Σ communication-kernel time per decode step, mean of ${tr.steps} steps, bootstrap 95 % CI`,
+        `trace: communication-kernel time per decode step, median of ${tr.steps} steps, bootstrap 95 % CI`,
       ),
       detail: `${fmtCount(tr.callsPerStep)} all-reduces per step (${tr.allReduceMsPerStep.estimate.toFixed(2)} ms) plus other collectives`,
     },
     {
       component: "compute",
       ms: q(
-        compute,
+        tr.computeMsPerStep,
         "ms",
         "measured",
-        `trace: Σ non-communication kernel time per decode step, mean of ${tr.steps} steps`,
+        `trace: non-communication kernel time per decode step, median of ${tr.steps} steps`,
       ),
       detail: "GEMM, dequantization, attention, MoE routing, norms, sampling kernels",
     },
     {
       component: "overhead",
-      ms: q(overhead, "ms", "derived", "measured per-token time − communication − compute; bootstrap of both"),
+      ms: q(overhead, "ms", "derived", "step period − communication − compute (bootstrap over steps)"),
       detail: "GPU idle between kernels and steps: launch gaps, scheduler, host-side work",
     },
   ];
-  return { parts, arShareOfToken, ceilingNoAllReduce, ceilingNoComm };
+  return {
+    parts,
+    ceilingNoAllReduce: rateFromMs(tr.nonAllReduceMs),
+    ceilingNoComm: rateFromMs(tr.nonCommMs),
+  };
 }
 
 function fmtCount(x: number): string {

@@ -5,6 +5,7 @@ export { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan }
 export {
   DEFAULT_PROFILE,
   embeddedSimCommand,
+  rebuildReport,
   runStudy,
   SEED_DEPLOYMENT,
   type StudyOptions,

@@ -9,10 +9,22 @@ import { runBench } from "../load/runner.ts";
 import { requestTpot, tokenItls } from "../load/summarize.ts";
 import type { RequestRecord } from "../load/types.ts";
 import { type AuditReport, auditMetrics } from "../metrics/audit.ts";
+import {
+  ceilings,
+  type FitResult,
+  fit,
+  type Measurement,
+  type ModelInput,
+  type Prediction,
+  predict,
+  whatif,
+} from "../model/index.ts";
 import { fmt } from "../report/format.ts";
-import type { AuditSection } from "../report/types.ts";
+import type { AuditSection, Ceiling, ModelSection, Quantity, WhatIf } from "../report/types.ts";
 import { openStore, type Store } from "../store/index.ts";
+import { captureTrace } from "../trace/capture.ts";
 import type { Measurements } from "./assemble.ts";
+import { estimateFromTrace, pooledMeanCI } from "./estimate.ts";
 import type { StudyPlan } from "./plan.ts";
 
 /** A phase that cannot run for this target (not a failure: the report says why). */
@@ -189,13 +201,102 @@ export interface TraceMeasure {
   notes: string[];
 }
 
+/**
+ * Profiler trace: /start_profile, one batch-1 request of plan.trace.steps tokens, /stop_profile,
+ * then the trace module's per-step breakdown of the file the server wrote into `dir`.
+ * Trace times are the server's own clock (the sim writes simulated time), so no scaling here.
+ */
 export async function phaseTrace(
-  _url: string,
-  _plan: StudyPlan,
-  _m: Measurements,
-  _o: Common & { embedded: boolean },
+  url: string,
+  plan: StudyPlan,
+  m: Measurements,
+  o: Common & { dir: string | undefined },
 ): Promise<TraceMeasure> {
-  throw new Unavailable("the trace module (captureTrace/analyzeTrace) is not in this build");
+  if (!o.dir)
+    throw new Unavailable(
+      "no profiler directory: the server was given by --url and $VLLM_TORCH_PROFILER_DIR is not set here (it must be the server's trace directory, readable from this machine)",
+    );
+  const cap = await captureTrace(url, {
+    dir: o.dir,
+    steps: plan.trace.steps,
+    model: m.servedModel,
+    timeoutMs: 120_000,
+  });
+  const a = cap.analysis;
+  const isComm = (c: string) => c === "communication";
+  // Batch-1 decode steps, not cut by the profiling window; the first decode step after the
+  // prefill is kept (its window starts at the prefill's last kernel).
+  const decode = a.steps.filter(
+    (s) => s.kind === "decode" && !s.clipped && (s.tokens?.generationRequests ?? 1) <= 1 && s.durUs > 0,
+  );
+  // Keep regular windows: the modal all-reduce count and a period within 25 % of the median. A window
+  // spanning two steps (segmentation merged them, or the host left the GPU idle) is not a step.
+  const modal = mode(decode.map((s) => s.allReduceCalls));
+  const medDur = medianOf(decode.map((s) => s.durUs));
+  const regular = decode.filter((s) => s.allReduceCalls === modal && Math.abs(s.durUs - medDur) <= 0.25 * medDur);
+  const dropped = decode.length - regular.length;
+  if (regular.length < 8)
+    throw new Error(`the trace has only ${regular.length} regular batch-1 decode steps (of ${a.steps.length}); need 8`);
+  const steps = regular.map((s) => {
+    const comm = s.kernelUsByClass.communication ?? 0;
+    let compute = 0;
+    for (const [c, us] of Object.entries(s.kernelUsByClass)) if (!isComm(c)) compute += us ?? 0;
+    return {
+      periodMs: s.durUs / 1000,
+      allReduceMs: s.allReduceUs / 1000,
+      allReduceCalls: s.allReduceCalls,
+      otherCommMs: Math.max(0, comm - s.allReduceUs) / 1000,
+      computeMs: compute / 1000,
+    };
+  });
+  const n = regular.length;
+  const classes = new Map<string, { us: number; k: number }>();
+  let idle = 0;
+  for (const s of regular) {
+    idle += s.idleUs;
+    for (const [c, us] of Object.entries(s.kernelUsByClass)) {
+      const e = classes.get(c) ?? { us: 0, k: 0 };
+      e.us += us ?? 0;
+      e.k += s.kernelsByClass[c as keyof typeof s.kernelsByClass] ?? 0;
+      classes.set(c, e);
+    }
+  }
+  const commKernels = Object.entries(a.kernelClasses)
+    .filter(([, v]) => v.class === "communication")
+    .map(([k]) => k);
+  return {
+    steps,
+    totalSteps: a.steps.length,
+    perClass: [...classes.entries()]
+      .map(([cls, e]) => ({ cls, msPerStep: e.us / n / 1000, kernelsPerStep: e.k / n }))
+      .sort((x, y) => y.msPerStep - x.msPerStep),
+    idleMsPerStep: idle / n / 1000,
+    kernelNames: commKernels,
+    files: cap.files.map((f) => f.split("/").pop() ?? f),
+    notes: [
+      ...(dropped
+        ? [
+            `${dropped} of ${decode.length} decode windows were left out: they spanned more than one step (merged by segmentation or stretched by host-side idle).`,
+          ]
+        : []),
+      ...a.notes,
+      ...a.warnings,
+    ],
+  };
+}
+
+function medianOf(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
+}
+
+function mode(xs: number[]): number {
+  const c = new Map<number, number>();
+  for (const x of xs) c.set(x, (c.get(x) ?? 0) + 1);
+  let best = xs[0]!;
+  for (const [k, v] of c) if (v > (c.get(best) ?? 0)) best = k;
+  return best;
 }
 
 export interface AbMeasure {
@@ -277,12 +378,201 @@ export async function phaseAb(
 }
 
 export interface ModelMeasure {
-  section: import("../report/types.ts").ModelSection;
-  whatIfs: import("../report/types.ts").WhatIf[];
-  ceilings: import("../report/types.ts").Ceiling[];
+  section: ModelSection;
+  whatIfs: WhatIf[];
+  ceilings: Ceiling[];
   callsPerToken?: number;
 }
 
-export async function phaseModel(_m: Measurements): Promise<ModelMeasure> {
-  throw new Unavailable("the analytical model (predict/fit) is not in this build");
+const WHATIFS = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-ar", "kv=fp8", "tp=4"];
+
+/**
+ * The analytical model: predicted from catalog inputs alone, then fitted (model/fit) to this run's
+ * measurements — per-step time, TTFT, the A/B delta, the sweep slope, the trace's all-reduce share —
+ * so its what-ifs rest on this deployment's numbers. Residuals show what the model could not match.
+ */
+export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
+  const d = m.deployment;
+  const outLen = m.plan.bench.outputLen;
+  const input: ModelInput = {
+    model: d.model,
+    quant: d.quant,
+    gpu: d.gpu,
+    gpus: d.gpus,
+    tp: d.tp,
+    interconnect: d.interconnect,
+    engine: d.engine as ModelInput["engine"],
+    batch: 1,
+    inputLen: m.plan.inputLen,
+    outputLen: outLen,
+    contextLen: m.plan.inputLen + Math.round(outLen / 2),
+  };
+  let pred: Prediction;
+  try {
+    pred = predict(input);
+  } catch (err) {
+    throw new Unavailable(`the model cannot describe this deployment: ${(err as Error).message}`);
+  }
+  const meas: Measurement[] = [];
+  const src = "inferscope study";
+  const tr = m.trace?.steps.length ? estimateFromTrace(m.trace.steps, m.seed + 7) : undefined;
+  const tok = m.bench ? pooledMeanCI(m.bench.itlGroups, m.seed) : undefined;
+  // The server's own step period when a trace exists (immune to time-scaled client delay).
+  const itl = tr ? tr.periodMs : tok;
+  if (itl)
+    meas.push({
+      kind: "itl",
+      ms: itl.estimate,
+      batch: 1,
+      ci: [itl.lo, itl.hi],
+      label: tr ? "decode step (trace median)" : "ITL batch 1 (client)",
+      source: src,
+    });
+  if (m.bench?.ttftMs.length) {
+    const t = m.bench.ttftMs;
+    meas.push({
+      kind: "ttft",
+      ms: t.reduce((a, b) => a + b, 0) / t.length,
+      inputLen: m.plan.inputLen,
+      label: "TTFT",
+      source: src,
+    });
+  }
+  if (m.ab && m.ab.arms.length >= 2) {
+    const [a, b] = m.ab.arms as [AbMeasure["arms"][number], AbMeasure["arms"][number]];
+    const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
+    if (a.perTokenMs.length && b.perTokenMs.length)
+      meas.push({
+        kind: "ab",
+        variantA: {},
+        variantB: { ncclProto: "LL" },
+        deltaMsPerToken: mean(b.perTokenMs) - mean(a.perTokenMs),
+        label: "A/B NCCL_PROTO=LL − default, per token",
+        source: src,
+      });
+  }
+  if (m.sweep)
+    meas.push({
+      kind: "length-sweep",
+      slopeMsPerToken: m.sweep.slope.estimate,
+      interceptMs: m.sweep.intercept.estimate,
+      ci: [m.sweep.slope.lo, m.sweep.slope.hi],
+      label: "length-sweep slope",
+      source: src,
+    });
+  if (tr)
+    meas.push({
+      kind: "estimate",
+      name: "allreduce-share",
+      low: tr.share.lo,
+      high: tr.share.hi,
+      label: "trace all-reduce share",
+      source: src,
+    });
+  const rangeQ = (
+    r: { low: number; mid: number; high: number },
+    unit: string,
+    method: Quantity["method"],
+    how: string,
+  ): Quantity => ({
+    value: r.mid,
+    low: Math.min(r.low, r.high),
+    high: Math.max(r.low, r.high),
+    unit,
+    method,
+    how,
+  });
+  const notes: string[] = [];
+  let fitted: FitResult | undefined;
+  if (meas.length) {
+    try {
+      fitted = fit(input, meas);
+      notes.push(...fitted.consistency, ...fitted.notPinned.map((p) => `Not pinned by these measurements: ${p}`));
+    } catch (err) {
+      notes.push(`calibration failed: ${(err as Error).message}; what-ifs use the uncalibrated model`);
+    }
+  } else notes.push("no measurements to calibrate on: the model is uncalibrated");
+  const calibrated: ModelInput = fitted ? { ...input, calibration: fitted.calibration } : input;
+  const cp = fitted?.prediction ?? pred;
+  const c = pred.collectives;
+  const section: ModelSection = {
+    description: `${pred.architecture.name} (${pred.quantization.recipe}) on ${pred.input.gpus}× ${pred.hardware.gpu.name}, TP ${pred.input.tp}, ${pred.hardware.interconnect.label}, ${pred.input.engine}`,
+    predictedStepMs: rangeQ(
+      pred.decode.stepMs,
+      "ms",
+      "modelled",
+      "analytical model from catalog inputs, efficiency ranges",
+    ),
+    calibratedStepMs: fitted
+      ? rangeQ(cp.decode.stepMs, "ms", "fitted", `model fitted to ${fitted.measurementsUsed} measurements of this run`)
+      : undefined,
+    terms: cp.decode.terms.map((t) => ({ name: t.label, ms: t.ms.mid, share: t.share, detail: t.formula })),
+    collectives: {
+      countPerToken: c.countPerToken,
+      bytesEach: c.bytesEach,
+      algorithm: c.algorithm,
+      protocol: c.protocol ?? undefined,
+      latencyUs: c.latencyUsEach.mid,
+      note: [c.customAllReduce.reason, ...c.extra.map((e) => `+${e.count} ${e.name} (${e.note})`)]
+        .filter(Boolean)
+        .join("; "),
+    },
+    residuals: (fitted?.residuals ?? []).map((r) => ({
+      what: r.label,
+      measured: r.measured,
+      modelled: r.fitted,
+      unit: r.unit,
+      residualPct: r.measured !== 0 ? (100 * (r.fitted - r.measured)) / Math.abs(r.measured) : 0,
+    })),
+    fittedParams: (fitted?.parameters ?? [])
+      .filter((p) => p.pinned)
+      .map((p) => ({
+        name: p.label,
+        value: {
+          value: p.posterior.mean,
+          low: p.posterior.mean - 2 * p.posterior.sd,
+          high: p.posterior.mean + 2 * p.posterior.sd,
+          unit: p.unit,
+          method: "fitted" as const,
+          how: `posterior mean ± 2 sd (prior ${p.prior.mean.toPrecision(3)} ± ${p.prior.sd.toPrecision(2)})`,
+        },
+      })),
+    notes: [...notes, ...pred.assumptions.slice(0, 4)],
+  };
+  const base = cp.decode.tokensPerSecond.mid;
+  const whatIfs: WhatIf[] = [];
+  for (const w of whatif(calibrated, WHATIFS)) {
+    if (w.scenario === "baseline") continue;
+    whatIfs.push({
+      scenario: w.scenario,
+      assumption: w.description,
+      msPerToken: rangeQ(w.stepMs, "ms", "modelled", fitted ? "calibrated model" : "uncalibrated model"),
+      tokensPerSecond: rangeQ(
+        w.tokensPerSecond,
+        "tok/s",
+        "modelled",
+        fitted ? "calibrated model" : "uncalibrated model",
+      ),
+      speedup: w.tokensPerSecond.mid / base,
+    });
+  }
+  const ceil: Ceiling[] = ceilings(input, fitted)
+    .filter((r) => r.basis !== "measurement")
+    .map((r) => {
+      const ms = { value: (r.stepMs.low + r.stepMs.high) / 2, low: r.stepMs.low, high: r.stepMs.high };
+      return {
+        scenario: r.name,
+        assumption: r.assumption,
+        msPerToken: { ...ms, unit: "ms", method: "modelled", how: r.basis },
+        tokensPerSecond: {
+          value: 1000 / ms.value,
+          low: r.tokensPerSecond.low,
+          high: r.tokensPerSecond.high,
+          unit: "tok/s",
+          method: "modelled",
+          how: r.basis,
+        },
+      };
+    });
+  return { section, whatIfs, ceilings: ceil, callsPerToken: c.countPerToken };
 }

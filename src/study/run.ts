@@ -2,7 +2,9 @@
 // sweep → profiler trace → A/B on the NCCL protocol (server restarted per arm) → model calibrated on
 // these measurements → decomposition, ceilings, what-ifs → report. Orchestration only: each phase
 // calls one module's library function; the numbers come from src/study/estimate.ts (pure).
-import { hostname } from "node:os";
+import { mkdtempSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InferscopeError, UsageError } from "../errors.ts";
 import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
@@ -45,6 +47,8 @@ export interface StudyOptions {
   timeScale?: number;
   seed?: number;
   apiKey?: string;
+  /** --url targets: the server's profiler directory, readable here (default $VLLM_TORCH_PROFILER_DIR). */
+  profilerDir?: string;
   /** Run only these phases (tests); default all. */
   phases?: PhaseName[];
   plan?: Partial<StudyPlan>;
@@ -155,6 +159,9 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   const skip = (name: string, reason: string) => phases.push({ name, status: "skipped", reason, durationMs: 0 });
 
   let server: ServerHandle | null = null;
+  const profilerDir = serverCmd
+    ? mkdtempSync(join(tmpdir(), "inferscope-trace-"))
+    : (opts.profilerDir ?? process.env.VLLM_TORCH_PROFILER_DIR);
   let baseUrl = opts.url?.replace(/\/+$/, "");
   let serverCommandShown = serverCmd ? redactSecrets(serverCmd) : undefined;
   let failure: unknown = null;
@@ -167,6 +174,8 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       server = await startServer({
         name: "baseline",
         cmd: serverCmd,
+        // vLLM (before --profiler-config) and the sim enable /start_profile from this variable.
+        env: { VLLM_TORCH_PROFILER_DIR: profilerDir! },
         apiKey: opts.apiKey,
         readyTimeoutMs: embedded ? 60_000 : 600_000,
         graceMs: embedded ? 3000 : 10_000,
@@ -206,7 +215,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
 
     if (wanted.has("trace"))
       m.trace = await phase("trace", () =>
-        phaseTrace(url, plan, m, { embedded, apiKey: opts.apiKey, signal: opts.signal }),
+        phaseTrace(url, plan, m, { dir: profilerDir, apiKey: opts.apiKey, signal: opts.signal }),
       );
     else skip("trace", "not requested");
 
@@ -295,4 +304,27 @@ function environmentStrings(): Record<string, string> {
   for (const [k, v] of Object.entries(env)) if (v !== null && v !== undefined) out[k] = String(v);
   out.host = hostname();
   return out;
+}
+
+/** Rebuilds the report of a stored study run (`inferscope report ID`). */
+export async function rebuildReport(
+  id: string,
+  opts: { dbPath?: string; outDir: string },
+): Promise<{ result: StudyResult; report: WrittenReport }> {
+  const store = openStore(opts.dbPath);
+  let result: StudyResult;
+  try {
+    const detail = store.getRun(id);
+    if (detail.run.kind !== "study")
+      throw new UsageError(`run ${id} is a ${detail.run.kind} run, not a study`, {
+        hint: "`inferscope runs list --kind study` lists the studies",
+      });
+    const stored = detail.summaries.result as StudyResult | undefined;
+    if (!stored || stored.schema !== "inferscope.study/1")
+      throw new UsageError(`run ${id} has no stored study result (status ${detail.run.status}: it did not finish)`);
+    result = stored;
+  } finally {
+    store.close();
+  }
+  return { result, report: await writeReport(result, opts.outDir) };
 }

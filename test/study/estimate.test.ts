@@ -58,18 +58,17 @@ test("trace estimates recover per-call cost and share; decomposition adds up to 
   assert.equal(tr.callsPerStep, 157);
   const period = truth.ar + truth.comm + truth.compute + truth.idle;
   assert.ok(Math.abs(tr.share.estimate - truth.ar / period) < 1e-9, "share is exact when jitter scales every part");
-  const token = pooledMeanDraws(
-    Array.from({ length: 8 }, () => Array.from({ length: 64 }, () => period)),
-    2,
-  );
-  const d = decompose(token, tr);
+  // A few steps stretched by a late host do not move the medians.
+  const late = steps.map((s, i) => (i % 10 === 0 ? { ...s, periodMs: s.periodMs * 2 } : s));
+  assert.ok(Math.abs(estimateFromTrace(late, 5).share.estimate - truth.ar / period) < 1e-9);
+  const d = decompose(tr);
   const sum = d.parts.reduce((s, p) => s + p.ms.value, 0);
-  assert.ok(Math.abs(sum - period) < 1e-9);
+  assert.ok(Math.abs(sum - tr.periodMs.estimate) < 1e-9, "parts add up to the median step");
   assert.deepEqual(
     d.parts.map((p) => p.component),
     ["communication", "compute", "overhead"],
   );
   const ceil = 1000 / (period - truth.ar);
-  assert.ok(d.ceilingNoAllReduce.lo <= ceil * 1.01 && ceil * 0.99 <= d.ceilingNoAllReduce.hi);
+  assert.ok(d.ceilingNoAllReduce.lo <= ceil && ceil <= d.ceilingNoAllReduce.hi, JSON.stringify(d.ceilingNoAllReduce));
   assert.throws(() => estimateFromTrace([], 1), /no decode steps/);
 });

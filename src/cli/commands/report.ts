@@ -1,12 +1,24 @@
-// Placeholder until the report capability lands; replaced by its own module.
+// `inferscope report ID`: rebuilds a study's report (HTML, Markdown, JSON) from the run store.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
+import { renderTerminal } from "../../report/index.ts";
+import { rebuildReport } from "../../study/index.ts";
+import { emit } from "../common.ts";
 
 export function register(program: Command): void {
   program
     .command("report")
-    .description("(not yet available)")
-    .action(() => {
-      throw new UsageError("'report' is not available in this build yet");
+    .description("Rebuild a study's report from the run store")
+    .argument("<id>", "run id (see `inferscope runs list`)")
+    .option("--db <path>", "run store (SQLite) path")
+    .option("--out <dir>", "report directory (default ./inferscope-report-<id>)")
+    .option("--json", "print machine-readable JSON instead of tables")
+    .option("--debug", "show stack traces and internal detail on errors")
+    .action(async (id, o) => {
+      const out = await rebuildReport(id, { dbPath: o.db, outDir: o.out ?? `./inferscope-report-${id}` });
+      emit(
+        o.json ? { runId: id, report: { dir: out.report.dir, html: out.report.html }, result: out.result } : out,
+        o,
+        () => renderTerminal(out.result, { color: Boolean(process.stdout.isTTY), outDir: out.report.dir }),
+      );
     });
 }
