@@ -124,7 +124,7 @@ async function main() {
   );
   try {
     // Warm the JIT and the connection paths once.
-    await runBench({
+    const warm = await runBench({
       baseUrl: sim.url,
       concurrency: 50,
       numPrompts: 200,
@@ -170,7 +170,7 @@ async function main() {
       if (hasAiohttp) {
         const refs: number[] = [];
         for (let i = 0; i < REPS; i++) {
-          const r = spawnSync(python, ["-c", PY, sim.url, "m", String(streams), String(per), String(OUT_LEN)], {
+          const r = spawnSync(python, ["-c", PY, sim.url, warm.setup.model_id, String(streams), String(per), String(OUT_LEN)], {
             encoding: "utf8",
             timeout: 300_000,
           });

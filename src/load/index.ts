@@ -13,6 +13,7 @@ export {
   toVllmJson,
 } from "./runner.ts";
 export { arrivalTimesMs, Rng, requestsForDuration, sweepRates } from "./schedule.ts";
+export { formatSelfTest, runSelfTest, type SelfTestResult, spawnSimProcess } from "./selftest.ts";
 export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
 export { interpretChunk, SseParser } from "./sse.ts";
 export {
@@ -29,5 +30,6 @@ export {
   stats,
   tokenItls,
 } from "./summarize.ts";
+export { runSweep, type SweepPoint, type SweepResult, type SweepSpec, saturationReason } from "./sweep.ts";
 export type * from "./types.ts";
 export { createWorkload, loadJsonl, loadShareGpt, requestBody } from "./workload.ts";
