@@ -19,7 +19,17 @@ import {
   type Workload,
 } from "./blocks.ts";
 import { type PlannedBlock, planBlocks } from "./design.ts";
-import { bootstrapCI, type Comparison, compareSamples, type Interval, mean, median, sd } from "./stats.ts";
+import {
+  bootstrapCI,
+  type Comparison,
+  compareSamples,
+  type Interval,
+  mean,
+  median,
+  sd,
+  type WelchResult,
+  welchT,
+} from "./stats.ts";
 import { describeVariant, parseVariant, type ServerHandle, startServer, type VariantSpec } from "./variants.ts";
 
 export interface ABOptions {
@@ -121,6 +131,8 @@ export interface VariantDiff {
   comparison: Comparison;
   /** Positive = the variant is better (faster or higher throughput). */
   improvement: Interval;
+  /** Welch's t on per-block means (each server start one observation); null below 2 blocks per arm. */
+  blockLevel: WelchResult | null;
   verdict: string;
 }
 
@@ -151,6 +163,8 @@ export interface ABResult {
   verdicts: string[];
   attribution: Array<{ variant: string } & Attribution>;
   errors: Array<{ variant: string; block: number; message: string }>;
+  /** Caveats on the statistics (restart-to-restart spread, failed requests …). */
+  warnings: string[];
   method: string;
 }
 
@@ -497,6 +511,12 @@ export function analyseRun(store: Store, runId: string, config: ABConfig, errors
   const baseline = config.variants[0].name;
   const base = variants[0];
   const baseReqs = completeBlocks.filter((b) => b.variant === baseline).flatMap((b) => byBlock.get(b.id) ?? []);
+  const blockMeans = (variant: string, m: MetricName) =>
+    completeBlocks
+      .filter((b) => b.variant === variant)
+      .map((b) => mean(metricSamples(byBlock.get(b.id) ?? [], m)))
+      .filter(Number.isFinite);
+  const warnings: string[] = [];
   const diffs: VariantDiff[] = [];
   const verdicts: string[] = [];
   const attribution: ABResult["attribution"] = [];
@@ -510,6 +530,9 @@ export function analyseRun(store: Store, runId: string, config: ABConfig, errors
       const sign = METRICS[m].lowerIsBetter ? 1 : -1;
       const d = comparison.diff;
       const improvement: Interval = sign === 1 ? d : { estimate: -d.estimate, lo: -d.hi, hi: -d.lo, level: d.level };
+      const ba = blockMeans(baseline, m);
+      const bb = blockMeans(v.name, m);
+      const blockLevel = ba.length >= 2 && bb.length >= 2 ? welchT(ba, bb) : null;
       diffs.push({
         baseline,
         variant: v.name,
@@ -517,8 +540,16 @@ export function analyseRun(store: Store, runId: string, config: ABConfig, errors
         unit: METRICS[m].unit,
         comparison,
         improvement,
+        blockLevel,
         verdict: verdictFor(v.name, baseline, m, comparison, improvement),
       });
+      // Requests of one server start are not independent of each other: if the per-start means
+      // disagree with the per-request verdict, say so.
+      if (m === "tpot_ms" && comparison.detected && blockLevel && !(blockLevel.p < 0.05))
+        warnings.push(
+          `${v.name} vs ${baseline}: per-block mean TPOT (one value per server start) gives Welch p = ${pfmt(blockLevel.p)}; ` +
+            `the restart-to-restart spread is large next to the effect — add --repeats before trusting the per-request CI`,
+        );
     });
     const tp = diffs.find((d) => d.variant === v.name && d.metric === "tpot_ms");
     verdicts.push(tp ? tp.verdict : `${v.name}: not enough data to compare with ${baseline}`);
@@ -539,6 +570,7 @@ export function analyseRun(store: Store, runId: string, config: ABConfig, errors
     verdicts,
     attribution,
     errors: errors.length ? errors : storedErrors(detail.blocks),
+    warnings,
     method:
       `${config.repeats} rounds × ${config.variants.length} variants in a seeded balanced order (ABBA…), ` +
       `a fresh server start per block; per request: TPOT = (E2EL − TTFT)/(n − 1); ` +

@@ -44,6 +44,7 @@ export function renderAB(r: ABResult): string {
       `  ${a.variant}: ≈ ${fmt(a.perOpUs.estimate, 1)} µs per ${a.op} ${ci(a.perOpUs.lo, a.perOpUs.hi)} ` +
         `(${fmt(a.perTokenMs.estimate)} ms/token ÷ ${a.opsPerToken} ${a.op}s per token)`,
     );
+  for (const w of r.warnings ?? []) out.push(`  warning: ${w}`);
   if (r.errors.length) {
     out.push("Errors:");
     for (const e of r.errors) out.push(`  block ${e.block} (${e.variant}): ${e.message.replace(/\n/g, "\n    ")}`);
