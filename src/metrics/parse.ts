@@ -118,7 +118,7 @@ for (let c = 0; c < 128; c++) {
   if (alpha) CT[c] |= LABEL_START | LABEL_CHAR;
 }
 
-const INTERN_SIZE = 8192;
+const INTERN_SIZE = 65536;
 const INTERN_MAX = 96;
 /** Exact powers of ten for the fast decimal path (10^22 is the largest exact double power). */
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
@@ -219,6 +219,12 @@ interface Shape {
 
 /** Past this many distinct label-name sequences, label objects are built by the generic loop. */
 const MAX_SHAPES = 4096;
+/**
+ * Trie of label-name sequences seen by any parse (module-wide, so a scrape every second compiles
+ * no new makers); each node builds label objects of that exact shape. Holds names only, no values.
+ */
+const shapeRoot: Shape = { name: undefined, parent: undefined, next: new Map(), make: () => ({}) };
+let shapeCount = 0;
 
 /**
  * An object-literal factory for one label-name sequence: every label object of that shape is
@@ -289,12 +295,10 @@ class Parser {
   private lineStart = 0;
   private pos = 0;
   /** Interned short strings (names, label values) keyed by a hash of their text: repeats allocate nothing. */
-  private internTab: string[] = new Array<string>(INTERN_SIZE).fill("\u0000");
+  private internTab: string[];
+  private internMask: number;
   /** Values of the label set being parsed. */
   private scratchValues: string[] = [];
-  /** Trie of label-name sequences seen; each node builds a label object of that exact shape. */
-  private shapeRoot: Shape = { name: undefined, parent: undefined, next: new Map(), make: () => ({}) };
-  private shapeCount = 0;
 
   constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
     this.t = text;
@@ -305,6 +309,11 @@ class Parser {
     this.file = file;
     this.maxWarnings = maxWarnings;
     this.suffixes = this.omStrict ? STRICT_SUFFIXES : LENIENT_SUFFIXES;
+    // About one slot per 16 bytes of input, 64 to 8192 slots: small bodies pay little to set up.
+    let size = 64;
+    while (size < INTERN_SIZE && size * 16 < text.length) size *= 2;
+    this.internTab = new Array<string>(size).fill("\u0000");
+    this.internMask = size - 1;
   }
 
   run(): Exposition {
@@ -374,7 +383,7 @@ class Parser {
   private intern(start: number, end: number, h: number): string {
     const n = end - start;
     if (n > INTERN_MAX) return this.t.slice(start, end);
-    const i = (h ^ (h >>> 15) ^ n) & (INTERN_SIZE - 1);
+    const i = (h ^ (h >>> 15) ^ n) & this.internMask;
     const e = this.internTab[i];
     if (e.length === n && this.t.startsWith(e, start)) return e;
     const s = this.t.slice(start, end);
@@ -737,7 +746,7 @@ class Parser {
       return {};
     }
     const values = this.scratchValues;
-    let node = this.shapeRoot;
+    let node = shapeRoot;
     let n = 0;
     for (;;) {
       // Label name.
@@ -840,8 +849,8 @@ class Parser {
       names.unshift(s.name);
     names.push(lname);
     const shape: Shape = { name: lname, parent, next: new Map(), make: genericMaker(names) };
-    if (this.shapeCount < MAX_SHAPES) {
-      this.shapeCount++;
+    if (shapeCount < MAX_SHAPES) {
+      shapeCount++;
       shape.make = shapeMaker(names);
       parent.next.set(lname, shape);
     }
