@@ -3,6 +3,7 @@ import type { FitResult } from "./fit.ts";
 import type { Prediction, Term } from "./predict.ts";
 import type { Range } from "./range.ts";
 import { fmtRange } from "./range.ts";
+import type { CeilingRow } from "./whatif.ts";
 
 const ms = (r: Range) => fmtRange(r, 2, " ms");
 const pct = (x: number) => `${(100 * x).toFixed(0)} %`;
@@ -95,4 +96,14 @@ export function explainFit(f: FitResult): string[] {
       `Residual — ${r.label}: measured ${r.measured.toFixed(3)}, fitted ${r.fitted.toFixed(3)} ${r.unit} (${r.z >= 0 ? "+" : ""}${r.z.toFixed(1)} σ).`,
     );
   return out;
+}
+
+/** "Ceiling — name: assumption → 7.1–10.0 ms, 100–140 tok/s." */
+export function ceilingSentence(r: CeilingRow): string {
+  const one = r.stepMs.low === r.stepMs.high;
+  const ms = one ? `${r.stepMs.low.toFixed(1)} ms` : `${r.stepMs.low.toFixed(1)}–${r.stepMs.high.toFixed(1)} ms`;
+  const tps = one
+    ? `${r.tokensPerSecond.low.toFixed(1)} tok/s`
+    : `${Math.round(r.tokensPerSecond.low)}–${Math.round(r.tokensPerSecond.high)} tok/s`;
+  return `Ceiling — ${r.name}: ${r.assumption} → ${ms}, ${tps}.`;
 }

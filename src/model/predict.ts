@@ -163,7 +163,8 @@ function paramSet(r: Resolved, which: Which, ar: AllReduceChoice | null, a2a: Ra
       return c ? c.mean + k * c.sd : undefined;
     };
     const invEta = v("invEta");
-    if (invEta !== undefined) P.etaM = 1 / Math.max(0.2, invEta);
+    // Against a measured copy bandwidth, streaming cannot beat the probe: cap η at 1.
+    if (invEta !== undefined) P.etaM = Math.min(referenceBandwidthGBs(r).measured ? 1 : 1.2, 1 / Math.max(0.2, invEta));
     const fixed = v("fixedMs");
     if (fixed !== undefined) P.fixedMs = Math.max(0, fixed);
   }

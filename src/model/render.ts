@@ -94,8 +94,8 @@ export function renderCeilings(rows: CeilingRow[]): string {
         : `${r.stepMs.low.toFixed(1)}–${r.stepMs.high.toFixed(1)}`;
     const tps =
       r.tokensPerSecond.low === r.tokensPerSecond.high
-        ? r.tokensPerSecond.low.toFixed(0)
-        : `${r.tokensPerSecond.low.toFixed(0)}–${r.tokensPerSecond.high.toFixed(0)}`;
+        ? r.tokensPerSecond.low.toFixed(1)
+        : `${Math.round(r.tokensPerSecond.low)}–${Math.round(r.tokensPerSecond.high)}`;
     t.push([r.name, r.assumption, ms, tps]);
   }
   return t.toString();

@@ -141,6 +141,7 @@ function rowFrom(scenario: string, description: string, p: Prediction, base: Pre
   const car = p.collectives.customAllReduce;
   if (car.forcedHypothetical) notes.push(`hypothetical: ${car.reason}`);
   if (!p.memory.fits) notes.push(p.memory.note);
+  if (p.input.zeroComm) notes.push("collectives zeroed");
   if (p.collectives.protocol === "LL128" && !p.collectives.protocolMenu.includes("LL128")) notes.push("LL128 forced");
   if (p.input.ncclProto && p.collectives.implementation !== "nccl")
     notes.push(`NCCL_PROTO has no effect: ${p.collectives.implementation} carries the all-reduces`);
@@ -156,7 +157,7 @@ function rowFrom(scenario: string, description: string, p: Prediction, base: Pre
     allReduce: {
       implementation: p.collectives.implementation,
       protocol: p.collectives.protocol,
-      usEach: p.collectives.latencyUsEach.mid,
+      usEach: p.input.zeroComm ? 0 : p.collectives.latencyUsEach.mid,
       count: p.collectives.countPerToken,
     },
     notes,

@@ -2,7 +2,7 @@
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { catalog } from "../../model/catalog.ts";
-import { explain } from "../../model/explain.ts";
+import { ceilingSentence, explain } from "../../model/explain.ts";
 import { fit } from "../../model/fit.ts";
 import { loadMeasurements } from "../../model/io.ts";
 import type { Measurement } from "../../model/measurements.ts";
@@ -102,13 +102,7 @@ export function register(program: Command): void {
       if (o.measurements) {
         const f = fit(input, readMeasurements(o.measurements));
         const rows = ceilings(input, f);
-        const lines = [
-          ...explain(f.prediction, f),
-          ...rows.map(
-            (r) =>
-              `Ceiling — ${r.name}: ${r.assumption} → ${r.stepMs.low.toFixed(1)}–${r.stepMs.high.toFixed(1)} ms, ${r.tokensPerSecond.low.toFixed(0)}–${r.tokensPerSecond.high.toFixed(0)} tok/s.`,
-          ),
-        ];
+        const lines = [...explain(f.prediction, f), ...rows.map(ceilingSentence)];
         emit({ sentences: lines, fit: f, ceilings: rows }, o, (r) => r.sentences.map((s) => `• ${s}`).join("\n"));
       } else {
         const p = predict(input);
