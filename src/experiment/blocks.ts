@@ -2,9 +2,7 @@
 // engine's runBench (src/load); this file adapts its records to the per-request samples the
 // statistics use, and runs a block while watching that its server stays up.
 import { InterruptedError, TargetError } from "../errors.ts";
-import { runBench } from "../load/runner.ts";
-import { chunkItls, isSuccess, requestTpot } from "../load/summarize.ts";
-import type { RequestRecord } from "../load/types.ts";
+import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
 import type { StoredRequest } from "../store/index.ts";
 import { groupAlive, type ServerExit, type ServerHandle } from "./variants.ts";
 
@@ -73,7 +71,7 @@ export interface BlockContext {
 export type BlockRunner = (baseUrl: string, workload: Workload, ctx: BlockContext) => Promise<BlockResult>;
 
 export function sampleFromRecord(r: RequestRecord): BlockSample {
-  const ok = isSuccess(r);
+  const ok = r.errorClass === null;
   return {
     index: r.index,
     ok,
