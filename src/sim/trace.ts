@@ -48,6 +48,8 @@ interface KernelSpec {
   w: number;
   /** No launch gap before it (collectives carry their own launch cost). */
   noGap?: boolean;
+  /** The name as a JSON string (cached). */
+  json?: string;
 }
 
 function gemmName(gpu: string, what: string): string {
@@ -291,7 +293,9 @@ export class Profiler {
     };
     const comps = new Float64Array(COMPONENTS.length);
     const t0 = steps.length ? steps[0]!.startMs : 0;
-    const baseUs = Date.now() * 1000;
+    // Kineto writes small ts (µs) and the epoch offset separately: doubles keep ns precision.
+    const baseUs = 1000;
+    const epochNs = BigInt(Date.now()) * 1_000_000n;
     let corr = 1;
     for (const s of steps) {
       const parts: string[] = [];
@@ -362,6 +366,8 @@ export class Profiler {
           t += gapUs;
           truth.gapUs.launch += gapUs;
         }
+        // The truth is what the trace holds: durations as written (ns precision).
+        dur = Math.round(dur * 1000) / 1000;
         truth.kernelUs[k.cls] += dur;
         const kc = graph ? graphCorr : corr++;
         if (!graph) {
@@ -375,14 +381,14 @@ export class Profiler {
           parts.push(`{"ph":"f","id":${kc},"pid":0,"tid":7,"ts":${f(t)},"cat":"ac2g","name":"ac2g","bp":"e"}`);
         first = false;
         parts.push(
-          `{"ph":"X","cat":"kernel","name":${JSON.stringify(k.name)},"pid":0,"tid":7,"ts":${f(t)},"dur":${f(dur)},"args":{"queued":0,"device":0,"context":1,"stream":7,"correlation":${kc},"registers per thread":128,"shared memory":0,"blocks per SM":1,"warps per SM":4,"grid":[132,1,1],"block":[128,1,1],"est. achieved occupancy %":6}}`,
+          `{"ph":"X","cat":"kernel","name":${(k.json ??= JSON.stringify(k.name))},"pid":0,"tid":7,"ts":${f(t)},"dur":${f(dur)},"args":{"queued":0,"device":0,"context":1,"stream":7,"correlation":${kc},"registers per thread":128,"shared memory":0,"blocks per SM":1,"warps per SM":4,"grid":[132,1,1],"block":[128,1,1],"est. achieved occupancy %":6}}`,
         );
         t += dur;
       }
       push(`,\n${parts.join(",\n")}`);
       await yieldToLoop();
     }
-    push(`\n],"displayTimeUnit":"ms","baseTimeNanoseconds":${BigInt(Math.floor(baseUs)) * 1000n}}\n`);
+    push(`\n],"displayTimeUnit":"ms","baseTimeNanoseconds":${epochNs}}\n`);
     gz.end();
     await done;
     writeFileSync(
