@@ -168,7 +168,7 @@ test("SIGINT mid-experiment: no server survives, finished blocks are saved, --re
   // Wait (bounded) until block 0 is complete and block 1's server is up, by reading the store.
   let serverPid = 0;
   let runId = "";
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   while (!serverPid && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
     try {

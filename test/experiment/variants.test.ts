@@ -84,7 +84,8 @@ test("a server that never becomes healthy times out with its log; the port place
   await assert.rejects(
     startServer({
       name: "slow",
-      cmd: `${tiny} --slow-health 60000 --port-was {port}`,
+      // A shell that prints at once and never listens: no start-up race with the timeout.
+      cmd: "echo listening soon --port-was {port}; sleep 60",
       readyTimeoutMs: 700,
       graceMs: 200,
     }),
@@ -104,7 +105,12 @@ test("an aborted start stops the server and rejects with the abort reason", asyn
 });
 
 test("a server that dies mid-block fails the block at once, naming the variant with its log", async () => {
-  const s = await startServer({ name: "dying", cmd: `${tiny} --die-after 400`, graceMs: 200, readyTimeoutMs: 10_000 });
+  const s = await startServer({
+    name: "dying",
+    cmd: `${tiny} --die-at-request 4`,
+    graceMs: 200,
+    readyTimeoutMs: 10_000,
+  });
   // A real runner: completions in a loop until told to stop.
   const runner: BlockRunner = async (baseUrl, _w, ctx) => {
     const requests = [];
