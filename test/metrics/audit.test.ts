@@ -230,11 +230,11 @@ test("auditMetrics over HTTP: two scrapes across the window, /v1/models and /ver
 const simHelper = new URL("../helpers/sim.ts", import.meta.url);
 test("against the simulator (glm5 profile): vLLM detected, ITL bucket remark as in the seed", {
   skip: existsSync(simHelper) ? false : "test/helpers/sim.ts not present",
-  timeout: 30_000,
+  timeout: 120_000,
 }, async () => {
   const { spawnSim } = (await import(simHelper.href)) as typeof import("../helpers/sim.ts");
   // Real time (scale 1): the sim records wall-clock gaps, and the remark is about a ~17 ms ITL.
-  const sim = await spawnSim(["--profile", "glm5-8x-rtxpro6000-pcie"]);
+  const sim = await spawnSim(["--profile", "glm5-8x-rtxpro6000-pcie"], { timeoutMs: 60_000 });
   try {
     const generate = async () => {
       for (let i = 0; i < 3; i++) {
@@ -258,12 +258,18 @@ test("against the simulator (glm5 profile): vLLM detected, ITL bucket remark as 
     assert.equal(itl.value!.count, value("generation_tokens") - value("requests"));
     // The sim's histograms record wall-clock gaps, so a loaded machine can widen them; the
     // profile's 17.4 ms sits in vLLM's (10, 25] ms bucket, and the remark must say how coarse it is.
+    // A very busy machine can push gaps past 25 ms; the remark must then describe that bucket instead.
     const mean = itl.value!.mean!;
-    assert.ok(mean > 0.01 && mean <= 0.025, `ITL mean ${mean}`);
-    assert.match(
-      itl.resolution!.text,
-      /^ITL buckets are 15 ms wide around the [\d.]+ ms mean: p50 is interpolated, not measured/,
-    );
+    assert.ok(mean > 0.01, `ITL mean ${mean}`);
+    const width = itl.resolution!.meanBucket!.upper - itl.resolution!.meanBucket!.lower;
+    assert.match(itl.resolution!.text, /^ITL buckets are [\d.]+ ms wide around the [\d.]+ ms mean/);
+    if (mean <= 0.025) {
+      assert.ok(Math.abs(width - 0.015) < 1e-12);
+      assert.match(
+        itl.resolution!.text,
+        /^ITL buckets are 15 ms wide around the [\d.]+ ms mean: p50 is interpolated, not measured/,
+      );
+    }
     if (itl.resolution!.modalBucket.share >= 0.8)
       assert.equal(r.verdict, "request-level only; ITL bucket 10–25 ms spans the signal");
   } finally {

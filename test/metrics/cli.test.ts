@@ -38,7 +38,7 @@ function cli(
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`inferscope ${args.join(" ")} did not finish; stderr:\n${stderr}`));
-    }, opts.timeoutMs ?? 90_000);
+    }, opts.timeoutMs ?? 150_000);
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
       stdout += d;
       opts.onStdout?.(d, () => child.kill("SIGINT"));
@@ -64,13 +64,17 @@ before(async () => {
       for (let i = 0; i < 2; i++) f.serve();
       f.running = 1;
     }),
+    // A second generator, so concurrent audits do not see each other's scrapes.
+    "/metrics-b": vllmRoute(new VllmFixture({ itlRange: [0.0165, 0.0183] }), (f) => {
+      for (let i = 0; i < 2; i++) f.serve();
+    }),
     "/v1/models": jsonRoute({ data: [{ id: "glm-5" }] }),
   });
 });
 after(() => server.close());
 
 // CLI start-up (tsx + every command module) is seconds on a busy machine: few spawns, run 3 at a time.
-describe("inferscope metrics", { concurrency: 3, timeout: 240_000 }, () => {
+describe("inferscope metrics", { concurrency: 3, timeout: 400_000 }, () => {
   test("scrape FILE --json prints the parsed exposition; --out saves the body", async () => {
     const out = join(mkdtempSync(join(tmpdir(), "inferscope-cli-")), "saved.prom");
     const r = await cli(["metrics", "scrape", fixture("engine-tgi.prom"), "--json", "--out", out]);
@@ -105,7 +109,7 @@ describe("inferscope metrics", { concurrency: 3, timeout: 240_000 }, () => {
   test("audit URL prints the seed verdict and the commands; --json carries the same report", async () => {
     const [text, json] = await Promise.all([
       cli(["metrics", "audit", `${server.url}/metrics`, "--window", "300ms"]),
-      cli(["metrics", "audit", `${server.url}/metrics`, "--window", "300ms", "--json"]),
+      cli(["metrics", "audit", `${server.url}/metrics-b`, "--window", "300ms", "--json"]),
     ]);
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stdout, /vLLM V1 \(confidence 1\.00\)/);

@@ -43,7 +43,11 @@ function fetchFlags<C extends Command<any, any, any>>(cmd: C) {
   return cmd
     .option("--timeout <duration>", "connect/headers/body timeout per request (default 10s)", duration("--timeout"))
     .option("--max-bytes <size>", "refuse bodies larger than this (default 64MiB)", bytes)
-    .option("--header <name:value...>", "extra request header, e.g. 'Authorization: Bearer …'");
+    .option(
+      "--header <name:value>",
+      "extra request header, e.g. 'Authorization: Bearer …' (repeatable)",
+      (v: string, prev: string[] = []) => [...prev, v],
+    );
 }
 
 function headers(list: string[] | undefined): Record<string, string> | undefined {
