@@ -763,6 +763,10 @@ function buildAssumptions(
       `per-call cost = isolated (${ar.isolatedSource}) + in-loop skew/sync ${SKEW_US.low}–${SKEW_US.high} µs (collectives.md §5.2–5.3)${r.cudaGraphs ? "" : " + eager launch 12–25 µs"}`,
     );
   }
+  if (r.engine === "llamacpp" && (r.input.tp ?? 1) > 1)
+    out.push(
+      `llama.cpp splits layers across the ${r.input.tp} GPUs (--split-mode layer): modelled as PP ${r.pp}, TP 1`,
+    );
   if (r.pp > 1)
     out.push(
       `pipeline parallel: one token passes all ${r.pp} stages in sequence, so per-token time covers every layer`,

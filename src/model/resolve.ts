@@ -87,8 +87,13 @@ export function resolve(input: ModelInput): Resolved {
         : customGpu(input.gpu as CustomGpuSpec);
   const engine = (input.engine ?? "vllm") as Engine;
   if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine "${engine}"; one of ${ENGINES.join(", ")}`);
-  const tp = int("tp", input.tp, 1);
-  const pp = int("pp", input.pp, 1);
+  let tp = int("tp", input.tp, 1);
+  let pp = int("pp", input.pp, 1);
+  // llama.cpp's default multi-GPU mode splits layers (--split-mode layer): a pipeline, not tensor parallelism.
+  if (engine === "llamacpp" && tp > 1) {
+    pp *= tp;
+    tp = 1;
+  }
   const dp = int("dp", input.dp, 1);
   const ep = int("ep", input.ep, 1);
   const gpus = int("gpus", input.gpus, tp * pp * dp);
