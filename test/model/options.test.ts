@@ -38,8 +38,8 @@ test("--hardware YAML, custom device flags and --topo become a ModelInput", () =
   assert.match(topo.hardware.interconnect.label, /worst path SYS, cross-socket/);
   assert.equal(topo.collectives.customAllReduce.used, false);
   assert.throws(
-    () => inputFromOptions({ model: "glm-5", hardware: fx("hardware-bad.yaml") }),
-    /hardware-bad\.yaml:\d+:\d+: invalid YAML/,
+    () => inputFromOptions({ model: "glm-5", hardware: fx("hardware-bad.txt") }),
+    /hardware-bad\.txt:\d+:\d+: invalid YAML/,
   );
   assert.throws(() => inputFromOptions({ model: "glm-5" }), /--gpu is required/);
   assert.throws(() => inputFromOptions({ model: "glm-5", gpu: "h100-sxm", tp: "two" }), /--tp expects a whole number/);
