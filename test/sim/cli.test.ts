@@ -1,0 +1,101 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { post } from "./util.ts";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const bin = join(root, "bin", "inferscope.mjs");
+
+/** Runs the CLI to completion (bounded by a timeout) and returns its exit code and output. */
+function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 60_000) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...process.env, ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`timed out: inferscope ${args.join(" ")}\n${stderr}`));
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe("inferscope sim CLI", () => {
+  test("--explain --json prints the hidden truth; NCCL_PROTO is read from the environment", async () => {
+    const ll = await cli(["sim", "--explain", "--json"], { NCCL_PROTO: "LL" });
+    assert.equal(ll.code, 0, ll.stderr);
+    const a = JSON.parse(ll.stdout);
+    // Without NCCL_PROTO this profile's automatic selection is Simple (model.test.ts).
+    assert.equal(a.decode.allReduce.protocol, "LL");
+    assert.ok(a.decode.stepMs > 17 && a.decode.stepMs < 17.3);
+    assert.ok(Array.isArray(a.decode.components));
+  });
+
+  test("bad input: unknown flag, non-loopback host, bad profile file — clear message, exit 2, no stack", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sim-cli-"));
+    const bad = join(dir, "p.yaml");
+    writeFileSync(bad, "name: p\nmodel: 3\n");
+    const flag = await cli(["sim", "--bogus"]);
+    assert.equal(flag.code, 2);
+    assert.match(flag.stderr, /unknown option '--bogus'/);
+    const host = await cli(["sim", "--host", "0.0.0.0", "--port", "0", "--time-scale", "2"]);
+    assert.equal(host.code, 2);
+    assert.match(host.stderr, /--host 0\.0\.0\.0 is not a loopback address/);
+    assert.match(host.stderr, /--allow-remote/);
+    const prof = await cli(["sim", "--profile-file", bad, "--explain"]);
+    assert.equal(prof.code, 2);
+    assert.ok(prof.stderr.includes(bad), prof.stderr);
+    assert.match(prof.stderr, /field "model"/);
+    for (const r of [flag, host, prof]) assert.ok(!/\n\s+at /.test(r.stderr), "no stack trace");
+  });
+
+  test("one listening line; port in use is a clear error; SIGTERM drains open streams and exits 0", async () => {
+    const child = spawn(process.execPath, [bin, "sim", "--port", "0", "--time-scale", "5"], { cwd: root });
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let out = "";
+        child.stdout.on("data", (d) => {
+          out += d;
+          if (out.includes("\n")) resolve(out);
+        });
+        child.on("exit", () => reject(new Error("exited before listening")));
+      });
+      const m =
+        /^inferscope sim listening on (http:\/\/127\.0\.0\.1:(\d+)) \(profile glm5-8x-rtxpro6000-pcie\)\n$/.exec(line);
+      assert.ok(m, line);
+      const [, url, port] = m!;
+      const clash = await cli(["sim", "--port", port!]);
+      assert.equal(clash.code, 2);
+      assert.match(clash.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+      // A stream in flight when SIGTERM arrives still completes with [DONE].
+      const pending = post(url!, "/v1/completions", {
+        prompt: "drain",
+        max_tokens: 60,
+        ignore_eos: true,
+        stream: true,
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      child.kill("SIGTERM");
+      const r = await pending;
+      assert.equal(r.data.at(-1), "[DONE]");
+      assert.equal(r.data.length, 61);
+      assert.equal(await exited, 0);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+});
