@@ -276,3 +276,46 @@ test("against the simulator (glm5 profile): vLLM detected, ITL bucket remark as 
     await sim.stop();
   }
 });
+
+test("watchMetrics: one frame per interval over a trailing window, stops at iterations", async () => {
+  const { watchMetrics } = await import("../../src/metrics/watch.ts");
+  const fx = new VllmFixture({ itlRange: [0.0165, 0.0183], outputTokens: 10 });
+  const server = await startFixtureServer({
+    "/metrics": vllmRoute(fx, (f) => {
+      f.serve();
+      f.running = 1;
+      f.kvUsage = 0.125;
+    }),
+  });
+  try {
+    let clock = 0;
+    const frames: import("../../src/metrics/watch.ts").WatchFrame[] = [];
+    const n = await watchMetrics(`${server.url}/metrics`, {
+      intervalMs: 1000,
+      windowMs: 3000,
+      iterations: 6,
+      now: () => clock,
+      sleep: async (ms) => {
+        clock += ms;
+      },
+      onFrame: (f) => frames.push(f),
+    });
+    assert.equal(n, 6);
+    assert.equal(server.hits.get("/metrics"), 7);
+    // The window grows to 3 s and then slides: one request (10 tokens) per second throughout.
+    assert.deepEqual(
+      frames.map((f) => f.windowSeconds),
+      [1, 2, 3, 3, 3, 3],
+    );
+    for (const f of frames) {
+      assert.equal(f.generationTokensPerSecond, 10);
+      assert.equal(f.requestsPerSecond, 1);
+      assert.equal(f.running, 1);
+      assert.equal(f.kvUsage, 0.125);
+      assert.equal(f.itl!.count, 9 * f.windowSeconds);
+      assert.ok(Math.abs(f.itl!.p50! - 0.0175) < 1e-12);
+    }
+  } finally {
+    await server.close();
+  }
+});

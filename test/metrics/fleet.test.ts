@@ -41,7 +41,7 @@ before(async () => {
   prom = await startPrometheus({ targets: [{ job: "vllm", target: `127.0.0.1:${server.port}` }] });
   client = new PrometheusClient(prom.url);
   // Wait (bounded) until Prometheus holds at least four scrapes of the target.
-  const deadline = Date.now() + 12_000;
+  const deadline = Date.now() + 20_000;
   for (;;) {
     const r = await client.instant(
       `count_over_time(vllm:inter_token_latency_seconds_count{engine="0"}[30s])`,
