@@ -214,6 +214,8 @@ interface Shape {
   name: string | undefined;
   parent: Shape | undefined;
   next: Map<string, Shape>;
+  /** The child taken most recently (not stored for shapes past MAX_SHAPES). */
+  last?: Shape;
   make: (values: string[]) => Labels;
 }
 
@@ -223,7 +225,7 @@ const MAX_SHAPES = 4096;
  * Trie of label-name sequences seen by any parse (module-wide, so a scrape every second compiles
  * no new makers); each node builds label objects of that exact shape. Holds names only, no values.
  */
-const shapeRoot: Shape = { name: undefined, parent: undefined, next: new Map(), make: () => ({}) };
+const shapeRoot: Shape = { name: undefined, parent: undefined, next: new Map(), last: undefined, make: () => ({}) };
 let shapeCount = 0;
 
 /**
@@ -234,7 +236,12 @@ let shapeCount = 0;
 function shapeMaker(names: string[]): (values: string[]) => Labels {
   if (names.includes("__proto__")) return genericMaker(names);
   const body = names.map((n, i) => `${JSON.stringify(n)}: v[${i}]`).join(", ");
-  return new Function("v", `return { ${body} };`) as (values: string[]) => Labels;
+  try {
+    return new Function("v", `return { ${body} };`) as (values: string[]) => Labels;
+  } catch {
+    // Code generation disallowed (--disallow-code-generation-from-strings): the generic loop.
+    return genericMaker(names);
+  }
 }
 
 function genericMaker(names: string[]): (values: string[]) => Labels {
@@ -761,7 +768,22 @@ class Parser {
         h = (Math.imul(h, 31) + c) | 0;
         p++;
       }
-      const lname = this.intern(nStart, p, h);
+      // Label names repeat in the same order line after line: try the trie's last-used child first.
+      let next = node.last;
+      let lname: string;
+      if (
+        next !== undefined &&
+        next.name !== undefined &&
+        next.name.length === p - nStart &&
+        t.startsWith(next.name, nStart)
+      ) {
+        lname = next.name;
+      } else {
+        lname = this.intern(nStart, p, h);
+        next = node.next.get(lname);
+        if (next === undefined) next = this.addShape(node, lname, nStart);
+        node.last = next;
+      }
       if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
       if (p >= end || t.charCodeAt(p) !== EQ) {
         this.fail(`expected "=" after label name "${lname}", got ${this.describe(p, end)}`, p);
@@ -787,8 +809,6 @@ class Parser {
         p = this.pos;
       }
       // The label-name sequence is a path in a trie; duplicates are found once per new path.
-      let next = node.next.get(lname);
-      if (next === undefined) next = this.addShape(node, lname, nStart);
       node = next;
       n++;
       if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
@@ -848,7 +868,7 @@ class Parser {
     for (let s: Shape | undefined = parent; s !== undefined && s.name !== undefined; s = s.parent)
       names.unshift(s.name);
     names.push(lname);
-    const shape: Shape = { name: lname, parent, next: new Map(), make: genericMaker(names) };
+    const shape: Shape = { name: lname, parent, next: new Map(), last: undefined, make: genericMaker(names) };
     if (shapeCount < MAX_SHAPES) {
       shapeCount++;
       shape.make = shapeMaker(names);
