@@ -494,6 +494,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       prefillScale: par("prefillScale"),
     },
     source: `model fit on ${used} measurement(s)`,
+    measuredBandwidthGBs: ref.measured ? ref.gbs : undefined,
     baseline: { arModelUs: arModelBase, arKey: baseKey },
     arVariants: [...variantIndex.entries()].map(([key, v]) => ({
       key,

@@ -14,6 +14,8 @@ export interface Calibration {
   /** Posterior mean and sd per fitted parameter (see fit.ts PARAMS). */
   params: Partial<Record<CalibParam, { mean: number; sd: number }>>;
   source: string;
+  /** The measured bandwidth 1/η_m was fitted against (applies when the input gives none). */
+  measuredBandwidthGBs?: number;
 }
 export type CalibParam = "invEta" | "arLatUs" | "arUsPerKB" | "skewUs" | "fixedMs" | "prefillScale";
 

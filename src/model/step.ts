@@ -336,7 +336,7 @@ export interface StepEval {
 }
 
 export function referenceBandwidthGBs(r: Resolved): { gbs: number; measured: boolean } {
-  const m = r.input.measuredBandwidthGBs ?? r.gpu.measuredBandwidthGBs;
+  const m = r.input.measuredBandwidthGBs ?? r.input.calibration?.measuredBandwidthGBs ?? r.gpu.measuredBandwidthGBs;
   return m ? { gbs: m, measured: true } : { gbs: r.gpu.bandwidthGBs, measured: false };
 }
 

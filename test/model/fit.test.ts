@@ -79,6 +79,11 @@ test("seed ceilings: §3.8 rows as ranges tied to named assumptions", () => {
   assert.match(iso.assumption, /156 × 20\.6–26\.9 µs = 3\.2–4\.2 ms/);
   const floor = by(/weight-streaming floor/);
   assert.deepEqual([floor.stepMs.low.toFixed(1), floor.stepMs.high.toFixed(1)], ["2.0", "4.2"]);
+  // A saved calibration (JSON round trip, no measurements given again) reproduces the fitted step.
+  const saved = JSON.parse(JSON.stringify(f.calibration));
+  assert.ok(
+    Math.abs(predict({ ...SEED, calibration: saved }).decode.stepMs.mid - f.prediction.decode.stepMs.mid) < 1e-6,
+  );
   // Calibrated what-if: forcing LL uses the fitted A/B delta.
   const w = whatif({ ...SEED, calibration: f.calibration }, ["proto=LL"]);
   assert.ok(Math.abs(w[0].stepMs.mid - w[1].stepMs.mid - 3.8) < 0.4, `${w[0].stepMs.mid} vs ${w[1].stepMs.mid}`);
