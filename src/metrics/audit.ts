@@ -324,6 +324,11 @@ function sig(x: number): string {
   return String(Number(x.toFixed(d)));
 }
 
+/** Observation counts: integers as they are; Prometheus' extrapolated increases as "≈N". */
+function count(n: number): string {
+  return Number.isInteger(n) ? String(n) : `≈${Math.round(n)}`;
+}
+
 /** "10–25 ms": both bounds in the unit of the upper one. */
 export function fmtRange(lower: number, upper: number, unit: string): string {
   if (unit !== "seconds") return `${sig(lower)}–${sig(upper)}`;
@@ -379,15 +384,15 @@ export function bucketResolution(
     interpolated = true;
     parts.push(
       Number.isFinite(modal.upper)
-        ? `all ${sig(n)} observations fall in one bucket (${range(modal)}): every quantile is a straight-line guess inside it; use the mean (sum/count)`
-        : `all ${sig(n)} observations are above the largest bound (${fmtUnit(largestBound, unit)}): quantiles are capped there`,
+        ? `all ${count(n)} observations fall in one bucket (${range(modal)}): every quantile is a straight-line guess inside it; use the mean (sum/count)`
+        : `all ${count(n)} observations are above the largest bound (${fmtUnit(largestBound, unit)}): quantiles are capped there`,
     );
   } else if (modal.share >= 0.8 && Number.isFinite(modal.upper)) {
     interpolated = true;
     parts.push(`${Math.round(modal.share * 100)} % of observations fall in one bucket (${range(modal)})`);
   }
   if (above > 0 && modal.share < 0.999)
-    parts.push(`${sig(above)} observations above ${fmtUnit(largestBound, unit)}: p99 is capped at that bound`);
+    parts.push(`${count(above)} observations above ${fmtUnit(largestBound, unit)}: p99 is capped at that bound`);
   return {
     meanBucket,
     modalBucket: modal,
@@ -479,7 +484,7 @@ function gapsFor(
   info: AuditInfo,
   models: string[],
 ): Gap[] {
-  const url = info.via === "prometheus" ? "URL" : originOf(info.target);
+  const url = info.via === "prometheus" ? "<server URL>" : originOf(info.target);
   const model = models[0] ? shellQuote(models[0]) : "<model>";
   const byId = new Map(concepts.map((c) => [c.concept, c]));
   const gaps: Gap[] = [];
