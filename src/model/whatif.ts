@@ -224,7 +224,7 @@ function row(name: string, assumption: string, lo: number, hi: number, basis: st
     name,
     assumption,
     stepMs: { low: round(a, 3), high: round(b, 3) },
-    tokensPerSecond: { low: round(1000 / b, 1), high: round(1000 / a, 1) },
+    tokensPerSecond: { low: round(1000 / b, 3), high: round(1000 / a, 3) },
     basis,
   };
 }
