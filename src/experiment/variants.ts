@@ -274,6 +274,8 @@ export interface ServerHandle {
   logFile: string;
   /** Model id reported by /v1/models (when the probe ran). */
   model: string | null;
+  /** What GET /version answered (vLLM: {"version": "…"}), when it exists. */
+  version: string | null;
   /** Milliseconds from spawn until /health and the probe succeeded. */
   readyMs: number;
   /** Last n log lines (redacted). */
@@ -290,21 +292,18 @@ export interface ServerHandle {
   describe(): Record<string, unknown>;
 }
 
-function lineRing(max: number) {
-  const lines: string[] = [];
+/** Splits a byte stream into lines; a line is handed on only once complete (or at flush). */
+function lineSplitter(onLine: (line: string) => void) {
   let partial = "";
   return {
     push(chunk: string) {
       const parts = (partial + chunk).split(/\r?\n/);
       partial = parts.pop() ?? "";
-      for (const p of parts) {
-        lines.push(p);
-        if (lines.length > max) lines.shift();
-      }
+      for (const p of parts) onLine(p);
     },
-    tail(n: number) {
-      const all = partial ? [...lines, partial] : lines;
-      return all.slice(-n);
+    flush() {
+      if (partial) onLine(partial);
+      partial = "";
     },
   };
 }
@@ -330,7 +329,6 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
     spec.logFile ?? join(tmpdir(), "inferscope-logs", `${spec.name}-${port}-${Date.now().toString(36)}.log`);
   mkdirSync(dirname(logFile), { recursive: true });
   const log: WriteStream = createWriteStream(logFile, { flags: "a" });
-  const ring = lineRing(spec.logLines ?? 200);
   const secrets = spec.apiKey ? [spec.apiKey] : [];
   const t0 = performance.now();
 
@@ -358,17 +356,28 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const pgid = pid;
   trackGroup(pgid);
 
-  const note = (text: string) => {
-    ring.push(`[inferscope] ${text}\n`);
-    if (!log.writableEnded) log.write(`[inferscope] ${text}\n`);
+  // Whole lines are redacted before they reach the ring buffer or the file, so a secret split
+  // across two reads is still caught.
+  const maxLines = spec.logLines ?? 200;
+  const ring: string[] = [];
+  const onLine = (line: string) => {
+    const red = redactString(line, secrets);
+    ring.push(red);
+    if (ring.length > maxLines) ring.shift();
+    if (!log.writableEnded) log.write(`${red}\n`);
   };
-  const onData = (chunk: Buffer) => {
-    const text = redactString(chunk.toString("utf8"), secrets);
-    ring.push(text);
-    if (!log.writableEnded) log.write(text);
+  const outLines = lineSplitter(onLine);
+  const errLines = lineSplitter(onLine);
+  const note = (text: string) => onLine(`[inferscope] ${text}`);
+  child.stdout?.setEncoding("utf8");
+  child.stderr?.setEncoding("utf8");
+  child.stdout?.on("data", (c: string) => outLines.push(c));
+  child.stderr?.on("data", (c: string) => errLines.push(c));
+  const flushLines = () => {
+    outLines.flush();
+    errLines.flush();
   };
-  child.stdout?.on("data", onData);
-  child.stderr?.on("data", onData);
+  child.on("close", flushLines);
 
   let exit: ServerExit | null = null;
   const exited = new Promise<ServerExit>((resolve) => {
@@ -395,8 +404,9 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
     env,
     logFile,
     model: null,
+    version: null,
     readyMs: Number.NaN,
-    logTail: (n = 20) => ring.tail(n),
+    logTail: (n = 20) => ring.slice(-n),
     get exit() {
       return exit;
     },
@@ -417,6 +427,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
         }
         await Promise.race([exited, sleep(1000)]);
         liveGroups.delete(pgid);
+        flushLines();
         await new Promise<void>((r) => log.end(r));
       })();
       return stopPromise;
@@ -431,6 +442,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
         env,
         logFile,
         model: handle.model,
+        version: handle.version,
         readyMs: handle.readyMs,
         exit,
       };
@@ -439,7 +451,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
 
   const fail = async (why: string, opts: { unreachable?: boolean } = {}): Promise<never> => {
     await handle.stop();
-    const msg = `variant "${spec.name}": ${why}${formatTail(ring.tail(20))}\n  full log: ${logFile}`;
+    const msg = `variant "${spec.name}": ${why}${formatTail(ring.slice(-20))}\n  full log: ${logFile}`;
     if (opts.unreachable === false) throw new UsageError(msg);
     throw new TargetError(msg, { url: handle.url });
   };
@@ -489,5 +501,21 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
     }
   }
   handle.readyMs = performance.now() - t0;
+  // Record the engine version beside every number (seed scenario §3.5); optional endpoint.
+  try {
+    const v = await httpGet(`${handle.url}/version`, 2000, headers);
+    if (v.status === 200) {
+      const body = v.body.trim();
+      let parsed: unknown = body;
+      try {
+        parsed = (JSON.parse(body) as { version?: unknown }).version ?? body;
+      } catch {
+        // Plain text.
+      }
+      handle.version = String(parsed).slice(0, 200);
+    }
+  } catch {
+    // No /version: fine.
+  }
   return handle;
 }

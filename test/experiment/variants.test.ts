@@ -44,12 +44,14 @@ test("a server starts with the variant's env and args, logs are captured, stop e
   const s = await startServer({
     name: "ll",
     cmd: `${tiny} --grandchild`,
-    env: { NCCL_PROTO: "LL" },
+    env: { NCCL_PROTO: "LL", OPENAI_API_KEY: "sk-variants-HIDDEN-abcdef" },
+    apiKey: "sk-variants-HIDDEN-abcdef",
     args: ["--enforce-eager"],
     graceMs: 300,
     readyTimeoutMs: 10_000,
   });
   assert.equal(s.model, "tiny");
+  assert.equal(s.version, "0.0.0-tiny");
   assert.ok(s.readyMs > 0);
   const members = processGroupMembers(s.pgid);
   assert.ok(members && members.length >= 2, `group has the server and its grandchild: ${members}`);
@@ -57,6 +59,8 @@ test("a server starts with the variant's env and args, logs are captured, stop e
   await s.stop();
   assert.deepEqual(processGroupMembers(s.pgid), []);
   assert.match(readFileSync(s.logFile, "utf8"), /SIGKILL to the process group/); // the grandchild ignores SIGTERM
+  assert.match(readFileSync(s.logFile, "utf8"), /using api key \[redacted\]/);
+  assert.doesNotMatch(readFileSync(s.logFile, "utf8") + s.logTail().join("\n"), /HIDDEN/);
 });
 
 test("SIGKILL after the grace period when the server ignores SIGTERM", async () => {
