@@ -64,11 +64,12 @@ function histogram(id: string, section: string, title: string, caption: string, 
     caption,
     spec: {
       ...base(180, bins),
-      mark: { type: "bar", color: "#4c78a8" },
+      mark: { type: "rect", color: "#4c78a8", stroke: "white", strokeWidth: 0.5 },
       encoding: {
         x: { field: "lo", type: "quantitative", title: unit, scale: { zero: false } },
         x2: { field: "hi" },
         y: { field: "count", type: "quantitative", title: "count" },
+        y2: { datum: 0 },
         tooltip: [{ field: "lo", format: ".3f" }, { field: "hi", format: ".3f" }, { field: "count" }],
       },
     },
@@ -123,7 +124,7 @@ export function chartSpecs(r: StudyResult): ChartSpec[] {
       id: "decomposition",
       section: "summary",
       title: "Where one token's time goes",
-      caption: `Measured per-token time split into ${d.map((p) => p.component).join(" / ")}. ${r.summary.decompositionBasis}`,
+      caption: `One batch-1 decode step split into ${d.map((p) => p.component).join(" / ")}; ranges in the table below.`,
       spec: {
         ...base(70, rows),
         mark: { type: "bar", height: 34 },

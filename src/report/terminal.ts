@@ -23,7 +23,16 @@ export function renderTerminal(r: StudyResult, opts: { color?: boolean; outDir?:
   }
   if (r.ceilings.length) {
     const ct = new Table({ head: ["ceiling", "tokens/s [range]", "assumption"], style: { head: [], border: [] } });
-    for (const x of r.ceilings) ct.push([x.scenario, fmtQ(x.tokensPerSecond), x.assumption]);
+    // The terminal shows the measured and derived rows; every row is in the report.
+    const rows = r.ceilings
+      .filter((x) => x.tokensPerSecond.method !== "modelled")
+      .concat(r.ceilings.filter((x) => x.tokensPerSecond.method === "modelled").slice(0, 3));
+    for (const x of rows)
+      ct.push([
+        x.scenario,
+        fmtQ(x.tokensPerSecond),
+        x.assumption.length > 70 ? `${x.assumption.slice(0, 69)}…` : x.assumption,
+      ]);
     lines.push(ct.toString());
   }
   for (const f of r.summary.findings) lines.push(`• ${f}`);

@@ -1,6 +1,6 @@
 // Turns the phases' measurements into the StudyResult the report writers render (pure: no I/O).
 import { compareSamples } from "../experiment/stats.ts";
-import { fmt, fmtPct } from "../report/format.ts";
+import { fmt } from "../report/format.ts";
 import type {
   AbSection,
   AuditSection,
@@ -177,7 +177,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
         tr.periodMs,
         "ms",
         "measured",
-        "trace: start-to-next-start period of batch-1 decode steps, bootstrap over steps",
+        "trace: median window of regular batch-1 decode steps (last kernel end to last kernel end), bootstrap over steps",
       ),
       perClass: t.perClass.map((c) => ({ ...c, share: c.msPerStep / period })),
       idleMsPerStep: t.idleMsPerStep,
@@ -186,13 +186,14 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
         tr.perCallUs,
         "µs",
         "measured",
-        "trace: Σ all-reduce kernel time ÷ all-reduce kernel count, bootstrap over steps",
+        "trace: all-reduce kernel time ÷ all-reduce kernel count per step, mean over steps, Student-t 95 % interval",
       ),
       allReduceShare: q(
         tr.share,
-        "",
+        "%",
         "measured",
-        "trace: Σ all-reduce kernel time ÷ Σ step period, bootstrap over steps",
+        "trace: median over steps of all-reduce kernel time ÷ step window, bootstrap over steps",
+        100,
       ),
       kernelNames: t.kernelNames,
       files: t.files,
@@ -252,7 +253,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       tokensPerSecond: q(d.ceilingNoComm, "tok/s", "derived", "1000 ÷ median(step period − communication time)"),
     });
     findings.push(
-      `All-reduce takes ${fmtPct(shareTrace.value)} [${fmtPct(shareTrace.low)}, ${fmtPct(shareTrace.high)}] of each decode step: ${fmt(tr.callsPerStep)} calls × ${fmt(tr.perCallUs.estimate)} µs [${fmt(tr.perCallUs.lo)}, ${fmt(tr.perCallUs.hi)}].`,
+      `All-reduce takes ${fmt(shareTrace.value)} % [${fmt(shareTrace.low)}, ${fmt(shareTrace.high)}] of each decode step: ${fmt(tr.callsPerStep)} calls × ${fmt(tr.perCallUs.estimate)} µs [${fmt(tr.perCallUs.lo)}, ${fmt(tr.perCallUs.hi)}].`,
     );
     findings.push(
       `With zero-cost all-reduce one request would decode at ${fmt(ceilNoAr.value)} tok/s [${fmt(ceilNoAr.low)}, ${fmt(ceilNoAr.high)}] instead of ${fmt(1000 / tr.periodMs.estimate)}.`,
@@ -318,6 +319,16 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
 
   // ---- model
   const model = m.model?.section;
+  if (m.model && model && tr) {
+    // The measured ceiling outranks a model that could not pin the collective cost.
+    const zc = m.model.whatIfs.find((w) => w.scenario === "zero-comm");
+    const measuredNoComm = rateFromMs(tr.nonCommMs);
+    if (zc && (zc.tokensPerSecond.high! < measuredNoComm.lo || zc.tokensPerSecond.low! > measuredNoComm.hi)) {
+      const msg = `The calibrated model's zero-communication what-if (${fmt(zc.tokensPerSecond.value)} tok/s [${fmt(zc.tokensPerSecond.low)}, ${fmt(zc.tokensPerSecond.high)}]) disagrees with the trace-measured ceiling (${fmt(measuredNoComm.estimate)} tok/s [${fmt(measuredNoComm.lo)}, ${fmt(measuredNoComm.hi)}]): the model splits the measured step differently from the trace (its collective cost is not pinned by these measurements). Read the model's what-ifs as relative changes; the measured ceilings come first.`;
+      model.notes.unshift(msg);
+      findings.push(msg);
+    }
+  }
   if (m.model) {
     ceilings.push(...m.model.ceilings);
     method.push(`Model: ${m.model.section.description}; calibrated on this run's measurements (see residuals).`);

@@ -20,7 +20,7 @@ export function defaultPlan(quick: boolean): StudyPlan {
         bench: { requests: 8, outputLen: 256, warmup: 1 },
         sweep: { lengths: [16, 32, 64, 128, 256, 512], repeats: 2 },
         trace: { steps: 64, outputLen: 80 },
-        ab: { requestsPerBlock: 4, outputLen: 128, repeats: 1, warmup: 1 },
+        ab: { requestsPerBlock: 4, outputLen: 128, repeats: 2, warmup: 1 },
       }
     : {
         inputLen: 64,

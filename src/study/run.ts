@@ -320,7 +320,7 @@ export async function rebuildReport(
         hint: "`inferscope runs list --kind study` lists the studies",
       });
     const stored = detail.summaries.result as StudyResult | undefined;
-    if (!stored || stored.schema !== "inferscope.study/1")
+    if (stored?.schema !== "inferscope.study/1")
       throw new UsageError(`run ${id} has no stored study result (status ${detail.run.status}: it did not finish)`);
     result = stored;
   } finally {

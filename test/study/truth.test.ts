@@ -75,14 +75,14 @@ test(`truth: per-all-reduce cost, all-reduce share and zero-all-reduce ceiling c
     const truth = truthRange(set, 8, 8 + 64 + 16);
     const ok = {
       perCall: covers(tr.allReducePerCallUs, truth.perCallUs),
-      share: covers(tr.allReduceShare, truth.share),
+      share: covers({ low: tr.allReduceShare.low! / 100, high: tr.allReduceShare.high! / 100 }, truth.share),
       ceiling: covers(result.summary.ceiling?.tokensPerSecond, truth.ceiling),
     };
     const all = ok.perCall && ok.share && ok.ceiling;
     if (all) hits++;
     log.push(
       `draw ${i} ${all ? "ok  " : "MISS"} perCall ${tr.allReducePerCallUs.low?.toFixed(2)}–${tr.allReducePerCallUs.high?.toFixed(2)} vs ${truth.perCallUs[0].toFixed(2)}` +
-        ` share ${tr.allReduceShare.low?.toFixed(4)}–${tr.allReduceShare.high?.toFixed(4)} vs ${truth.share[0].toFixed(4)}–${truth.share[1].toFixed(4)}` +
+        ` share ${tr.allReduceShare.low?.toFixed(2)}–${tr.allReduceShare.high?.toFixed(2)} % vs ${(100 * truth.share[0]).toFixed(2)}–${(100 * truth.share[1]).toFixed(2)} %` +
         ` ceiling ${result.summary.ceiling?.tokensPerSecond.low?.toFixed(1)}–${result.summary.ceiling?.tokensPerSecond.high?.toFixed(1)} vs ${truth.ceiling[0].toFixed(1)}–${truth.ceiling[1].toFixed(1)}`,
     );
   }

@@ -42,6 +42,7 @@ export function register(program: Command): void {
       "embedded sim only: run its clock x times faster (times are converted back)",
       num("--time-scale"),
     )
+    .option("--profiler-dir <dir>", "--url only: the server's profiler (trace) directory, readable here")
     .option("--seed <n>", "seed for workloads, block order and bootstrap", num("--seed", true), 1)
     .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY); never stored")
     // Same as withCommon(); spelled out so commander's typings keep every option's type.
