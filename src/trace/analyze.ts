@@ -85,6 +85,7 @@ export async function analyzeFile(
   });
   const model = builder.finish();
   const warnings = [...stats.warnings];
+  if (stats.bytes === 0) throw new InputError(`${file}: empty file (0 bytes${stats.gzip ? " after gunzip" : ""})`);
   if (!stats.sawTraceEvents) {
     const keys = Object.keys(stats.metadata);
     throw new InputError(

@@ -336,7 +336,8 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   const scratch = new Float64Array(model.names.length);
   const scratchN = new Int32Array(model.names.length);
 
-  const windowEnd = model.windowEndTs ?? model.maxTs;
+  // Only Kineto's "Record Window End" marker tells where recording stopped.
+  const windowEnd = model.windowEndTs ?? Number.POSITIVE_INFINITY;
   const steps: StepBreakdown[] = [];
   for (let s = 0; s < S; s++) {
     const def = seg.steps[s]!;

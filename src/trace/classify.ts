@@ -46,7 +46,7 @@ export interface RuleFile {
 export const DEFAULT_RULES: readonly Rule[] = [
   { id: "memcpy.activity", class: "memcpy", match: ".", kinds: ["memcpy"], note: "gpu_memcpy activity" },
   { id: "memset.activity", class: "memset", match: ".", kinds: ["memset"], note: "gpu_memset activity" },
-  { id: "comm.nccl", class: "communication", match: "^(void )?nccl(Dev)?Kernel|\\bnccl(Sym|Symk)?DevKernel" },
+  { id: "comm.nccl", class: "communication", match: "^(void )?nccl(Dev)?Kernel" },
   { id: "comm.nccl-symmetric", class: "communication", match: "ncclSymk?DevKernel|ncclSymk" },
   { id: "comm.rccl", class: "communication", match: "\\brccl[A-Z]\\w*Kernel" },
   {

@@ -77,7 +77,7 @@ export function parseNcclTests(text: string, file?: string): NcclTestsResult {
         }
       } else if (
         (m =
-          /^Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+(?:\[([0-9a-fx:.]+)\]\s+)?(.*)$/i.exec(
+          /^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+(?:\[([0-9a-fx:.]+)\]\s+)?(.*)$/i.exec(
             body,
           ))
       )

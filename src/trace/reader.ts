@@ -173,6 +173,9 @@ export class TraceScanner {
               this.state = this.topArray ? S_DONE : S_KEY;
               i++;
               break;
+            } else if (c === 0x7d) {
+              // A stray '}' cannot start a value: skip the byte itself.
+              this.warn(`${this.where(this.base + i)}: unexpected '}' in traceEvents; skipped`);
             } else if (c !== 0x2c && c !== 0x20 && c !== 0x0d && c !== 0x09) {
               this.warn(`${this.where(this.base + i)}: traceEvents element is not an object; skipped`);
               this.state = S_ARRAY_JUNK;
