@@ -319,3 +319,23 @@ test("watchMetrics: one frame per interval over a trailing window, stops at iter
     await server.close();
   }
 });
+
+test("the same window read as OpenMetrics gives the same audit (counter families without _total)", async () => {
+  const { formatExposition } = await import("../../src/metrics/write.ts");
+  const { a, b } = seedWindow(3);
+  const toOm = (s: Snapshot): Snapshot => {
+    const text = formatExposition(s.exposition.families, "openmetrics-1.0");
+    return { ...s, exposition: parseExposition(text, { format: "openmetrics-1.0" }) };
+  };
+  const oa = toOm(a);
+  const ob = toOm(b);
+  assert.equal(ob.exposition.format, "openmetrics-1.0");
+  assert.ok(ob.exposition.families.some((f) => f.name === "vllm:prompt_tokens" && f.type === "counter"));
+  const r0 = analyzeAudit(a, b, { target: "x" });
+  const r1 = analyzeAudit(oa, ob, { target: "x" });
+  assert.equal(r1.verdict, r0.verdict);
+  assert.deepEqual(
+    r1.concepts.map((c) => [c.concept, c.observable, c.value]),
+    r0.concepts.map((c) => [c.concept, c.observable, c.value]),
+  );
+});
