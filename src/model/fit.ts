@@ -3,7 +3,6 @@
 // in these parameters, so this is a linear-Gaussian MAP fit: priors are the reference ranges (range ≈ ±2σ), the
 // posterior covariance says what the data pinned down. Pure.
 import { UsageError } from "../errors.ts";
-import type { AllReduceChoice } from "./collectives.ts";
 import { measuredLatency, SKEW_US } from "./collectives.ts";
 import type { Measurement, Variant } from "./measurements.ts";
 import { describeVariant } from "./measurements.ts";
@@ -704,5 +703,3 @@ export function invert(m: number[][]): number[][] {
   }
   return a.map((row) => row.slice(n));
 }
-
-export type { AllReduceChoice };

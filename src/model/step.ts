@@ -1,6 +1,5 @@
 // The decode step (models.md §5): t_step ≈ Σ max(FLOPs/(η_c·F), bytes/(η_m·BW)) + n_kernels·c + n_AR·t_AR + t_engine.
 // Pure: evaluated once per parameter set (optimistic, central, pessimistic) and zipped into ranges.
-import type { Architecture } from "./architecture.ts";
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, Engine } from "./collectives.ts";
 import { chooseAllReduce } from "./collectives.ts";
@@ -450,5 +449,3 @@ export function allReduceFor(r: Resolved, tokens = r.batch): AllReduceChoice | n
     customAllReduce: r.input.customAllReduce,
   });
 }
-
-export type { Architecture };
