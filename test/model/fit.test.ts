@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { explain } from "../../src/model/explain.ts";
 import { fit } from "../../src/model/fit.ts";
 import { loadMeasurements } from "../../src/model/io.ts";
-import { measurementsFromDoc } from "../../src/model/measurements.ts";
+import { measurementsFromDoc, parseMeasurementsText } from "../../src/model/measurements.ts";
 import { predict } from "../../src/model/predict.ts";
 import type { ModelInput } from "../../src/model/resolve.ts";
 import { ceilings, whatif } from "../../src/model/whatif.ts";
@@ -140,4 +140,30 @@ test("measurement files: bench --save-result JSON, YAML, and errors with positio
   );
   assert.throws(() => measurementsFromDoc([{ kind: "warp" }], "m.json"), /unknown kind "warp"/);
   assert.throws(() => loadMeasurements(fx("topo-bad.txt")), /not a measurements file|invalid/);
+});
+
+test("YAML measurements with a length sweep and a context slope", () => {
+  const yaml = `measurements:
+  - kind: length-sweep
+    slopeMsPerToken: 17.4
+    interceptMs: 52
+  - kind: context-slope
+    msPerKToken: 0.06
+    label: ITL drift per 1K tokens (DSA indexer scan)
+  - kind: rate
+    tokensPerSecond: 57.5
+    batch: 1
+`;
+  const ms = parseMeasurementsText(yaml, "sweep.yaml");
+  assert.deepEqual(
+    ms.map((m) => m.kind),
+    ["length-sweep", "context-slope", "itl"],
+  );
+  const f = fit(SEED, ms);
+  assert.ok(f.residuals.some((r) => /length-sweep intercept/.test(r.label)));
+  assert.ok(f.residuals.some((r) => r.unit === "ms/1K tokens"));
+  assert.throws(
+    () => parseMeasurementsText("measurements:\n  - kind: itl\n    ms: [1\n", "bad.yaml"),
+    /bad\.yaml:\d+:\d+: invalid YAML/,
+  );
 });
