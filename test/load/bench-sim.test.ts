@@ -4,12 +4,13 @@ import { after, before, describe, test } from "node:test";
 import { runBench } from "../../src/load/runner.ts";
 import { type SimProcess, spawnSimProcess } from "../../src/load/selftest.ts";
 import { chunkItls, chunkTokens, tokenItls } from "../../src/load/summarize.ts";
+import { runSweep } from "../../src/load/sweep.ts";
 import { resolveSim } from "../../src/sim/index.ts";
 import { decodeBatch, prefillBatch } from "../../src/sim/timing.ts";
 
 const SCALE = 2;
 
-describe("batch-1 timing against the sim's truth", () => {
+describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
   let sim: SimProcess;
   before(async () => {
     sim = await spawnSimProcess(["--time-scale", String(SCALE)]);
@@ -78,12 +79,21 @@ describe("batch-1 timing against the sim's truth", () => {
   });
 });
 
-describe("speculative decoding: multi-token chunks", () => {
+// One speculative-decoding simulator serves the multi-token test and the load-shape tests.
+let specSim: Promise<SimProcess> | null = null;
+const getSpecSim = () => {
+  specSim ??= spawnSimProcess(["--time-scale", "50", "--spec-tokens", "3", "--acceptance", "0.7"]);
+  return specSim;
+};
+after(async () => {
+  if (specSim) await (await specSim).stop();
+});
+
+describe("speculative decoding: multi-token chunks", { timeout: 120_000 }, () => {
   let sim: SimProcess;
   before(async () => {
-    sim = await spawnSimProcess(["--time-scale", "20", "--spec-tokens", "3", "--acceptance", "0.7"]);
+    sim = await getSpecSim();
   });
-  after(() => sim?.stop());
 
   test("pooled chunk ITL > TPOT; per-token ITL splits each gap by the chunk's tokens", async () => {
     const res = await runBench({
@@ -127,7 +137,7 @@ describe("speculative decoding: multi-token chunks", () => {
   });
 });
 
-describe("fault injection", () => {
+describe("fault injection", { timeout: 120_000 }, () => {
   let sim: SimProcess;
   before(async () => {
     sim = await spawnSimProcess([
@@ -179,5 +189,56 @@ describe("fault injection", () => {
     assert.equal(s.inferscope.ttft_ms.count, s.completed);
     assert.equal(s.inferscope.e2el_ms.count, s.completed);
     assert.equal(s.total_output_tokens, 24 * s.completed);
+  });
+});
+
+describe("open loop, cap and sweeps", { timeout: 120_000 }, () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await getSpecSim();
+  });
+
+  test("a rate with a cap: schedule followed, queue time recorded, in-flight never above the cap", async () => {
+    const res = await runBench({
+      baseUrl: sim.url,
+      requestRate: 200,
+      maxConcurrency: 2,
+      numPrompts: 30,
+      seed: 5,
+      randomInputLen: 16,
+      randomOutputLen: 40,
+      ignoreEos: true,
+      percentiles: [50, 99],
+    });
+    assert.equal(res.summary.completed, 30);
+    assert.equal(res.setup.request_rate, 200);
+    // Scheduled times are the precomputed gamma schedule: the last lands at N/rate.
+    const sched = res.requests.map((r) => r.scheduledMs).sort((a, b) => a - b);
+    assert.ok(Math.abs(sched[sched.length - 1]! - 150) < 1e-6);
+    assert.ok(res.summary.max_concurrent_requests <= 2);
+    // 200 req/s into 2 slots of ~40-token requests: requests wait for a slot.
+    assert.ok(res.summary.inferscope.client_queue_ms.max > 0);
+    for (const r of res.requests) assert.ok(r.sendMs >= r.createdMs && r.createdMs >= r.scheduledMs - 0.001);
+  });
+
+  test("sweep over concurrency, and auto (synchronous, throughput, rates between)", async () => {
+    const base = { baseUrl: sim.url, numPrompts: 8, randomInputLen: 16, randomOutputLen: 16, ignoreEos: true };
+    const s = await runSweep(base, { concurrency: [1, 4] });
+    assert.deepEqual(
+      s.points.map((p) => [p.kind, p.value, p.result.summary.completed]),
+      [
+        ["concurrency", 1, 8],
+        ["concurrency", 4, 8],
+      ],
+    );
+    assert.ok(s.points[1]!.result.summary.max_concurrent_requests > 1);
+    const a = await runSweep(base, { auto: true, autoSteps: 2 });
+    assert.equal(a.points[0]!.kind, "synchronous");
+    assert.equal(a.points[1]!.kind, "throughput");
+    assert.ok(a.points.length >= 3 || a.stoppedEarly !== null);
+    const rates = a.points.filter((p) => p.kind === "rate").map((p) => p.value);
+    const sync = a.points[0]!.result.summary.request_throughput;
+    const max = a.points[1]!.result.summary.request_throughput;
+    for (const r of rates) assert.ok(r > sync && r < max);
   });
 });

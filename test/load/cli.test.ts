@@ -44,7 +44,7 @@ test("contradictory flags and bad datasets are usage errors (exit 2)", () => {
   assert.match(g.stderr, /bad SLO/);
 });
 
-describe("against the simulator", () => {
+describe("against the simulator", { timeout: 120_000 }, () => {
   let sim: SimProcess;
   before(async () => {
     sim = await spawnSimProcess(["--time-scale", "20"]);
