@@ -297,7 +297,8 @@ export class Engine {
     this.timerArmed = false;
     if (this.inFlight || this.closed) return;
     const clock = this.opts.clock;
-    const burstEnd = clock() + 2;
+    // --speed zero: run steps for up to 20 ms per macrotask, so each socket gets several events per write.
+    const burstEnd = clock() + 20;
     for (;;) {
       const now = clock();
       while (this.pending.length && this.pending.peek()!.queuedAt <= now) this.waiting.push(this.pending.shift()!);

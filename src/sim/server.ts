@@ -76,7 +76,6 @@ class Exchange implements RequestSink {
   private completionTokens = 0;
   private readonly pre: string[] = [];
   private readonly sufNull: string;
-  private corked = false;
   private stalledUntil = 0;
   private queued: string[] | null = null;
   closed = false;
@@ -128,23 +127,32 @@ class Exchange implements RequestSink {
     return JSON.stringify(u);
   }
 
+  /** Events written in this macrotask, sent as one chunk when it ends (several steps may run in one). */
+  private pending: string | null = null;
+  private readonly flush = (): void => {
+    const p = this.pending;
+    this.pending = null;
+    if (p !== null && !this.res.destroyed) this.res.write(p);
+    if (this.endAfterFlush) this.res.end();
+  };
+  private endAfterFlush = false;
+
   private write(s: string): void {
-    const res = this.res;
-    if (this.closed || res.destroyed) return;
+    if (this.closed || this.res.destroyed) return;
     if (this.queued) {
       this.queued.push(s);
       return;
     }
-    if (!this.corked) {
-      // Several steps may run in one macrotask (--speed zero): one syscall for all of them.
-      this.corked = true;
-      res.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        res.uncork();
-      });
-    }
-    res.write(s);
+    if (this.pending === null) {
+      this.pending = s;
+      process.nextTick(this.flush);
+    } else this.pending += s;
+  }
+
+  /** Ends the response after any pending events are flushed. */
+  private end(): void {
+    if (this.pending !== null) this.endAfterFlush = true;
+    else this.res.end();
   }
 
   onTokens(req: SimRequest, from: number, count: number, finish: FinishReason | null): void {
@@ -251,7 +259,7 @@ class Exchange implements RequestSink {
       this.write("data: [DONE]\n\n");
     }
     this.closed = true;
-    this.res.end();
+    this.end();
     this.srv.release(this);
   }
 

@@ -16,7 +16,10 @@ describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, ti
   let metrics = "";
 
   before(async () => {
-    sim = await spawnSim(["--time-scale", String(SCALE), "--seed", "11"], { env: { NCCL_PROTO: "LL" }, timeoutMs: 60_000 });
+    sim = await spawnSim(["--time-scale", String(SCALE), "--seed", "11"], {
+      env: { NCCL_PROTO: "LL" },
+      timeoutMs: 60_000,
+    });
     for (let i = 0; i < REQUESTS; i++) {
       const r = await post(sim.url, "/v1/completions", {
         prompt: `measure request ${i}`,
