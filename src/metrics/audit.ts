@@ -15,7 +15,7 @@ import {
 } from "./concepts.ts";
 import { detectEngines, type EngineCatalog, NameIndex } from "./engines/index.ts";
 import { histogramQuantile, histogramSeries } from "./histogram.ts";
-import { type FetchOptions, fetchServerInfo, isUrl, type ServerInfo, scrape } from "./scrape.ts";
+import { type FetchOptions, fetchRaw, fetchServerInfo, isUrl, parseRaw, type ServerInfo, scrape } from "./scrape.ts";
 import type { Labels, MetricFamily, Sample, Snapshot } from "./types.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -251,6 +251,17 @@ export interface AuditInfo {
   via?: "scrape" | "prometheus";
   /** Fleet mode: the selector the Prometheus data was filtered by. */
   selector?: string;
+  /** What each Accept header got (the audit asks for both formats). */
+  formats?: FormatProbe[];
+}
+
+export interface FormatProbe {
+  accept: string;
+  contentType?: string;
+  format?: string;
+  families?: number;
+  /** Why this format could not be read, if it could not. */
+  error?: string;
 }
 
 export interface AuditReport {
@@ -281,6 +292,7 @@ export interface AuditReport {
   warnings: string[];
   /** True when no counter or histogram moved over the window. */
   idle: boolean;
+  formats?: FormatProbe[];
 }
 
 const DIMENSION_LABELS = ["engine", "model_name", "model", "tp_rank", "pp_rank", "dp_rank", "engine_type"];
@@ -644,6 +656,7 @@ export function analyzeWindow(
     quirks,
     warnings,
     idle: !moved,
+    formats: info.formats,
   };
 }
 
@@ -682,7 +695,39 @@ export async function auditMetrics(target: string, opts: AuditOptions = {}): Pro
   await sleep(windowMs);
   const b = await scrape(target, opts);
   const server = await infoP;
-  return analyzeAudit(a, b, { target, server, via: "scrape" });
+  const formats = isUrl(target) ? await probeFormats(target, a, opts) : undefined;
+  const report = analyzeAudit(a, b, { target, server, via: "scrape", formats });
+  const counts = formats?.filter((f) => f.families !== undefined).map((f) => f.families);
+  if (counts && counts.length === 2 && counts[0] !== counts[1])
+    report.warnings.push(
+      `the two formats list different families (${counts[0]} vs ${counts[1]}, _created aside): dashboards built on one may miss metrics in the other`,
+    );
+  for (const f of formats ?? []) if (f.error) report.warnings.push(`with Accept: ${f.accept}: ${f.error}`);
+  return report;
+}
+
+const TEXT_ACCEPT = "text/plain;version=0.0.4";
+const OM_ACCEPT = "application/openmetrics-text;version=1.0.0";
+
+/**
+ * Servers answer the OpenMetrics-first Accept with either format (prometheus_client's choice depends
+ * on its version): ask once more for the other one and record what each gives.
+ */
+async function probeFormats(target: string, first: Snapshot, opts: AuditOptions): Promise<FormatProbe[]> {
+  const families = (s: Snapshot) => s.exposition.families.filter((f) => !f.name.endsWith("_created")).length;
+  const firstIsOm = first.exposition.format === "openmetrics-1.0";
+  const probes: FormatProbe[] = [
+    { accept: firstIsOm ? OM_ACCEPT : TEXT_ACCEPT, format: first.exposition.format, families: families(first) },
+  ];
+  const accept = firstIsOm ? TEXT_ACCEPT : OM_ACCEPT;
+  try {
+    const raw = await fetchRaw(target, { ...opts, headers: { ...opts.headers, accept } });
+    const snap = parseRaw(raw);
+    probes.push({ accept, contentType: raw.contentType, format: snap.exposition.format, families: families(snap) });
+  } catch (err) {
+    probes.push({ accept, error: (err as Error).message });
+  }
+  return probes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -732,7 +777,9 @@ export function formatAudit(r: AuditReport, opts: { color?: boolean } = {}): str
       r.models.length ? `model ${r.models.join(", ")}` : undefined,
       ...dims,
       `window ${r.windowSeconds.toFixed(1)} s`,
-      r.format,
+      r.formats?.length
+        ? `formats: ${[...new Set(r.formats.map((f) => f.format ?? "unreadable"))].join(" and ")}`
+        : r.format,
       `${r.families} families`,
     ]
       .filter(Boolean)

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { analyzeAudit, auditMetrics, bucketResolution, formatAudit } from "../../src/metrics/audit.ts";
 import { parseExposition } from "../../src/metrics/parse.ts";
 import type { Snapshot } from "../../src/metrics/types.ts";
-import { jsonRoute, readFixture, startFixtureServer, VllmFixture, vllmRoute } from "./fixtures/server.ts";
+import { jsonRoute, OPENMETRICS, readFixture, startFixtureServer, VllmFixture, vllmRoute } from "./fixtures/server.ts";
 
 const snap = (text: string, atMs: number, source = "http://127.0.0.1:8000/metrics"): Snapshot => ({
   source,
@@ -195,11 +195,18 @@ test("bucketResolution: capped quantiles and fine buckets are described", () => 
 });
 
 test("auditMetrics over HTTP: two scrapes across the window, /v1/models and /version read", async () => {
+  const { formatExposition } = await import("../../src/metrics/write.ts");
   const fx = new VllmFixture({ model: "zai-org/GLM-5" });
+  let served = 0;
   const server = await startFixtureServer({
-    "/metrics": vllmRoute(fx, (f) => {
-      for (let i = 0; i < 2; i++) f.serve();
-    }),
+    // Negotiates like prometheus_client: OpenMetrics when asked for it, 0.0.4 text otherwise.
+    "/metrics": (req) => {
+      if (served++ < 2) for (let i = 0; i < 2; i++) fx.serve();
+      const text = fx.render();
+      if (!req.headers.accept?.startsWith("application/openmetrics-text")) return { body: text };
+      const om = formatExposition(parseExposition(text).families, "openmetrics-1.0");
+      return { headers: { "content-type": OPENMETRICS }, body: om };
+    },
     "/v1/models": jsonRoute({ object: "list", data: [{ id: "zai-org/GLM-5", object: "model" }] }),
     "/version": jsonRoute({ version: "0.11.0" }),
   });
@@ -216,7 +223,15 @@ test("auditMetrics over HTTP: two scrapes across the window, /v1/models and /ver
     assert.equal(r.engine?.version, "0.11.0");
     assert.deepEqual(r.models, ["zai-org/GLM-5"]);
     assert.equal(r.concepts.find((c) => c.concept === "requests")!.value!.count, 2);
-    assert.equal(server.hits.get("/metrics"), 2);
+    // Two scrapes for the window (OpenMetrics), one more asking for 0.0.4 text.
+    assert.equal(server.hits.get("/metrics"), 3);
+    assert.equal(r.format, "openmetrics-1.0");
+    assert.deepEqual(
+      r.formats?.map((f) => f.format),
+      ["openmetrics-1.0", "prometheus-0.0.4"],
+    );
+    assert.equal(r.formats?.[0]?.families, r.formats?.[1]?.families);
+    assert.match(formatAudit(r), /formats: openmetrics-1\.0 and prometheus-0\.0\.4/);
     assert.ok(
       r.gaps.some(
         (g) => g.command === "inferscope model predict --model zai-org/GLM-5 --gpu <gpu> --gpus <n> --tp <n>",
