@@ -317,6 +317,47 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     );
   }
 
+  // ---- no trace: the split comes from the calibrated model (modelled, and labelled so)
+  if (!tr && m.model && token) {
+    const groups = {
+      communication: [] as typeof m.model.terms,
+      compute: [] as typeof m.model.terms,
+      overhead: [] as typeof m.model.terms,
+    };
+    for (const t of m.model.terms) {
+      if (/all-reduce|gather|all-to-all|collective|p2p/i.test(t.name)) groups.communication.push(t);
+      else if (/weight|kv|compute|matmul|attention|expert/i.test(t.name)) groups.compute.push(t);
+      else groups.overhead.push(t);
+    }
+    const modelMid = m.model.terms.reduce((a, t) => a + t.mid, 0);
+    // Scale the model's split to the measured per-token time (the fit already targets it).
+    const k = modelMid > 0 ? token.estimate / modelMid : 1;
+    for (const [component, ts] of Object.entries(groups) as Array<
+      ["communication" | "compute" | "overhead", typeof m.model.terms]
+    >) {
+      const sum = (f: (t: (typeof ts)[number]) => number) => ts.reduce((a, t) => a + f(t), 0) * k;
+      decomposition.push({
+        component,
+        ms: {
+          value: sum((t) => t.mid),
+          low: sum((t) => Math.min(t.low, t.high)),
+          high: sum((t) => Math.max(t.low, t.high)),
+          unit: "ms",
+          method: "modelled",
+          how: `calibrated model terms (${ts.map((t) => t.name).join(", ") || "none"}) scaled to the measured per-token time; range from the model's efficiency ranges`,
+        },
+        detail:
+          component === "communication"
+            ? "collectives per the model"
+            : component === "compute"
+              ? "weight/KV reads and math per the model"
+              : "per-kernel and engine overhead per the model",
+      });
+    }
+    decompositionBasis =
+      "No profiler trace: this split is modelled (the analytical model calibrated on this run's measurements), not measured. Capture a trace (--server-cmd, or --profiler-dir with --url) to measure it.";
+  }
+
   // ---- model
   const model = m.model?.section;
   if (m.model && model && tr) {

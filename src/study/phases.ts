@@ -379,6 +379,8 @@ export async function phaseAb(
 
 export interface ModelMeasure {
   section: ModelSection;
+  /** Calibrated decode-step terms with their ranges (ms), for the decomposition when there is no trace. */
+  terms: Array<{ name: string; low: number; mid: number; high: number }>;
   whatIfs: WhatIf[];
   ceilings: Ceiling[];
   callsPerToken?: number;
@@ -574,5 +576,11 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
         },
       };
     });
-  return { section, whatIfs, ceilings: ceil, callsPerToken: c.countPerToken };
+  return {
+    section,
+    terms: cp.decode.terms.map((t) => ({ name: t.label, low: t.ms.low, mid: t.ms.mid, high: t.ms.high })),
+    whatIfs,
+    ceilings: ceil,
+    callsPerToken: c.countPerToken,
+  };
 }

@@ -6,7 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InferscopeError, UsageError } from "../errors.ts";
+import { InferscopeError, InterruptedError, UsageError } from "../errors.ts";
 import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
@@ -139,6 +139,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   };
 
   async function phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+    if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new InterruptedError();
     const p0 = performance.now();
     progress(name, "started");
     try {
@@ -288,13 +289,16 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   } finally {
     store?.close();
   }
-  if (failure) {
-    if (failure instanceof InferscopeError) {
-      // Keep the typed error (interrupt, unreachable) but say where the partial report is.
-      throw failure;
-    }
-    throw failure;
+  if (failure && opts.signal?.aborted)
+    failure = new InterruptedError(
+      `interrupted; the finished phases are saved${runId ? ` in run ${runId}` : ""}${report ? `, partial report in ${report.dir}` : ""}`,
+    );
+  else if (failure) {
+    // Keep the typed error (interrupt → 130, unreachable → 3) and say where the partial report is.
+    if (failure instanceof InferscopeError && report)
+      throw Object.assign(failure, { message: `${failure.message}; partial report in ${report.dir}` });
   }
+  if (failure) throw failure;
   return { result, report, runId };
 }
 

@@ -129,7 +129,7 @@ test("study --url: phases that need a restart or a trace directory are reported 
   try {
     const { result } = await runStudy({
       url: sim.url,
-      phases: ["bench", "ab", "trace"],
+      phases: ["bench", "ab", "trace", "model"],
       dbPath: null,
       plan: { bench: { requests: 3, outputLen: 32, warmup: 0 } },
     });
@@ -139,7 +139,12 @@ test("study --url: phases that need a restart or a trace directory are reported 
     assert.match(ph.ab!.reason!, /--server-cmd/);
     assert.equal(ph.trace!.status, "unavailable");
     assert.equal(result.ab, undefined);
-    assert.equal(result.summary.decomposition.length, 0);
+    // Without a trace the split is the calibrated model's, and says so.
+    assert.deepEqual(
+      result.summary.decomposition.map((p) => p.ms.method),
+      ["modelled", "modelled", "modelled"],
+    );
+    assert.match(result.summary.decompositionBasis, /No profiler trace/);
     assert.equal(result.meta.timeScale, 1, "a --url server is taken at its word: real time");
     assert.ok(result.latency!.itlMs.low! <= result.latency!.itlMs.value);
   } finally {

@@ -1,6 +1,7 @@
 // `inferscope study`: the whole investigation in one command, written as an HTML/Markdown/JSON report.
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
 import { emit, progressEnabled } from "../common.ts";
