@@ -119,13 +119,14 @@ interface Span {
   end: number;
 }
 
-/** Outermost, time-sorted, non-overlapping spans. */
+/** Outermost, time-sorted spans (spans nested in an earlier one dropped). */
 function outermost(spans: Span[]): Span[] {
   spans.sort((a, b) => a.ts - b.ts || b.end - a.end);
   const out: Span[] = [];
   let lastEnd = Number.NEGATIVE_INFINITY;
   for (const s of spans) {
-    if (s.ts < lastEnd) continue;
+    // Nested inside the previous span (with ns tolerance: ts + dur is rounded in the file).
+    if (s.ts < lastEnd - 1e-3 && s.end <= lastEnd + 1e-3) continue;
     out.push(s);
     lastEnd = s.end;
   }
