@@ -264,6 +264,14 @@ export interface FormatProbe {
   error?: string;
 }
 
+/** A number derived from several concepts, with the formula that produced it. */
+export interface Derived {
+  name: string;
+  value: number;
+  unit: string;
+  formula: string;
+}
+
 export interface AuditReport {
   target: string;
   via: "scrape" | "prometheus";
@@ -293,6 +301,7 @@ export interface AuditReport {
   /** True when no counter or histogram moved over the window. */
   idle: boolean;
   formats?: FormatProbe[];
+  derived: Derived[];
 }
 
 const DIMENSION_LABELS = ["engine", "model_name", "model", "tp_rank", "pp_rank", "dp_rank", "engine_type"];
@@ -657,7 +666,50 @@ export function analyzeWindow(
     warnings,
     idle: !moved,
     formats: info.formats,
+    derived: deriveNumbers(concepts, engine?.id),
   };
+}
+
+/** Cross-concept numbers that say how to read the others (per-token vs per-event ITL, steps/s). */
+export function deriveNumbers(concepts: ConceptReport[], engineId?: string): Derived[] {
+  const v = (c: Concept) => {
+    const k = concepts.find((x) => x.concept === c);
+    return k?.observable ? k.value : undefined;
+  };
+  const out: Derived[] = [];
+  const itl = v("itl");
+  if (itl?.mean && itl.mean > 0)
+    out.push({
+      name: "per-request decode rate",
+      value: 1 / itl.mean,
+      unit: "tok/s",
+      formula: "1 / ITL mean (one token per output event)",
+    });
+  const steps = v("step_tokens");
+  const stepKind = concepts.find((x) => x.concept === "step_tokens")?.kind;
+  if (stepKind === "histogram" && steps?.count && steps.count > 0) {
+    out.push({
+      name: "engine steps",
+      value: steps.rate ?? 0,
+      unit: "steps/s",
+      formula: "Δ step-tokens _count / window",
+    });
+    if (steps.mean !== undefined)
+      out.push({ name: "tokens per step", value: steps.mean, unit: "tokens", formula: "Δ_sum / Δ_count" });
+  }
+  // vLLM observes ITL once per output batch: generated − finished requests = ITL observations when
+  // each batch carries one token. More tokens per observation means multi-token chunks (speculative
+  // decoding), and ITL is then not a per-token latency. (SGLang's ITL counts tokens already.)
+  const gen = v("generation_tokens");
+  const req = v("requests");
+  if (engineId === "vllm" && itl?.count && gen?.count !== undefined && req?.count !== undefined)
+    out.push({
+      name: "tokens per ITL observation",
+      value: (gen.count - req.count) / itl.count,
+      unit: "tokens",
+      formula: "(Δ generated − Δ finished requests) / Δ ITL _count (≈1: ITL is per token; in-flight requests skew it)",
+    });
+  return out;
 }
 
 /** Pure: the audit of the window between two snapshots of one target. */
@@ -810,6 +862,10 @@ export function formatAudit(r: AuditReport, opts: { color?: boolean } = {}): str
   if (notes.length) {
     lines.push("", c.bold("What the metrics measure:"));
     for (const k of notes) lines.push(`  ${k.title} (${k.metric}): ${k.note}`);
+  }
+  if (r.derived.length) {
+    lines.push("", c.bold("Derived:"));
+    for (const d of r.derived) lines.push(`  ${d.name}: ${sig(d.value)} ${d.unit}  (${d.formula})`);
   }
   if (r.gaps.length) {
     lines.push("", c.bold("Not exposed, and how to recover it:"));

@@ -66,6 +66,11 @@ test("vLLM invariants: iteration_tokens _count = engine steps = requests × max_
   assert.equal(itl.value!.count, 5 * 63, "ITL _count = requests × (max_tokens − 1)");
   const prefix = r.concepts.find((c) => c.concept === "prefix_cache_hit_rate")!;
   assert.equal(prefix.value!.ratio, 0.5);
+  const derived = Object.fromEntries(r.derived.map((d) => [d.name, d.value]));
+  assert.equal(derived["tokens per ITL observation"], 1, "one token per output event");
+  assert.equal(derived["engine steps"], (5 * 64) / 10);
+  assert.equal(derived["tokens per step"], (5 * (128 + 1) + 5 * 63) / (5 * 64));
+  assert.ok(Math.abs(derived["per-request decode rate"]! - 1 / itl.value!.mean!) < 1e-9);
 });
 
 test("gaps name the missing pieces and the exact commands that recover them", () => {
