@@ -41,7 +41,7 @@ function drive(port: number, n: number, tokens: number, limitMs: number): Promis
       const s = connect(port, "127.0.0.1", () => s.write(req));
       s.setNoDelay(true);
       sockets.push(s);
-      let tail = Buffer.alloc(0);
+      let tail: Buffer = Buffer.alloc(0);
       s.on("data", (b: Buffer) => {
         const buf = tail.length ? Buffer.concat([tail, b]) : b;
         let at = buf.indexOf(SEP);
