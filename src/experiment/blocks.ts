@@ -4,7 +4,7 @@
 import { InterruptedError, TargetError } from "../errors.ts";
 import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
 import type { StoredRequest } from "../store/index.ts";
-import { groupAlive, type ServerExit, type ServerHandle } from "./variants.ts";
+import { processAlive, type ServerExit, type ServerHandle } from "./variants.ts";
 
 /** The workload run inside each block (flag names follow `inferscope bench` / `vllm bench serve`). */
 export interface Workload {
@@ -176,9 +176,10 @@ export async function runWatchedBlock(
       ac.abort(died);
     });
   // Connection errors can reach the runner before Node has reaped the server: when the runner is
-  // done, a server whose group has no live process is dead, whatever the exit event says yet.
+  // done, a server process that is gone (or a zombie) is dead, whatever the exit event says yet.
   const checkDeath = async () => {
-    if (!died && server && !server.stopping && !groupAlive(server.pgid)) died = deathError(await server.exited, server);
+    if (!died && server && !server.stopping && !processAlive(server.pid))
+      died = deathError(await server.exited, server);
   };
   try {
     const res = await runner(baseUrl, workload, {

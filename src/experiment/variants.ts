@@ -4,7 +4,7 @@
 // started group is killed on our exit, and SIGINT/SIGTERM stop them before we return.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -160,6 +160,23 @@ export function processGroupMembers(pgid: number): number[] | null {
     if (Number(f[2]) === pgid && f[0] !== "Z" && f[0] !== "X") out.push(Number(n));
   }
   return out;
+}
+
+/** A process that exists and is not a zombie (from /proc; signal 0 where /proc is unavailable). */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    return state !== "Z" && state !== "X";
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function groupAlive(pgid: number): boolean {
@@ -320,6 +337,20 @@ async function httpGet(url: string, timeoutMs: number, headers: Record<string, s
   return { status: r.statusCode, body };
 }
 
+/**
+ * The shell script that runs a server command. A watchdog in the server's process group reads a
+ * pipe (fd 3); the pipe closes when inferscope dies by any means (even SIGKILL), and the watchdog then
+ * SIGKILLs the whole group, so no server outlives us. A normal stop's SIGTERM ends the watchdog too.
+ * A simple command is exec'd so the server itself is the process whose exit we watch.
+ */
+export function serverScript(command: string): string {
+  // fd 3 is a pipe only we write to. Node closes a child's stdin when the child exits but leaves
+  // fd 3 alone, so EOF there means inferscope itself is gone.
+  const watchdog = "( while read -r _; do :; done; kill -KILL 0 ) <&3 &";
+  const simple = !/[;&|()`\n<>]/.test(command);
+  return simple ? `${watchdog}\nexec ${command} </dev/null 3<&-` : `${watchdog}\n{ ${command}\n} </dev/null 3<&-`;
+}
+
 /** Starts one server and resolves once it answers /health and a probe completion. */
 export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const port = spec.port ?? (await freePort());
@@ -334,14 +365,15 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
 
   let child: ChildProcess;
   try {
-    // A simple command is exec'd so the server itself is the group leader whose exit we watch.
-    const script = /[;&|()`\n<>]/.test(command) ? command : `exec ${command}`;
-    child = spawn("/bin/sh", ["-c", script], {
+    child = spawn("/bin/sh", ["-c", serverScript(command)], {
       cwd: spec.cwd,
       env: { ...process.env, ...env, PORT: String(port) },
       detached: true, // own session and process group: we signal the whole group, Ctrl-C in the terminal does not
-      stdio: ["ignore", "pipe", "pipe"],
+      // fd 3 is the watchdog's lifeline (see serverScript); we never write to it.
+      stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
+    // The lifeline must not keep our event loop alive.
+    (child.stdio[3] as Socket | null)?.unref();
   } catch (err) {
     log.end();
     throw new TargetError(
@@ -428,6 +460,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
         await Promise.race([exited, sleep(1000)]);
         liveGroups.delete(pgid);
         flushLines();
+        (child.stdio[3] as Socket | null)?.destroy();
         await new Promise<void>((r) => log.end(r));
       })();
       return stopPromise;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { request } from "undici";
@@ -142,4 +143,27 @@ test("a server that dies mid-block fails the block at once, naming the variant w
   assert.ok(performance.now() - t0 < 5000);
   await s.stop();
   assert.deepEqual(processGroupMembers(s.pgid), []);
+});
+
+test("no orphan even when inferscope itself is SIGKILLed: the group's watchdog kills the server", async () => {
+  const child = spawn(process.execPath, ["--import", "tsx", "test/experiment/fixtures/starter.ts"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const pgid = await new Promise<number>((res, rej) => {
+    let out = "";
+    child.stdout.on("data", (c) => {
+      out += c;
+      if (out.includes("\n")) res(Number(out.trim()));
+    });
+    child.on("exit", (code) => rej(new Error(`starter exited early (${code})`)));
+  });
+  assert.ok((processGroupMembers(pgid) ?? []).length >= 3, "server, its grandchild and the watchdog");
+  const exited = new Promise((r) => child.on("exit", r));
+  child.kill("SIGKILL");
+  await exited;
+  // The watchdog acts as soon as its pipe closes; bounded wait for the kernel to deliver it.
+  const deadline = Date.now() + 5000;
+  while ((processGroupMembers(pgid) ?? []).length > 0 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(processGroupMembers(pgid), []);
 });
