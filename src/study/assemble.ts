@@ -312,6 +312,14 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       notes: m.ab.notes,
     };
     findings.push(`A/B with restarts: ${verdict}.`);
+    // seed-scenario §3.5: which arm does the un-tweaked baseline look like?
+    const baseMs = tr ? tr.periodMs.estimate : token?.estimate;
+    if (baseMs !== undefined && cmp.detected) {
+      const near = Math.abs(baseMs - cmp.a.mean) <= Math.abs(baseMs - cmp.b.mean) ? base : treat;
+      findings.push(
+        `The baseline's per-token time (${fmt(baseMs)} ms${tr ? ", trace" : ""}) matches the "${near.name}" arm (${near.change}) — every number here carries the configuration it was measured under (seed §3.5).`,
+      );
+    }
     method.push(
       `A/B: the server restarted per block with each arm's environment (${m.ab.arms.map((a) => `${a.name}: ${a.change}`).join("; ")}), blocks in the order ${m.ab.order.join(" ")}, warm-up per block; per-request TPOT compared with a bootstrap CI of the difference, Welch's t and Mann–Whitney.`,
     );

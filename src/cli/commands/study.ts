@@ -60,6 +60,8 @@ export function register(program: Command): void {
       const out = await runStudy({
         url: o.url,
         serverCmd: o.serverCmd,
+        profilerDir: o.profilerDir,
+        signal: interruptSignal(),
         profile: o.profile,
         deployment: {
           model: o.model,
