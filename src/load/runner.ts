@@ -535,7 +535,8 @@ async function openLoop(
   for (let i = 0; i < o.times.length; i++) {
     if (st.stopped) break;
     const target = o.times[i]!;
-    if (target > 0) await waitUntil(st.originPerf + target, o.spin);
+    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
+    if (target > 0) await Promise.race([waitUntil(st.originPerf + target, o.spin), stopped]);
     if (st.stopped) break;
     const created = st.nowMs();
     const task = async () => {
@@ -553,7 +554,6 @@ async function openLoop(
     pending.push(task());
   }
   await Promise.all(pending);
-  void stopped;
   const durationMs = st.nowMs();
   st.close();
   return { records: st.records, durationMs, interrupted: st.interrupted };
