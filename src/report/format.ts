@@ -17,6 +17,9 @@ export function fmt(x: number | undefined, digits = 3): string {
 /** "17.4 ms [17.2, 17.6]" — value, interval where known, unit. */
 export function fmtQ(q: Quantity | undefined, digits = 3): string {
   if (!q) return "n/a";
+  // A narrow interval gets more digits, so its bounds do not print as the value itself.
+  if (q.low !== undefined && q.high !== undefined && q.high > q.low)
+    while (digits < 6 && fmt(q.low, digits) === fmt(q.high, digits)) digits++;
   const unit = q.unit ? ` ${q.unit}` : "";
   const range = q.low !== undefined && q.high !== undefined ? ` [${fmt(q.low, digits)}, ${fmt(q.high, digits)}]` : "";
   return `${fmt(q.value, digits)}${unit}${range}`;

@@ -347,7 +347,7 @@ export async function phaseAb(
     const variantOf = new Map(detail.blocks.filter((b) => b.status === "complete").map((b) => [b.id, b.variant]));
     const reqs = store.getRequests(res.runId).filter((r) => r.ok && r.blockId !== null && variantOf.has(r.blockId));
     const arms = [
-      { name: "default", change: "(NCCL's automatic protocol choice)" },
+      { name: "default", change: "no NCCL_PROTO: NCCL chooses" },
       { name: "ll", change: "NCCL_PROTO=LL" },
     ].map((a) => {
       const mine = reqs.filter((r) => variantOf.get(r.blockId!) === a.name);

@@ -35,6 +35,10 @@ test("fmtQ prints value, interval and unit", () => {
     "17.4 ms [17.3, 17.6]",
   );
   assert.equal(fmtQ(undefined), "n/a");
+  assert.equal(
+    fmtQ({ value: 65.1, low: 65.08, high: 65.13, unit: "%", method: "measured", how: "" }),
+    "65.10 % [65.08, 65.13]",
+  );
 });
 
 test("binSamples conserves the count and covers the range", () => {
