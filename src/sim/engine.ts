@@ -86,9 +86,6 @@ export interface StepRecord {
   startMs: number;
   endMs: number;
   shape: BatchShape;
-  /** Requests with a prefill chunk: [tokens, contextBefore] pairs, and decode count. */
-  prefillChunks: number;
-  decodeSeqs: number;
   jitter: number;
 }
 
@@ -324,8 +321,6 @@ export class Engine {
         startMs: start,
         endMs: end,
         shape: { ...this.shape },
-        prefillChunks: this.shape.prefillSeqs,
-        decodeSeqs: this.shape.decodeSeqs,
         jitter,
       };
       this.inFlight = { batch, rec };

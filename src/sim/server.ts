@@ -16,7 +16,6 @@ export interface ServerDeps {
   maxModelLen: number;
   vllmVersion: string;
   seed: number;
-  timeScale: number;
   reasoning: boolean;
   reasoningFraction: number;
   /** Wall ms a stall fault holds the stream, and a slow-headers fault delays headers. */
@@ -163,17 +162,10 @@ class Exchange implements RequestSink {
     const f = this.faults;
     if (this.stream) {
       const srv = this.srv;
-      if (idx === 0 && from === 0 && count > 0 && this.chat) {
-        // vLLM's role chunk rides with the first output.
+      if (this.chat && from === 0 && count > 0) {
+        // vLLM's role chunk rides with each choice's first output.
         const usage = this.continuousUsage
-          ? `,"usage":${JSON.stringify({ prompt_tokens: this.promptTokens, total_tokens: this.promptTokens, completion_tokens: 0 })}`
-          : "";
-        this.write(
-          `${this.headPrefix}{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usage}}\n\n`,
-        );
-      } else if (this.chat && from === 0 && count > 0) {
-        const usage = this.continuousUsage
-          ? `,"usage":${JSON.stringify({ prompt_tokens: this.promptTokens, total_tokens: this.promptTokens, completion_tokens: 0 })}`
+          ? `,"usage":{"prompt_tokens":${this.promptTokens},"total_tokens":${this.promptTokens},"completion_tokens":0}`
           : "";
         this.write(
           `${this.headPrefix}{"index":${idx},"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usage}}\n\n`,
@@ -210,8 +202,6 @@ class Exchange implements RequestSink {
             if (this.remaining === 0) this.finishStream();
           }, srv.deps.stallMs).unref();
         }
-      } else if (finish === "abort") {
-        // Client gone; nothing to write.
       }
       if (this.remaining === 0 && !this.queued) this.finishStream();
     } else if (this.remaining === 0) this.finishJson();

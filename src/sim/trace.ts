@@ -341,7 +341,7 @@ export class Profiler {
       truth.stepMs.push(stepUs / 1000);
       truth.kernelsPerStep.push(kernels.length);
       truth.gapUs.scheduler += schedUs;
-      const nameAnn = `execute_context_${s.prefillChunks}(${s.shape.prefillTokens})_generation_${s.decodeSeqs}(${s.decodeSeqs})`;
+      const nameAnn = `execute_context_${s.shape.prefillSeqs}(${s.shape.prefillTokens})_generation_${s.shape.decodeSeqs}(${s.shape.decodeSeqs})`;
       parts.push(
         `{"ph":"X","cat":"user_annotation","name":${JSON.stringify(nameAnn)},"pid":${pid},"tid":${tid},"ts":${f(startUs)},"dur":${f(stepUs)},"args":{"External id":${corr}}}`,
         `{"ph":"X","cat":"python_function","name":"vllm/v1/worker/gpu_model_runner.py(1650): execute_model","pid":${pid},"tid":${tid},"ts":${f(startUs)},"dur":${f(stepUs)},"args":{"Python id":${corr},"Python parent id":0}}`,
