@@ -81,7 +81,6 @@ export class TraceScanner {
   private depth = 0;
   private inStr = false;
   private esc = false;
-  private hi = false;
   private line = 1;
   private lineStart = 0; // file offset of the current line's first byte
   private markLine = 1;
@@ -90,8 +89,6 @@ export class TraceScanner {
   private topArray = false;
   private readonly skip: ReadonlySet<string>;
   private readonly maxMeta: number;
-  private readonly fatal = new TextDecoder("utf-8", { fatal: true });
-  private readonly lenient = new TextDecoder("utf-8");
 
   constructor(
     private readonly emit: (ev: RawEvent) => void,
@@ -163,7 +160,6 @@ export class TraceScanner {
               this.markCol = this.base + i - this.lineStart + 1;
               this.depth = 0;
               this.inStr = false;
-              this.hi = false;
               break;
             }
             if (c === 0x0a) {
@@ -322,28 +318,28 @@ export class TraceScanner {
   /** Scans inside an event object; returns the index where scanning stopped. */
   private scanEvent(buf: Buffer, i: number, n: number): number {
     let depth = this.depth;
-    let inStr = this.inStr;
-    let hi = this.hi;
     let line = this.line;
     let lineStart = this.lineStart;
     const base = this.base;
+    if (this.inStr) {
+      i = this.skipString(buf, i, n);
+      if (i >= n) return n;
+      i++; // past the closing quote
+    }
     for (; i < n; i++) {
       const c = buf[i]!;
-      if (inStr) {
-        if (c === 0x22) inStr = false;
-        else if (c === 0x5c) {
-          if (i + 1 < n) i++;
-          else {
-            this.esc = true;
-          }
-        } else if (c > 0x7f) hi = true;
-      } else if (c === 0x22) inStr = true;
-      else if (c === 0x7b) depth++;
+      if (c === 0x22) {
+        // Jump to the closing quote natively; strings are most of an event's bytes.
+        i = this.skipString(buf, i + 1, n);
+        if (i >= n) {
+          this.inStr = true;
+          break;
+        }
+      } else if (c === 0x7b) depth++;
       else if (c === 0x7d) {
         if (--depth === 0) {
           this.line = line;
           this.lineStart = lineStart;
-          this.hi = hi;
           if (this.carry.length) {
             const r = this.region(buf, this.mark, i + 1);
             this.onEvent(r, 0, r.length);
@@ -360,11 +356,35 @@ export class TraceScanner {
       }
     }
     this.depth = depth;
-    this.inStr = inStr;
-    this.hi = hi;
     this.line = line;
     this.lineStart = lineStart;
     return n;
+  }
+
+  /** From inside a string, returns the index of its closing quote, or n if the chunk ends first. */
+  private skipString(buf: Buffer, i: number, n: number): number {
+    if (this.esc) {
+      // The previous chunk ended on a backslash: this byte is escaped.
+      this.esc = false;
+      i++;
+    }
+    // Backslash runs are counted back to `lo` only: at lo the string is in plain (unescaped) context.
+    let lo = i;
+    for (;;) {
+      const q = buf.indexOf(0x22, i);
+      if (q < 0 || q >= n) {
+        if (n > lo && buf[n - 1] === 0x5c && countBackslashes(buf, n - 1, lo) % 2 === 1) this.esc = true;
+        this.inStr = true;
+        return n;
+      }
+      if (q > lo && buf[q - 1] === 0x5c && countBackslashes(buf, q - 1, lo) % 2 === 1) {
+        lo = q + 1;
+        i = q + 1;
+        continue;
+      }
+      this.inStr = false;
+      return q;
+    }
   }
 
   /** Scans any JSON value (metadata, or a junk array element); objects/arrays by depth, scalars to a delimiter. */
@@ -450,16 +470,9 @@ export class TraceScanner {
         return;
       }
     }
-    let text: string;
-    if (!this.hi) text = buf.toString("latin1", s, e);
-    else {
-      try {
-        text = this.fatal.decode(buf.subarray(s, e));
-      } catch {
-        st.invalidUtf8++;
-        text = this.lenient.decode(buf.subarray(s, e));
-      }
-    }
+    // UTF-8 decoding has an ASCII fast path; invalid sequences become U+FFFD, which we count.
+    const text = buf.toString("utf8", s, e);
+    if (text.indexOf("\ufffd") >= 0) st.invalidUtf8++;
     let ev: unknown;
     try {
       ev = JSON.parse(text);
@@ -494,6 +507,12 @@ export class TraceScanner {
 }
 
 // Finds the value of "cat" in the first bytes of an event without decoding it.
+function countBackslashes(buf: Buffer, at: number, lo: number): number {
+  let k = 0;
+  while (at - k >= lo && buf[at - k] === 0x5c) k++;
+  return k;
+}
+
 function peekCategory(buf: Buffer, s: number, e: number): string | undefined {
   const lim = Math.min(e - 6, s + 160);
   for (let k = s; k < lim; k++) {

@@ -1,0 +1,115 @@
+// npm run bench:trace — trace analysis throughput and peak memory on a ≥ 1 GB generated decode
+// trace (in /tmp, reused between runs), each analysis in a child process whose maxRSS is its own;
+// plus the pandas equivalent ("load events into a DataFrame, group kernel time by name") on a
+// smaller file, timed in the same run, when /usr/bin/python3 has pandas.
+//   BENCH_TRACE_MB=1100 BENCH_TRACE_PANDAS_MB=150 npm run bench:trace
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import { generateTrace } from "./gen-trace.ts";
+
+interface ChildResult {
+  ms: number;
+  jsonBytes: number;
+  maxRssMB: number;
+  kernels: number;
+  steps: number;
+  kernelUsByClass: Record<string, number>;
+}
+
+if (process.argv[2] === "--child") {
+  const { analyzeTrace } = await import("../src/trace/index.ts");
+  const t0 = performance.now();
+  const a = await analyzeTrace([process.argv[3]!]);
+  const ms = performance.now() - t0;
+  const out: ChildResult = {
+    ms,
+    jsonBytes: a.ranks[0]!.info.jsonBytes,
+    maxRssMB: process.resourceUsage().maxRSS / 1024,
+    kernels: a.overall.kernels,
+    steps: a.steps.length,
+    kernelUsByClass: a.overall.kernelUsByClass as Record<string, number>,
+  };
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+  process.exit(0);
+}
+
+const dir = "/tmp/inferscope-bench";
+mkdirSync(dir, { recursive: true });
+
+async function ensure(mb: number): Promise<{ file: string; truth: Record<string, number> }> {
+  const file = join(dir, `decode-${mb}mb.pt.trace.json`);
+  const truthFile = `${file}.truth.json`;
+  if (!existsSync(file) || !existsSync(truthFile) || statSync(file).size < mb * 1e6) {
+    process.stderr.write(`generating ${file} (${mb} MB)…\n`);
+    const t = await generateTrace(file, { targetBytes: mb * 1e6, seed: 11 });
+    writeFileSync(truthFile, JSON.stringify({ ...t, stepDurUs: undefined }));
+  }
+  return { file, truth: JSON.parse(readFileSync(truthFile, "utf8")).kernelUsByClass };
+}
+
+function runChild(file: string): ChildResult {
+  const r = spawnSync(process.execPath, ["--import", "tsx", "bench/trace.ts", "--child", file], {
+    encoding: "utf8",
+    maxBuffer: 1 << 20,
+  });
+  if (r.status !== 0) throw new Error(`analysis child failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split("\n").pop()!);
+}
+
+function checkTruth(got: Record<string, number>, truth: Record<string, number>): string {
+  const worst = Object.entries(truth).reduce((w, [c, us]) => Math.max(w, Math.abs((got[c] ?? 0) - us) / us), 0);
+  return `${(worst * 100).toExponential(1)} % worst per-class deviation from the generator's truth`;
+}
+
+const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const bigMb = Number(process.env.BENCH_TRACE_MB ?? 1100);
+const pandasMb = Number(process.env.BENCH_TRACE_PANDAS_MB ?? 150);
+console.log(`host: ${cpus().length} CPUs (${cpus()[0]?.model}), load average ${loadavg()[0]!.toFixed(1)} at start`);
+
+const big = await ensure(bigMb);
+const r = runChild(big.file);
+const mbps = r.jsonBytes / 1e6 / (r.ms / 1000);
+console.log(
+  `inferscope trace, ${(r.jsonBytes / 1e6).toFixed(0)} MB decode trace (${r.kernels} GPU activities, ${r.steps} steps): ${(r.ms / 1000).toFixed(1)} s = ${mbps.toFixed(0)} MB/s, peak RSS ${r.maxRssMB.toFixed(0)} MB; ${checkTruth(r.kernelUsByClass, big.truth)}`,
+);
+console.log(
+  `  targets: ≥ 100 MB/s ${mbps >= 100 ? "met" : "NOT met"}; peak RSS ≤ 300 MB ${r.maxRssMB <= 300 ? "met" : "NOT met"}`,
+);
+
+const py = "/usr/bin/python3";
+const hasPandas = existsSync(py) && spawnSync(py, ["-c", "import pandas"], { encoding: "utf8" }).status === 0;
+if (!hasPandas) console.log("pandas comparison skipped: /usr/bin/python3 with pandas not found");
+else {
+  // json.load of the whole file holds every event as a dict: ~10× the file in RAM, so a smaller file.
+  const small = await ensure(pandasMb);
+  const ours = [runChild(small.file), runChild(small.file), runChild(small.file)];
+  const oursMs = median(ours.map((x) => x.ms));
+  const script = `
+import json, resource, sys, time
+import pandas as pd
+t0 = time.perf_counter()
+with open(sys.argv[1]) as f:
+    events = json.load(f)["traceEvents"]
+df = pd.DataFrame(events)
+k = df[df["cat"] == "kernel"].groupby("name")["dur"].sum()
+t1 = time.perf_counter()
+print(json.dumps({"ms": (t1 - t0) * 1000, "maxRssMB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "kernels": int((df["cat"] == "kernel").sum()), "names": len(k)}))
+`;
+  const p = spawnSync(py, ["-c", script, small.file], { encoding: "utf8", maxBuffer: 1 << 20 });
+  if (p.status !== 0) console.log(`pandas run failed: ${p.stderr.slice(-500)}`);
+  else {
+    const pr = JSON.parse(p.stdout.trim().split("\n").pop()!);
+    const ratio = pr.ms / oursMs;
+    console.log(
+      `same ${(ours[0]!.jsonBytes / 1e6).toFixed(0)} MB file: inferscope full analysis median ${(oursMs / 1000).toFixed(2)} s (peak RSS ${median(ours.map((x) => x.maxRssMB)).toFixed(0)} MB) vs pandas json.load + DataFrame + group kernel time by name ${(pr.ms / 1000).toFixed(2)} s (peak RSS ${pr.maxRssMB.toFixed(0)} MB): ${ratio.toFixed(1)}× faster — target ≥ 5× ${ratio >= 5 ? "met" : "NOT met"}`,
+    );
+    console.log(
+      `  (pandas on the ${pandasMb} MB file, not the ${bigMb} MB one: json.load needs ~10× the file size in RAM)`,
+    );
+  }
+}
+console.log(
+  `load average at end ${loadavg()[0]!.toFixed(1)} (on a shared ${cpus().length}-CPU host, figures scale with load)`,
+);
