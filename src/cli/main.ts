@@ -1,23 +1,23 @@
 // The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
 import { Command, CommanderError } from "@commander-js/extra-typings";
 import { describeError, ExitCode } from "../errors.ts";
-import { commands } from "./commands/index.ts";
+import { loadCommands } from "./commands/index.ts";
 
-export function buildProgram(): Command {
+export async function buildProgram(argv: string[] = []): Promise<Command> {
   const program = new Command()
     .name("inferscope")
     .description("Where each token's time goes in LLM inference serving, and how fast it could be.")
     .version("0.1.0")
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
-  for (const register of commands) register(program);
+  for (const mod of await loadCommands(argv)) mod.register(program);
   return program;
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
   const debug = argv.includes("--debug");
   try {
+    const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {

@@ -1,25 +1,26 @@
 // The command registry: one module per top-level command, each exporting register(program).
+// Loaded lazily so `inferscope sim` does not pay for vega, SQLite and every other capability.
 import type { Command } from "@commander-js/extra-typings";
-import { register as ab } from "./ab.ts";
-import { register as bench } from "./bench.ts";
-import { register as metrics } from "./metrics.ts";
-import { register as model } from "./model.ts";
-import { register as report } from "./report.ts";
-import { register as runs } from "./runs.ts";
-import { register as sim } from "./sim.ts";
-import { register as study } from "./study.ts";
-import { register as sweep } from "./sweep.ts";
-import { register as trace } from "./trace.ts";
 
-export const commands: Array<(program: Command) => void> = [
-  study,
-  metrics,
-  bench,
-  ab,
-  sweep,
-  model,
-  trace,
-  sim,
-  runs,
-  report,
-];
+type CommandModule = { register(program: Command): void };
+
+export const commandLoaders: Record<string, () => Promise<CommandModule>> = {
+  study: () => import("./study.ts"),
+  metrics: () => import("./metrics.ts"),
+  bench: () => import("./bench.ts"),
+  ab: () => import("./ab.ts"),
+  sweep: () => import("./sweep.ts"),
+  model: () => import("./model.ts"),
+  trace: () => import("./trace.ts"),
+  sim: () => import("./sim.ts"),
+  runs: () => import("./runs.ts"),
+  report: () => import("./report.ts"),
+};
+
+/** The modules needed for argv: only the named command's, or all of them for help and errors. */
+export async function loadCommands(argv: string[]): Promise<CommandModule[]> {
+  const first = argv.find((a) => !a.startsWith("-"));
+  if (!first && (argv.includes("--version") || argv.includes("-V"))) return [];
+  const loaders = first && first in commandLoaders ? [commandLoaders[first]!] : Object.values(commandLoaders);
+  return Promise.all(loaders.map((load) => load()));
+}
