@@ -56,15 +56,18 @@ describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, ti
       (1000 * sample(metrics, "vllm:inter_token_latency_seconds_sum")) /
       sample(metrics, "vllm:inter_token_latency_seconds_count");
     assert.ok(Math.abs(serverMean / truth - 1) < 0.02, `server mean ITL ${serverMean} vs ${truth}`);
-    // TTFT = frontend + prefill step: never below the truth (timers only fire late); the
-    // upper bound only guards gross errors, since a loaded machine delays timers.
+    // TTFT = frontend + prefill step: never below the truth (timers only fire late). A loaded
+    // machine delays some requests, so the upper checks use the best client sample and a wide
+    // bound on the server mean; both still catch an unscaled or missing term.
     const ttftTruth = (model.profile.cost.frontendMs + model.stepMs(prefillBatch(served[0]!.prompt))) / SCALE;
     const serverTtft = (1000 * sample(metrics, "vllm:time_to_first_token_seconds_sum")) / REQUESTS;
     assert.ok(
-      serverTtft >= ttftTruth * 0.99 && serverTtft < 3 * ttftTruth + 20,
+      serverTtft >= ttftTruth * 0.99 && serverTtft < 3 * ttftTruth + 50,
       `server TTFT ${serverTtft} vs ${ttftTruth}`,
     );
     for (const s of served) assert.ok(s.ttft >= ttftTruth * 0.99, `client TTFT ${s.ttft} vs ${ttftTruth}`);
+    const best = Math.min(...served.map((s) => s.ttft));
+    assert.ok(best < ttftTruth * 1.5 + 5, `best client TTFT ${best} vs ${ttftTruth}`);
   });
 
   test("/metrics histogram counts equal what was served, exactly", () => {
