@@ -12,6 +12,8 @@ export interface Interval {
 }
 
 const LEVEL = 0.95;
+/** Relative resolution of per-step trace quantities (see estimateFromTrace). */
+const RESOLUTION = 0.001;
 const B = 2000;
 
 function ci(draws: number[], estimate: number): Interval {
@@ -179,17 +181,25 @@ export function estimateFromTrace(steps: TraceStep[], seed: number): TraceEstima
   const pcMean = meanOf(pc);
   const pcSe = Math.sqrt(pc.reduce((a, v) => a + (v - pcMean) ** 2, 0) / Math.max(1, pc.length - 1) / pc.length);
   const tq = studentTQuantile(0.975, Math.max(1, pc.length - 1));
+  // Floor on interval width: ±0.1 % of the estimate. Step-window boundaries are resolved to the
+  // trace's timestamps and the true step drifts slightly with context over the captured steps, so a
+  // narrower interval would claim more than the trace can show.
+  const floor = (i: Interval): Interval => ({
+    estimate: i.estimate,
+    lo: Math.min(i.lo, i.estimate * (1 - RESOLUTION)),
+    hi: Math.max(i.hi, i.estimate * (1 + RESOLUTION)),
+  });
   return {
     steps: n,
     periodMs: ci(d.periodMs, median(period)),
     allReduceMsPerStep: ci(d.allReduceMs, median(ar)),
     commMsPerStep: ci(d.commMs, median(comm)),
     computeMsPerStep: ci(d.computeMs, median(compute)),
-    nonAllReduceMs: ci(dNonArShare, nonArOf(meanAr, shareEst)),
-    nonCommMs: ci(dNonComm, median(nonComm)),
+    nonAllReduceMs: floor(ci(dNonArShare, nonArOf(meanAr, shareEst))),
+    nonCommMs: floor(ci(dNonComm, median(nonComm))),
     callsPerStep: steps.reduce((a, s) => a + s.allReduceCalls, 0) / n,
     perCallUs: { estimate: pcMean, lo: pcMean - tq * pcSe, hi: pcMean + tq * pcSe },
-    share: ci(dShare, median(share)),
+    share: floor(ci(dShare, median(share))),
     draws: { ...d },
   };
 }
