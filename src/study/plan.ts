@@ -1,5 +1,5 @@
 // How big each phase's workload is, per mode. Sized so --quick finishes in about 30–45 s on two
-// cores against the embedded sim (time-scale 10), and the default run in about 3–4 minutes.
+// cores against the embedded sim (time-scale 10), and the default run (real time) in about 3 minutes.
 
 export const PHASES = ["audit", "bench", "sweep", "trace", "ab", "model"] as const;
 export type PhaseName = (typeof PHASES)[number];
@@ -25,7 +25,7 @@ export function defaultPlan(quick: boolean): StudyPlan {
     : {
         inputLen: 64,
         bench: { requests: 12, outputLen: 256, warmup: 1 },
-        sweep: { lengths: [16, 32, 64, 128, 256, 512, 1024], repeats: 2 },
+        sweep: { lengths: [16, 32, 64, 128, 256, 512, 1024], repeats: 1 },
         trace: { steps: 128, outputLen: 160 },
         ab: { requestsPerBlock: 6, outputLen: 128, repeats: 2, warmup: 1 },
       };
