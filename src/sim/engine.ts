@@ -248,7 +248,6 @@ export class Engine {
       req.eosAt = 1 + Math.floor(Math.log(u) / Math.log(1 - 1 / Math.max(1.0001, eosMean)));
     }
     this.pending.push(req);
-    this.m.waiting = this.numWaiting;
     this.kick();
   }
 
@@ -592,7 +591,8 @@ export class Engine {
 
   private publishGauges(): void {
     this.m.running = this.running.length;
-    this.m.waiting = this.waiting.length + this.pending.length;
+    // The engine-core waiting queue: requests still in the frontend (tokenization, IPC) are not in it.
+    this.m.waiting = this.waiting.length;
     this.m.kvUsage = this.usedBlocks / this.totalBlocks;
   }
 }
