@@ -112,21 +112,24 @@ function kernelPlan(model: StepModel): { layer: KernelSpec[]; fixedHead: KernelS
       g(0.2),
       {
         name: "void vllm::moe::grouped_topk_kernel<float>(float*, float*, int*, float const*, int, int, int, int, int, float)",
-        cls: "elementwise",
-        w: 1,
+        // Routing and expert bookkeeping: the trace rules class these as MoE, as real analyzers should.
+        cls: "moe",
+        w: 0.05,
       },
       {
         name: "void vllm::moe::moe_align_block_size_kernel<int>(int const*, int*, int*, int*, int, int, int, int, unsigned long, int*)",
-        cls: "elementwise",
-        w: 1,
+        // Routing and expert bookkeeping: the trace rules class these as MoE, as real analyzers should.
+        cls: "moe",
+        w: 0.05,
       },
       { name: "fused_moe_kernel", cls: "moe", w: 2 },
       act,
       { name: "fused_moe_kernel", cls: "moe", w: 1 },
       {
         name: "void vllm::moe::moe_sum_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16 const*, int)",
-        cls: "elementwise",
-        w: 1,
+        // Routing and expert bookkeeping: the trace rules class these as MoE, as real analyzers should.
+        cls: "moe",
+        w: 0.05,
       },
       g(1),
       act,
@@ -179,7 +182,7 @@ function kernelPlan(model: StepModel): { layer: KernelSpec[]; fixedHead: KernelS
     },
     {
       name: "void at::native::_scatter_gather_elementwise_kernel<128, 4, at::native::_cuda_scatter_gather_internal_kernel<true, long>::operator()<at::native::ReduceMultiply>(at::TensorIterator&, long, long, long, at::native::ReduceMultiply const&)::{lambda(int)#1}>(int, at::native::_cuda_scatter_gather_internal_kernel<true, long>::operator()<at::native::ReduceMultiply>(at::TensorIterator&, long, long, long, at::native::ReduceMultiply const&)::{lambda(int)#1})",
-      cls: "sampling",
+      cls: "elementwise",
       w: 1,
     },
   ];

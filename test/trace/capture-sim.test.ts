@@ -14,7 +14,7 @@ const close = (a: number, b: number, rel = 1e-3) => Math.abs(a - b) <= rel * Mat
 test("trace capture from the simulator: per-class kernel totals equal the sim's truth to 0.1 %", async () => {
   const dir = mkdtempSync(join(tmpdir(), "inferscope-trace-capture-"));
   const sim = await spawnSim(
-    ["--profile", "llama3-70b-4xh100-nvlink", "--time-scale", "50", "--profiler-dir", dir, "--seed", "3"],
+    ["--profile", "mixtral-8x7b-2xa100", "--time-scale", "50", "--profiler-dir", dir, "--seed", "3"],
     {
       timeoutMs: 60_000,
     },
@@ -40,18 +40,14 @@ test("trace capture from the simulator: per-class kernel totals equal the sim's 
       a.overall.kernels,
       truth.kernelsPerStep.reduce((x, y) => x + y, 0),
     );
-    for (const cls of ["gemm", "attention", "norm", "activation"] as const)
+    for (const cls of ["gemm", "attention", "moe", "norm", "activation", "sampling", "elementwise"] as const)
       assert.ok(close(got[cls] ?? 0, k[cls] ?? 0), `${cls}: ${got[cls]} vs truth ${k[cls]}`);
     assert.ok(
       close(got.communication ?? 0, (k.allreduce ?? 0) + (k.allgather ?? 0)),
       `communication ${got.communication}`,
     );
-    assert.ok((k.allreduce ?? 0) > 0, "TP 4 profile has all-reduces");
-    // A sampler's scatter/gather kernel is generic by name: compare sampling + elementwise together.
-    assert.ok(
-      close((got.sampling ?? 0) + (got.elementwise ?? 0), (k.sampling ?? 0) + (k.elementwise ?? 0)),
-      `sampling+elementwise ${(got.sampling ?? 0) + (got.elementwise ?? 0)}`,
-    );
+    assert.ok((k.allreduce ?? 0) > 0, "TP 2 profile has all-reduces");
+    assert.ok((k.moe ?? 0) > 0, "MoE profile has expert kernels");
     const total = Object.values(got).reduce((x, y) => x + (y ?? 0), 0);
     const truthTotal = Object.values(k).reduce((x, y) => x + y, 0);
     assert.ok(close(total, truthTotal), `total ${total} vs ${truthTotal}`);
