@@ -66,7 +66,7 @@ test("profiler: a valid gzip Kineto trace whose per-class kernel totals equal th
       ? "allreduce"
       : n.startsWith("ncclDevKernel_AllGather")
         ? "allgather"
-        : n === "fused_moe_kernel"
+        : n === "fused_moe_kernel" || n.includes("vllm::moe::")
           ? "moe"
           : /flash|mla/i.test(n)
             ? "attention"
