@@ -163,7 +163,9 @@ async function main() {
         const delays = await probeDelays(probe.port, run);
         const res = await run;
         if (res.summary.failed)
-          throw new Error(`${res.summary.failed} requests failed: ${res.summary.inferscope.error_samples[0]}`);
+          console.log(
+            `  (${res.summary.failed} of ${streams * per} requests failed: ${res.summary.inferscope.error_samples[0]})`,
+          );
         tpc.push(res.summary.total_output_tokens / res.client.cpuSeconds);
         tps.push(res.summary.output_throughput);
         d50.push(Math.max(0, median(delays) - floor));
