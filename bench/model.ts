@@ -2,8 +2,8 @@
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import Table from "cli-table3";
+import { SEED_DEPLOYMENT } from "../src/model/examples.ts";
 import { predict } from "../src/model/predict.ts";
-import type { ModelInput } from "../src/model/resolve.ts";
 import type { ValidationRow } from "../src/model/validate.ts";
 import { validateRows } from "../src/model/validate.ts";
 import { whatifGrid } from "../src/model/whatif.ts";
@@ -41,20 +41,11 @@ console.log(
 for (const r of v.results.filter((x) => x.note)) console.log(`  note ${r.id}: ${r.note}`);
 
 // 2. predict() latency on the worked example.
-const seed: ModelInput = {
-  model: "glm-5",
-  quant: "nvfp4",
-  gpu: "rtx-pro-6000",
-  gpus: 8,
-  tp: 8,
-  interconnect: "pcie5",
-  engine: "vllm",
-};
-for (let i = 0; i < 200; i++) predict(seed);
+for (let i = 0; i < 200; i++) predict(SEED_DEPLOYMENT);
 const times: number[] = [];
 for (let i = 0; i < 2000; i++) {
   const t0 = performance.now();
-  predict(seed);
+  predict(SEED_DEPLOYMENT);
   times.push(performance.now() - t0);
 }
 const pMed = median(times);
@@ -76,7 +67,7 @@ const gridRuns: { wall: number; cpu: number; n: number }[] = [];
 for (let i = 0; i < 3; i++) {
   const c0 = process.cpuUsage();
   const g0 = performance.now();
-  const grid = whatifGrid(seed, axes);
+  const grid = whatifGrid(SEED_DEPLOYMENT, axes);
   const wall = performance.now() - g0;
   const c = process.cpuUsage(c0);
   gridRuns.push({ wall, cpu: (c.user + c.system) / 1000, n: grid.length });

@@ -5,6 +5,7 @@ export type { CatalogListing } from "./catalog.ts";
 export { catalog, suggest } from "./catalog.ts";
 export type { AllReduceChoice, Engine } from "./collectives.ts";
 export { chooseAllReduce, ncclCandidates, ncclMenu } from "./collectives.ts";
+export { SEED_DEPLOYMENT } from "./examples.ts";
 export { explain, explainFit } from "./explain.ts";
 export type { FitParam, FitResult } from "./fit.ts";
 export { fit } from "./fit.ts";
@@ -13,7 +14,8 @@ export type { Gpu, Interconnect } from "./hardware.ts";
 export { listGpus } from "./hardware.ts";
 export { loadGguf, loadMeasurements, loadModelArg } from "./io.ts";
 export type { Measurement, Variant } from "./measurements.ts";
-export { parseMeasurementsText, parseNcclTests } from "./measurements.ts";
+// parseNcclTests (model name kept): nccl-tests output → a fit measurement, via the trace parser.
+export { ncclMeasurement, ncclMeasurement as parseNcclTests, parseMeasurementsText } from "./measurements.ts";
 export type { ModelCliOptions } from "./options.ts";
 export { inputFromOptions } from "./options.ts";
 export type { CollectivesReport, Prediction, Term } from "./predict.ts";

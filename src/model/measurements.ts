@@ -2,6 +2,7 @@
 // `bench --save-result` JSON, and nccl-tests `all_reduce_perf` text (collectives.md §6). Pure: text in, records out.
 import YAML from "yaml";
 import { InputError } from "../errors.ts";
+import { ncclLatencyTable, parseNcclTests } from "../trace/nccl.ts";
 
 /** A server/launch configuration that differs between A/B arms. */
 export interface Variant {
@@ -82,7 +83,7 @@ export function describeVariant(v: Variant): string {
 }
 
 export function parseMeasurementsText(text: string, file = "measurements"): Measurement[] {
-  if (/all_reduce_perf|#\s*nThread|#\s+size\s+count\s+type/.test(text)) return [parseNcclTests(text, file)];
+  if (/all_reduce_perf|#\s*nThread|#\s+size\s+count\s+type/.test(text)) return [ncclMeasurement(text, file)];
   let doc: unknown;
   const t = text.trim();
   if (t.startsWith("{") || t.startsWith("[")) {
@@ -108,6 +109,9 @@ export function parseMeasurementsText(text: string, file = "measurements"): Meas
       });
     }
   }
+  // nccl-tests -J JSON: {config, results: [...]}.
+  if (doc && typeof doc === "object" && Array.isArray((doc as { results?: unknown }).results))
+    return [ncclMeasurement(t, file)];
   return measurementsFromDoc(doc, file);
 }
 
@@ -256,51 +260,26 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
   }
 }
 
-/** nccl-tests all_reduce_perf text: header-detected columns, out-of-place and in-place blocks (collectives.md §6). */
-export function parseNcclTests(text: string, file = "nccl-tests.txt"): Measurement & { kind: "nccl-tests" } {
-  const lines = text.split(/\r?\n/);
-  let nGpus: number | undefined;
-  let graph: boolean | undefined;
-  let nRanks = 0;
-  let cols: string[] | null = null;
-  const rows: { bytes: number; us: number; inPlace: boolean }[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    const l = lines[i];
-    const th = /nThread\s+(\d+)\s+nGpus\s+(\d+)/.exec(l);
-    if (th) nGpus = Number(th[1]) * Number(th[2]);
-    const gr = /graph:\s*(\d+)/.exec(l);
-    if (gr) graph = Number(gr[1]) > 0;
-    if (/^#\s+Rank\s+\d+/.test(l)) nRanks++;
-    if (/^#\s+size\s+/.test(l)) {
-      cols = l.replace(/^#/, "").trim().split(/\s+/);
-      continue;
-    }
-    if (!cols || l.startsWith("#") || !l.trim()) continue;
-    const f = l.trim().split(/\s+/);
-    if (!/^\d+$/.test(f[0])) continue;
-    // Columns after the fixed prefix come in two blocks: out-of-place then in-place (time, algbw, busbw, #wrong|error).
-    const hasRoot = cols.includes("root");
-    const prefix = hasRoot ? 5 : 4;
-    const block = (f.length - prefix) / 2;
-    if (!(block >= 3))
-      throw new InputError(`unexpected column count ${f.length}`, { position: { file, line: i + 1, column: 1 } });
-    const t1 = Number(f[prefix]);
-    const t2 = Number(f[prefix + block]);
-    if (!Number.isFinite(t1))
-      throw new InputError(`time "${f[prefix]}" is not a number`, {
-        position: { file, line: i + 1, column: l.indexOf(f[prefix]) + 1 },
-      });
-    rows.push({ bytes: Number(f[0]), us: t1, inPlace: false });
-    if (Number.isFinite(t2)) rows.push({ bytes: Number(f[0]), us: t2, inPlace: true });
-  }
+/**
+ * nccl-tests output (text in either column layout, or -J JSON) as a fit measurement: parsed by the
+ * trace module's parser, one row per size (the faster of out-of-place / in-place).
+ */
+export function ncclMeasurement(text: string, file = "nccl-tests.txt"): Measurement & { kind: "nccl-tests" } {
+  const r = parseNcclTests(text, file);
+  const rows = ncclLatencyTable(r).map((p) => ({ bytes: p.sizeBytes, us: p.timeUs, inPlace: p.inPlace }));
   if (rows.length === 0)
-    throw new InputError(`${file}: no all_reduce_perf data rows found (expected a "# size count type ..." header)`);
+    throw new InputError(`${file}: nccl-tests output has no row with a finite time`, {
+      position: { file, line: r.rows[0]?.line ?? 1, column: 1 },
+    });
+  // Ranks listed under "Using devices" count every GPU (MPI runs print nGpus 1 per process).
+  const perProcess = Number(r.config.nThread ?? 1) * Number(r.config.nGpus ?? Number.NaN);
+  const nGpus = r.devices.length || (Number.isFinite(perProcess) ? perProcess : undefined);
   return {
     kind: "nccl-tests",
     rows,
-    nGpus: nGpus ?? (nRanks || undefined),
-    graph,
-    label: `nccl-tests all_reduce_perf (${rows.length} rows)`,
+    nGpus,
+    graph: typeof r.config.graph === "number" ? r.config.graph > 0 : undefined,
+    label: `nccl-tests ${r.collective ?? "all_reduce_perf"} (${rows.length} sizes)`,
     source: file,
   };
 }

@@ -84,7 +84,13 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     const topo = loadTopo(o.topo);
     const n = tp ?? gpus ?? topo.gpus.length;
     const base = typeof gpu === "string" ? findGpu(gpu) : undefined;
-    interconnect = interconnectFromTopo(topo, n, base?.pcie.gen ?? 5, base?.scaleUp?.gen ?? 4);
+    interconnect = interconnectFromTopo(
+      topo,
+      n,
+      base?.pcie.gen ?? 5,
+      base?.scaleUp?.gen ?? 4,
+      `nvidia-smi topo ${o.topo}`,
+    );
   }
   const engine = o.engine?.toLowerCase().replace(/[^a-z]/g, "") as Engine | undefined;
   if (engine && !ENGINES.includes(engine))

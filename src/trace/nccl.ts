@@ -47,9 +47,17 @@ export interface LatencyPoint {
   timeUs: number;
   busbwGBs: number;
   algbwGBs: number;
+  /** Whether the in-place run was the faster one for this size. */
+  inPlace: boolean;
 }
 
 const num = (s: string): number => (s === "N/A" || s === "nan" ? Number.NaN : Number(s));
+
+/** 1-based column where the i-th whitespace-separated token of a line starts (text tables here and in topo.ts). */
+export function tokenColumn(raw: string, i: number): number {
+  const m = [...raw.matchAll(/\S+/g)][i];
+  return m?.index === undefined ? 1 : m.index + 1;
+}
 
 export function parseNcclTests(text: string, file?: string): NcclTestsResult {
   const trimmed = text.trimStart();
@@ -132,23 +140,36 @@ export function parseNcclTests(text: string, file?: string): NcclTestsResult {
         const i = names.indexOf(n);
         return i >= 0 ? g[i] : undefined;
       };
+      // A value that is not a number is an error at its own column (N/A stays NaN only where allowed).
+      const field = (k: string, ...cands: string[]): number => {
+        const name = cands.find((c) => names.includes(c));
+        const v = name === undefined ? undefined : at(name);
+        const x = num(v ?? "N/A");
+        if (Number.isNaN(x)) {
+          const ti = name === undefined ? -1 : start + names.indexOf(name);
+          const column = ti >= 0 && ti < toks.length ? tokenColumn(raw, ti) : 1;
+          throw new ParseError(`not a number in the ${k} column${v === undefined ? "" : `: "${v}"`}`, {
+            file,
+            line: li + 1,
+            column,
+          });
+        }
+        return x;
+      };
       const r: NcclResult = {
-        timeUs: num(at("time") ?? at("cputime") ?? "N/A"),
-        algbwGBs: num(at("algbw") ?? "N/A"),
-        busbwGBs: num(at("busbw") ?? "N/A"),
+        timeUs: field("timeUs", "time", "cputime"),
+        algbwGBs: field("algbwGBs", "algbw"),
+        busbwGBs: field("busbwGBs", "busbw"),
         wrong: null,
       };
       const w = at("#wrong") ?? at("error") ?? at("res");
       if (w !== undefined && w !== "N/A") r.wrong = Number(w);
       if (at("i_min")) {
-        r.iterMinUs = num(at("i_min")!);
-        r.iterMaxUs = num(at("i_max") ?? "N/A");
-        r.iterP99Us = num(at("i_p99") ?? "N/A");
-        r.iterCvPct = num(at("i_cv%") ?? "N/A");
+        r.iterMinUs = field("iterMinUs", "i_min");
+        r.iterMaxUs = field("iterMaxUs", "i_max");
+        r.iterP99Us = field("iterP99Us", "i_p99");
+        r.iterCvPct = field("iterCvPct", "i_cv%");
       }
-      for (const [k, v] of Object.entries(r))
-        if (typeof v === "number" && Number.isNaN(v) && k !== "wrong")
-          throw new ParseError(`not a number in the ${k} column`, { file, line: li + 1, column: 1 });
       return r;
     };
     const two = toks.length >= expected;
@@ -230,7 +251,13 @@ export function ncclLatencyTable(r: NcclTestsResult): LatencyPoint[] {
       const cands = [row.outOfPlace, row.inPlace].filter((x): x is NcclResult => !!x && Number.isFinite(x.timeUs));
       const best = cands.sort((a, b) => a.timeUs - b.timeUs)[0];
       return best
-        ? { sizeBytes: row.sizeBytes, timeUs: best.timeUs, busbwGBs: best.busbwGBs, algbwGBs: best.algbwGBs }
+        ? {
+            sizeBytes: row.sizeBytes,
+            timeUs: best.timeUs,
+            busbwGBs: best.busbwGBs,
+            algbwGBs: best.algbwGBs,
+            inPlace: best === row.inPlace,
+          }
         : undefined;
     })
     .filter((x): x is LatencyPoint => !!x)

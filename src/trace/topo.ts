@@ -1,6 +1,7 @@
 // `nvidia-smi topo -m` / `topo -p2p r` parser and diagnosis (pure): link matrix, NVLink/PCIe
 // classification, vLLM/SGLang custom all-reduce eligibility at a TP size, NCCL transport and protocols.
 import { InputError } from "../errors.ts";
+import { tokenColumn } from "./nccl.ts";
 
 export type LinkClass =
   | "self"
@@ -72,8 +73,17 @@ export function classifyLink(raw: string): { class: LinkClass; nvlinks?: number 
 
 const P2P_CELLS = new Set(["OK", "NS", "CNS", "GNS", "TNS", "U", "X"]);
 
+export interface ParseTopologyOptions {
+  /**
+   * Reject what the lenient reading only warns about (a cell that is no known link type, a short
+   * row, missing GPU rows) with a file:line:column error; for callers that build a link model from it.
+   */
+  strict?: boolean;
+}
+
 /** Parses `nvidia-smi topo -m` output, optionally followed (or preceded) by `topo -p2p <mode>` output. */
-export function parseTopology(text: string, file?: string): Topology {
+export function parseTopology(text: string, file?: string, opts: ParseTopologyOptions = {}): Topology {
+  const src = file ?? "input";
   const lines = text.replace(ANSI, "").split(/\r?\n/);
   const topo: Topology = { gpus: [], nics: [], matrix: [], links: [], cpuAffinity: {}, numaAffinity: {}, warnings: [] };
   const nicNames = new Map<string, string>();
@@ -94,6 +104,7 @@ export function parseTopology(text: string, file?: string): Topology {
         else break;
       }
       const rows: string[][] = [];
+      const rowLines: number[] = [];
       let j = i + 1;
       for (; j < lines.length; j++) {
         const r = lines[j]!.trim();
@@ -101,6 +112,7 @@ export function parseTopology(text: string, file?: string): Topology {
         const rt = r.split(/\s+/);
         if (!/^(GPU\d+|NIC\d+|mlx\S+)$/.test(rt[0]!)) break;
         rows.push(rt);
+        rowLines.push(j);
       }
       const cells = rows.map((r) => r.slice(1, 1 + devCols.length));
       const isP2p = cells.length > 0 && cells.every((r) => r.every((c) => P2P_CELLS.has(c.toUpperCase())));
@@ -116,17 +128,22 @@ export function parseTopology(text: string, file?: string): Topology {
         const gpuCols = devCols.filter((d) => d.startsWith("GPU"));
         topo.gpus = gpuCols;
         for (const d of devCols) if (!d.startsWith("GPU")) topo.nics.push({ id: d });
-        for (const r of rows) {
+        rows.forEach((r, ri) => {
           const id = r[0]!;
-          if (!id.startsWith("GPU")) continue;
+          if (!id.startsWith("GPU")) return;
           const cellsAll = r.slice(1, 1 + devCols.length);
+          if (opts.strict) checkRow(r, lines[rowLines[ri]!]!, rowLines[ri]! + 1, devCols, src);
           const gpuCells = devCols.map((d, k) => [d, cellsAll[k]] as const).filter(([d]) => d.startsWith("GPU"));
           topo.matrix.push(gpuCells.map(([, c]) => c ?? "?"));
           const rest = r.slice(1 + devCols.length);
           // CPU affinity looks like 0-47,96-143; NUMA affinity a number or N/A.
           if (rest[0]) topo.cpuAffinity[id] = rest[0];
           if (rest[1]) topo.numaAffinity[id] = rest[1];
-        }
+        });
+        if (opts.strict && topo.matrix.length !== gpuCols.length)
+          throw new InputError(`found ${topo.matrix.length} of ${gpuCols.length} GPU rows`, {
+            position: { file: src, line: (rowLines.at(-1) ?? i) + 1, column: 1 },
+          });
       }
       i = j;
       continue;
@@ -135,13 +152,19 @@ export function parseTopology(text: string, file?: string): Topology {
   }
   for (const n of topo.nics) n.name = nicNames.get(n.id);
   if (!topo.gpus.length) {
+    const position = { file: src, line: 1, column: 1 };
     if (topo.p2p)
       throw new InputError(
-        `${file ?? "input"}: only 'topo -p2p' output found; the link matrix from 'nvidia-smi topo -m' is needed too`,
+        "only 'topo -p2p' output found; the link matrix from 'nvidia-smi topo -m' is needed too (no header line with GPU0 columns)",
+        { position },
       );
-    throw new InputError(`${file ?? "input"}: no GPU matrix found: expected the output of 'nvidia-smi topo -m'`, {
-      hint: "the first matrix line starts with GPU0 columns, e.g. '\tGPU0\tGPU1\tCPU Affinity'",
-    });
+    throw new InputError(
+      "no GPU matrix found: no header line with GPU0 columns (expected the output of 'nvidia-smi topo -m')",
+      {
+        position,
+        hint: "the first matrix line starts with GPU0 columns, e.g. '\tGPU0\tGPU1\tCPU Affinity'",
+      },
+    );
   }
   if (topo.matrix.length !== topo.gpus.length)
     topo.warnings.push(`matrix has ${topo.matrix.length} GPU rows for ${topo.gpus.length} GPU columns`);
@@ -152,6 +175,22 @@ export function parseTopology(text: string, file?: string): Topology {
       topo.links.push({ a: topo.gpus[a]!, b: topo.gpus[b]!, raw, ...c });
     }
   return topo;
+}
+
+/** Strict reading of one GPU row: every device column present and every GPU cell a known link type. */
+function checkRow(r: string[], line: string, lineNo: number, devCols: string[], file: string): void {
+  const id = r[0]!;
+  if (r.length - 1 < devCols.length)
+    throw new InputError(`row ${id} has ${r.length - 1} of ${devCols.length} device columns`, {
+      position: { file, line: lineNo, column: 1 },
+    });
+  devCols.forEach((d, k) => {
+    if (!d.startsWith("GPU") || classifyLink(r[k + 1]!).class !== "unknown") return;
+    throw new InputError(
+      `unknown link type "${r[k + 1]}" between ${id} and ${d} (expected X, NV#, PIX, PXB, PHB, NODE or SYS)`,
+      { position: { file, line: lineNo, column: tokenColumn(line, k + 1) } },
+    );
+  });
 }
 
 const RANK: Record<LinkClass, number> = {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { SEED_DEPLOYMENT } from "../../src/model/examples.ts";
 import { explain } from "../../src/model/explain.ts";
 import { fit } from "../../src/model/fit.ts";
 import { loadMeasurements } from "../../src/model/io.ts";
@@ -9,19 +10,10 @@ import type { ModelInput } from "../../src/model/resolve.ts";
 import { ceilings, whatif } from "../../src/model/whatif.ts";
 
 const fx = (f: string) => new URL(`./fixtures/${f}`, import.meta.url).pathname;
-const SEED: ModelInput = {
-  model: "glm-5",
-  quant: "nvfp4",
-  gpu: "rtx-pro-6000",
-  gpus: 8,
-  tp: 8,
-  interconnect: "pcie5",
-  engine: "vllm",
-};
 
 test("seed fit + explain reproduce seed-scenario.md §3 arithmetic", () => {
   const m = loadMeasurements(fx("seed-measurements.json"));
-  const f = fit(SEED, m);
+  const f = fit(SEED_DEPLOYMENT, m);
   const d = (name: string) => f.derived.filter((x) => x.name === name);
   // §3.5: 3.83 ms per token, 24.5 µs per all-reduce (24.4 if 157 calls).
   const ab = d("ab-per-call")[0];
@@ -64,8 +56,8 @@ test("seed fit + explain reproduce seed-scenario.md §3 arithmetic", () => {
 });
 
 test("seed ceilings: §3.8 rows as ranges tied to named assumptions", () => {
-  const f = fit(SEED, loadMeasurements(fx("seed-measurements.json")));
-  const rows = ceilings(SEED, f);
+  const f = fit(SEED_DEPLOYMENT, loadMeasurements(fx("seed-measurements.json")));
+  const rows = ceilings(SEED_DEPLOYMENT, f);
   const by = (re: RegExp) => rows.find((r) => re.test(r.name))!;
   assert.equal(by(/measured baseline/).tokensPerSecond.low.toFixed(1), "57.5");
   const quoted = by(/quoted ceiling/);
@@ -82,10 +74,11 @@ test("seed ceilings: §3.8 rows as ranges tied to named assumptions", () => {
   // A saved calibration (JSON round trip, no measurements given again) reproduces the fitted step.
   const saved = JSON.parse(JSON.stringify(f.calibration));
   assert.ok(
-    Math.abs(predict({ ...SEED, calibration: saved }).decode.stepMs.mid - f.prediction.decode.stepMs.mid) < 1e-6,
+    Math.abs(predict({ ...SEED_DEPLOYMENT, calibration: saved }).decode.stepMs.mid - f.prediction.decode.stepMs.mid) <
+      1e-6,
   );
   // Calibrated what-if: forcing LL uses the fitted A/B delta.
-  const w = whatif({ ...SEED, calibration: f.calibration }, ["proto=LL"]);
+  const w = whatif({ ...SEED_DEPLOYMENT, calibration: f.calibration }, ["proto=LL"]);
   assert.ok(Math.abs(w[0].stepMs.mid - w[1].stepMs.mid - 3.8) < 0.4, `${w[0].stepMs.mid} vs ${w[1].stepMs.mid}`);
 });
 
@@ -159,7 +152,7 @@ test("YAML measurements with a length sweep and a context slope", () => {
     ms.map((m) => m.kind),
     ["length-sweep", "context-slope", "itl"],
   );
-  const f = fit(SEED, ms);
+  const f = fit(SEED_DEPLOYMENT, ms);
   assert.ok(f.residuals.some((r) => /length-sweep intercept/.test(r.label)));
   assert.ok(f.residuals.some((r) => r.unit === "ms/1K tokens"));
   assert.throws(

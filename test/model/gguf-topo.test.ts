@@ -108,17 +108,19 @@ test("nvidia-smi topo -m: 8 PCIe GPUs across two sockets, and 4 NVLink GPUs", ()
   assert.equal(t.gpus.length, 8);
   assert.equal(t.matrix[0][1], "PIX");
   assert.equal(t.matrix[0][4], "SYS");
-  assert.equal(t.allPairsNvlink, false);
-  assert.equal(t.crossSocket, true);
   const link = interconnectFromTopo(t, 8, 5);
   assert.equal(link.kind, "pcie");
+  assert.equal(link.allPairsNvlink, false);
   assert.equal(link.crossSocket, true);
+  assert.match(link.label, /worst path SYS, cross-socket/);
+  // GPU0 and GPU1 share a PCIe switch: no socket crossing within that pair.
+  assert.equal(interconnectFromTopo(t, 2, 5).crossSocket, false);
   const p = predict({ model: "glm-5", quant: "nvfp4", gpu: "rtx-pro-6000", tp: 8, gpus: 8, interconnect: link });
   assert.equal(p.collectives.customAllReduce.used, false);
   assert.deepEqual(p.collectives.protocolMenu, ["LL", "Simple"]);
   const nv = parseTopo(readFileSync(fx("topo-nvlink-4gpu.txt"), "utf8"));
-  assert.equal(nv.allPairsNvlink, true);
-  assert.equal(nv.nvlinks[0][1], 18);
+  assert.equal(nv.links[0].nvlinks, 18);
+  assert.equal(interconnectFromTopo(nv, 4).allPairsNvlink, true);
   const p4 = predict({
     model: "llama-3.1-70b",
     gpu: "h100-sxm",
@@ -134,5 +136,8 @@ test("topo errors carry file:line:column", () => {
     () => loadTopo(fx("topo-bad.txt")),
     /topo-bad\.txt:3:\d+: unknown link type "PXQ" between GPU1 and GPU0/,
   );
-  assert.throws(() => parseTopo("hello\n", "t.txt"), /t\.txt:1:1: no header line/);
+  assert.throws(
+    () => parseTopo("hello\n", "t.txt"),
+    /t\.txt:1:1: no GPU matrix found: no header line with GPU0 columns/,
+  );
 });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { SEED_DEPLOYMENT } from "../../src/model/examples.ts";
 import { fit } from "../../src/model/fit.ts";
 import { loadMeasurements } from "../../src/model/io.ts";
 import { inputFromOptions } from "../../src/model/options.ts";
@@ -46,15 +47,7 @@ test("--hardware YAML, custom device flags and --topo become a ModelInput", () =
 });
 
 test("model fit reads nccl-tests output text directly; with it the isolated latency is pinned", () => {
-  const input = {
-    model: "glm-5",
-    quant: "nvfp4",
-    gpu: "rtx-pro-6000",
-    gpus: 8,
-    tp: 8,
-    interconnect: "pcie5",
-    engine: "vllm",
-  } as const;
+  const input = SEED_DEPLOYMENT;
   const ms = [...loadMeasurements(fx("seed-measurements.json")), ...loadMeasurements(fx("all_reduce_perf-pcie8.txt"))];
   const f = fit(input, ms);
   const lat = f.parameters.find((p) => p.name === "arLatUs")!;

@@ -1,23 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { UsageError } from "../../src/errors.ts";
+import { SEED_DEPLOYMENT } from "../../src/model/examples.ts";
 import { explain } from "../../src/model/explain.ts";
 import { predict } from "../../src/model/predict.ts";
 import type { ModelInput } from "../../src/model/resolve.ts";
 import { ceilings, whatif, whatifGrid } from "../../src/model/whatif.ts";
 
-const SEED: ModelInput = {
-  model: "glm-5",
-  quant: "nvfp4",
-  gpu: "rtx-pro-6000",
-  gpus: 8,
-  tp: 8,
-  interconnect: "pcie5",
-  engine: "vllm",
-};
-
 test("worked example: 156 all-reduces of 12 KiB, extras stated separately, custom AR off with vLLM's reason, LL/Simple menu", () => {
-  const p = predict(SEED);
+  const p = predict(SEED_DEPLOYMENT);
   const c = p.collectives;
   assert.equal(c.countPerToken, 156);
   assert.equal(c.bytesEach, 12288);
@@ -57,13 +48,13 @@ test("weight bytes per GPU reproduce models.md §2", () => {
   assert.equal(gb({ ...h100, model: "qwen3-235b-a22b", quant: "bf16", tp: 8 }).toFixed(1), "5.5");
   // models.md's 4.6 GB puts the LM head in FP8 too; the FP8 checkpoint keeps it (and the router) BF16: +0.1 GB.
   assert.equal(gb({ ...h100, model: "deepseek-v3", quant: "fp8-block", tp: 8 }).toFixed(1), "4.7");
-  assert.equal(gb({ ...SEED, quant: "nvfp4-all" }).toFixed(2), "2.89");
-  assert.equal(gb({ ...SEED, quant: "nvfp4" }).toFixed(2), "5.51");
-  assert.equal(gb({ ...SEED, quant: "nvfp4-routed" }).toFixed(2), "6.14");
+  assert.equal(gb({ ...SEED_DEPLOYMENT, quant: "nvfp4-all" }).toFixed(2), "2.89");
+  assert.equal(gb({ ...SEED_DEPLOYMENT, quant: "nvfp4" }).toFixed(2), "5.51");
+  assert.equal(gb({ ...SEED_DEPLOYMENT, quant: "nvfp4-routed" }).toFixed(2), "6.14");
 });
 
 test("explain prints a sentence per term and names the custom-AR reason", () => {
-  const p = predict(SEED);
+  const p = predict(SEED_DEPLOYMENT);
   const s = explain(p);
   assert.ok(s.length >= p.decode.terms.length + 3);
   assert.ok(s.some((x) => /156 per token of 12288 B \(12 KiB\)/.test(x)));
@@ -72,7 +63,15 @@ test("explain prints a sentence per term and names the custom-AR reason", () => 
 });
 
 test("what-ifs move the step the right way", () => {
-  const rows = whatif(SEED, ["zero-comm", "custom-ar", "nvlink", "protocols", "kv=fp8", "tp=4", "batch=1,8,64"]);
+  const rows = whatif(SEED_DEPLOYMENT, [
+    "zero-comm",
+    "custom-ar",
+    "nvlink",
+    "protocols",
+    "kv=fp8",
+    "tp=4",
+    "batch=1,8,64",
+  ]);
   const by = (s: string) => rows.find((r) => r.scenario === s)!;
   const base = rows[0].stepMs.mid;
   assert.ok(by("zero-comm").stepMs.mid < base - 4);
@@ -86,23 +85,23 @@ test("what-ifs move the step the right way", () => {
   // Throughput grows with batch, per-sequence rate falls.
   assert.ok(by("batch=64").tokensPerSecondTotal.mid > by("batch=8").tokensPerSecondTotal.mid);
   assert.ok(by("batch=64").tokensPerSecond.mid < by("batch=1").tokensPerSecond.mid);
-  assert.throws(() => whatif(SEED, ["warp-drive"]), UsageError);
+  assert.throws(() => whatif(SEED_DEPLOYMENT, ["warp-drive"]), UsageError);
 });
 
 test("ceilings without measurements are model rows tied to named assumptions", () => {
-  const rows = ceilings(SEED);
+  const rows = ceilings(SEED_DEPLOYMENT);
   assert.ok(rows.some((r) => /zero-cost communication/.test(r.name)));
   assert.ok(rows.some((r) => /NVLink instead of PCIe/.test(r.name)));
   for (const r of rows) assert.ok(r.stepMs.low <= r.stepMs.high && r.assumption.length > 0);
 });
 
 test("grid what-if and input validation", () => {
-  const g = whatifGrid(SEED, { batch: [1, 2], proto: ["LL", "Simple"] });
+  const g = whatifGrid(SEED_DEPLOYMENT, { batch: [1, 2], proto: ["LL", "Simple"] });
   assert.equal(g.length, 4);
-  assert.throws(() => predict({ ...SEED, gpu: "rtx-pro-600" }), /did you mean: rtx-pro-6000/);
-  assert.throws(() => predict({ ...SEED, tp: 16 }), /GPUs, but --gpus is 8/);
-  assert.throws(() => predict({ ...SEED, interconnect: "pcie9x" }), /unknown interconnect/);
-  assert.throws(() => predict({ ...SEED, model: "llama-3.1-8b", ep: 2 }), /mixture-of-experts/);
+  assert.throws(() => predict({ ...SEED_DEPLOYMENT, gpu: "rtx-pro-600" }), /did you mean: rtx-pro-6000/);
+  assert.throws(() => predict({ ...SEED_DEPLOYMENT, tp: 16 }), /GPUs, but --gpus is 8/);
+  assert.throws(() => predict({ ...SEED_DEPLOYMENT, interconnect: "pcie9x" }), /unknown interconnect/);
+  assert.throws(() => predict({ ...SEED_DEPLOYMENT, model: "llama-3.1-8b", ep: 2 }), /mixture-of-experts/);
   // Custom device by its numbers.
   const p = predict({
     model: "llama-3.1-8b",

@@ -206,7 +206,7 @@ test("topology: NVLink-bridged pairs on an old driver (SOC): TP 2 on a bridge vs
 });
 
 test("topology bad input", () => {
-  assert.throws(() => parseTopology("nothing here", "t.txt"), /t\.txt: no GPU matrix found/);
+  assert.throws(() => parseTopology("nothing here", "t.txt"), /t\.txt:1:1: no GPU matrix found/);
   const p2pOnly = fx("topo-pcie-l40s.txt").split("$ nvidia-smi topo -p2p r")[1]!;
   assert.throws(() => parseTopology(p2pOnly), /only 'topo -p2p' output found/);
 });
