@@ -2,7 +2,6 @@
 // open-loop schedule (paced by sleep-then-spin), streams records to JSONL, and summarises.
 import { writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
-import { setImmediate as immediate, setTimeout as sleep } from "node:timers/promises";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { blankRecord, StreamClient } from "./client.ts";
 import { JsonlWriter, recordToJson } from "./records.ts";
@@ -10,7 +9,7 @@ import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
-import { createWorkload, requestBody, type Workload } from "./workload.ts";
+import { createWorkload, type Prompt, requestBody, type Workload } from "./workload.ts";
 
 export interface BenchDeps {
   signal?: AbortSignal;
@@ -185,16 +184,10 @@ class Slots {
   }
 }
 
-/** Waits until performance.now() ≥ target: a timer for the bulk, then setImmediate turns (I/O still runs). */
-async function waitUntil(targetPerf: number, spin: { ms: number }): Promise<void> {
-  let d = targetPerf - performance.now();
-  if (d > 2) await sleep(d - 1.5);
-  d = targetPerf - performance.now();
-  if (d <= 0) return;
-  const s = performance.now();
-  while (performance.now() < targetPerf) await immediate();
-  spin.ms += performance.now() - s;
-}
+/** Timers round to whole ms and fire late under load: sleep until this far before the target, then spin. */
+const SPIN_WINDOW_MS = 1.5;
+/** The last stretch is a synchronous busy-wait (it blocks I/O, so it stays short). */
+const HARD_SPIN_MS = 0.15;
 
 interface Phase {
   records: RequestRecord[];
@@ -446,10 +439,16 @@ class RunState {
     t.unref();
   }
 
-  async send(index: number, scheduledMs: number, createdMs: number, warmup: boolean): Promise<RequestRecord> {
-    const p = this.ctx.workload.get(
-      index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity),
-    );
+  async send(
+    index: number,
+    scheduledMs: number,
+    createdMs: number,
+    warmup: boolean,
+    pre?: { p: Prompt; body: string },
+  ): Promise<RequestRecord> {
+    const p =
+      pre?.p ??
+      this.ctx.workload.get(index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity));
     const rec = blankRecord();
     rec.index = index;
     rec.warmup = warmup;
@@ -458,7 +457,7 @@ class RunState {
     rec.targetInputLen = p.inputLen;
     rec.targetOutputLen = p.outputLen;
     this.inFlight++;
-    await this.ctx.client.stream(this.ctx.endpoint, requestBody(p, this.ctx.bodyOpts), rec, this.originNs);
+    await this.ctx.client.stream(this.ctx.endpoint, pre?.body ?? requestBody(p, this.ctx.bodyOpts), rec, this.originNs);
     this.inFlight--;
     this.done++;
     if (rec.errorClass === null) {
@@ -523,36 +522,90 @@ async function closedLoop(
   return { records: st.records, durationMs, interrupted: st.interrupted };
 }
 
-/** Open loop: send at the precomputed absolute times; with a cap, wait for a slot (client queue time). */
+/**
+ * Open loop: send at the precomputed absolute times; with a cap, wait for a slot (client queue time).
+ * Prompts and request bodies are built before the clock starts, so a dispatch is a stamp and a write.
+ * One dispatcher sends every request that is due in a single pass (never one per event-loop turn),
+ * sleeps on a timer until SPIN_WINDOW_MS before the next, then yields with setImmediate (I/O still
+ * runs) and busy-waits only the last HARD_SPIN_MS.
+ */
 async function openLoop(
   ctx: RunCtx,
   o: { times: Float64Array; cap: number | null; spin: { ms: number } },
 ): Promise<Phase> {
-  const st = new RunState(ctx, o.times.length);
+  const n = o.times.length;
+  const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
+  const pre: Array<{ p: Prompt; body: string }> = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const p = ctx.workload.get(i % size);
+    pre[i] = { p, body: requestBody(p, ctx.bodyOpts) };
+  }
+  const st = new RunState(ctx, n);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const pending: Promise<unknown>[] = [];
   const stopped = st.whenStopped().then(() => slots?.drain());
-  for (let i = 0; i < o.times.length; i++) {
-    if (st.stopped) break;
-    const target = o.times[i]!;
-    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
-    if (target > 0) await Promise.race([waitUntil(st.originPerf + target, o.spin), stopped]);
-    if (st.stopped) break;
-    const created = st.nowMs();
+  const times = o.times;
+  const origin = st.originPerf;
+  const dispatch = (i: number, created: number) => {
+    if (!slots) {
+      pending.push(st.send(i, times[i]!, created, false, pre[i]));
+      return;
+    }
     const task = async () => {
-      if (slots) {
-        const w = slots.acquire();
-        if (w) await w;
-        if (st.stopped) return;
-      }
+      const w = slots.acquire();
+      if (w) await w;
+      if (st.stopped) return;
       try {
-        await st.send(i, target, created, false);
+        await st.send(i, times[i]!, created, false, pre[i]);
       } finally {
-        slots?.release();
+        slots.release();
       }
     };
     pending.push(task());
-  }
+  };
+  let i = 0;
+  let timer: NodeJS.Timeout | null = null;
+  await new Promise<void>((resolve) => {
+    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
+    stopped.then(() => {
+      if (timer) clearTimeout(timer);
+      resolve();
+    });
+    const tick = () => {
+      timer = null;
+      if (st.stopped) return;
+      let now = performance.now() - origin;
+      let d = times[i]! - now;
+      if (d > 0 && d <= HARD_SPIN_MS) {
+        const s0 = now;
+        while (now < times[i]!) now = performance.now() - origin;
+        o.spin.ms += now - s0;
+        d = 0;
+      }
+      if (d <= 0) {
+        while (i < n && times[i]! <= now) {
+          dispatch(i, now);
+          i++;
+          now = performance.now() - origin;
+        }
+        if (i >= n) {
+          resolve();
+          return;
+        }
+        d = times[i]! - now;
+      }
+      if (d > SPIN_WINDOW_MS + 1) timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
+      else {
+        const s0 = performance.now();
+        setImmediate(() => {
+          o.spin.ms += performance.now() - s0;
+          tick();
+        });
+      }
+    };
+    if (n === 0) resolve();
+    else tick();
+  });
   await Promise.all(pending);
   const durationMs = st.nowMs();
   st.close();

@@ -345,6 +345,9 @@ class Exchange implements RequestSink {
   }
 }
 
+/** Pending-connection queue depth (the kernel caps it at net.core.somaxconn). */
+export const LISTEN_BACKLOG = 4096;
+
 export class SimServer {
   readonly deps: ServerDeps;
   readonly http: Server;
@@ -360,6 +363,17 @@ export class SimServer {
       this.sockets.add(s);
       s.on("close", () => this.sockets.delete(s));
     });
+    // Node's default listen backlog (511) resets a burst of 1,000 simultaneous connects; callers pass
+    // (port, host, cb), so give every listen call a deeper backlog unless it names one.
+    const listen = this.http.listen.bind(this.http) as (...a: unknown[]) => Server;
+    (this.http as { listen: unknown }).listen = (...a: unknown[]): Server => {
+      if (typeof a[0] === "number" && (a.length < 3 || typeof a[2] === "function")) {
+        const cb = typeof a[a.length - 1] === "function" ? a[a.length - 1] : undefined;
+        const host = typeof a[1] === "string" ? a[1] : undefined;
+        return listen({ port: a[0], host, backlog: LISTEN_BACKLOG }, cb);
+      }
+      return listen(...a);
+    };
   }
 
   fault(kind: FaultKind): void {
