@@ -339,8 +339,14 @@ export class Profiler {
       const gapped = kernels.filter((k) => !k.noGap).length;
       const gapUs = gapped ? c("launch") / gapped : 0;
       const schedUs = c("scheduler");
-      const startUs = baseUs + (s.startMs - t0) * timeScale * 1000;
-      const stepUs = s.shape ? (s.endMs - s.startMs) * timeScale * 1000 : 0;
+      // Kineto writes ts and dur from integer-ns start and end, so back-to-back steps (this end is
+      // the next start) share their boundary exactly; rounding ts and dur separately would make
+      // adjacent step annotations overlap by a nanosecond.
+      const startNs = Math.round((baseUs + (s.startMs - t0) * timeScale * 1000) * 1000);
+      const endNs = Math.round((baseUs + (s.endMs - t0) * timeScale * 1000) * 1000);
+      const startUs = startNs / 1000;
+      const stepUs = (endNs - startNs) / 1000;
+      const gpuStartNs = Math.min(endNs, Math.round((startUs + schedUs) * 1000));
       truth.stepMs.push(stepUs / 1000);
       truth.kernelsPerStep.push(kernels.length);
       truth.gapUs.scheduler += schedUs;
@@ -349,7 +355,7 @@ export class Profiler {
         `{"ph":"X","cat":"user_annotation","name":${JSON.stringify(nameAnn)},"pid":${pid},"tid":${tid},"ts":${f(startUs)},"dur":${f(stepUs)},"args":{"External id":${corr}}}`,
         `{"ph":"X","cat":"python_function","name":"vllm/v1/worker/gpu_model_runner.py(1650): execute_model","pid":${pid},"tid":${tid},"ts":${f(startUs)},"dur":${f(stepUs)},"args":{"Python id":${corr},"Python parent id":0}}`,
         `{"ph":"X","cat":"cpu_op","name":"aten::copy_","pid":${pid},"tid":${tid},"ts":${f(startUs + 1)},"dur":${f(Math.min(4, schedUs))},"args":{"External id":${corr},"Record function id":0,"Sequence number":0,"Fwd thread id":0}}`,
-        `{"ph":"X","cat":"gpu_user_annotation","name":${JSON.stringify(nameAnn)},"pid":0,"tid":7,"ts":${f(startUs + schedUs)},"dur":${f(Math.max(0, stepUs - schedUs))},"args":{"External id":${corr}}}`,
+        `{"ph":"X","cat":"gpu_user_annotation","name":${JSON.stringify(nameAnn)},"pid":0,"tid":7,"ts":${f(gpuStartNs / 1000)},"dur":${f(Math.max(0, endNs - gpuStartNs) / 1000)},"args":{"External id":${corr}}}`,
       );
       let t = startUs + schedUs;
       const graph = mode === "graph";

@@ -119,32 +119,39 @@ interface Span {
   end: number;
 }
 
-/** Outermost, time-sorted spans (spans nested in an earlier one dropped). */
+/** Outermost, time-sorted spans (spans nested in an earlier one dropped): starts and ends ascend. */
 function outermost(spans: Span[]): Span[] {
   spans.sort((a, b) => a.ts - b.ts || b.end - a.end);
   const out: Span[] = [];
   let lastEnd = Number.NEGATIVE_INFINITY;
   for (const s of spans) {
-    // Nested inside the previous span (with ns tolerance: ts + dur is rounded in the file).
-    if (s.ts < lastEnd - 1e-3 && s.end <= lastEnd + 1e-3) continue;
+    // Nested inside the previous span (ns tolerance on the end: ts and dur are each rounded in the
+    // file). A span that merely overlaps the previous one's last ns is the next step: kept.
+    if (s.ts < lastEnd && s.end <= lastEnd + 1e-3) continue;
     out.push(s);
     lastEnd = s.end;
   }
   return out;
 }
 
-/** Index of the span containing t (spans sorted, disjoint), or -1. */
+/**
+ * Index of the step span a host-side call at t belongs to, or -1. Spans are outermost, so both
+ * starts and ends ascend; where two touch or overlap (Kineto rounds ts and dur to the ns, so
+ * back-to-back annotations can share a nanosecond), the call belongs to the step that began
+ * last: the host thread had already entered it.
+ */
 function spanAt(spans: Span[], t: number): number {
   let lo = 0;
   let hi = spans.length - 1;
+  let j = -1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
-    const s = spans[mid]!;
-    if (t < s.ts) hi = mid - 1;
-    else if (t >= s.end) lo = mid + 1;
-    else return mid;
+    if (spans[mid]!.ts <= t) {
+      j = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
   }
-  return -1;
+  return j >= 0 && t < spans[j]!.end ? j : -1;
 }
 
 export function segmentSteps(
