@@ -225,6 +225,8 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   const facts: FitFacts = { nAr: cc.perToken, arBytes: cc.bytesEach, bandwidthGBs: bwM?.gbs, floors: [] };
   let used = 0;
   const abs: (Measurement & { kind: "ab" })[] = [];
+  const consistency: string[] = [];
+  let traceShare: { low: number; high: number } | undefined;
   for (const m of measurements) {
     switch (m.kind) {
       case "itl": {
@@ -363,6 +365,63 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
         used++;
         break;
       }
+      case "trace": {
+        const batch = m.batch ?? 1;
+        const rb: Resolved = { ...r, batch, contextLen: m.contextLen ?? r.contextLen };
+        const ccb = collectiveCounts(rb, batch);
+        const nAll = ccb.perToken + ccb.embedding + ccb.logitsGather;
+        const cfg = m.variant ? ` (${describeVariant(m.variant)})` : "";
+        if (m.stepMs) {
+          const sd = sdFromCi(m.stepMs.ci) ?? Math.max(0.1, 0.02 * m.stepMs.value);
+          itlRow(
+            m.label ?? `decode step at batch ${batch} (trace)${cfg}`,
+            m.stepMs.value,
+            sd,
+            batch,
+            rb.contextLen,
+            m.variant,
+          );
+          if (batch === 1 && !m.variant) facts.itlMs ??= m.stepMs.value;
+        }
+        const per = m.allReduceUsPerCall;
+        if (ar) {
+          // In-loop cost of one call as the profiler saw it: isolated latency + bandwidth term + skew.
+          const coef = zeros();
+          coef[1] = 1;
+          coef[2] = ccb.bytesEach / 1024;
+          coef[3] = 1;
+          const vi = variantParam(m.variant);
+          if (vi !== null) coef[vi] = 1;
+          // No model-discrepancy term: in the model the in-loop per-call cost is exactly these parameters.
+          const sd = sdFromCi(per.ci) ?? 0.05 * per.value;
+          rows.push({
+            label: `all-reduce per call (trace)${cfg}`,
+            y: per.value,
+            sigma: Math.max(sd, 0.002 * per.value, 0.05),
+            coef,
+            c: 0,
+            unit: "µs",
+          });
+          const calls = m.allReduceCallsPerToken;
+          if (calls !== undefined && Math.abs(calls - nAll) > 0.5)
+            consistency.push(
+              `The trace counts ${calls} all-reduce calls per step; the model counts ${nAll} (${ccb.perToken} per layer pass + ${ccb.embedding} embedding + ${ccb.logitsGather} logits): the model's collective total differs from the trace's by ${(((calls - nAll) * per.value) / 1000).toFixed(2)} ms per step.`,
+            );
+        } else
+          consistency.push(
+            "The trace has all-reduce time, but the model sees no all-reduce in this deployment (TP 1?): the per-call row was not fitted.",
+          );
+        // The trace's own share, when no stated share was given (the ceiling rows use it).
+        if (m.stepMs && m.allReduceCallsPerToken && !m.variant && batch === 1) {
+          const share = (us: number) => (m.allReduceCallsPerToken! * us) / 1000 / m.stepMs!.value;
+          traceShare ??= {
+            low: share(per.ci?.[0] ?? per.value),
+            high: share(per.ci?.[1] ?? per.value),
+          };
+        }
+        used++;
+        break;
+      }
       case "bandwidth":
         used++;
         break;
@@ -380,6 +439,10 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
         used++;
         break;
     }
+  }
+  if (traceShare && facts.shareLow === undefined) {
+    facts.shareLow = traceShare.low;
+    facts.shareHigh = traceShare.high;
   }
   const K = names.length;
   if (K > P && prior.length !== K) throw new Error("internal: prior length");
@@ -510,7 +573,6 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
 
   // ---- derived arithmetic (seed-scenario.md §3) and consistency
   const derived: Derived[] = [];
-  const consistency: string[] = [];
   const n = cc.perToken;
   for (const m of abs) {
     const delta = m.deltaMsPerToken ?? ((m.bTotalS! - m.aTotalS!) * 1000) / m.tokens!;

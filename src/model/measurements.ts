@@ -50,6 +50,22 @@ export type Measurement =
       nGpus?: number;
       graph?: boolean;
     })
+  | (Base & {
+      kind: "trace";
+      /**
+       * Mean all-reduce kernel time per call in the traced decode steps, µs: the in-loop cost (isolated
+       * latency + bandwidth term + skew/sync wait), as the profiler saw it.
+       */
+      allReduceUsPerCall: { value: number; ci?: [number, number] };
+      /** All-reduce calls per decode step in the trace (checked against the model's count). */
+      allReduceCallsPerToken?: number;
+      /** The traced decode step period, ms (fits like an `itl` row at `batch`). */
+      stepMs?: { value: number; ci?: [number, number] };
+      batch?: number;
+      contextLen?: number;
+      /** The configuration the trace was taken on (e.g. {ncclProto: "LL"}); default = the baseline. */
+      variant?: Variant;
+    })
   | (Base & { kind: "bandwidth"; gbs: number })
   | (Base & { kind: "estimate"; name: "allreduce-share" | "compute-ms" | "ceiling-tps"; low: number; high: number });
 
@@ -245,6 +261,8 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
         nGpus: n("nGpus", false),
       };
     }
+    case "trace":
+      return traceMeasurement(o, where, base);
     case "bandwidth":
       return { ...base, kind: "bandwidth", gbs: n("gbs")! };
     case "estimate": {
@@ -255,9 +273,64 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
     }
     default:
       throw new InputError(
-        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, bandwidth, estimate)`,
+        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, trace, bandwidth, estimate)`,
       );
   }
+}
+
+/** A number, or {value, ci: [lo, hi]}; undefined when absent. */
+function valueCi(
+  o: Record<string, unknown>,
+  k: string,
+  where: string,
+): { value: number; ci?: [number, number] } | undefined {
+  const v = o[k];
+  if (v === undefined) return undefined;
+  if (typeof v === "number" && Number.isFinite(v)) return { value: v };
+  if (v && typeof v === "object") {
+    const x = v as Record<string, unknown>;
+    const ci = x.ci;
+    const okCi = Array.isArray(ci) && ci.length === 2 && ci.every((c) => typeof c === "number" && Number.isFinite(c));
+    if (typeof x.value === "number" && Number.isFinite(x.value) && (ci === undefined || okCi))
+      return { value: x.value, ci: okCi ? [Math.min(...(ci as number[])), Math.max(...(ci as number[]))] : undefined };
+  }
+  throw new InputError(`${where} (trace): "${k}" must be a number or {value, ci: [low, high]}`);
+}
+
+/**
+ * A trace measurement: per-call all-reduce time given directly (`allReduceUsPerCall`), or as the
+ * all-reduce share of the step (`allReduceShare`, fraction or %) with `stepMs` and `allReduceCallsPerToken`.
+ */
+function traceMeasurement(o: Record<string, unknown>, where: string, base: Base): Measurement {
+  const stepMs = valueCi(o, "stepMs", where);
+  const calls = o.allReduceCallsPerToken;
+  if (calls !== undefined && !(typeof calls === "number" && calls > 0))
+    throw new InputError(`${where} (trace): "allReduceCallsPerToken" must be a positive number`);
+  let perCall = valueCi(o, "allReduceUsPerCall", where);
+  const share = valueCi(o, "allReduceShare", where);
+  if (!perCall && share) {
+    if (!stepMs || calls === undefined)
+      throw new InputError(`${where} (trace): "allReduceShare" needs "stepMs" and "allReduceCallsPerToken"`);
+    const frac = (x: number) => (share.value > 1 ? x / 100 : x);
+    const us = (s: number) => (frac(s) * stepMs.value * 1000) / (calls as number);
+    perCall = { value: us(share.value), ci: share.ci ? [us(share.ci[0]), us(share.ci[1])] : undefined };
+  }
+  if (!perCall)
+    throw new InputError(`${where} (trace): needs "allReduceUsPerCall" (or "allReduceShare" with "stepMs")`);
+  if (!(perCall.value > 0)) throw new InputError(`${where} (trace): the per-call all-reduce time must be positive`);
+  const num = (k: string) => (typeof o[k] === "number" && Number.isFinite(o[k]) ? (o[k] as number) : undefined);
+  const proto = typeof o.protocol === "string" && o.protocol ? { ncclProto: o.protocol } : {};
+  const variant = o.variant || o.protocol ? { ...normVariant(o.variant), ...proto } : undefined;
+  return {
+    ...base,
+    kind: "trace",
+    allReduceUsPerCall: perCall,
+    allReduceCallsPerToken: calls as number | undefined,
+    stepMs,
+    batch: num("batch"),
+    contextLen: num("contextLen"),
+    variant,
+  };
 }
 
 /**

@@ -372,11 +372,23 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     // The measured ceiling outranks a model that could not pin the collective cost.
     const zc = m.model.whatIfs.find((w) => w.scenario === "zero-comm");
     const measuredNoComm = rateFromMs(tr.nonCommMs);
+    const zcText = zc
+      ? `the calibrated model's zero-communication what-if (${fmt(zc.tokensPerSecond.value)} tok/s [${fmt(zc.tokensPerSecond.low)}, ${fmt(zc.tokensPerSecond.high)}])`
+      : "";
+    const measText = `the trace-measured ceiling (${fmt(measuredNoComm.estimate)} tok/s [${fmt(measuredNoComm.lo)}, ${fmt(measuredNoComm.hi)}])`;
     if (zc && (zc.tokensPerSecond.high! < measuredNoComm.lo || zc.tokensPerSecond.low! > measuredNoComm.hi)) {
-      const msg = `The calibrated model's zero-communication what-if (${fmt(zc.tokensPerSecond.value)} tok/s [${fmt(zc.tokensPerSecond.low)}, ${fmt(zc.tokensPerSecond.high)}]) disagrees with the trace-measured ceiling (${fmt(measuredNoComm.estimate)} tok/s [${fmt(measuredNoComm.lo)}, ${fmt(measuredNoComm.hi)}]): the model splits the measured step differently from the trace (its collective cost is not pinned by these measurements). Read the model's what-ifs as relative changes; the measured ceilings come first.`;
+      // Why they can still differ: without the trace row the model's collective cost is a prior; with it,
+      // the per-call cost is fitted, so a gap means the model's call count or its other terms do not match.
+      const why = m.model.arFromTrace
+        ? "its per-call all-reduce cost is fitted to the trace, so the gap is in what else it removes or keeps (call count, other collectives, the fixed per-step term) — see the residuals"
+        : "its collective cost is not pinned by these measurements";
+      const msg = `${zcText[0]!.toUpperCase()}${zcText.slice(1)} disagrees with ${measText}: the model splits the measured step differently from the trace (${why}). Read the model's what-ifs as relative changes; the measured ceilings come first.`;
       model.notes.unshift(msg);
       findings.push(msg);
-    }
+    } else if (zc)
+      model.notes.unshift(
+        `Consistent: ${zcText} and ${measText} overlap${m.model.arFromTrace ? "; the model's per-call all-reduce cost is fitted to the trace" : ""}.`,
+      );
   }
   if (m.model) {
     ceilings.push(...m.model.ceilings);

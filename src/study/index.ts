@@ -1,5 +1,6 @@
 // The study's public surface.
 export { assemble, type Measurements } from "./assemble.ts";
+export { deploymentOf } from "./deployment.ts";
 export * from "./estimate.ts";
 export { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
 export {

@@ -384,6 +384,8 @@ export interface ModelMeasure {
   whatIfs: WhatIf[];
   ceilings: Ceiling[];
   callsPerToken?: number;
+  /** The fit's per-call all-reduce cost came from the profiler trace (a `trace` measurement was fitted). */
+  arFromTrace: boolean;
 }
 
 const WHATIFS = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-ar", "kv=fp8", "tp=4"];
@@ -419,15 +421,25 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
   const src = "inferscope study";
   const tr = m.trace?.steps.length ? estimateFromTrace(m.trace.steps, m.seed + 7) : undefined;
   const tok = m.bench ? pooledMeanCI(m.bench.itlGroups, m.seed) : undefined;
-  // The server's own step period when a trace exists (immune to time-scaled client delay).
-  const itl = tr ? tr.periodMs : tok;
-  if (itl)
+  // With a trace: the server's own step period (immune to time-scaled client delay) and the measured
+  // per-call all-reduce time, which pins the collective cost the what-ifs remove.
+  if (tr)
+    meas.push({
+      kind: "trace",
+      allReduceUsPerCall: { value: tr.perCallUs.estimate, ci: [tr.perCallUs.lo, tr.perCallUs.hi] },
+      allReduceCallsPerToken: tr.callsPerStep,
+      stepMs: { value: tr.periodMs.estimate, ci: [tr.periodMs.lo, tr.periodMs.hi] },
+      batch: 1,
+      label: "decode step (trace median)",
+      source: src,
+    });
+  else if (tok)
     meas.push({
       kind: "itl",
-      ms: itl.estimate,
+      ms: tok.estimate,
       batch: 1,
-      ci: [itl.lo, itl.hi],
-      label: tr ? "decode step (trace median)" : "ITL batch 1 (client)",
+      ci: [tok.lo, tok.hi],
+      label: "ITL batch 1 (client)",
       source: src,
     });
   if (m.bench?.ttftMs.length) {
@@ -582,5 +594,8 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     whatIfs,
     ceilings: ceil,
     callsPerToken: c.countPerToken,
+    arFromTrace: Boolean(
+      fitted && tr && fitted.residuals.some((r) => r.label.startsWith("all-reduce per call (trace)")),
+    ),
   };
 }

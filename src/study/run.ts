@@ -8,25 +8,20 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InferscopeError, InterruptedError, UsageError } from "../errors.ts";
 import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
+import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
 import { addSecret, collectEnvironment, openStore, redact, type Store } from "../store/index.ts";
 import { assemble, type Measurements } from "./assemble.ts";
+import { deploymentOf } from "./deployment.ts";
 import { phaseAb, phaseAudit, phaseBench, phaseModel, phaseSweep, phaseTrace, Unavailable } from "./phases.ts";
 import { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
 
 export const DEFAULT_PROFILE = "glm5-8x-rtxpro6000-pcie";
 
-export const SEED_DEPLOYMENT: Deployment = {
-  model: "glm-5",
-  quant: "nvfp4",
-  gpu: "rtx-pro-6000",
-  gpus: 8,
-  tp: 8,
-  interconnect: "pcie5",
-  engine: "vllm",
-};
+/** The worked example's deployment (model/examples.ts), as the study records it. */
+export const SEED_DEPLOYMENT: Deployment = deploymentOf(SEED_MODEL_INPUT);
 
 export interface StudyOptions {
   /** An already-running server (no restarts: the A/B is unavailable). */

@@ -160,3 +160,89 @@ test("YAML measurements with a length sweep and a context slope", () => {
     /bad\.yaml:\d+:\d+: invalid YAML/,
   );
 });
+
+test("a trace measurement pins the per-call all-reduce cost, so the zero-comm what-if removes what the trace measured", () => {
+  // The study's sim profile: 20.9 ms steps, 157 all-reduces of 86.6 µs each in the trace (65 % of the step).
+  const input: ModelInput = { ...SEED_DEPLOYMENT, batch: 1, inputLen: 512, outputLen: 128, contextLen: 576 };
+  const step = 20.9;
+  const perCall = 86.6;
+  const calls = 157;
+  const traced = step - (calls * perCall) / 1000;
+  const others = measurementsFromDoc([
+    { kind: "itl", ms: step, batch: 1, ci: [20.85, 20.95] },
+    { kind: "ab", variantA: {}, variantB: { env: { NCCL_PROTO: "LL" } }, deltaMsPerToken: -3.2 },
+  ]);
+  const trace = measurementsFromDoc([
+    {
+      kind: "trace",
+      allReduceUsPerCall: { value: perCall, ci: [86.3, 86.9] },
+      allReduceCallsPerToken: calls,
+      stepMs: { value: step, ci: [20.85, 20.95] },
+      batch: 1,
+    },
+  ]);
+  const zeroComm = (f: ReturnType<typeof fit>) =>
+    whatif({ ...input, calibration: f.calibration }, ["zero-comm"]).find((w) => w.scenario === "zero-comm")!.stepMs;
+  // Without the trace the fit leaves the collective cost at its prior and the what-if misses the trace's rest.
+  const before = fit(input, others);
+  assert.ok(before.notPinned.includes("arLatUs"));
+  assert.ok(zeroComm(before).low > traced, `uncalibrated-by-trace zero-comm ${zeroComm(before).low} > ${traced}`);
+  const f = fit(input, trace);
+  const row = f.residuals.find((r) => r.label.startsWith("all-reduce per call (trace)"))!;
+  assert.ok(Math.abs(row.fitted - perCall) < 1, `fitted per call ${row.fitted}`);
+  assert.ok(!f.notPinned.includes("fixedMs"));
+  // The calibrated per-call cost is what predict() uses, and the zero-comm step brackets the trace's rest.
+  assert.ok(Math.abs(f.prediction.collectives.latencyUsEach.mid - perCall) < 1.5);
+  const zc = zeroComm(f);
+  assert.ok(
+    zc.low <= traced && traced <= zc.high,
+    `zero-comm ${zc.low}–${zc.high} ms vs trace ${traced.toFixed(2)} ms`,
+  );
+  assert.ok(Math.abs(zc.mid - traced) < 0.1 * traced, `zero-comm mid ${zc.mid} vs ${traced}`);
+  // The ceiling rows agree: the fitted zero-comm row and the trace's share row overlap.
+  const rows = ceilings(input, f);
+  const fz = rows.find((r) => r.name === "fitted model: zero-cost communication")!;
+  const sh = rows.find((r) => r.name === "all-reduce free, rest from the share estimate")!;
+  assert.ok(fz.tokensPerSecond.low <= sh.tokensPerSecond.high && sh.tokensPerSecond.low <= fz.tokensPerSecond.high);
+  // 157 in the trace vs the model's 158 (it also counts the logits gather): said, not hidden.
+  assert.ok(f.consistency.some((c) => /trace counts 157 all-reduce calls/.test(c)));
+  // With the A/B as well, the LL variant delta stays pinned next to the trace row.
+  const both = fit(input, [...trace, others[1]!]);
+  assert.ok(both.parameters.find((p) => p.name.startsWith("dAR:"))!.pinned);
+});
+
+test("trace measurements in files: share form, protocol arm, and errors", () => {
+  const [t] = parseMeasurementsText(
+    `measurements:
+  - kind: trace
+    allReduceShare: {value: 65, ci: [64, 66]}
+    stepMs: 20
+    allReduceCallsPerToken: 100
+    protocol: LL
+`,
+    "t.yaml",
+  );
+  assert.equal(t.kind, "trace");
+  if (t.kind !== "trace") return;
+  // 0.65 × 20 ms / 100 calls = 130 µs, [128, 132].
+  assert.deepEqual(
+    [t.allReduceUsPerCall.value, ...t.allReduceUsPerCall.ci!].map((x) => Number(x.toFixed(9))),
+    [130, 128, 132],
+  );
+  assert.deepEqual(t.variant, { ncclProto: "LL" });
+  // A trace taken on the LL arm fits the LL per-call delta, not the baseline.
+  const f = fit(SEED_DEPLOYMENT, [t, { kind: "itl", ms: 20, batch: 1 }]);
+  assert.ok(f.parameters.some((p) => p.name === "dAR:NCCL_PROTO=LL"));
+  assert.throws(
+    () => measurementsFromDoc([{ kind: "trace", stepMs: 20 }], "m.json"),
+    /m\.json: measurement #1 \(trace\): needs "allReduceUsPerCall"/,
+  );
+  assert.throws(
+    () => measurementsFromDoc([{ kind: "trace", allReduceShare: 0.6 }], "m.json"),
+    /"allReduceShare" needs "stepMs" and "allReduceCallsPerToken"/,
+  );
+  assert.throws(
+    () => measurementsFromDoc([{ kind: "trace", allReduceUsPerCall: { value: "x" } }], "m.json"),
+    /"allReduceUsPerCall" must be a number or \{value, ci: \[low, high\]\}/,
+  );
+});

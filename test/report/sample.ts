@@ -1,7 +1,9 @@
 // A complete StudyResult built from seeded synthetic samples, for the report writers' tests.
 // `label` is placed everywhere user- or server-controlled text can appear (model name, metric
 // family names, kernel names, arm names, what-if names) so tests can inject an XSS payload.
+import { SEED_DEPLOYMENT } from "../../src/model/index.ts";
 import type { Quantity, StudyResult } from "../../src/report/types.ts";
+import { deploymentOf } from "../../src/study/deployment.ts";
 
 function rng(seed: number) {
   let s = seed >>> 0;
@@ -55,15 +57,7 @@ export function sampleResult(label = "glm-5"): StudyResult {
         serverCommand: `inferscope sim --profile glm5-8x-rtxpro6000-pcie --api-key *** --served-model-name ${label}`,
       },
       timeScale: 4,
-      deployment: {
-        model: label,
-        quant: "nvfp4",
-        gpu: "rtx-pro-6000",
-        gpus: 8,
-        tp: 8,
-        interconnect: "pcie5",
-        engine: "vllm",
-      },
+      deployment: { ...deploymentOf(SEED_DEPLOYMENT), model: label },
       flags: { quick: true, model: label, "time-scale": 4 },
       environment: { node: "v20", platform: "linux x64", cpus: "2" },
       phases: [

@@ -77,6 +77,17 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
     assert.ok(h.value.how.length > 10, `${h.label} says how it was obtained`);
   }
   assert.ok(res.whatIfs.length > 0 && res.model!.residuals.length > 0);
+  // The model is fitted to the trace's per-call all-reduce cost, so its zero-comm what-if and the
+  // trace-measured communication-free ceiling overlap, and no disagreement is reported.
+  assert.ok(res.model!.residuals.some((x) => x.what.startsWith("all-reduce per call (trace)")));
+  const zc = res.whatIfs.find((w) => w.scenario === "zero-comm")!.tokensPerSecond;
+  const free = res.ceilings.find((c) => c.scenario === "communication free")!.tokensPerSecond;
+  assert.ok(
+    zc.low! <= free.high! && free.low! <= zc.high!,
+    `zero-comm ${zc.low}–${zc.high} vs trace ${free.low}–${free.high} tok/s`,
+  );
+  assert.ok(!res.summary.findings.some((f) => /disagrees with the trace-measured ceiling/.test(f)));
+  assert.ok(res.model!.notes.some((n) => /^Consistent: the calibrated model's zero-communication what-if/.test(n)));
   assert.equal(res.meta.timeScale, 10);
   assert.ok(res.meta.runId);
 
