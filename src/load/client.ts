@@ -1,6 +1,8 @@
 // The streaming HTTP client: undici's low-level dispatch (no web streams, no per-chunk promises), one
-// hrtime stamp per socket read, SSE cut on bytes, facts written into reusable typed arrays.
+// performance.now() stamp per socket read (a double: no BigInt per read), SSE cut on bytes, facts
+// written into reusable typed arrays.
 
+import { performance } from "node:perf_hooks";
 import type { Dispatcher } from "undici";
 import { Pool, request as undiciRequest } from "undici";
 import { TargetError } from "../errors.ts";
@@ -88,9 +90,10 @@ class StreamHandler implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | null = null;
   private readonly parser = new SseParser();
   private readonly scratch: ChunkScratch;
-  private sendNs = 0n;
-  /** Last time bytes (or headers) arrived: the stall watchdog reads it. */
-  lastNs = 0n;
+  // performance.now() is CLOCK_MONOTONIC as a double: no BigInt allocated per read.
+  private sendPerf = 0;
+  /** Last time bytes (or headers) arrived (performance.now()): the stall watchdog reads it. */
+  lastPerf = 0;
   private nowMs = 0;
   private readId = -1;
   private errorBody: Buffer[] | null = null;
@@ -105,16 +108,16 @@ class StreamHandler implements Dispatcher.DispatchHandler {
   constructor(
     readonly rec: RequestRecord,
     scratch: ChunkScratch,
-    private readonly originNs: bigint,
+    private readonly originPerf: number,
     private readonly onDone: (h: StreamHandler) => void,
   ) {
     this.scratch = scratch;
   }
 
   start(): void {
-    this.sendNs = process.hrtime.bigint();
-    this.lastNs = this.sendNs;
-    this.rec.sendMs = Number(this.sendNs - this.originNs) / 1e6;
+    this.sendPerf = performance.now();
+    this.lastPerf = this.sendPerf;
+    this.rec.sendMs = this.sendPerf - this.originPerf;
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -127,9 +130,9 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     headers: Record<string, string | string[] | undefined>,
     statusMessage?: string,
   ): void {
-    const t = process.hrtime.bigint();
-    this.lastNs = t;
-    this.rec.headersMs = Number(t - this.sendNs) / 1e6;
+    const t = performance.now();
+    this.lastPerf = t;
+    this.rec.headersMs = t - this.sendPerf;
     this.rec.status = statusCode;
     if (statusCode !== 200) {
       this.errorBody = [];
@@ -152,9 +155,9 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.failed || this.done) return;
-    const t = process.hrtime.bigint();
-    this.lastNs = t;
-    this.nowMs = Number(t - this.sendNs) / 1e6;
+    const t = performance.now();
+    this.lastPerf = t;
+    this.nowMs = t - this.sendPerf;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
   }
@@ -235,7 +238,7 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       const last = this.parser.finish();
       if (last) {
         // vLLM accepts a trailing unterminated message if it is [DONE] or valid JSON.
-        this.nowMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+        this.nowMs = performance.now() - this.sendPerf;
         this.onMessage(last);
       }
       if (!this.failed) {
@@ -280,7 +283,7 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     const rec = this.rec;
-    rec.endMs = Number(process.hrtime.bigint() - this.sendNs) / 1e6;
+    rec.endMs = performance.now() - this.sendPerf;
     rec.chunks = this.scratch.take();
     if (rec.completionTokens > 0) {
       rec.outputTokens = rec.completionTokens;
@@ -333,10 +336,11 @@ export class StreamClient {
   }
 
   /** Sends one streaming request. `rec` gets every response-side fact; never rejects. */
-  stream(path: string, body: string, rec: RequestRecord, originNs: bigint): Promise<RequestRecord> {
+  /** `originPerf`: the run's origin on the performance.now() clock (record times are relative to it). */
+  stream(path: string, body: string, rec: RequestRecord, originPerf: number): Promise<RequestRecord> {
     return new Promise((resolve) => {
       const scratch = this.scratchPool.pop() ?? new ChunkScratch();
-      const h = new StreamHandler(rec, scratch, originNs, (done) => {
+      const h = new StreamHandler(rec, scratch, originPerf, (done) => {
         this.inFlight.delete(done);
         this.scratchPool.push(scratch);
         resolve(done.rec);
@@ -365,16 +369,16 @@ export class StreamClient {
   private armWatchdog(): void {
     if (this.watchdog) return;
     const every = Math.min(1000, Math.max(5, this.stallTimeoutMs / 5));
-    const limit = BigInt(Math.round(this.stallTimeoutMs * 1e6));
+    const limit = this.stallTimeoutMs;
     this.watchdog = setInterval(() => {
       if (this.inFlight.size === 0) {
         clearInterval(this.watchdog!);
         this.watchdog = null;
         return;
       }
-      const now = process.hrtime.bigint();
+      const now = performance.now();
       for (const h of this.inFlight)
-        if (h.rec.status !== 0 && now - h.lastNs > limit)
+        if (h.rec.status !== 0 && now - h.lastPerf > limit)
           h.abort(`no bytes for ${this.stallTimeoutMs} ms (stall timeout)`, "stall");
     }, every);
     this.watchdog.unref();

@@ -385,7 +385,6 @@ class RunState {
   ok = 0;
   outTokens = 0;
   inFlight = 0;
-  readonly originNs = process.hrtime.bigint();
   readonly originPerf = performance.now();
   private timer: NodeJS.Timeout | null = null;
   private readonly stopWaiters: Array<() => void> = [];
@@ -457,7 +456,12 @@ class RunState {
     rec.targetInputLen = p.inputLen;
     rec.targetOutputLen = p.outputLen;
     this.inFlight++;
-    await this.ctx.client.stream(this.ctx.endpoint, pre?.body ?? requestBody(p, this.ctx.bodyOpts), rec, this.originNs);
+    await this.ctx.client.stream(
+      this.ctx.endpoint,
+      pre?.body ?? requestBody(p, this.ctx.bodyOpts),
+      rec,
+      this.originPerf,
+    );
     this.inFlight--;
     this.done++;
     if (rec.errorClass === null) {
