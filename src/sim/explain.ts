@@ -1,5 +1,6 @@
 // `inferscope sim --explain`: the profile's true step decomposition (the hidden truth for tests).
 import { resolveSim, type SimOptions } from "./index.ts";
+import { profileHardware } from "./profile.ts";
 import { decodeBatch, prefillBatch, type StepExplanation } from "./timing.ts";
 
 export interface SimExplanation {
@@ -8,6 +9,10 @@ export interface SimExplanation {
   model: string;
   config: {
     tensorParallelSize: number;
+    /** The profile's GPU in the model's catalog, and its link as the model describes it. */
+    gpu: string;
+    interconnect: string;
+    ncclBusBwGBs: number;
     customAllReduce: boolean;
     ncclProtocol: string;
     ncclAlgorithm: string;
@@ -37,12 +42,16 @@ export function explainSim(opts: SimOptions): SimExplanation {
   const ms = (e: StepExplanation, n: string) => e.components.find((c) => c.name === n)?.ms ?? 0;
   const ttftMs = profile.cost.frontendMs + prefill.stepMs;
   const cfg = model.config;
+  const hw = profileHardware(profile);
   return {
     profile: profile.name,
     description: profile.description,
     model: profile.model.servedName,
     config: {
       tensorParallelSize: cfg.tp,
+      gpu: hw.gpu.id,
+      interconnect: hw.link.label,
+      ncclBusBwGBs: hw.link.ncclBusBwGBs,
       customAllReduce: cfg.customAllReduce,
       ncclProtocol: cfg.protocol,
       ncclAlgorithm: cfg.algorithm,
@@ -70,6 +79,7 @@ export function renderExplanation(e: SimExplanation): string {
   lines.push(
     `TP=${e.config.tensorParallelSize}  all-reduce: ${e.decode.allReduce.impl}${e.decode.allReduce.protocol ? ` ${e.decode.allReduce.algorithm}/${e.decode.allReduce.protocol}` : ""}  CUDA graphs: ${e.config.cudaGraphs ? "on" : "off (eager)"}${e.config.specTokens ? `  spec tokens: ${e.config.specTokens}` : ""}`,
   );
+  lines.push(`  GPU ${e.config.gpu}, ${e.config.interconnect}, NCCL bus bandwidth ${e.config.ncclBusBwGBs} GB/s`);
   for (const n of e.config.notes) lines.push(`  ${n}`);
   lines.push("", `decode step, batch 1, context 128 (mode ${e.decode.mode}):`);
   for (const c of e.decode.components) {

@@ -6,6 +6,8 @@ import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.ts";
+import type { Gpu, Interconnect } from "../model/hardware.ts";
+import { parseInterconnect, pcieLink, requireGpu } from "../model/hardware.ts";
 
 const num = z.number().finite();
 const pos = num.positive();
@@ -35,15 +37,19 @@ export const ProfileSchema = z
       .strict(),
     hardware: z
       .object({
+        /** The device name the "deployment" reports (nvidia-smi / profiler deviceProperties). */
         gpu: z.string().min(1),
+        /** The GPU in inferscope's catalog (`inferscope model catalog gpus`); default: `gpu`. */
+        catalogGpu: z.string().min(1).optional(),
         gpuCount: int,
         /** Effective (achieved) memory bandwidth per GPU, GB/s. */
         memBandwidthGBs: pos,
         /** Effective dense GEMM throughput per GPU, TFLOP/s. */
         gemmTflops: pos,
-        interconnect: z.enum(["pcie", "nvlink"]),
-        /** NCCL bus bandwidth between GPUs, GB/s (PCIe Gen5 x16: 48). */
-        linkGBs: pos,
+        /** "pcie" (the GPU's own slot), "nvlink" (its own NVLink), or any `model --interconnect` name (pcie4, nvlink4, ...). */
+        interconnect: z.string().min(1),
+        /** Overrides the link's NCCL bus bandwidth, GB/s (catalog: PCIe Gen5 x16 48, NVLink4 370). */
+        linkGBs: pos.optional(),
       })
       .strict(),
     engine: z
@@ -123,6 +129,47 @@ export const ProfileSchema = z
 
 export type Profile = z.output<typeof ProfileSchema>;
 
+/** The profile's hardware as the analytical model's catalog types (src/model/hardware.ts). */
+export interface SimHardware {
+  gpu: Gpu;
+  link: Interconnect;
+}
+
+const hardwareCache = new WeakMap<Profile, SimHardware>();
+
+/** Maps `hardware.{catalogGpu,gpu,interconnect,linkGBs}` onto the model's Gpu and Interconnect (memoised). */
+export function profileHardware(profile: Profile): SimHardware {
+  const hit = hardwareCache.get(profile);
+  if (hit) return hit;
+  const h = profile.hardware;
+  const field = (name: string, err: unknown): InputError =>
+    new InputError(`invalid profile: field "hardware.${name}": ${(err as Error).message}`, {
+      position: undefined,
+      hint: (err as { hint?: string }).hint,
+      code: "E_PROFILE",
+    });
+  let gpu: Gpu;
+  try {
+    gpu = requireGpu(h.catalogGpu ?? h.gpu);
+  } catch (err) {
+    throw field(h.catalogGpu ? "catalogGpu" : "gpu", err);
+  }
+  let link: Interconnect;
+  try {
+    link =
+      h.interconnect.trim().toLowerCase() === "pcie"
+        ? pcieLink(gpu.pcie.gen, gpu.pcie.width, false, `profile ${profile.name}: ${gpu.name}'s own PCIe slot`)
+        : parseInterconnect(h.interconnect, gpu, h.gpuCount);
+  } catch (err) {
+    throw field("interconnect", err);
+  }
+  if (h.linkGBs !== undefined)
+    link = { ...link, ncclBusBwGBs: h.linkGBs, source: `${link.source}; bus bandwidth from the profile` };
+  const hw = { gpu, link };
+  hardwareCache.set(profile, hw);
+  return hw;
+}
+
 const here = dirname(fileURLToPath(import.meta.url));
 const builtinDir = join(here, "profiles");
 
@@ -178,6 +225,7 @@ export function parseProfile(raw: unknown, source: string, overrides: Record<str
       code: "E_PROFILE",
     });
   }
+  profileHardware(r.data);
   return r.data;
 }
 

@@ -1,5 +1,9 @@
 // The deployment model: a step's duration as a sum of named components (pure; no clock, no I/O).
-import type { Profile } from "./profile.ts";
+// NCCL's cost and vLLM's custom all-reduce rule come from the analytical model (src/model/collectives.ts).
+import { UsageError } from "../errors.ts";
+import type { NcclCandidate } from "../model/collectives.ts";
+import { customArDecision, ncclCandidates, ncclMenu, parseNcclList } from "../model/collectives.ts";
+import { type Profile, profileHardware, type SimHardware } from "./profile.ts";
 
 export type Protocol = "LL" | "LL128" | "Simple";
 export type Algorithm = "Ring" | "Tree";
@@ -69,53 +73,21 @@ export const COMPONENTS = [
   "draft",
 ] as const;
 
-// NCCL tuning.cc latency constants (µs), order LL, LL128, Simple (collectives.md §3.2).
-const BASE_LAT: Record<Algorithm, [number, number, number]> = { Tree: [6.8, 14.0, 8.4], Ring: [6.6, 14.0, 8.4] };
-const HW_LAT: Record<"nvlink" | "pcie", Record<Algorithm, [number, number, number]>> = {
-  nvlink: { Tree: [0.6, 1.25, 4.0], Ring: [0.6, 1.9, 3.4] },
-  pcie: { Tree: [1.0, 1.9, 4.0], Ring: [1.0, 2.5, 5.7] },
-};
-const PROTO_INDEX: Record<Protocol, 0 | 1 | 2> = { LL: 0, LL128: 1, Simple: 2 };
-// Bandwidth factors applied to bus bandwidth (collectives.md §3.1, simplified: ring forms).
-const PROTO_BW: Record<Protocol, number> = { LL: 0.5, LL128: 0.92, Simple: 1 };
-
-/** NCCL's modelled single-node all-reduce time (µs) for one call of `bytes`. */
-export function ncclAllReduceUs(
-  protocol: Protocol,
-  algorithm: Algorithm,
-  n: number,
-  link: "nvlink" | "pcie",
-  bytes: number,
-  busGBs: number,
-): number {
-  if (n <= 1) return 0;
-  const i = PROTO_INDEX[protocol];
-  const lat = BASE_LAT[algorithm][i] + 2 * (n - 1) * HW_LAT[link][algorithm][i];
-  const algBw = busGBs * PROTO_BW[protocol] * (algorithm === "Ring" ? n / (2 * (n - 1)) : 0.5);
-  return lat + bytes / (1000 * algBw);
-}
-
-/** Parses an NCCL_PROTO value into the enabled protocol set (null = automatic). */
-export function parseNcclProto(value: string | undefined): Set<Protocol> | null {
-  if (value === undefined || value.trim() === "") return null;
-  const v = value.trim();
-  const exclude = v.startsWith("^");
-  const names = (exclude ? v.slice(1) : v)
-    .split(",")
-    .map((s) => s.trim().toLowerCase())
+/** Validates an NCCL_PROTO value's names (NCCL's own parser just ignores a typo; a what-if should not). */
+function checkNcclProto(value: string | undefined): void {
+  if (value === undefined || value.trim() === "") return;
+  const names = value
+    .trim()
+    .replace(/^\^/, "")
+    .split(/[,\s]+/)
     .filter(Boolean);
-  const map: Record<string, Protocol> = { ll: "LL", ll128: "LL128", simple: "Simple" };
-  const listed = new Set<Protocol>();
-  for (const n of names) {
-    const p = map[n];
-    if (!p) throw new Error(`NCCL_PROTO: unknown protocol "${n}" (LL, LL128, Simple)`);
-    listed.add(p);
-  }
-  if (!exclude) return listed;
-  const all = new Set<Protocol>(["LL", "LL128", "Simple"]);
-  for (const p of listed) all.delete(p);
-  return all;
+  for (const n of names)
+    if (!PROTOCOLS.some((p) => p.toLowerCase() === n.toLowerCase()))
+      throw new UsageError(`NCCL_PROTO: unknown protocol "${n}" (LL, LL128, Simple)`);
 }
+
+const PROTOCOLS: Protocol[] = ["LL", "LL128", "Simple"];
+const ALGORITHMS = ["Ring", "Tree", "NVLS"] as const;
 
 /** Everything about a configuration that does not depend on the batch. */
 export interface ResolvedConfig {
@@ -131,50 +103,91 @@ export interface ResolvedConfig {
 export function resolveConfig(profile: Profile, knobs: Knobs): ResolvedConfig {
   const tp = knobs.tensorParallelSize ?? profile.engine.tensorParallelSize;
   const reason: string[] = [];
-  const link = profile.hardware.interconnect;
-  // vLLM's custom all-reduce rule (collectives.md §7.1).
-  let custom = tp > 1 && !knobs.disableCustomAllReduce;
-  if (custom && ![2, 4, 6, 8].includes(tp)) {
-    custom = false;
-    reason.push(`custom all-reduce off: world size ${tp} not in {2, 4, 6, 8}`);
-  } else if (custom && tp > 2 && link !== "nvlink") {
-    custom = false;
-    reason.push("custom all-reduce off: not supported on more than two PCIe-only GPUs");
-  } else if (knobs.disableCustomAllReduce && tp > 1) reason.push("custom all-reduce off: --disable-custom-all-reduce");
-  const algo = (knobs.ncclAlgo ?? "").trim().toLowerCase();
-  const algorithm: Algorithm = algo.startsWith("tree")
-    ? "Tree"
-    : algo.startsWith("ring")
-      ? "Ring"
-      : profile.collectives.algorithm;
-  const enabled = parseNcclProto(knobs.ncclProto);
-  let candidates: Protocol[];
-  if (enabled === null) {
-    candidates = link === "nvlink" ? ["LL", "LL128", "Simple"] : ["LL", "Simple"];
-  } else candidates = [...enabled];
-  if (candidates.length === 0) candidates = ["Simple"];
+  const { gpu, link } = profileHardware(profile);
+  // vLLM's custom all-reduce rule (collectives.md §7.1), size-independent part; the per-call size test is in allReduceCall.
+  const car = customArDecision("vllm", gpu, link, tp, 0, knobs.disableCustomAllReduce ? false : undefined);
+  if (tp > 1) reason.push(`custom all-reduce ${car.used ? "on" : "off"}: ${car.reason}`);
+  checkNcclProto(knobs.ncclProto);
+  const menu = ncclMenu(link, gpu, tp, knobs.ncclProto, knobs.ncclAlgo);
+  // The sim runs Ring and Tree kernels; NVLS is left to the analytical model.
+  const algoSet = parseNcclList(knobs.ncclAlgo?.trim(), ALGORITHMS);
+  const named = algoSet ? [...algoSet.set].filter((a) => a === "Ring" || a === "Tree") : [];
+  const allowed = named.length ? menu.algorithms.filter((a): a is Algorithm => a === "Ring" || a === "Tree") : [];
+  const bytes = profile.model.hidden * profile.model.activationBytes;
+  let algorithm: Algorithm = profile.collectives.algorithm;
+  if (allowed.length && !allowed.includes(algorithm))
+    algorithm = allowed.reduce((best, a) =>
+      perCallNcclUs(profile, tp, profile.collectives.defaultProtocol, a, bytes) <
+      perCallNcclUs(profile, tp, profile.collectives.defaultProtocol, best, bytes)
+        ? a
+        : best,
+    );
+  else if (algoSet && !named.length)
+    reason.push(`NCCL_ALGO=${knobs.ncclAlgo}: no Ring/Tree named (the sim runs those only); using ${algorithm}`);
+  const candidates = menu.protocols;
   let protocol: Protocol;
   if (candidates.includes(profile.collectives.defaultProtocol)) protocol = profile.collectives.defaultProtocol;
   else {
-    const bytes = profile.model.hidden * profile.model.activationBytes;
     protocol = candidates.reduce((best, p) =>
       perCallNcclUs(profile, tp, p, algorithm, bytes) < perCallNcclUs(profile, tp, best, algorithm, bytes) ? p : best,
     );
   }
   reason.push(
-    enabled === null
+    knobs.ncclProto === undefined || knobs.ncclProto.trim() === ""
       ? `NCCL protocol ${protocol} (automatic selection)`
       : `NCCL protocol ${protocol} (NCCL_PROTO=${knobs.ncclProto})`,
   );
   return {
     tp,
     graphsAllowed: !knobs.enforceEager,
-    customAllReduce: custom,
+    customAllReduce: car.used,
     protocol,
     algorithm,
     specTokens: Math.max(0, knobs.specTokens ?? 0),
     reason,
   };
+}
+
+/** NCCL's cost model (src/model/collectives.ts) for one protocol/algorithm over n ranks of the profile's hardware. */
+function ncclCost(hw: SimHardware, n: number, protocol: Protocol, algorithm: Algorithm): NcclCandidate {
+  const menu = ncclMenu(hw.link, hw.gpu, n);
+  return ncclCandidates(hw.link, hw.gpu, n, 0, menu).find((c) => c.protocol === protocol && c.algorithm === algorithm)!;
+}
+
+/**
+ * Per-call NCCL all-reduce cost in the decode loop as a function of message bytes (µs): the profile's
+ * calibrated figure at its own TP and batch-1 size, scaled by NCCL's model to another TP (latency
+ * ratio) and to larger messages (extra bandwidth time).
+ */
+export function ncclCallModel(
+  profile: Profile,
+  tp: number,
+  protocol: Protocol,
+  algorithm: Algorithm,
+): (bytes: number) => number {
+  if (tp <= 1) return () => 0;
+  const hw = profileHardware(profile);
+  const c = profile.collectives;
+  const refTp = profile.engine.tensorParallelSize;
+  const refBytes = profile.model.hidden * profile.model.activationBytes;
+  const now = ncclCost(hw, tp, protocol, algorithm);
+  const modelUs = (k: NcclCandidate, bytes: number) => k.latencyUs + bytes / (1000 * k.algBwGBs);
+  let given = c.perCallUs[protocol];
+  if (given === undefined) {
+    // Protocols without a measured figure inherit the measured ones' misfit to NCCL's model.
+    const measured = PROTOCOLS.filter((q) => c.perCallUs[q] !== undefined);
+    if (refTp <= 1 || !measured.length) return (bytes) => modelUs(now, bytes) * c.latencyScale + c.skewUs;
+    const ratio =
+      measured.reduce((a, q) => a + c.perCallUs[q]! / modelUs(ncclCost(hw, refTp, q, algorithm), refBytes), 0) /
+      measured.length;
+    given = modelUs(ncclCost(hw, refTp, protocol, algorithm), refBytes) * ratio;
+  }
+  if (refTp <= 1) return (bytes) => given + bytes / (1000 * now.algBwGBs);
+  const ref = ncclCost(hw, refTp, protocol, algorithm);
+  const latScale = ref.latencyUs > 0 ? now.latencyUs / ref.latencyUs : 1;
+  const bwRefUs = refBytes / (1000 * ref.algBwGBs);
+  const fixed = given * latScale;
+  return (bytes) => fixed + Math.max(0, bytes / (1000 * now.algBwGBs) - bwRefUs);
 }
 
 /** Effective per-call NCCL all-reduce cost in the decode loop (µs). */
@@ -185,33 +198,7 @@ export function perCallNcclUs(
   algorithm: Algorithm,
   bytes: number,
 ): number {
-  if (tp <= 1) return 0;
-  const c = profile.collectives;
-  const link = profile.hardware.interconnect;
-  const bus = profile.hardware.linkGBs;
-  const model = ncclAllReduceUs(protocol, algorithm, tp, link, bytes, bus);
-  let given = c.perCallUs[protocol];
-  if (given === undefined) {
-    // Protocols without a measured figure inherit the measured ones' misfit to NCCL's model.
-    const refBytes0 = profile.model.hidden * profile.model.activationBytes;
-    const refTp0 = profile.engine.tensorParallelSize;
-    const ratios = (Object.keys(c.perCallUs) as Protocol[]).map(
-      (q) => c.perCallUs[q]! / ncclAllReduceUs(q, algorithm, refTp0, link, refBytes0, bus),
-    );
-    if (!ratios.length) return model * c.latencyScale + c.skewUs;
-    given =
-      (ncclAllReduceUs(protocol, algorithm, refTp0, link, refBytes0, bus) * ratios.reduce((a, b) => a + b, 0)) /
-      ratios.length;
-  }
-  // A measured per-call figure holds at the profile's TP and the batch-1 size: scale its latency
-  // part with NCCL's latency model for another TP, and add the extra bandwidth time for larger messages.
-  const refTp = profile.engine.tensorParallelSize;
-  const refBytes = profile.model.hidden * profile.model.activationBytes;
-  const latNow = ncclAllReduceUs(protocol, algorithm, tp, link, 0, bus);
-  const latRef = ncclAllReduceUs(protocol, algorithm, refTp, link, 0, bus);
-  const bwNow = model - latNow;
-  const bwRef = refTp > 1 ? ncclAllReduceUs(protocol, algorithm, refTp, link, refBytes, bus) - latRef : 0;
-  return given * (latRef > 0 ? latNow / latRef : 1) + Math.max(0, bwNow - bwRef);
+  return ncclCallModel(profile, tp, protocol, algorithm)(bytes);
 }
 
 const ELEMENT_NAME: Record<number, string> = { 2: "bf16", 4: "f32", 1: "f8e4m3" };
@@ -231,10 +218,14 @@ export class StepModel {
   private readonly arCount: number;
   private readonly agCount: number;
   private readonly bytesPerToken: number;
+  private readonly linkBusGBs: number;
+  private readonly ncclCallUs: (bytes: number) => number;
 
   constructor(profile: Profile, knobs: Knobs) {
     this.profile = profile;
     this.config = resolveConfig(profile, knobs);
+    this.linkBusGBs = profileHardware(profile).link.ncclBusBwGBs;
+    this.ncclCallUs = ncclCallModel(profile, this.config.tp, this.config.protocol, this.config.algorithm);
     const refTp = profile.engine.tensorParallelSize;
     this.tpScale = refTp / this.config.tp;
     // MLA's latent KV is replicated on every rank; GQA heads are split.
@@ -263,13 +254,12 @@ export class StepModel {
   allReduceCall(tokens: number, eager: boolean): { impl: "custom" | "nccl"; us: number } {
     const bytes = tokens * this.bytesPerToken;
     const c = this.profile.collectives;
+    // vLLM's should_custom_ar size test (collectives.md §7.1), with the profile's max_size.
     if (this.config.customAllReduce && bytes < this.profile.engine.customAllReduceMaxBytes && bytes % 16 === 0) {
-      const us = c.customUs + bytes / (1000 * this.profile.hardware.linkGBs) + (eager ? c.eagerCallUs : 0);
+      const us = c.customUs + bytes / (1000 * this.linkBusGBs) + (eager ? c.eagerCallUs : 0);
       return { impl: "custom", us };
     }
-    const us =
-      perCallNcclUs(this.profile, this.config.tp, this.config.protocol, this.config.algorithm, bytes) +
-      (eager ? c.eagerCallUs : 0);
+    const us = this.ncclCallUs(bytes) + (eager ? c.eagerCallUs : 0);
     return { impl: "nccl", us };
   }
 
