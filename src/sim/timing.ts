@@ -73,7 +73,10 @@ export const COMPONENTS = [
   "draft",
 ] as const;
 
-/** Validates an NCCL_PROTO value's names (NCCL's own parser just ignores a typo; a what-if should not). */
+const PROTOCOLS: Protocol[] = ["LL", "LL128", "Simple"];
+const ALGORITHMS = ["Ring", "Tree", "NVLS"] as const;
+
+/** Validates an NCCL_PROTO value's names: a typo must not silently run the default protocol. */
 function checkNcclProto(value: string | undefined): void {
   if (value === undefined || value.trim() === "") return;
   const names = value
@@ -85,9 +88,6 @@ function checkNcclProto(value: string | undefined): void {
     if (!PROTOCOLS.some((p) => p.toLowerCase() === n.toLowerCase()))
       throw new UsageError(`NCCL_PROTO: unknown protocol "${n}" (LL, LL128, Simple)`);
 }
-
-const PROTOCOLS: Protocol[] = ["LL", "LL128", "Simple"];
-const ALGORITHMS = ["Ring", "Tree", "NVLS"] as const;
 
 /** Everything about a configuration that does not depend on the batch. */
 export interface ResolvedConfig {
