@@ -221,6 +221,51 @@ describe("open loop, cap and sweeps", { timeout: 120_000 }, () => {
     for (const r of res.requests) assert.ok(r.sendMs >= r.createdMs && r.createdMs >= r.scheduledMs - 0.001);
   });
 
+  test("uncapped open loop: every request sent at or after its time, in schedule order", async () => {
+    const res = await runBench({
+      baseUrl: sim.url,
+      requestRate: 400,
+      numPrompts: 40,
+      seed: 9,
+      randomInputLen: 16,
+      randomOutputLen: 8,
+      ignoreEos: true,
+      noServerMetrics: true,
+      percentiles: [50, 99],
+    });
+    assert.equal(res.summary.completed, 40);
+    const byIndex = [...res.requests].sort((a, b) => a.index - b.index);
+    for (let i = 0; i < byIndex.length; i++) {
+      const r = byIndex[i]!;
+      assert.ok(r.sendMs >= r.scheduledMs - 0.01, `request ${i} sent early: ${r.sendMs} < ${r.scheduledMs}`);
+      assert.ok(r.createdMs <= r.sendMs + 1e-9);
+      if (i > 0) assert.ok(r.sendMs >= byIndex[i - 1]!.sendMs, "sends follow the schedule's order");
+    }
+    assert.ok(res.summary.inferscope.schedule_lag_ms.percentiles.p50! >= 0);
+  });
+
+  test("an interrupt during a long arrival gap returns at once with partial results", async () => {
+    const ac = new AbortController();
+    const t0 = performance.now();
+    setTimeout(() => ac.abort(), 300);
+    const res = await runBench(
+      {
+        baseUrl: sim.url,
+        requestRate: 0.5,
+        burstiness: Number.POSITIVE_INFINITY,
+        numPrompts: 5,
+        randomInputLen: 16,
+        randomOutputLen: 4,
+        ignoreEos: true,
+        noServerMetrics: true,
+      },
+      { signal: ac.signal, graceMs: 200 },
+    );
+    assert.equal(res.partial, true);
+    assert.equal(res.summary.completed, 0);
+    assert.ok(performance.now() - t0 < 1500, "did not wait for the next arrival (2 s away)");
+  });
+
   test("sweep over concurrency, and auto (synchronous, throughput, rates between)", async () => {
     const base = { baseUrl: sim.url, numPrompts: 8, randomInputLen: 16, randomOutputLen: 16, ignoreEos: true };
     const s = await runSweep(base, { concurrency: [1, 4] });
