@@ -83,6 +83,10 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     if (b.clientSaturated)
       notes.push("The client reported itself saturated during this run: latencies may include client delay.");
     for (const w of b.warnings) notes.push(w);
+    if (x !== 1 && b.clientOverheadMs > 0)
+      notes.push(
+        `The client's own wall time per request (${b.clientOverheadMs.toFixed(2)} ms real: client TTFT − the server's TTFT over the same window) is not part of the sim's clock, so TTFT and request times count it once instead of ${x}×.`,
+      );
     if (b.server?.itlMeanMs !== undefined && x !== 1)
       notes.push(
         `The server's /metrics record wall-clock time of the ${x}×-accelerated sim; its means below are multiplied by ${x} for comparison.`,
@@ -91,7 +95,12 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       requests: b.requests,
       outputTokensPerRequest: b.outputLen,
       promptTokens: b.promptTokens,
-      ttftMs: q(ttftI, "ms", "measured", `mean client TTFT over ${b.ttftMs.length} requests, t-interval${scaled}`),
+      ttftMs: q(
+        ttftI,
+        "ms",
+        "measured",
+        `mean client TTFT over ${b.ttftMs.length} requests, t-interval${scaled}${x !== 1 ? ", client wall overhead counted once" : ""}`,
+      ),
       itlMs: q(
         itlI,
         "ms",

@@ -91,6 +91,17 @@ export interface BenchMeasure {
   server?: { ttftMeanMs?: number; itlMeanMs?: number; steps?: number };
   warnings: string[];
   clientSaturated: boolean;
+  /**
+   * Client-side wall time per request that the sim's clock does not cover (HTTP, parsing), in real ms:
+   * mean client TTFT − the server's own TTFT over the same window. With a time-scaled sim it must not be
+   * multiplied by the scale; 0 when the sim runs in real time or the server view is missing.
+   */
+  clientOverheadMs: number;
+}
+
+/** Client time → simulated time: the sim's part is scaled back; the client's own wall overhead is not. */
+export function unscale(wallMs: number, x: number, overheadMs: number): number {
+  return x === 1 ? wallMs : (wallMs - overheadMs) * x + overheadMs;
 }
 
 const measured = (rs: RequestRecord[]) => rs.filter((r) => !r.warmup && r.errorClass === null);
@@ -115,17 +126,20 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
   const rs = measured(res.requests);
   if (rs.length === 0) throw new Error(`no request succeeded (${res.warnings.join("; ") || "see the server log"})`);
   const sv = res.server;
+  const clientTtft = rs.reduce((a, r) => a + r.ttftMs, 0) / rs.length;
+  const overhead = x !== 1 && sv && sv.ttft_mean_ms !== null ? Math.max(0, clientTtft - sv.ttft_mean_ms) : 0;
   return {
+    clientOverheadMs: overhead,
     requests: rs.length,
     outputLen: plan.bench.outputLen,
     promptTokens: rs[0]!.promptTokens > 0 ? rs[0]!.promptTokens : undefined,
-    ttftMs: rs.map((r) => r.ttftMs * x),
+    ttftMs: rs.map((r) => unscale(r.ttftMs, x, overhead)),
     itlGroups: rs.map((r) => tokenItls(r).map((v) => v * x)),
     tpotMs: rs
       .map((r) => requestTpot(r))
       .filter((v): v is number => v !== null)
       .map((v) => v * x),
-    e2eMs: rs.map((r) => r.e2elMs * x),
+    e2eMs: rs.map((r) => unscale(r.e2elMs, x, overhead)),
     server: sv
       ? {
           ttftMeanMs: sv.ttft_mean_ms === null ? undefined : sv.ttft_mean_ms,
@@ -147,11 +161,12 @@ export interface SweepMeasure {
   r2: number;
 }
 
-export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, o: Common): Promise<SweepMeasure> {
+export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, c: Common): Promise<SweepMeasure> {
   const x = m.timeScale;
+  const o = m.bench?.clientOverheadMs ?? 0;
   const points: SweepMeasure["points"] = [];
   for (const n of plan.sweep.lengths) {
-    o.onProgress?.(`N = ${n}`);
+    c.onProgress?.(`N = ${n}`);
     const res = await runBench(
       {
         baseUrl: url,
@@ -163,12 +178,13 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
         ignoreEos: true,
         concurrency: 1,
         seed: m.seed + n,
-        apiKey: o.apiKey,
+        apiKey: c.apiKey,
         noServerMetrics: true,
       },
-      { signal: o.signal },
+      { signal: c.signal },
     );
-    for (const r of measured(res.requests)) points.push({ outputTokens: r.outputTokens, e2eMs: r.e2elMs * x });
+    for (const r of measured(res.requests))
+      points.push({ outputTokens: r.outputTokens, e2eMs: unscale(r.e2elMs, x, o) });
   }
   if (points.length < 3) throw new Error(`only ${points.length} sweep requests succeeded; need 3 for a fit`);
   const xs = points.map((p) => p.outputTokens - 1);
@@ -318,6 +334,7 @@ export async function phaseAb(
   o: Common & { embedded: boolean; store: Store | null },
 ): Promise<AbMeasure> {
   const x = m.timeScale;
+  const overhead = m.bench?.clientOverheadMs ?? 0;
   const ownStore = o.store ? null : openStore(join(mkdtempSync(join(tmpdir(), "inferscope-study-")), "ab.db"));
   const store = (o.store ?? ownStore)!;
   try {
@@ -360,11 +377,11 @@ export async function phaseAb(
         ttftMs: mine
           .map((r) => r.ttftMs)
           .filter((v): v is number => v !== null)
-          .map((v) => v * x),
+          .map((v) => unscale(v, x, overhead)),
         e2eMs: mine
           .map((r) => r.e2elMs)
           .filter((v): v is number => v !== null)
-          .map((v) => v * x),
+          .map((v) => unscale(v, x, overhead)),
       };
     });
     const notes = [

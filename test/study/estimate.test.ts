@@ -72,3 +72,11 @@ test("trace estimates recover per-call cost and share; decomposition adds up to 
   assert.ok(d.ceilingNoAllReduce.lo <= ceil && ceil <= d.ceilingNoAllReduce.hi, JSON.stringify(d.ceilingNoAllReduce));
   assert.throws(() => estimateFromTrace([], 1), /no decode steps/);
 });
+
+test("unscale: the sim's share is multiplied back, the client's own wall overhead counted once", async () => {
+  const { unscale } = await import("../../src/study/phases.ts");
+  // 10× sim: 5.46 ms of simulated work (54.6 ms real-world) + 2 ms of client HTTP overhead.
+  assert.ok(Math.abs(unscale(7.46, 10, 2) - 56.6) < 1e-9);
+  assert.equal(unscale(7.46, 1, 2), 7.46);
+  assert.ok(Math.abs(unscale(7.46, 10, 0) - 74.6) < 1e-9);
+});
