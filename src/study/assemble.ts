@@ -414,7 +414,16 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     schema: "inferscope.study/1",
     meta,
     summary: { headlines, decomposition, decompositionBasis, ceiling, findings },
-    audit: m.audit,
+    audit:
+      m.audit && x !== 1
+        ? {
+            ...m.audit,
+            notes: [
+              `The sim ran ${x}× faster than real time and its /metrics record wall-clock seconds, so the values and bucket remarks in this section are ${x}× smaller than the simulated deployment's; run with --time-scale 1 for an audit that reads as on the real server.`,
+              ...m.audit.notes,
+            ],
+          }
+        : m.audit,
     latency,
     sweep,
     ab,
