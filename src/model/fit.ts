@@ -227,6 +227,22 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   const abs: (Measurement & { kind: "ab" })[] = [];
   const consistency: string[] = [];
   let traceShare: { low: number; high: number } | undefined;
+  // Prefill with only the matmul terms at the prior bandwidth: the shape TTFT and sweep intercepts scale.
+  const matmulOnlyPrefill = (rr: Resolved) =>
+    prefillEstimate(
+      rr,
+      [0, 1, 2].map(() => ({
+        etaM: 1 / prior[0]!.mean,
+        etaC: 0.6,
+        ggufEff: GGUF_KERNEL_EFF.mid,
+        kernelUs: 0,
+        engineMs: 0,
+        arUs: 0,
+        a2aUs: 0,
+        p2pUs: 0,
+        expertsLocal: 0,
+      })),
+    );
   for (const m of measurements) {
     switch (m.kind) {
       case "itl": {
@@ -245,20 +261,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       }
       case "ttft": {
         const rr: Resolved = { ...r, inputLen: m.inputLen ?? r.inputLen };
-        const pe = prefillEstimate(
-          rr,
-          [0, 1, 2].map(() => ({
-            etaM: 1 / prior[0].mean,
-            etaC: 0.6,
-            ggufEff: GGUF_KERNEL_EFF.mid,
-            kernelUs: 0,
-            engineMs: 0,
-            arUs: 0,
-            a2aUs: 0,
-            p2pUs: 0,
-            expertsLocal: 0,
-          })),
-        );
+        const pe = matmulOnlyPrefill(rr);
         // The scale multiplies the whole prefill (matmuls, all-reduces, kernels); request overhead stays.
         const rest = pe.terms[3].ms.mid;
         const body = pe.ttftMs.mid - rest;
@@ -303,20 +306,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
         itlRow(m.label ?? "length-sweep slope (ITL)", m.slopeMsPerToken, sd, 1, r.contextLen, undefined);
         facts.itlMs ??= m.slopeMsPerToken;
         const rr: Resolved = { ...r };
-        const pe = prefillEstimate(
-          rr,
-          [0, 1, 2].map(() => ({
-            etaM: 1 / prior[0].mean,
-            etaC: 0.6,
-            ggufEff: GGUF_KERNEL_EFF.mid,
-            kernelUs: 0,
-            engineMs: 0,
-            arUs: 0,
-            a2aUs: 0,
-            p2pUs: 0,
-            expertsLocal: 0,
-          })),
-        );
+        const pe = matmulOnlyPrefill(rr);
         const coef = zeros();
         coef[5] = pe.ttftMs.mid - pe.terms[3].ms.mid;
         rows.push({
