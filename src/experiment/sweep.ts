@@ -180,6 +180,17 @@ function positiveInts(xs: number[], what: string): number[] {
  * Runs the workload at each level in a seeded random order against one server, storing each level
  * as a block. Returns the samples per level; stops (and marks the run partial) on interrupt.
  */
+/** Saves the summary and closes the run: partial (and rethrown as an interrupt) or complete. */
+function finishSweep<T>(s: Awaited<ReturnType<typeof sweepLevels>>, result: T, done: string): T {
+  s.store.setSummary(s.runId, "sweep", result);
+  if (s.interrupted) {
+    s.store.finishRun(s.runId, "partial", s.interrupted.message);
+    throw new InterruptedError(`${s.interrupted.message}; ${done} saved in run ${s.runId}`);
+  }
+  s.store.finishRun(s.runId, "complete");
+  return result;
+}
+
 async function sweepLevels(
   kind: string,
   opts: TargetOptions,
@@ -317,15 +328,7 @@ export async function runLengthSweep(opts: LengthSweepOptions, deps: SweepDeps =
       level: opts.level ?? 0.95,
       partial: s.interrupted !== null,
     });
-    s.store.setSummary(s.runId, "sweep", result);
-    if (s.interrupted) {
-      s.store.finishRun(s.runId, "partial", s.interrupted.message);
-      throw new InterruptedError(
-        `${s.interrupted.message}; ${s.results.size} of ${outLens.length} lengths saved in run ${s.runId}`,
-      );
-    }
-    s.store.finishRun(s.runId, "complete");
-    return result;
+    return finishSweep(s, result, `${s.results.size} of ${outLens.length} lengths`);
   } finally {
     if (s.owned) s.store.close();
   }
@@ -509,15 +512,7 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
       config,
       points,
     };
-    s.store.setSummary(s.runId, "sweep", result);
-    if (s.interrupted) {
-      s.store.finishRun(s.runId, "partial", s.interrupted.message);
-      throw new InterruptedError(
-        `${s.interrupted.message}; ${s.results.size} of ${levels.length} levels saved in run ${s.runId}`,
-      );
-    }
-    s.store.finishRun(s.runId, "complete");
-    return result;
+    return finishSweep(s, result, `${s.results.size} of ${levels.length} levels`);
   } finally {
     if (s.owned) s.store.close();
   }
