@@ -267,7 +267,7 @@ export function ceilings(input: ModelInput, fitted?: FitResult): CeilingRow[] {
     rows.push(
       row(
         "all-reduce free, rest from the share estimate",
-        `all-reduce = ${(100 * f.shareLow).toFixed(0)}–${(100 * f.shareHigh).toFixed(0)} % of ${f.itlMs} ms, removed`,
+        `all-reduce = ${pctRange(f.shareLow, f.shareHigh)} of ${+f.itlMs.toFixed(2)} ms, removed`,
         restLo,
         restHi,
         "ITL × (1 − share)",
@@ -367,4 +367,11 @@ export function ceilings(input: ModelInput, fitted?: FitResult): CeilingRow[] {
 
 export function rangeTps(ms: Range): Range {
   return roundRange(rateFromMs(ms), 1);
+}
+
+/** "55–65 %", or one figure when both ends round alike. */
+function pctRange(lo: number, hi: number): string {
+  const a = (100 * lo).toFixed(1).replace(/\.0$/, "");
+  const b = (100 * hi).toFixed(1).replace(/\.0$/, "");
+  return a === b ? `${a} %` : `${a}–${b} %`;
 }
