@@ -1,6 +1,7 @@
 // Pure statistics for comparing two samples: seeded bootstrap CIs, Welch's t, Mann–Whitney U, and
 // the minimum detectable effect. No clock, no I/O; every random draw comes from a seeded PRNG.
 import prand from "pure-rand";
+import { mix32, next53 } from "../rng.ts";
 
 /** A seeded uniform source on [0, 1). */
 export type Uniform = () => number;
@@ -9,20 +10,9 @@ export type Uniform = () => number;
 export function makeRng(seed: number): Uniform {
   // pure-rand seeds xoroshiro with (-1, ~seed, seed, 0), so neighbouring seeds start correlated:
   // fill the whole 128-bit state from splitmix32 of the seed instead.
-  let x = seed | 0;
-  const next32 = () => {
-    x = (x + 0x9e3779b9) | 0;
-    let z = x;
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-    return (z ^ (z >>> 16)) | 0;
-  };
-  const rng = prand.xoroshiro128plus.fromState([next32(), next32(), next32(), next32()]);
-  return () => {
-    const hi = rng.unsafeNext() >>> 5; // 27 bits
-    const lo = rng.unsafeNext() >>> 6; // 26 bits
-    return (hi * 67108864 + lo) / 9007199254740992;
-  };
+  const s = seed | 0;
+  const rng = prand.xoroshiro128plus.fromState([0, 1, 2, 3].map((k) => mix32((s + k * 0x9e3779b9) | 0) | 0));
+  return () => next53(rng);
 }
 
 export function mean(xs: ArrayLike<number>): number {

@@ -2,27 +2,18 @@
 // The open-loop rule follows vLLM bench serve: gaps ~ Gamma(shape = b, scale = 1/(r·b)), the first
 // request also waits one gap, and the cumulative times are rescaled so the last lands at N/r.
 import { xoroshiro128plus } from "pure-rand";
-
-/** Scrambles a seed so neighbouring seeds (request i, i+1) give unrelated streams. */
-export function splitmix32(x: number): number {
-  x = (x + 0x9e3779b9) | 0;
-  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
-  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) | 0;
-}
+import { mix32, next53 } from "../rng.ts";
 
 /** A seeded PRNG with the few distributions the load generator needs. */
 export class Rng {
   private readonly g;
   private spare: number | null = null;
   constructor(seed: number) {
-    this.g = xoroshiro128plus(splitmix32(seed | 0));
+    this.g = xoroshiro128plus(mix32(seed | 0) | 0);
   }
   /** Uniform in [0, 1) with 53 random bits. */
   next(): number {
-    const a = this.g.unsafeNext() >>> 5;
-    const b = this.g.unsafeNext() >>> 6;
-    return (a * 67108864 + b) / 9007199254740992;
+    return next53(this.g);
   }
   /** Uniform integer in [lo, hi]. */
   int(lo: number, hi: number): number {

@@ -1,12 +1,7 @@
 // Small seeded PRNG for the hot path (pure-rand's generators allocate per draw).
+import { mix32 } from "../rng.ts";
 
-/** splitmix32-style mixer: a well-spread 32-bit hash of an integer. */
-export function mix32(x: number): number {
-  x = (x + 0x9e3779b9) | 0;
-  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
-  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) >>> 0;
-}
+export { mix32 };
 
 /** mulberry32: fast, seedable, good enough for simulation noise (not crypto). */
 export class Rng {
