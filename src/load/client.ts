@@ -7,6 +7,7 @@ import type { Dispatcher } from "undici";
 import { Pool, request as undiciRequest } from "undici";
 import { TargetError } from "../errors.ts";
 import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
+import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkScratch } from "./records.ts";
 import { interpretChunk, type SseMessage, SseParser } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
@@ -21,7 +22,14 @@ export interface ClientOptions {
   /** No response headers for this long aborts the request. */
   headersTimeoutMs?: number;
   apiKey?: string;
+  /**
+   * "h1": our HTTP/1.1 reader (one shared read buffer, no allocation per read); "undici": undici's
+   * dispatcher; "auto" (default): h1 for http:, undici for https:.
+   */
+  transport?: Transport;
 }
+
+export type Transport = "auto" | "h1" | "undici";
 
 const MAX_ERROR_BODY = 64 * 1024;
 
@@ -61,12 +69,20 @@ export function classifyError(err: any, gotHeaders: boolean): { cls: ErrorClass;
   const msg: string = err?.message ?? String(err);
   if (code === "UND_ERR_BODY_TIMEOUT") return { cls: "stall", message: "no bytes for longer than the stall timeout" };
   if (code === "UND_ERR_HEADERS_TIMEOUT") return { cls: "timeout", message: "no response headers in time" };
-  if (code === "UND_ERR_CONNECT_TIMEOUT") return { cls: "connect", message: `connect timeout: ${msg}` };
-  if (code === "UND_ERR_ABORTED" || code === "UND_ERR_ABORT" || err?.name === "AbortError")
+  if (code === "UND_ERR_CONNECT_TIMEOUT" || code === "H1_CONNECT_TIMEOUT")
+    return { cls: "connect", message: `connect timeout: ${msg}` };
+  if (code === "H1_PROTOCOL") return { cls: "malformed", message: msg };
+  if (code === "UND_ERR_ABORTED" || code === "UND_ERR_ABORT" || code === "H1_ABORTED" || err?.name === "AbortError")
     return { cls: "aborted", message: msg };
   if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH" || code === "ENETUNREACH")
     return { cls: "connect", message: `${code}: ${msg}` };
-  if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_CLOSED")
+  if (
+    code === "UND_ERR_SOCKET" ||
+    code === "ECONNRESET" ||
+    code === "EPIPE" ||
+    code === "UND_ERR_CLOSED" ||
+    code === "H1_CLOSED"
+  )
     return {
       cls: "disconnect",
       message: gotHeaders ? `connection closed mid-stream (${msg})` : `connection closed (${msg})`,
@@ -86,8 +102,11 @@ export function serverMessage(body: string): string {
   return t.length > 300 ? `${t.slice(0, 300)}…` : t;
 }
 
-class StreamHandler implements Dispatcher.DispatchHandler {
+/** One streaming response: undici's dispatch handler and our H1 handler in one (same facts either way). */
+class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   controller: Dispatcher.DispatchController | null = null;
+  /** Set by the h1 transport: aborts the request in flight. */
+  h1Abort: ((reason: string) => void) | null = null;
   private readonly parser = new SseParser();
   private readonly scratch: ChunkScratch;
   // performance.now() is CLOCK_MONOTONIC as a double: no BigInt allocated per read.
@@ -130,6 +149,14 @@ class StreamHandler implements Dispatcher.DispatchHandler {
     headers: Record<string, string | string[] | undefined>,
     statusMessage?: string,
   ): void {
+    this.head(statusCode, statusMessage ?? "", String(headers["content-type"] ?? ""));
+  }
+
+  onHead(status: number, statusText: string, headers: H1Headers): void {
+    this.head(status, statusText, headers.contentType);
+  }
+
+  private head(statusCode: number, statusMessage: string, contentType: string): void {
     const t = performance.now();
     this.lastPerf = t;
     this.rec.headersMs = t - this.sendPerf;
@@ -139,27 +166,50 @@ class StreamHandler implements Dispatcher.DispatchHandler {
       this.fail("http", `HTTP ${statusCode}${statusMessage ? ` ${statusMessage}` : ""}`);
       return;
     }
-    const ct = String(headers["content-type"] ?? "");
-    if (ct && !ct.includes("text/event-stream")) {
+    if (contentType && !contentType.includes("text/event-stream")) {
       this.errorBody = [];
-      this.fail("malformed", `server did not stream: content-type ${ct}`);
+      this.fail("malformed", `server did not stream: content-type ${contentType}`);
+    }
+  }
+
+  private keepErrorBody(b: Buffer, s: number, e: number): void {
+    if (this.errorBytes < MAX_ERROR_BODY) {
+      this.errorBody!.push(Buffer.from(b.subarray(s, e)));
+      this.errorBytes += e - s;
     }
   }
 
   onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.errorBody) {
-      if (this.errorBytes < MAX_ERROR_BODY) {
-        this.errorBody.push(chunk);
-        this.errorBytes += chunk.length;
-      }
-      return;
-    }
+    if (this.errorBody) return this.keepErrorBody(chunk, 0, chunk.length);
     if (this.failed || this.done) return;
     const t = performance.now();
     this.lastPerf = t;
     this.nowMs = t - this.sendPerf;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
+  }
+
+  private lastRead = -1;
+
+  /** h1: b[s, e) is only valid during this call (a shared read buffer). */
+  onBody(b: Buffer, s: number, e: number, tPerf: number, read: number): void {
+    if (this.errorBody) return this.keepErrorBody(b, s, e);
+    if (this.failed || this.done) return;
+    this.lastPerf = tPerf;
+    this.nowMs = tPerf - this.sendPerf;
+    if (read !== this.lastRead) {
+      this.lastRead = read;
+      this.readId++;
+    }
+    this.parser.feedRange(b, s, e, this.onRaw);
+  }
+
+  onEnd(): void {
+    this.onResponseEnd();
+  }
+
+  onFail(err: H1Error): void {
+    this.onResponseError(null as any, err);
   }
 
   private readonly ff: FastFacts = newFastFacts();
@@ -272,7 +322,8 @@ class StreamHandler implements Dispatcher.DispatchHandler {
   abort(reason: string, cls: ErrorClass = "aborted"): void {
     if (this.settled) return;
     this.fail(cls, reason);
-    if (this.controller && !this.controller.aborted) {
+    if (this.h1Abort) this.h1Abort(reason);
+    else if (this.controller && !this.controller.aborted) {
       const e = new Error(reason);
       e.name = "AbortError";
       this.controller.abort(e);
@@ -302,7 +353,9 @@ class StreamHandler implements Dispatcher.DispatchHandler {
 export class StreamClient {
   readonly origin: string;
   readonly basePath: string;
-  private readonly pool: Pool;
+  private readonly pool: Pool | null;
+  private readonly h1: H1Pool | null;
+  readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
   private readonly scratchPool: ChunkScratch[] = [];
   private readonly inFlight = new Set<StreamHandler>();
@@ -319,14 +372,25 @@ export class StreamClient {
     this.basePath = u.pathname.replace(/\/+$/, "");
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.headersTimeoutMs = opts.headersTimeoutMs ?? 300_000;
-    this.pool = new Pool(this.origin, {
-      connections: opts.connections ?? null,
-      pipelining: 1,
-      keepAliveTimeout: 60_000,
-      connect: { timeout: opts.connectTimeoutMs ?? 5000 },
-      headersTimeout: this.headersTimeoutMs,
-      bodyTimeout: this.stallTimeoutMs * 2 + 1000,
-    });
+    const want = opts.transport ?? "auto";
+    if (want === "h1" && u.protocol !== "http:")
+      throw new TargetError(`the h1 transport speaks plain http only; ${baseUrl} needs --http-client undici`);
+    this.transport = want === "undici" || (want === "auto" && u.protocol !== "http:") ? "undici" : "h1";
+    this.h1 =
+      this.transport === "h1"
+        ? new H1Pool(this.origin, { connections: opts.connections ?? null, connectTimeoutMs: opts.connectTimeoutMs })
+        : null;
+    this.pool =
+      this.transport === "undici"
+        ? new Pool(this.origin, {
+            connections: opts.connections ?? null,
+            pipelining: 1,
+            keepAliveTimeout: 60_000,
+            connect: { timeout: opts.connectTimeoutMs ?? 5000 },
+            headersTimeout: this.headersTimeoutMs,
+            bodyTimeout: this.stallTimeoutMs * 2 + 1000,
+          })
+        : null;
     this.headers = { "content-type": "application/json", accept: "text/event-stream" };
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
   }
@@ -348,7 +412,12 @@ export class StreamClient {
       this.inFlight.add(h);
       h.start();
       this.armWatchdog();
-      this.pool.dispatch(
+      if (this.h1) {
+        const handle = this.h1.request("POST", this.basePath + path, this.headers, body, h);
+        h.h1Abort = handle.abort;
+        return;
+      }
+      this.pool!.dispatch(
         {
           path: this.basePath + path,
           method: "POST",
@@ -368,7 +437,7 @@ export class StreamClient {
    */
   private armWatchdog(): void {
     if (this.watchdog) return;
-    const every = Math.min(1000, Math.max(5, this.stallTimeoutMs / 5));
+    const every = Math.min(1000, Math.max(5, Math.min(this.stallTimeoutMs, this.headersTimeoutMs) / 5));
     const limit = this.stallTimeoutMs;
     this.watchdog = setInterval(() => {
       if (this.inFlight.size === 0) {
@@ -378,8 +447,10 @@ export class StreamClient {
       }
       const now = performance.now();
       for (const h of this.inFlight)
-        if (h.rec.status !== 0 && now - h.lastPerf > limit)
-          h.abort(`no bytes for ${this.stallTimeoutMs} ms (stall timeout)`, "stall");
+        if (h.rec.status !== 0) {
+          if (now - h.lastPerf > limit) h.abort(`no bytes for ${this.stallTimeoutMs} ms (stall timeout)`, "stall");
+        } else if (now - h.lastPerf > this.headersTimeoutMs)
+          h.abort(`no response headers within ${this.headersTimeoutMs} ms`, "timeout");
     }, every);
     this.watchdog.unref();
   }
@@ -392,7 +463,8 @@ export class StreamClient {
   async close(): Promise<void> {
     if (this.watchdog) clearInterval(this.watchdog);
     this.watchdog = null;
-    await this.pool.destroy().catch(() => {});
+    this.h1?.close();
+    await this.pool?.destroy().catch(() => {});
   }
 
   /** GET a path on the same server (JSON or text), with a clear error when unreachable. */

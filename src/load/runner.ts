@@ -205,6 +205,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   const client = new StreamClient(r.baseUrl, {
     connections,
     connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
+    transport: opts.transport,
     stallTimeoutMs: opts.stallTimeoutMs ?? 60_000,
     apiKey: opts.apiKey,
   });
@@ -294,6 +295,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     const after = before ? await scrape(client) : null;
 
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    if (process.env.INFERSCOPE_DEBUG_CPU)
+      console.error(`cpu user ${(cpu.user / 1000).toFixed(0)} ms sys ${(cpu.system / 1000).toFixed(0)} ms`);
     const wallS = phase.durationMs / 1000;
     const util = wallS > 0 ? Math.max(0, cpuSeconds - spin.ms / 1000) / wallS : 0;
     // The histogram holds whole timer intervals; the delay is what exceeds the resolution.

@@ -40,34 +40,57 @@ export class SseParser {
   feed(chunk: Buffer, onMessage: (m: SseMessage) => void): void {
     this.onMsg = onMessage;
     this.onRaw = null;
-    this.scan(chunk);
+    this.scan(chunk, 0, chunk.length, true);
   }
 
   feedRaw(chunk: Buffer, onRaw: RawMessageFn): void {
     this.onRaw = onRaw;
     this.onMsg = null;
-    this.scan(chunk);
+    this.scan(chunk, 0, chunk.length, true);
   }
 
-  private scan(chunk: Buffer): void {
+  /**
+   * Raw mode over b[start, end) of a buffer the caller reuses after this call returns: whatever the
+   * parser keeps (a partial line, a data line awaiting its blank line) is copied out first.
+   */
+  feedRange(b: Buffer, start: number, end: number, onRaw: RawMessageFn): void {
+    this.onRaw = onRaw;
+    this.onMsg = null;
+    this.scan(b, start, end, false);
+  }
+
+  private scan(chunk: Buffer, start: number, end: number, owned: boolean): void {
     let buf = chunk;
+    let pos = start;
+    let len = end;
     if (this.rest) {
-      buf = Buffer.concat([this.rest, chunk]);
+      buf = Buffer.concat([this.rest, chunk.subarray(start, end)]);
       this.rest = null;
+      pos = 0;
+      len = buf.length;
+      owned = true;
     }
-    let pos = 0;
-    const len = buf.length;
+    // indexOf searches to the end of the buffer, not of the range: a sentinel LF just past the range
+    // keeps a search for the rest of a partial line from running through a large shared buffer.
+    const sentinel = len < buf.length ? buf[len]! : -1;
+    if (sentinel >= 0) buf[len] = LF;
     while (pos < len) {
       const nl = buf.indexOf(LF, pos);
-      if (nl < 0) break;
-      let end = nl;
-      if (end > pos && buf[end - 1] === CR) end--;
+      if (nl < 0 || nl >= len) break;
+      let lineEnd = nl;
+      if (lineEnd > pos && buf[lineEnd - 1] === CR) lineEnd--;
       this.msgBytes += nl + 1 - pos;
-      if (end === pos) this.dispatch();
-      else if (buf[pos] !== COLON) this.field(buf, pos, end);
+      if (lineEnd === pos) this.dispatch();
+      else if (buf[pos] !== COLON) this.field(buf, pos, lineEnd);
       pos = nl + 1;
     }
-    if (pos < len) this.rest = buf.subarray(pos);
+    if (sentinel >= 0) buf[len] = sentinel;
+    if (pos < len) this.rest = owned ? buf.subarray(pos, len) : Buffer.from(buf.subarray(pos, len));
+    if (!owned && this.dataLines > 0 && this.dataStr === null && this.dataBuf === buf) {
+      this.dataBuf = Buffer.from(buf.subarray(this.dataStart, this.dataEnd));
+      this.dataStart = 0;
+      this.dataEnd = this.dataBuf.length;
+    }
   }
 
   private dispatch(): void {

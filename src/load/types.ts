@@ -144,6 +144,8 @@ export interface BenchOptions {
   label?: string;
   /** Skip /metrics scraping. */
   noServerMetrics?: boolean;
+  /** HTTP client: "h1" (ours, default for http:), "undici" (default for https:), or "auto". */
+  transport?: "auto" | "h1" | "undici";
   /** Keep generated text in records (off by default: it costs memory). */
   keepText?: boolean;
 }

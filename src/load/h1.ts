@@ -1,0 +1,547 @@
+// A small HTTP/1.1 client for the load generator's hot path over plain TCP. Every socket reads into one
+// shared buffer (net's `onread`), so no Buffer is allocated per read; chunked, Content-Length and
+// close-delimited bodies are decoded in place and handed on as byte ranges of that buffer, which the
+// receiver must consume (or copy) before returning. Keep-alive connections are reused. bench:client
+// measures it against undici in the same run; https and the plain GETs stay on undici.
+import net from "node:net";
+import { performance } from "node:perf_hooks";
+
+/** One response's receiver. Ranges passed to onBody are only valid during the call. */
+export interface H1Handler {
+  onHead(status: number, statusText: string, headers: H1Headers): void;
+  /** `tPerf`: performance.now() when the socket read that carried these bytes returned; `read`: its sequence number. */
+  onBody(buf: Buffer, start: number, end: number, tPerf: number, read: number): void;
+  onEnd(): void;
+  onFail(err: H1Error): void;
+}
+
+export interface H1Headers {
+  contentType: string;
+  contentLength: number;
+  chunked: boolean;
+  keepAlive: boolean;
+  /** All header fields, names lower-cased (repeated fields joined with ", "). */
+  fields: Record<string, string>;
+}
+
+export interface H1Error extends Error {
+  code: string;
+}
+
+function h1Error(code: string, message: string, cause?: unknown): H1Error {
+  const e = new Error(message, cause ? { cause } : undefined) as H1Error;
+  e.code = code;
+  return e;
+}
+
+// One buffer for every socket on this thread: reads are delivered one at a time and consumed synchronously.
+const READ_BUF_SIZE = 256 * 1024;
+let sharedReadBuf: Buffer | null = null;
+const readBuffer = () => {
+  if (!sharedReadBuf) sharedReadBuf = Buffer.allocUnsafe(READ_BUF_SIZE);
+  return sharedReadBuf;
+};
+
+const MAX_HEAD = 64 * 1024;
+const LF = 0x0a;
+const CR = 0x0d;
+
+// Parser states.
+const S_IDLE = 0;
+const S_HEAD = 1;
+const S_CHUNK_SIZE = 2;
+const S_CHUNK_EXT = 3;
+const S_CHUNK_DATA = 4;
+const S_CHUNK_DATA_END = 5;
+const S_TRAILER = 6;
+const S_LENGTH = 7;
+const S_UNTIL_CLOSE = 8;
+
+let readSeq = 0;
+
+class H1Conn {
+  readonly socket: net.Socket;
+  req: H1Request | null = null;
+  state = S_IDLE;
+  connected = false;
+  dead = false;
+  /** Requests sent on this connection (a reused one may have been closed by the server meanwhile). */
+  uses = 0;
+  idleSincePerf = 0;
+  keepAliveMs: number;
+  /** Bytes of the current response received so far (0: a stale keep-alive connection may be retried). */
+  gotBytes = 0;
+  private head: Buffer | null = null;
+  private headLen = 0;
+  /** Head scanner: 0 inside a line, 1 just after LF, 2 after LF CR. */
+  private headEol = 0;
+  private remaining = 0;
+  private chunkSize = 0;
+  private sizeDigits = 0;
+  private trailerLineLen = 0;
+  private keepAlive = true;
+  private connectTimer: NodeJS.Timeout | null = null;
+  private lastError: Error | null = null;
+
+  constructor(
+    private readonly pool: H1Pool,
+    host: string,
+    port: number,
+    connectTimeoutMs: number,
+    defaultKeepAliveMs: number,
+  ) {
+    this.keepAliveMs = defaultKeepAliveMs;
+    this.socket = net.connect({
+      host,
+      port,
+      noDelay: true,
+      onread: {
+        buffer: readBuffer,
+        callback: (n: number, buf: Uint8Array) => {
+          this.onBytes(buf as Buffer, n);
+          return true;
+        },
+      },
+    });
+    this.connectTimer = setTimeout(() => {
+      this.connectTimer = null;
+      if (!this.connected)
+        this.fail(h1Error("H1_CONNECT_TIMEOUT", `connect timeout after ${connectTimeoutMs} ms (${host}:${port})`));
+    }, connectTimeoutMs);
+    this.socket.once("connect", () => {
+      this.connected = true;
+      if (this.connectTimer) clearTimeout(this.connectTimer);
+      this.connectTimer = null;
+    });
+    this.socket.on("error", (err) => {
+      this.lastError = err;
+    });
+    this.socket.on("close", () => this.onClose());
+  }
+
+  send(req: H1Request): void {
+    this.req = req;
+    req.conn = this;
+    this.state = S_HEAD;
+    this.headLen = 0;
+    this.headEol = 0;
+    this.gotBytes = 0;
+    this.uses++;
+    this.socket.write(req.head + req.body);
+  }
+
+  /** Detaches the request in flight, marks it settled and returns its handler. */
+  private settle(): H1Handler | null {
+    const r = this.req;
+    if (!r) return null;
+    this.req = null;
+    r.conn = null;
+    this.state = S_IDLE;
+    if (r.settled) return null;
+    r.settled = true;
+    return r.handler;
+  }
+
+  private onBytes(buf: Buffer, n: number): void {
+    const r = this.req;
+    if (!r) {
+      // Bytes with no request outstanding: the server broke the protocol; drop the connection.
+      this.destroy();
+      return;
+    }
+    const h = r.handler;
+    this.gotBytes += n;
+    const t = performance.now();
+    const seq = ++readSeq;
+    let pos = 0;
+    while (pos < n && this.req === r) {
+      switch (this.state) {
+        case S_HEAD:
+          pos = this.readHead(buf, pos, n);
+          break;
+        case S_CHUNK_SIZE: {
+          const c = buf[pos++]!;
+          const v =
+            c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 87 : c >= 0x41 && c <= 0x46 ? c - 55 : -1;
+          if (v >= 0) {
+            if (++this.sizeDigits > 12) return this.protocolError("chunk size too large");
+            this.chunkSize = this.chunkSize * 16 + v;
+          } else if (c === LF) {
+            if (this.sizeDigits === 0) return this.protocolError("empty chunk size line");
+            this.startChunk();
+          } else if (c === CR || c === 0x3b || c === 0x20 || c === 0x09) {
+            if (this.sizeDigits === 0) return this.protocolError("chunk size line does not start with a hex number");
+            this.state = S_CHUNK_EXT;
+          } else return this.protocolError(`bad byte 0x${c.toString(16)} in a chunk size line`);
+          break;
+        }
+        case S_CHUNK_EXT: {
+          const nl = buf.indexOf(LF, pos);
+          if (nl < 0 || nl >= n) pos = n;
+          else {
+            pos = nl + 1;
+            this.startChunk();
+          }
+          break;
+        }
+        case S_CHUNK_DATA: {
+          const take = Math.min(this.remaining, n - pos);
+          this.remaining -= take;
+          const s = pos;
+          pos += take;
+          if (this.remaining === 0) this.state = S_CHUNK_DATA_END;
+          h.onBody(buf, s, pos, t, seq);
+          break;
+        }
+        case S_CHUNK_DATA_END: {
+          const c = buf[pos++]!;
+          if (c === LF) {
+            this.state = S_CHUNK_SIZE;
+            this.chunkSize = 0;
+            this.sizeDigits = 0;
+          } else if (c !== CR) return this.protocolError("chunk data not followed by CRLF");
+          break;
+        }
+        case S_TRAILER: {
+          const c = buf[pos++]!;
+          if (c === LF) {
+            if (this.trailerLineLen === 0) {
+              this.complete(pos < n);
+              return;
+            }
+            this.trailerLineLen = 0;
+          } else if (c !== CR) this.trailerLineLen++;
+          break;
+        }
+        case S_LENGTH: {
+          const take = Math.min(this.remaining, n - pos);
+          this.remaining -= take;
+          const s = pos;
+          pos += take;
+          h.onBody(buf, s, pos, t, seq);
+          if (this.remaining === 0 && this.req === r) {
+            this.complete(pos < n);
+            return;
+          }
+          break;
+        }
+        case S_UNTIL_CLOSE:
+          h.onBody(buf, pos, n, t, seq);
+          pos = n;
+          break;
+        default:
+          return this.protocolError("unexpected bytes");
+      }
+    }
+  }
+
+  private startChunk(): void {
+    if (this.chunkSize === 0) {
+      this.state = S_TRAILER;
+      this.trailerLineLen = 0;
+    } else {
+      this.state = S_CHUNK_DATA;
+      this.remaining = this.chunkSize;
+    }
+  }
+
+  /** Accumulates the status line and headers; returns the position after what it consumed. */
+  private readHead(buf: Buffer, pos: number, n: number): number {
+    // Find the blank line that ends the head (CRLF CRLF, or bare LFs), possibly split across reads.
+    let st = this.headEol;
+    let end = -1;
+    for (let i = pos; i < n; i++) {
+      const c = buf[i]!;
+      if (c === LF) {
+        if (st !== 0) {
+          end = i + 1;
+          break;
+        }
+        st = 1;
+      } else if (c === CR) st = st === 1 ? 2 : 0;
+      else st = 0;
+    }
+    this.headEol = st;
+    const stop = end < 0 ? n : end;
+    const need = this.headLen + (stop - pos);
+    if (need > MAX_HEAD) {
+      this.protocolError(`response head larger than ${MAX_HEAD} bytes`);
+      return n;
+    }
+    if (!this.head || this.head.length < need) {
+      const g = Buffer.allocUnsafe(Math.min(MAX_HEAD, Math.max(1024, need * 2)));
+      if (this.head) this.head.copy(g, 0, 0, this.headLen);
+      this.head = g;
+    }
+    buf.copy(this.head, this.headLen, pos, stop);
+    this.headLen = need;
+    if (end < 0) return n;
+    const text = this.head.toString("latin1", 0, this.headLen);
+    this.headLen = 0;
+    this.headEol = 0;
+    this.parseHead(text);
+    return end;
+  }
+
+  private parseHead(text: string): void {
+    const lines = text.split(/\r?\n/);
+    const m = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0] ?? "");
+    if (!m) {
+      this.protocolError(`not an HTTP/1.x response: ${JSON.stringify((lines[0] ?? "").slice(0, 80))}`);
+      return;
+    }
+    const status = Number(m[2]);
+    if (status >= 100 && status < 200) {
+      // Informational (100 Continue, 103 Early Hints): the real head follows.
+      this.state = S_HEAD;
+      return;
+    }
+    const fields: Record<string, string> = {};
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i]!;
+      if (!line) continue;
+      const c = line.indexOf(":");
+      if (c <= 0) {
+        this.protocolError(`bad header line ${JSON.stringify(line.slice(0, 80))}`);
+        return;
+      }
+      const name = line.slice(0, c).trim().toLowerCase();
+      const value = line.slice(c + 1).trim();
+      fields[name] = fields[name] === undefined ? value : `${fields[name]}, ${value}`;
+    }
+    const te = (fields["transfer-encoding"] ?? "").toLowerCase();
+    const chunked = /(^|,)\s*chunked\s*$/.test(te);
+    const cl = fields["content-length"];
+    const contentLength = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : -1;
+    if (cl !== undefined && contentLength < 0 && !chunked) {
+      this.protocolError(`bad Content-Length ${JSON.stringify(cl)}`);
+      return;
+    }
+    const conn = (fields.connection ?? "").toLowerCase();
+    this.keepAlive = m[1] === "1" ? !/\bclose\b/.test(conn) : /\bkeep-alive\b/.test(conn);
+    const ka = /timeout=(\d+)/i.exec(fields["keep-alive"] ?? "");
+    if (ka) this.keepAliveMs = Math.max(0, Number(ka[1]) * 1000 - 1000);
+    const headers: H1Headers = {
+      contentType: fields["content-type"] ?? "",
+      contentLength,
+      chunked,
+      keepAlive: this.keepAlive,
+      fields,
+    };
+    const r = this.req!;
+    if (chunked) {
+      this.state = S_CHUNK_SIZE;
+      this.chunkSize = 0;
+      this.sizeDigits = 0;
+    } else if (contentLength >= 0) {
+      this.state = S_LENGTH;
+      this.remaining = contentLength;
+    } else {
+      this.state = S_UNTIL_CLOSE;
+      this.keepAlive = false;
+    }
+    r.handler.onHead(status, m[3] ?? "", headers);
+    if (this.req === r && this.state === S_LENGTH && this.remaining === 0) this.complete(false);
+  }
+
+  /** The response ended: hand the connection back (or close it if it cannot be reused). */
+  private complete(extraBytes: boolean): void {
+    const h = this.settle();
+    if (extraBytes || !this.keepAlive) this.destroy();
+    else this.pool.release(this);
+    h?.onEnd();
+  }
+
+  private protocolError(msg: string): void {
+    this.fail(h1Error("H1_PROTOCOL", `malformed HTTP response: ${msg}`));
+  }
+
+  private fail(err: H1Error): void {
+    const h = this.settle();
+    this.destroy();
+    h?.onFail(err);
+  }
+
+  /** Aborts the response in flight (the connection is closed). */
+  abort(reason: string): void {
+    this.fail(h1Error("H1_ABORTED", reason));
+  }
+
+  destroy(): void {
+    if (this.dead) return;
+    this.dead = true;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    this.pool.forget(this);
+    this.socket.destroy();
+  }
+
+  private onClose(): void {
+    const wasDead = this.dead;
+    this.dead = true;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    this.pool.forget(this);
+    const r = this.req;
+    if (!r || wasDead) return;
+    const untilClose = this.state === S_UNTIL_CLOSE;
+    // A reused keep-alive connection the server closed before answering: safe to send again.
+    if (!untilClose && this.connected && this.uses > 1 && this.gotBytes === 0 && !r.retried) {
+      this.req = null;
+      r.conn = null;
+      this.state = S_IDLE;
+      if (this.pool.retry(r)) return;
+      this.req = r;
+    }
+    const h = this.settle();
+    if (!h) return;
+    if (untilClose) {
+      h.onEnd();
+      return;
+    }
+    const e = this.lastError as (Error & { code?: string }) | null;
+    if (!this.connected) {
+      h.onFail(h1Error(e?.code ?? "ECONNREFUSED", e?.message ?? "connection failed", e));
+      return;
+    }
+    h.onFail(h1Error(e?.code ?? "H1_CLOSED", e ? `${e.message}` : "the server closed the connection", e ?? undefined));
+  }
+}
+
+/** One request: queued, on a connection, or settled. */
+class H1Request {
+  conn: H1Conn | null = null;
+  retried = false;
+  settled = false;
+  constructor(
+    readonly head: string,
+    readonly body: string,
+    readonly handler: H1Handler,
+  ) {}
+}
+
+export interface H1PoolOptions {
+  /** At most this many connections; null = one per concurrent request. */
+  connections?: number | null;
+  connectTimeoutMs?: number;
+  /** Idle keep-alive connections older than this are not reused (a server's Keep-Alive hint lowers it). */
+  keepAliveMs?: number;
+}
+
+/** Connections to one origin (http: only). */
+export class H1Pool {
+  private readonly host: string;
+  private readonly port: number;
+  private readonly hostHeader: string;
+  private readonly idle: H1Conn[] = [];
+  private readonly all = new Set<H1Conn>();
+  private readonly queue: H1Request[] = [];
+  private readonly limit: number;
+  private readonly connectTimeoutMs: number;
+  private readonly keepAliveMs: number;
+  private closed = false;
+
+  constructor(origin: string, opts: H1PoolOptions = {}) {
+    const u = new URL(origin);
+    if (u.protocol !== "http:") throw new Error(`H1Pool speaks plain http only, not ${u.protocol}`);
+    this.host = u.hostname.replace(/^\[|\]$/g, "");
+    this.port = Number(u.port || 80);
+    this.hostHeader = u.host;
+    this.limit = opts.connections ?? Number.POSITIVE_INFINITY;
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
+    this.keepAliveMs = opts.keepAliveMs ?? 4000;
+  }
+
+  /** Sends a request; the handler hears its headers, data ranges, then its end or an error. */
+  request(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: string,
+    handler: H1Handler,
+  ): { abort(reason: string): void } {
+    let head = `${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
+    for (const k in headers) head += `${k}: ${headers[k]}\r\n`;
+    head += `content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    const req = new H1Request(head, body, handler);
+    this.dispatch(req);
+    return {
+      abort: (reason: string) => {
+        if (req.settled) return;
+        if (req.conn) req.conn.abort(reason);
+        else {
+          const i = this.queue.indexOf(req);
+          if (i >= 0) this.queue.splice(i, 1);
+          req.settled = true;
+          handler.onFail(h1Error("H1_ABORTED", reason));
+        }
+      },
+    };
+  }
+
+  private dispatch(req: H1Request): void {
+    if (this.closed) {
+      req.settled = true;
+      req.handler.onFail(h1Error("H1_ABORTED", "the client was closed"));
+      return;
+    }
+    const now = performance.now();
+    let conn: H1Conn | undefined;
+    while ((conn = this.idle.pop())) {
+      if (!conn.dead && now - conn.idleSincePerf < conn.keepAliveMs) break;
+      conn.destroy();
+    }
+    if (!conn) {
+      if (this.all.size >= this.limit) {
+        this.queue.push(req);
+        return;
+      }
+      conn = new H1Conn(this, this.host, this.port, this.connectTimeoutMs, this.keepAliveMs);
+      this.all.add(conn);
+    }
+    conn.send(req);
+  }
+
+  /** A stale keep-alive connection closed before answering: send once more on a fresh one. */
+  retry(req: H1Request): boolean {
+    if (req.retried || this.closed) return false;
+    req.retried = true;
+    this.dispatch(req);
+    return true;
+  }
+
+  release(conn: H1Conn): void {
+    if (conn.dead) return;
+    const next = this.queue.shift();
+    if (next) {
+      conn.send(next);
+      return;
+    }
+    conn.idleSincePerf = performance.now();
+    this.idle.push(conn);
+  }
+
+  forget(conn: H1Conn): void {
+    if (!this.all.delete(conn)) return;
+    const i = this.idle.indexOf(conn);
+    if (i >= 0) this.idle.splice(i, 1);
+    // A slot opened: start a queued request on a new connection.
+    if (this.queue.length && this.all.size < this.limit && !this.closed) this.dispatch(this.queue.shift()!);
+  }
+
+  get size(): number {
+    return this.all.size;
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const r of this.queue.splice(0)) {
+      r.settled = true;
+      r.handler.onFail(h1Error("H1_ABORTED", "the client was closed"));
+    }
+    for (const c of [...this.all]) {
+      if (c.req) c.abort("the client was closed");
+      else c.destroy();
+    }
+  }
+}
