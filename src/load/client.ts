@@ -180,7 +180,10 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   }
 
   onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.errorBody) return this.keepErrorBody(chunk, 0, chunk.length);
+    if (this.errorBody) {
+      this.keepErrorBody(chunk, 0, chunk.length);
+      return;
+    }
     if (this.failed || this.done) return;
     const t = performance.now();
     this.lastPerf = t;
@@ -193,7 +196,10 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
 
   /** h1: b[s, e) is only valid during this call (a shared read buffer). */
   onBody(b: Buffer, s: number, e: number, tPerf: number, read: number): void {
-    if (this.errorBody) return this.keepErrorBody(b, s, e);
+    if (this.errorBody) {
+      this.keepErrorBody(b, s, e);
+      return;
+    }
     if (this.failed || this.done) return;
     this.lastPerf = tPerf;
     this.nowMs = tPerf - this.sendPerf;

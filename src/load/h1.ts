@@ -164,15 +164,27 @@ class H1Conn {
           const v =
             c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 87 : c >= 0x41 && c <= 0x46 ? c - 55 : -1;
           if (v >= 0) {
-            if (++this.sizeDigits > 12) return this.protocolError("chunk size too large");
+            if (++this.sizeDigits > 12) {
+              this.protocolError("chunk size too large");
+              return;
+            }
             this.chunkSize = this.chunkSize * 16 + v;
           } else if (c === LF) {
-            if (this.sizeDigits === 0) return this.protocolError("empty chunk size line");
+            if (this.sizeDigits === 0) {
+              this.protocolError("empty chunk size line");
+              return;
+            }
             this.startChunk();
           } else if (c === CR || c === 0x3b || c === 0x20 || c === 0x09) {
-            if (this.sizeDigits === 0) return this.protocolError("chunk size line does not start with a hex number");
+            if (this.sizeDigits === 0) {
+              this.protocolError("chunk size line does not start with a hex number");
+              return;
+            }
             this.state = S_CHUNK_EXT;
-          } else return this.protocolError(`bad byte 0x${c.toString(16)} in a chunk size line`);
+          } else {
+            this.protocolError(`bad byte 0x${c.toString(16)} in a chunk size line`);
+            return;
+          }
           break;
         }
         case S_CHUNK_EXT: {
@@ -199,7 +211,10 @@ class H1Conn {
             this.state = S_CHUNK_SIZE;
             this.chunkSize = 0;
             this.sizeDigits = 0;
-          } else if (c !== CR) return this.protocolError("chunk data not followed by CRLF");
+          } else if (c !== CR) {
+            this.protocolError("chunk data not followed by CRLF");
+            return;
+          }
           break;
         }
         case S_TRAILER: {
@@ -229,8 +244,10 @@ class H1Conn {
           h.onBody(buf, pos, n, t, seq);
           pos = n;
           break;
-        default:
-          return this.protocolError("unexpected bytes");
+        default: {
+          this.protocolError("unexpected bytes");
+          return;
+        }
       }
     }
   }
