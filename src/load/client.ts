@@ -8,7 +8,7 @@ import { Pool, request as undiciRequest } from "undici";
 import { TargetError } from "../errors.ts";
 import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
-import { ChunkScratch } from "./records.ts";
+import { ChunkArena, ChunkScratch } from "./records.ts";
 import { interpretChunk, type SseMessage, SseParser } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
@@ -127,6 +127,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   constructor(
     readonly rec: RequestRecord,
     scratch: ChunkScratch,
+    private readonly arena: ChunkArena,
     private readonly originPerf: number,
     private readonly onDone: (h: StreamHandler) => void,
   ) {
@@ -341,7 +342,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     this.settled = true;
     const rec = this.rec;
     rec.endMs = performance.now() - this.sendPerf;
-    rec.chunks = this.scratch.take();
+    rec.chunks = this.scratch.moveTo(this.arena);
     if (rec.completionTokens > 0) {
       rec.outputTokens = rec.completionTokens;
       rec.outputTokensFromUsage = true;
@@ -364,6 +365,7 @@ export class StreamClient {
   readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
   private readonly scratchPool: ChunkScratch[] = [];
+  private readonly arena = new ChunkArena();
   private readonly inFlight = new Set<StreamHandler>();
   private readonly stallTimeoutMs: number;
   private readonly headersTimeoutMs: number;
@@ -410,7 +412,7 @@ export class StreamClient {
   stream(path: string, body: string, rec: RequestRecord, originPerf: number): Promise<RequestRecord> {
     return new Promise((resolve) => {
       const scratch = this.scratchPool.pop() ?? new ChunkScratch();
-      const h = new StreamHandler(rec, scratch, originPerf, (done) => {
+      const h = new StreamHandler(rec, scratch, this.arena, originPerf, (done) => {
         this.inFlight.delete(done);
         this.scratchPool.push(scratch);
         resolve(done.rec);

@@ -1,5 +1,5 @@
 // Hot-path reader for OpenAI stream chunks straight from the bytes: one pass that checks the JSON
-// structure (balanced brackets, closed strings, no raw control characters) and picks out the few
+// structure (balanced brackets, closed strings, no raw control characters in the strings it reads) and picks out the few
 // fields a benchmark needs, without decoding the text or building objects. Anything unusual (errors,
 // tool calls, logprobs, anything it cannot vouch for) returns false and the caller uses JSON.parse.
 
@@ -95,14 +95,26 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
   if (end - start < 2 || b[start] !== LBRACE || b[end - 1] !== RBRACE) return false;
   let depth = 0;
   let pendingKey = K_NONE; // key whose value comes next
+  let valueNext = false; // just past a key's colon
   let i = start;
   while (i < end) {
     const c = b[i]!;
     if (c === QUOTE) {
-      // A string: count its UTF-16 length while scanning (escapes and multi-byte UTF-8 included).
       const s = i + 1;
       let j = s;
       let units = 0;
+      // A value nobody counts (ids, model names): find its end natively. An escape right before the
+      // quote found may mean an escaped quote, so that case takes the byte loop below.
+      if (valueNext && pendingKey === K_NONE) {
+        const q = b.indexOf(QUOTE, s);
+        if (q < 0 || q >= end) return false;
+        if (b[q - 1] !== BSLASH) {
+          i = q + 1;
+          continue;
+        }
+      }
+      valueNext = false;
+      // A key or a counted string: count its UTF-16 length while scanning (escapes and multi-byte UTF-8 included).
       for (;;) {
         if (j >= end) return false;
         const d = b[j]!;
@@ -134,6 +146,7 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
           if (b[v] !== 0x6e) return false;
           pendingKey = K_NONE;
         } else pendingKey = id;
+        valueNext = true;
         i = k + 1;
         continue;
       }
@@ -146,6 +159,7 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       continue;
     }
     if (c === LBRACE || c === LBRACK) {
+      valueNext = false;
       if (pendingKey === K_CHOICES) {
         let v = i + 1;
         while (v < end && b[v]! <= 0x20) v++;
@@ -163,7 +177,10 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       else f.promptTokens = n;
       pendingKey = K_NONE;
       continue;
-    } else if (c === 0x2c) pendingKey = K_NONE;
+    } else if (c === 0x2c) {
+      pendingKey = K_NONE;
+      valueNext = false;
+    }
     i++;
   }
   return depth === 0;

@@ -84,6 +84,62 @@ export class ChunkScratch {
       flags: this.flags.slice(0, n),
     };
   }
+
+  /** Moves the columns into `arena` (views of its blocks); resets the scratch for the next request. */
+  moveTo(arena: ChunkArena): ChunkColumns {
+    const n = this.n;
+    this.n = 0;
+    return arena.put(this, n);
+  }
+}
+
+/**
+ * Finished requests' chunk columns, packed into large shared blocks: one allocation per ~64k chunks
+ * instead of eight per request (those allocations and their GC cost showed up per token).
+ */
+export class ChunkArena {
+  private static readonly BLOCK = 1 << 16;
+  private pos = ChunkArena.BLOCK;
+  private blk: ChunkScratch | null = null;
+
+  put(src: ChunkScratch, n: number): ChunkColumns {
+    let dst: ChunkScratch;
+    let at: number;
+    if (n > ChunkArena.BLOCK >> 2) {
+      dst = new ChunkScratch(n);
+      at = 0;
+    } else {
+      if (!this.blk || this.pos + n > ChunkArena.BLOCK) {
+        this.blk = new ChunkScratch(ChunkArena.BLOCK);
+        this.pos = 0;
+      }
+      dst = this.blk;
+      at = this.pos;
+      this.pos += n;
+    }
+    for (let i = 0; i < n; i++) {
+      const j = at + i;
+      dst.tMs[j] = src.tMs[i]!;
+      dst.bytes[j] = src.bytes[i]!;
+      dst.read[j] = src.read[i]!;
+      dst.tokens[j] = src.tokens[i]!;
+      dst.content[j] = src.content[i]!;
+      dst.reasoning[j] = src.reasoning[i]!;
+      dst.tool[j] = src.tool[i]!;
+      dst.flags[j] = src.flags[i]!;
+    }
+    const e = at + n;
+    return {
+      tMs: dst.tMs.subarray(at, e),
+      bytes: dst.bytes.subarray(at, e),
+      read: dst.read.subarray(at, e),
+      tokens: dst.tokens.subarray(at, e),
+      content: dst.content.subarray(at, e),
+      reasoning: dst.reasoning.subarray(at, e),
+      tool: dst.tool.subarray(at, e),
+      flags: dst.flags.subarray(at, e),
+    };
+  }
 }
 
 export function emptyChunks(): ChunkColumns {
