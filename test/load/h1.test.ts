@@ -113,7 +113,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Lets anything already due (a late second callback, a close) happen before counting calls. */
 const quiet = async () => {
   await immediate();
-  await sleep(15);
+  await sleep(3);
   await immediate();
 };
 
@@ -121,6 +121,8 @@ const quiet = async () => {
 async function writePieces(sock: net.Socket, data: Buffer, cuts: number[]): Promise<void> {
   const at = [...new Set(cuts.filter((c) => c > 0 && c < data.length))].sort((a, b) => a - b);
   let prev = 0;
+  // Start in the check phase, so a poll phase (the client's read) runs between any two writes.
+  await immediate();
   for (const c of [...at, data.length]) {
     if (sock.destroyed) return;
     sock.write(data.subarray(prev, c));
@@ -154,7 +156,7 @@ function send(
   pool: H1Pool,
   path = "/",
   body = "",
-  hooks: { onEnd?: (o: Outcome) => void } = {},
+  hooks: { onEnd?: (o: Outcome) => void; onBody?: (o: Outcome) => void } = {},
 ): { done: Promise<Outcome>; abort: (reason: string) => void; o: Outcome } {
   const o: Outcome = {
     status: 0,
@@ -189,6 +191,7 @@ function send(
       pieces.push(Buffer.from(buf.subarray(s, e)));
       o.reads.push(read);
       o.bufs.add(buf);
+      hooks.onBody?.(o);
     },
     onEnd() {
       o.ends++;
@@ -310,7 +313,7 @@ describe("chunked bodies, split at every possible place", () => {
           cuts = everyByte(raw.length);
           const o = await check();
           // The split really happened: the body arrived over many separate reads.
-          assert.ok(new Set(o.reads).size > want.length / 2, `only ${new Set(o.reads).size} reads`);
+          assert.ok(new Set(o.reads).size > want.length / 4, `only ${new Set(o.reads).size} reads`);
           await fc.assert(
             fc.asyncProperty(
               fc.uniqueArray(fc.integer({ min: 1, max: raw.length - 1 }), { maxLength: 24 }),
@@ -381,6 +384,21 @@ describe("Content-Length, close-delimited, Connection: close, HTTP/1.0", () => {
         assert.equal(o.headers!.fields["x-spaced"], "v");
         assert.equal(o.headers!.contentType, "");
         assert.equal(o.body.toString(), "ok");
+      },
+    );
+  });
+
+  test("a status line with no reason phrase", async () => {
+    await withServer(
+      (req) =>
+        req.sock.write(
+          req.n === 1 ? "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\na" : "HTTP/1.1 201 \r\nContent-Length: 1\r\n\r\nb",
+        ),
+      async (_srv, pool) => {
+        const a = await ok(send(pool));
+        assert.deepEqual([a.status, a.statusText, a.body.toString()], [200, "", "a"]);
+        const b = await ok(send(pool));
+        assert.deepEqual([b.status, b.statusText, b.body.toString()], [201, "", "b"]);
       },
     );
   });
@@ -467,6 +485,19 @@ describe("Content-Length, close-delimited, Connection: close, HTTP/1.0", () => {
     }
   });
 
+  test("a server's Keep-Alive hint only lowers keepAliveMs (keepAliveMs 0 + timeout=5 → never reused)", {
+    todo: "h1 replaces keepAliveMs with the hint, so a hint can raise it",
+  }, async () => {
+    await withServer(
+      (req) => req.sock.write("HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\nContent-Length: 1\r\n\r\nx"),
+      async (srv, pool) => {
+        for (let i = 0; i < 3; i++) await ok(send(pool));
+        assert.equal(srv.connections, 3);
+      },
+      { keepAliveMs: 0 },
+    );
+  });
+
   test("a 204 with no Content-Length has no body: it ends at its head", {
     todo: "h1 waits for close on 204/304",
   }, async () => {
@@ -474,8 +505,8 @@ describe("Content-Length, close-delimited, Connection: close, HTTP/1.0", () => {
       (req) => req.sock.write("HTTP/1.1 204 No Content\r\n\r\n"),
       async (_srv, pool) => {
         const p = send(pool);
-        const o = await Promise.race([p.done, sleep(300).then(() => null)]);
-        assert.ok(o, "no onEnd within 300 ms (the connection stays open)");
+        const o = await Promise.race([p.done, sleep(150).then(() => null)]);
+        assert.ok(o, "no onEnd within 150 ms (the connection stays open)");
         assert.equal(o.status, 204);
       },
     );
@@ -790,6 +821,32 @@ describe("pool limits, abort and close", () => {
     );
   });
 
+  test("abort() or close() from inside onBody: no further onBody, H1_ABORTED once, the connection closed", async () => {
+    const raw = `${OK_HEAD}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n`;
+    for (const [how, cuts, want] of [
+      ["abort", [raw.indexOf("abc") + 1], "a"],
+      ["close", [raw.indexOf("abc") + 1], "a"],
+      // All in one read: the rest of that read is not delivered either.
+      ["abort", [], "abc"],
+      ["close", [], "abc"],
+    ] as const) {
+      await withServer(
+        (req) => void writePieces(req.sock, Buffer.from(raw), [...cuts]),
+        async (srv, pool) => {
+          let h: ReturnType<typeof send> | null = null;
+          h = send(pool, "/", "", {
+            onBody: () => (how === "abort" ? h!.abort("enough") : pool.close()),
+          });
+          const o = await failed(h, ["H1_ABORTED"]);
+          assert.equal(o.reads.length, 1, "no onBody after the abort");
+          assert.equal(o.body.toString(), want);
+          await srv.closed(1);
+          assert.equal(pool.size, 0);
+        },
+      );
+    }
+  });
+
   test("an aborted in-flight request frees its slot for the queued one", async () => {
     await withServer(
       (req) => {
@@ -872,16 +929,18 @@ describe("connect errors", () => {
         const s = net.connect({ host: "127.0.0.1", port });
         s.on("error", () => {});
         fillers.push(s);
-        const connected = await Promise.race([
-          new Promise<boolean>((r) => s.once("connect", () => r(true))),
-          sleep(100).then(() => false),
-        ]);
-        if (!connected) break;
+        await Promise.race([new Promise((r) => s.once("connect", r)), sleep(150)]);
+        // A timer can fire before a busy loop's poll phase sees the connect: look again after it.
+        await immediate();
+        if (s.connecting) break;
       }
       assert.ok(fillers.at(-1)!.connecting, "the accept queue never filled up");
       pool.p = new H1Pool(`http://127.0.0.1:${port}`, { connectTimeoutMs: 150 });
       const t0 = performance.now();
-      const o = await failed(send(pool.p), ["H1_CONNECT_TIMEOUT"]);
+      const p = send(pool.p);
+      // Guard: were the queue not full, the connect would succeed and no answer would ever come.
+      const guard = setTimeout(() => p.abort("no connect timeout within 3 s"), 3000);
+      const o = await failed(p, ["H1_CONNECT_TIMEOUT"]).finally(() => clearTimeout(guard));
       const took = performance.now() - t0;
       assert.ok(took >= 140 && took < 1000, `took ${took} ms`);
       assert.match(o.error!.message, new RegExp(`connect timeout after 150 ms \\(127\\.0\\.0\\.1:${port}\\)`));
