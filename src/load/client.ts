@@ -365,7 +365,8 @@ export class StreamClient {
   readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
   private readonly scratchPool: ChunkScratch[] = [];
-  private readonly arena = new ChunkArena();
+  /** Where finished requests' chunk columns live (RecordStore keeps their locations). */
+  readonly arena = new ChunkArena();
   private readonly inFlight = new Set<StreamHandler>();
   private readonly stallTimeoutMs: number;
   private readonly headersTimeoutMs: number;

@@ -59,6 +59,17 @@ const S_UNTIL_CLOSE = 8;
 
 let readSeq = 0;
 
+/**
+ * Called at every socket read with its timestamp, before the bytes are handled. The open-loop
+ * dispatcher uses it to send requests that fell due while a burst of reads holds the event loop,
+ * instead of waiting for the burst to end (timers and immediates only run between poll phases).
+ */
+let readHook: ((tPerf: number) => void) | null = null;
+
+export function setReadHook(fn: ((tPerf: number) => void) | null): void {
+  readHook = fn;
+}
+
 class H1Conn {
   readonly socket: net.Socket;
   req: H1Request | null = null;
@@ -153,6 +164,7 @@ class H1Conn {
     this.gotBytes += n;
     const t = performance.now();
     const seq = ++readSeq;
+    if (readHook !== null) readHook(t);
     let pos = 0;
     while (pos < n && this.req === r) {
       switch (this.state) {
@@ -296,7 +308,13 @@ class H1Conn {
     const text = this.head.toString("latin1", 0, this.headLen);
     this.headLen = 0;
     this.headEol = 0;
+    const r = this.req;
     this.parseHead(text);
+    // A response with no body ends at its head; bytes after it in the same read break the protocol.
+    if (this.req === r && r && this.state === S_LENGTH && this.remaining === 0) {
+      this.complete(end < n);
+      return n;
+    }
     return end;
   }
 
@@ -337,7 +355,8 @@ class H1Conn {
     const conn = (fields.connection ?? "").toLowerCase();
     this.keepAlive = m[1] === "1" ? !/\bclose\b/.test(conn) : /\bkeep-alive\b/.test(conn);
     const ka = /timeout=(\d+)/i.exec(fields["keep-alive"] ?? "");
-    if (ka) this.keepAliveMs = Math.max(0, Number(ka[1]) * 1000 - 1000);
+    // The server's hint only lowers our limit (a second early, to beat its own close).
+    if (ka) this.keepAliveMs = Math.min(this.keepAliveMs, Math.max(0, Number(ka[1]) * 1000 - 1000));
     const headers: H1Headers = {
       contentType: fields["content-type"] ?? "",
       contentLength,
@@ -346,7 +365,11 @@ class H1Conn {
       fields,
     };
     const r = this.req!;
-    if (chunked) {
+    if (status === 204 || status === 304) {
+      // Never a body, whatever the headers say (RFC 9112 §6.3).
+      this.state = S_LENGTH;
+      this.remaining = 0;
+    } else if (chunked) {
       this.state = S_CHUNK_SIZE;
       this.chunkSize = 0;
       this.sizeDigits = 0;
@@ -358,7 +381,6 @@ class H1Conn {
       this.keepAlive = false;
     }
     r.handler.onHead(status, m[3] ?? "", headers);
-    if (this.req === r && this.state === S_LENGTH && this.remaining === 0) this.complete(false);
   }
 
   /** The response ended: hand the connection back (or close it if it cannot be reused). */

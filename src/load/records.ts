@@ -101,16 +101,25 @@ export class ChunkArena {
   private static readonly BLOCK = 1 << 16;
   private pos = ChunkArena.BLOCK;
   private blk: ChunkScratch | null = null;
+  private readonly blocks: ChunkScratch[] = [];
+  private readonly index = new Map<ArrayBufferLike, number>();
+
+  private add(b: ChunkScratch): void {
+    this.index.set(b.tMs.buffer, this.blocks.length);
+    this.blocks.push(b);
+  }
 
   put(src: ChunkScratch, n: number): ChunkColumns {
     let dst: ChunkScratch;
     let at: number;
     if (n > ChunkArena.BLOCK >> 2) {
       dst = new ChunkScratch(n);
+      this.add(dst);
       at = 0;
     } else {
       if (!this.blk || this.pos + n > ChunkArena.BLOCK) {
         this.blk = new ChunkScratch(ChunkArena.BLOCK);
+        this.add(this.blk);
         this.pos = 0;
       }
       dst = this.blk;
@@ -128,7 +137,35 @@ export class ChunkArena {
       dst.tool[j] = src.tool[i]!;
       dst.flags[j] = src.flags[i]!;
     }
-    const e = at + n;
+    return this.view(dst, at, at + n);
+  }
+
+  /** Copies columns from elsewhere (another thread's record) into the arena. */
+  putColumns(c: ChunkColumns): ChunkColumns {
+    const n = c.tMs.length;
+    const tmp = new ChunkScratch(Math.max(1, n));
+    tmp.tMs.set(c.tMs);
+    tmp.bytes.set(c.bytes);
+    tmp.read.set(c.read);
+    tmp.tokens.set(c.tokens);
+    tmp.content.set(c.content);
+    tmp.reasoning.set(c.reasoning);
+    tmp.tool.set(c.tool);
+    tmp.flags.set(c.flags);
+    return this.put(tmp, n);
+  }
+
+  /** Where columns returned by put() live: [block, offset], or null if they are not ours. */
+  locate(c: ChunkColumns): [number, number] | null {
+    const b = this.index.get(c.tMs.buffer);
+    return b === undefined ? null : [b, c.tMs.byteOffset / 8];
+  }
+
+  columns(block: number, at: number, n: number): ChunkColumns {
+    return this.view(this.blocks[block]!, at, at + n);
+  }
+
+  private view(dst: ChunkScratch, at: number, e: number): ChunkColumns {
     return {
       tMs: dst.tMs.subarray(at, e),
       bytes: dst.bytes.subarray(at, e),
@@ -139,6 +176,140 @@ export class ChunkArena {
       tool: dst.tool.subarray(at, e),
       flags: dst.flags.subarray(at, e),
     };
+  }
+}
+
+const ERROR_CLASSES: Array<ErrorClass | null> = [
+  null,
+  "connect",
+  "http",
+  "stream-error",
+  "disconnect",
+  "stall",
+  "timeout",
+  "malformed",
+  "no-output",
+  "aborted",
+];
+
+const F64_FIELDS = [
+  "scheduledMs",
+  "createdMs",
+  "sendMs",
+  "headersMs",
+  "firstChunkMs",
+  "firstOutputMs",
+  "firstContentMs",
+  "lastChunkMs",
+  "endMs",
+  "ttftMs",
+  "e2elMs",
+] as const;
+const I32_FIELDS = [
+  "index",
+  "status",
+  "promptTokens",
+  "completionTokens",
+  "outputTokens",
+  "targetInputLen",
+  "targetOutputLen",
+] as const;
+
+/**
+ * Finished requests, column-wise in typed arrays (one row per request; chunk columns in the arena).
+ * Plain record objects would all survive into the old generation and every young-generation GC
+ * would copy them: at 1,000 req/s that made the scavenges, not the loop, set the schedule lag.
+ * `materialize()` builds the record objects once the run is over.
+ */
+export class RecordStore {
+  n = 0;
+  private cap = 0;
+  private f64: Float64Array[] = [];
+  private i32: Int32Array[] = [];
+  private flags = new Uint8Array(0);
+  private errCls = new Uint8Array(0);
+  private chunkBlock = new Int32Array(0);
+  private chunkAt = new Int32Array(0);
+  private chunkN = new Int32Array(0);
+  private finish = new Int16Array(0);
+  private readonly finishNames: string[] = [];
+  private readonly finishIds = new Map<string, number>();
+  /** Error messages are rare: kept by row. */
+  private readonly messages = new Map<number, string>();
+  /** Chunk columns not in the arena (e.g. empty ones): kept by row. */
+  private readonly foreign = new Map<number, ChunkColumns>();
+
+  constructor(readonly arena: ChunkArena) {
+    this.grow(256);
+  }
+
+  private grow(cap: number): void {
+    const g = <T extends Float64Array | Int32Array | Uint8Array | Int16Array>(a: T, C: new (n: number) => T): T => {
+      const b = new C(cap);
+      b.set(a as any);
+      return b;
+    };
+    this.f64 = F64_FIELDS.map((_, k) => g(this.f64[k] ?? new Float64Array(0), Float64Array));
+    this.i32 = I32_FIELDS.map((_, k) => g(this.i32[k] ?? new Int32Array(0), Int32Array));
+    this.flags = g(this.flags, Uint8Array);
+    this.errCls = g(this.errCls, Uint8Array);
+    this.chunkBlock = g(this.chunkBlock, Int32Array);
+    this.chunkAt = g(this.chunkAt, Int32Array);
+    this.chunkN = g(this.chunkN, Int32Array);
+    this.finish = g(this.finish, Int16Array);
+    this.cap = cap;
+  }
+
+  add(r: RequestRecord): void {
+    if (this.n === this.cap) this.grow(this.cap * 2);
+    const i = this.n++;
+    for (let k = 0; k < F64_FIELDS.length; k++) this.f64[k]![i] = r[F64_FIELDS[k]!];
+    for (let k = 0; k < I32_FIELDS.length; k++) this.i32[k]![i] = r[I32_FIELDS[k]!];
+    this.flags[i] = (r.warmup ? 1 : 0) | (r.outputTokensFromUsage ? 2 : 0);
+    this.errCls[i] = Math.max(0, ERROR_CLASSES.indexOf(r.errorClass));
+    if (r.errorMessage !== null) this.messages.set(i, r.errorMessage);
+    let f = -1;
+    if (r.finishReason !== null) {
+      f = this.finishIds.get(r.finishReason) ?? -1;
+      if (f < 0) {
+        f = this.finishNames.length;
+        this.finishNames.push(r.finishReason);
+        this.finishIds.set(r.finishReason, f);
+      }
+    }
+    this.finish[i] = f;
+    const loc = r.chunks ? this.arena.locate(r.chunks) : null;
+    if (loc) {
+      this.chunkBlock[i] = loc[0];
+      this.chunkAt[i] = loc[1];
+      this.chunkN[i] = r.chunks.tMs.length;
+    } else {
+      this.chunkBlock[i] = -1;
+      this.foreign.set(i, r.chunks ?? emptyChunks());
+    }
+  }
+
+  /** Row i as a record object. */
+  get(i: number): RequestRecord {
+    const r: Record<string, unknown> = {};
+    for (let k = 0; k < F64_FIELDS.length; k++) r[F64_FIELDS[k]!] = this.f64[k]![i];
+    for (let k = 0; k < I32_FIELDS.length; k++) r[I32_FIELDS[k]!] = this.i32[k]![i];
+    r.warmup = (this.flags[i]! & 1) !== 0;
+    r.outputTokensFromUsage = (this.flags[i]! & 2) !== 0;
+    r.errorClass = ERROR_CLASSES[this.errCls[i]!] ?? null;
+    r.errorMessage = this.messages.get(i) ?? null;
+    r.finishReason = this.finish[i]! >= 0 ? this.finishNames[this.finish[i]!]! : null;
+    r.chunks =
+      this.chunkBlock[i]! >= 0
+        ? this.arena.columns(this.chunkBlock[i]!, this.chunkAt[i]!, this.chunkN[i]!)
+        : this.foreign.get(i)!;
+    return r as unknown as RequestRecord;
+  }
+
+  materialize(): RequestRecord[] {
+    const out = new Array<RequestRecord>(this.n);
+    for (let i = 0; i < this.n; i++) out[i] = this.get(i);
+    return out;
   }
 }
 

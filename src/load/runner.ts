@@ -4,7 +4,8 @@ import { writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { blankRecord, StreamClient } from "./client.ts";
-import { JsonlWriter, recordToJson } from "./records.ts";
+import { setReadHook } from "./h1.ts";
+import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
@@ -381,7 +382,8 @@ interface RunCtx {
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
 class RunState {
-  readonly records: RequestRecord[] = [];
+  /** Finished requests, column-wise (see RecordStore): nothing per request survives into the old generation. */
+  readonly records: RecordStore;
   stopped = false;
   interrupted = false;
   fatal: Error | null = null;
@@ -399,6 +401,7 @@ class RunState {
     readonly ctx: RunCtx,
     readonly total: number | null,
   ) {
+    this.records = new RecordStore(ctx.client.arena);
     if (ctx.signal?.aborted) this.interrupt();
     ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
     if (ctx.onProgress) {
@@ -492,7 +495,7 @@ class RunState {
         }
       }
     }
-    this.records.push(rec);
+    this.records.add(rec);
     this.ctx.onRecord(rec);
     return rec;
   }
@@ -532,7 +535,7 @@ async function closedLoop(
   await Promise.all(users);
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records, durationMs, interrupted: st.interrupted };
+  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
 }
 
 /**
@@ -579,14 +582,35 @@ async function openLoop(
   let i = 0;
   let timer: NodeJS.Timeout | null = null;
   await new Promise<void>((resolve) => {
-    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
-    stopped.then(() => {
+    let finished = false;
+    const end = () => {
+      if (finished) return;
+      finished = true;
       if (timer) clearTimeout(timer);
+      setReadHook(null);
       resolve();
-    });
+    };
+    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
+    stopped.then(end);
+    /** Sends everything due at run time `now` (ms); true when the schedule is done. */
+    const sendDue = (now: number): boolean => {
+      while (i < n && times[i]! <= now) {
+        dispatch(i, now);
+        i++;
+        now = performance.now() - origin;
+      }
+      if (i >= n) end();
+      return finished;
+    };
+    // Between socket reads too (h1): a request due during a burst of reads goes out at the next read,
+    // not after the burst (timers and immediates only run between poll phases).
+    if (ctx.client.transport === "h1")
+      setReadHook((tPerf) => {
+        if (!finished && !st.stopped && i < n && times[i]! <= tPerf - origin) sendDue(tPerf - origin);
+      });
     const tick = () => {
       timer = null;
-      if (st.stopped) return;
+      if (finished || st.stopped) return;
       let now = performance.now() - origin;
       let d = times[i]! - now;
       if (d > 0 && d <= HARD_SPIN_MS) {
@@ -596,16 +620,8 @@ async function openLoop(
         d = 0;
       }
       if (d <= 0) {
-        while (i < n && times[i]! <= now) {
-          dispatch(i, now);
-          i++;
-          now = performance.now() - origin;
-        }
-        if (i >= n) {
-          resolve();
-          return;
-        }
-        d = times[i]! - now;
+        if (sendDue(now)) return;
+        d = times[i]! - (performance.now() - origin);
       }
       if (d > SPIN_WINDOW_MS + 1) timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
       else {
@@ -616,13 +632,13 @@ async function openLoop(
         });
       }
     };
-    if (n === 0) resolve();
+    if (n === 0) end();
     else tick();
   });
   await Promise.all(pending);
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records, durationMs, interrupted: st.interrupted };
+  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
 }
 
 function stamp(d: Date): string {

@@ -485,9 +485,7 @@ describe("Content-Length, close-delimited, Connection: close, HTTP/1.0", () => {
     }
   });
 
-  test("a server's Keep-Alive hint only lowers keepAliveMs (keepAliveMs 0 + timeout=5 → never reused)", {
-    todo: "h1 replaces keepAliveMs with the hint, so a hint can raise it",
-  }, async () => {
+  test("a server's Keep-Alive hint only lowers keepAliveMs (keepAliveMs 0 + timeout=5 → never reused)", {}, async () => {
     await withServer(
       (req) => req.sock.write("HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\nContent-Length: 1\r\n\r\nx"),
       async (srv, pool) => {
@@ -498,9 +496,7 @@ describe("Content-Length, close-delimited, Connection: close, HTTP/1.0", () => {
     );
   });
 
-  test("a 204 with no Content-Length has no body: it ends at its head", {
-    todo: "h1 waits for close on 204/304",
-  }, async () => {
+  test("a 204 with no Content-Length has no body: it ends at its head", {}, async () => {
     await withServer(
       (req) => req.sock.write("HTTP/1.1 204 No Content\r\n\r\n"),
       async (_srv, pool) => {
@@ -752,21 +748,17 @@ describe("protocol errors", () => {
     ["chunked", `${OK_HEAD}Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nGARBAGE`],
     ["Content-Length: 0", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nGARBAGE"],
   ] as const)
-    test(
-      `bytes after a response in the same read (${name}) → the response completes, the connection is not reused`,
-      name === "Content-Length: 0" ? { todo: "h1 drops the stray bytes and reuses the connection" } : {},
-      async () => {
-        await withServer(
-          (req) => req.sock.write(req.conn === 1 ? raw : "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
-          async (srv, pool) => {
-            const a = await ok(send(pool));
-            assert.equal(a.body.toString(), name === "Content-Length: 0" ? "" : "ok");
-            await ok(send(pool));
-            assert.equal(srv.connections, 2);
-          },
-        );
-      },
-    );
+    test(`bytes after a response in the same read (${name}) → the response completes, the connection is not reused`, {}, async () => {
+      await withServer(
+        (req) => req.sock.write(req.conn === 1 ? raw : "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        async (srv, pool) => {
+          const a = await ok(send(pool));
+          assert.equal(a.body.toString(), name === "Content-Length: 0" ? "" : "ok");
+          await ok(send(pool));
+          assert.equal(srv.connections, 2);
+        },
+      );
+    });
 });
 
 describe("pool limits, abort and close", () => {
