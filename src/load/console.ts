@@ -84,6 +84,7 @@ export function formatConsole(res: BenchResult): string {
       `${(res.client.cpuUtilization * 100).toFixed(0)} % / ${res.client.eventLoopDelayMs.p99.toFixed(2)} ms${res.client.saturated ? " SATURATED" : ""}`,
     ),
   );
+  L.push(row("Client threads / HTTP client:", `${res.client.workers} / ${res.client.transport ?? "undici"}`));
   if (res.server) {
     const v = res.server;
     L.push(center(" Server view (/metrics deltas) ", "-"));

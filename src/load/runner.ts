@@ -8,6 +8,7 @@ import { setReadHook } from "./h1.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
+import { autoWorkers, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
 import { createWorkload, type Prompt, requestBody, type Workload } from "./workload.ts";
@@ -192,7 +193,7 @@ const HARD_SPIN_MS = 0.15;
 /** Closed-loop users started per event-loop turn. */
 const START_BATCH = 32;
 
-interface Phase {
+export interface Phase {
   records: RequestRecord[];
   durationMs: number;
   interrupted: boolean;
@@ -274,10 +275,25 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     const before = opts.noServerMetrics ? null : await scrape(client);
     const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
     eld.enable();
-    const cpu0 = process.cpuUsage();
+    let cpu0 = process.cpuUsage();
     const spin = { ms: 0 };
     let phase: Phase;
-    if (r.concurrency !== null)
+    let shardEld: ShardEld[] | null = null;
+    const workers =
+      opts.workers === undefined || opts.workers === "auto"
+        ? autoWorkers(r.concurrency ?? r.maxConcurrency ?? 1, r.baseUrl)
+        : opts.workers;
+    if (!(Number.isInteger(workers) && workers >= 1))
+      throw new UsageError(`--workers must be an integer ≥ 1 or auto, got ${opts.workers}`);
+    if (workers > 1) {
+      const sh = await shardedPhase(ctx, r, opts, workers, spin, () => {
+        // The threads are up: the measured window starts now.
+        cpu0 = process.cpuUsage();
+        eld.reset();
+      });
+      phase = sh;
+      shardEld = sh.eld;
+    } else if (r.concurrency !== null)
       phase = await closedLoop(ctx, {
         users: r.concurrency,
         count: r.numPrompts,
@@ -301,8 +317,17 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     const wallS = phase.durationMs / 1000;
     const util = wallS > 0 ? Math.max(0, cpuSeconds - spin.ms / 1000) / wallS : 0;
     // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
-    const d = (ns: number) => (eld.count ? Math.max(0, ns / 1e6 - ELD_RESOLUTION_MS) : 0);
-    const eldMs = { mean: d(eld.mean), p50: d(eld.percentile(50)), p99: d(eld.percentile(99)), max: d(eld.max) };
+    const merged = shardEld ? mergeEld(shardEld) : null;
+    const has = merged ? merged.totalCount > 0 : eld.count > 0;
+    const d = (ns: number) => (has ? Math.max(0, ns / 1e6 - ELD_RESOLUTION_MS) : 0);
+    const eldMs = merged
+      ? {
+          mean: d(merged.mean),
+          p50: d(merged.getValueAtPercentile(50)),
+          p99: d(merged.getValueAtPercentile(99)),
+          max: d(merged.maxValue),
+        }
+      : { mean: d(eld.mean), p50: d(eld.percentile(50)), p99: d(eld.percentile(99)), max: d(eld.max) };
     const reasons: string[] = [];
     if (util >= 0.9) reasons.push(`client CPU at ${(util * 100).toFixed(0)} % of one core`);
     if (eldMs.p99 > 10) reasons.push(`event-loop delay p99 ${eldMs.p99.toFixed(1)} ms`);
@@ -312,7 +337,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       cpuUtilization: util,
       saturated: reasons.length > 0,
       reason: reasons.length ? reasons.join("; ") : undefined,
-      workers: 1,
+      workers,
+      transport: client.transport,
     };
     return finish(phase.interrupted, [...warmRecs, ...phase.records], phase.durationMs, health, before, after);
 
@@ -369,7 +395,95 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   }
 }
 
-interface RunCtx {
+/**
+ * The measured phase spread over `w` worker threads (src/load/shard.ts). The main thread keeps the
+ * accounting (progress, the rejected-first-request rule, records, JSONL) and the common clock.
+ */
+async function shardedPhase(
+  ctx: RunCtx,
+  r: Resolved,
+  opts: BenchOptions,
+  w: number,
+  spin: { ms: number },
+  onReady: () => void,
+): Promise<Phase & { eld: ShardEld[] }> {
+  const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
+  const base = {
+    baseUrl: r.baseUrl,
+    workload: { ...opts, seed: r.seed },
+    bodyOpts: ctx.bodyOpts,
+    endpoint: r.endpoint,
+    graceMs: ctx.graceMs,
+  };
+  const client = (connections: number | null) => ({
+    connections,
+    connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
+    stallTimeoutMs: opts.stallTimeoutMs ?? 60_000,
+    apiKey: opts.apiKey,
+    transport: opts.transport,
+  });
+  const inits: ShardInit[] = [];
+  if (r.concurrency !== null) {
+    const shared = new Int32Array(new SharedArrayBuffer(4));
+    for (let k = 0; k < w; k++) {
+      const users = share(r.concurrency, k);
+      if (users > 0)
+        inits.push({
+          ...base,
+          shard: k,
+          client: client(users),
+          closed: { users, count: r.numPrompts, durationMs: r.durationMs, shared },
+          open: null,
+        });
+    }
+  } else {
+    const times = arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
+    for (let k = 0; k < w; k++) {
+      const m = share(times.length, k);
+      const t = new Float64Array(m);
+      const idx = new Int32Array(m);
+      for (let j = 0; j < m; j++) {
+        idx[j] = k + j * w;
+        t[j] = times[k + j * w]!;
+      }
+      // A --max-concurrency cap is split evenly between shards (arrivals are dealt round-robin).
+      const cap = r.maxConcurrency !== null ? Math.max(1, share(r.maxConcurrency, k)) : null;
+      inits.push({ ...base, shard: k, client: client(cap), closed: null, open: { times: t, indices: idx, cap } });
+    }
+  }
+  let fatal: Error | null = null;
+  let st: RunState | null = null;
+  const shards = await startShards(inits, {
+    onRecord: (rec) => {
+      rec.chunks = ctx.client.arena.putColumns(rec.chunks);
+      st!.accept(rec);
+    },
+    onFatal: (e) => {
+      fatal ??= e.name === "TargetError" ? new TargetError(e.message, { hint: (e as any).hint }) : e;
+      st?.stop();
+    },
+  });
+  st = new RunState(ctx, r.numPrompts);
+  const state = st;
+  onReady();
+  const originHrMs = Number(process.hrtime.bigint()) / 1e6 - (performance.now() - state.originPerf);
+  void state.whenStopped().then(() => {
+    if (state.fatal || fatal) shards.abort("aborted after a rejected request");
+    else shards.stop();
+  });
+  const res = await shards.go(originHrMs);
+  spin.ms += res.spinMs;
+  if (fatal && !state.fatal) state.fatal = fatal;
+  state.close();
+  return {
+    records: state.records.materialize(),
+    durationMs: res.durationMs,
+    interrupted: state.interrupted || res.interrupted,
+    eld: res.eld,
+  };
+}
+
+export interface RunCtx {
   client: StreamClient;
   workload: Workload;
   bodyOpts: Parameters<typeof requestBody>[1];
@@ -378,6 +492,8 @@ interface RunCtx {
   graceMs: number;
   onRecord: (r: RequestRecord) => void;
   onProgress?: (p: BenchProgress) => void;
+  /** False in a shard: its records go to the main thread, which keeps them. */
+  keepRecords?: boolean;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -392,7 +508,7 @@ class RunState {
   ok = 0;
   outTokens = 0;
   inFlight = 0;
-  readonly originPerf = performance.now();
+  readonly originPerf: number;
   private timer: NodeJS.Timeout | null = null;
   private readonly stopWaiters: Array<() => void> = [];
   private onAbort = () => this.interrupt();
@@ -400,7 +516,9 @@ class RunState {
   constructor(
     readonly ctx: RunCtx,
     readonly total: number | null,
+    originPerf?: number,
   ) {
+    this.originPerf = originPerf ?? performance.now();
     this.records = new RecordStore(ctx.client.arena);
     if (ctx.signal?.aborted) this.interrupt();
     ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
@@ -471,6 +589,12 @@ class RunState {
       this.originPerf,
     );
     this.inFlight--;
+    this.accept(rec);
+    return rec;
+  }
+
+  /** Counts a finished request, stops the run on a rejected first request, keeps and reports it. */
+  accept(rec: RequestRecord): void {
     this.done++;
     if (rec.errorClass === null) {
       this.ok++;
@@ -495,9 +619,8 @@ class RunState {
         }
       }
     }
-    this.records.add(rec);
+    if (this.ctx.keepRecords !== false) this.records.add(rec);
     this.ctx.onRecord(rec);
-    return rec;
   }
 
   close(): void {
@@ -509,20 +632,30 @@ class RunState {
 }
 
 /** Closed loop: `users` workers, each sending back to back, until `count` requests or `durationMs`. */
-async function closedLoop(
+export async function closedLoop(
   ctx: RunCtx,
-  o: { users: number; count: number | null; durationMs: number | null; warmup: boolean; indexBase: number },
+  o: {
+    users: number;
+    count: number | null;
+    durationMs: number | null;
+    warmup: boolean;
+    indexBase: number;
+    shared?: Int32Array;
+    originPerf?: number;
+  },
 ): Promise<Phase> {
-  const st = new RunState(ctx, o.count);
+  const st = new RunState(ctx, o.count, o.originPerf);
   let next = 0;
+  // Shards share one counter, so the run sends exactly `count` requests in all.
+  const take = o.shared ? () => Atomics.add(o.shared!, 0, 1) : () => next++;
   const deadline = o.durationMs;
   const user = async () => {
     for (;;) {
       if (st.stopped) return;
-      if (o.count !== null && next >= o.count) return;
       const now = st.nowMs();
       if (deadline !== null && now >= deadline) return;
-      const i = next++;
+      const i = take();
+      if (o.count !== null && i >= o.count) return;
       await st.send(o.indexBase + i, now, now, o.warmup);
     }
   };
@@ -545,26 +678,35 @@ async function closedLoop(
  * sleeps on a timer until SPIN_WINDOW_MS before the next, then yields with setImmediate (I/O still
  * runs) and busy-waits only the last HARD_SPIN_MS.
  */
-async function openLoop(
+export async function openLoop(
   ctx: RunCtx,
-  o: { times: Float64Array; cap: number | null; spin: { ms: number } },
+  o: {
+    times: Float64Array;
+    cap: number | null;
+    spin: { ms: number };
+    /** A shard's requests: their indices in the whole run (times[k] belongs to indices[k]). */
+    indices?: Int32Array;
+    originPerf?: number;
+  },
 ): Promise<Phase> {
   const n = o.times.length;
   const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
+  const idx = o.indices;
   const pre: Array<{ p: Prompt; body: string }> = new Array(n);
   for (let i = 0; i < n; i++) {
-    const p = ctx.workload.get(i % size);
+    const p = ctx.workload.get((idx ? idx[i]! : i) % size);
     pre[i] = { p, body: requestBody(p, ctx.bodyOpts) };
   }
-  const st = new RunState(ctx, n);
+  const st = new RunState(ctx, n, o.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const pending: Promise<unknown>[] = [];
   const stopped = st.whenStopped().then(() => slots?.drain());
   const times = o.times;
   const origin = st.originPerf;
   const dispatch = (i: number, created: number) => {
+    const index = idx ? idx[i]! : i;
     if (!slots) {
-      pending.push(st.send(i, times[i]!, created, false, pre[i]));
+      pending.push(st.send(index, times[i]!, created, false, pre[i]));
       return;
     }
     const task = async () => {
@@ -572,7 +714,7 @@ async function openLoop(
       if (w) await w;
       if (st.stopped) return;
       try {
-        await st.send(i, times[i]!, created, false, pre[i]);
+        await st.send(index, times[i]!, created, false, pre[i]);
       } finally {
         slots.release();
       }

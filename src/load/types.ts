@@ -144,6 +144,8 @@ export interface BenchOptions {
   label?: string;
   /** Skip /metrics scraping. */
   noServerMetrics?: boolean;
+  /** Worker threads to spread streams over; "auto" (default): one per 256 streams, within the cores. */
+  workers?: number | "auto";
   /** HTTP client: "h1" (ours, default for http:), "undici" (default for https:), or "auto". */
   transport?: "auto" | "h1" | "undici";
   /** Keep generated text in records (off by default: it costs memory). */
@@ -170,7 +172,10 @@ export interface ClientHealth {
   /** True when the client, not the server, was probably the limit. */
   saturated: boolean;
   reason?: string;
+  /** Event loops that read the streams (worker threads when > 1). */
   workers: number;
+  /** "h1" (our HTTP/1.1 reader) or "undici". */
+  transport?: "h1" | "undici";
 }
 
 export interface BenchProgress {

@@ -1,5 +1,8 @@
 // Correctness against the real simulator process over 127.0.0.1, compared with its hidden truth.
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { runBench } from "../../src/load/runner.ts";
 import { type SimProcess, spawnSimProcess } from "../../src/load/selftest.ts";
@@ -199,6 +202,88 @@ describe("fault injection", { timeout: 120_000 }, () => {
     assert.equal(s.inferscope.ttft_ms.count, s.completed);
     assert.equal(s.inferscope.e2el_ms.count, s.completed);
     assert.equal(s.total_output_tokens, 24 * s.completed);
+  });
+});
+
+describe("worker threads", { timeout: 120_000 }, () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess([
+      "--time-scale",
+      "50",
+      "--faults",
+      "http500:0.05,disconnect:0.05,malformed:0.05",
+      "--seed",
+      "4",
+    ]);
+  });
+  after(() => sim?.stop());
+
+  test("closed loop over 2 shards: every request once, in the JSONL too, faults classified, times on one clock", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "inferscope-shards-"));
+    const path = join(dir, "recs.jsonl");
+    try {
+      const n = 60;
+      const res = await runBench({
+        baseUrl: sim.url,
+        concurrency: 8,
+        numPrompts: n,
+        randomInputLen: 16,
+        randomOutputLen: 20,
+        ignoreEos: true,
+        workers: 2,
+        recordsPath: path,
+      });
+      assert.equal(res.client.workers, 2);
+      assert.deepEqual(
+        res.requests.map((r) => r.index).sort((a, b) => a - b),
+        Array.from({ length: n }, (_, i) => i),
+      );
+      const lines = readFileSync(path, "utf8").trim().split("\n").slice(1);
+      assert.equal(lines.length, n, "every record in the JSONL");
+      const s = res.summary;
+      assert.equal(s.completed + s.failed, n);
+      assert.ok(s.failed > 0 && s.completed > 0);
+      for (const r of res.requests) {
+        if (r.errorClass === null) {
+          assert.equal(r.outputTokens, 20);
+          assert.equal(r.chunks.tMs.length, 21, "20 token chunks and the usage trailer");
+        } else assert.ok(["http", "disconnect", "malformed"].includes(r.errorClass), r.errorClass);
+        // Send times are on the run's clock: within the run, never before its start.
+        assert.ok(r.sendMs >= 0 && r.sendMs <= res.summary.duration * 1000 + 1, `sendMs ${r.sendMs}`);
+      }
+      assert.equal(s.total_output_tokens, 20 * s.completed);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("open loop over 2 shards: the schedule is kept (each request at or after its time), cap split", async () => {
+    const res = await runBench({
+      baseUrl: sim.url,
+      requestRate: 300,
+      maxConcurrency: 4,
+      numPrompts: 40,
+      seed: 2,
+      randomInputLen: 16,
+      randomOutputLen: 10,
+      ignoreEos: true,
+      noServerMetrics: true,
+      workers: 2,
+    });
+    assert.equal(res.requests.length, 40);
+    const sched = res.requests.map((r) => r.scheduledMs).sort((a, b) => a - b);
+    assert.ok(Math.abs(sched[sched.length - 1]! - (40 / 300) * 1000) < 1e-6, "last arrival at N/rate");
+    for (const r of res.requests)
+      assert.ok(r.sendMs >= r.scheduledMs - 0.01, `sent early: ${r.sendMs} < ${r.scheduledMs}`);
+    assert.ok(res.summary.max_concurrent_requests <= 4);
+  });
+
+  test("a 4xx on the first request stops every shard with the server's message", async () => {
+    await assert.rejects(
+      runBench({ baseUrl: sim.url, model: "no-such-model", concurrency: 4, numPrompts: 20, workers: 2 }),
+      (e: Error) => e.name === "TargetError" && /no-such-model/.test(e.message),
+    );
   });
 });
 

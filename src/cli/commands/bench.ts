@@ -178,6 +178,23 @@ export function register(program: Command): void {
     .option("--no-continuous-usage", "do not ask for per-chunk usage (continuous_usage_stats)")
     .option("--extra-body <json>", "JSON merged into every request body")
     .option("--no-server-metrics", "do not scrape /metrics before and after")
+    .option(
+      "--workers <n>",
+      "worker threads to spread streams over (auto: one per 256 streams, within the cores)",
+      (v: string) => {
+        if (v === "auto") return "auto" as const;
+        const n = Number(v);
+        if (!(Number.isInteger(n) && n >= 1))
+          throw new UsageError(`--workers must be an integer ≥ 1 or auto, got ${v}`);
+        return n;
+      },
+      "auto" as const,
+    )
+    .addOption(
+      new Option("--http-client <name>", "HTTP client: h1 (ours; http only) or undici; auto picks h1 for http")
+        .choices(["auto", "h1", "undici"])
+        .default("auto"),
+    )
     .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
   // Too many options for extra-typings' inference; the parsers above do the validation.
   withCommon(cmd).action(async (...args: any[]) => {
@@ -238,6 +255,8 @@ export function register(program: Command): void {
       continuousUsage: o.continuousUsage,
       extraBody,
       noServerMetrics: !o.serverMetrics,
+      workers: o.workers as number | "auto",
+      transport: o.httpClient as "auto" | "h1" | "undici",
     };
     const ac = new AbortController();
     const onSigint = () => ac.abort();

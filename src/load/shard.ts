@@ -1,0 +1,250 @@
+// Streams spread over worker_threads. One event loop reads ~100k socket reads/s on a small host; past
+// that, reads queue behind each other and the client, not the server, sets the timings. Each shard
+// is a worker with its own event loop, connections and StreamClient: it runs its share of the users
+// (closed loop, one shared request counter) or of the arrivals (open loop, every W-th), on the run's
+// common clock, and posts each finished record to the main thread, which keeps them (RecordStore),
+// writes the JSONL, shows progress and summarises. Loop delay: a histogram per shard, merged.
+import { availableParallelism } from "node:os";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import * as hdr from "hdr-histogram-js";
+import { type ClientOptions, StreamClient } from "./client.ts";
+import type { ChunkColumns, Endpoint, RequestRecord } from "./types.ts";
+import { createWorkload, type requestBody, type WorkloadOptions } from "./workload.ts";
+
+/** Streams one event loop is given before `--workers auto` adds another. */
+export const STREAMS_PER_WORKER = 256;
+
+/**
+ * `--workers auto`: one shard per STREAMS_PER_WORKER streams, at most one per core — one core fewer
+ * when the server is on this host (loopback), since it needs the CPU too.
+ */
+export function autoWorkers(streams: number, baseUrl: string, cores = availableParallelism()): number {
+  const host = new URL(baseUrl).hostname;
+  const local = host === "127.0.0.1" || host === "localhost" || host === "[::1]" || host === "::1";
+  const maxW = Math.max(1, cores - (local ? 1 : 0));
+  return Math.max(1, Math.min(maxW, Math.ceil(streams / STREAMS_PER_WORKER)));
+}
+
+export interface ShardInit {
+  shard: number;
+  baseUrl: string;
+  client: ClientOptions;
+  workload: WorkloadOptions;
+  bodyOpts: Parameters<typeof requestBody>[1];
+  endpoint: Endpoint;
+  graceMs: number;
+  closed: { users: number; count: number | null; durationMs: number | null; shared: Int32Array } | null;
+  open: { times: Float64Array; indices: Int32Array; cap: number | null } | null;
+}
+
+/** Loop-delay histogram of one shard: Node's percentile iteration points and the count. */
+export interface ShardEld {
+  count: number;
+  points: Array<[number, number]>;
+}
+
+type ToMain =
+  | { t: "ready" }
+  | { t: "rec"; r: RequestRecord }
+  | { t: "done"; durationMs: number; interrupted: boolean; eld: ShardEld; spinMs: number }
+  | { t: "fatal"; message: string; name: string; status?: number; hint?: string };
+
+type ToShard = { t: "go"; originHrMs: number } | { t: "stop" } | { t: "abort"; reason: string };
+
+const hrMs = () => Number(process.hrtime.bigint()) / 1e6;
+
+/** A record with its chunk columns copied out of the arena, ready to transfer. */
+function portable(rec: RequestRecord): [RequestRecord, ArrayBuffer[]] {
+  const c = rec.chunks;
+  const cols: ChunkColumns = {
+    tMs: c.tMs.slice(),
+    bytes: c.bytes.slice(),
+    read: c.read.slice(),
+    tokens: c.tokens.slice(),
+    content: c.content.slice(),
+    reasoning: c.reasoning.slice(),
+    tool: c.tool.slice(),
+    flags: c.flags.slice(),
+  };
+  const out = { ...rec, chunks: cols };
+  return [out, Object.values(cols).map((a) => (a as Float64Array).buffer as ArrayBuffer)];
+}
+
+async function shardMain(init: ShardInit): Promise<void> {
+  const port = parentPort!;
+  const { closedLoop, openLoop } = await import("./runner.ts");
+  const client = new StreamClient(init.baseUrl, init.client);
+  const ac = new AbortController();
+  const ctx = {
+    client,
+    workload: createWorkload(init.workload),
+    bodyOpts: init.bodyOpts,
+    endpoint: init.endpoint,
+    signal: ac.signal,
+    graceMs: init.graceMs,
+    keepRecords: false,
+    onRecord: (rec: RequestRecord) => {
+      const [r, transfer] = portable(rec);
+      port.postMessage({ t: "rec", r } satisfies ToMain, transfer);
+    },
+  };
+  let go: (originHrMs: number) => void = () => {};
+  const started = new Promise<number>((r) => {
+    go = r;
+  });
+  port.on("message", (m: ToShard) => {
+    if (m.t === "go") go(m.originHrMs);
+    else if (m.t === "stop") ac.abort();
+    else if (m.t === "abort") {
+      ac.abort();
+      client.abortAll(m.reason);
+    }
+  });
+  // Booting a thread (module loading, compiling) is setup: the run's clock starts after every shard is ready.
+  port.postMessage({ t: "ready" } satisfies ToMain);
+  const originPerf = (await started) - (hrMs() - performance.now());
+  const eld = monitorEventLoopDelay({ resolution: 2 });
+  eld.enable();
+  const spin = { ms: 0 };
+  try {
+    const phase = init.closed
+      ? await closedLoop(ctx, { ...init.closed, warmup: false, indexBase: 0, originPerf })
+      : await openLoop(ctx, { ...init.open!, spin, originPerf });
+    eld.disable();
+    const points: Array<[number, number]> = [...eld.percentiles.entries()];
+    port.postMessage({
+      t: "done",
+      durationMs: phase.durationMs,
+      interrupted: phase.interrupted,
+      eld: { count: eld.count, points },
+      spinMs: spin.ms,
+    } satisfies ToMain);
+  } catch (e: any) {
+    port.postMessage({
+      t: "fatal",
+      message: e?.message ?? String(e),
+      name: e?.name ?? "Error",
+      status: e?.status,
+      hint: e?.hint,
+    } satisfies ToMain);
+  } finally {
+    await client.close();
+    port.close();
+  }
+}
+
+// Not awaited at the top level: runner.ts imports this module, and a top-level await here would
+// deadlock that cycle.
+if (!isMainThread && (workerData as { inferscopeShard?: ShardInit } | null)?.inferscopeShard)
+  void shardMain((workerData as { inferscopeShard: ShardInit }).inferscopeShard);
+
+export interface ShardHandlers {
+  onRecord(r: RequestRecord): void;
+  onFatal(err: Error): void;
+}
+
+export interface ShardResult {
+  durationMs: number;
+  interrupted: boolean;
+  eld: ShardEld[];
+  spinMs: number;
+}
+
+const BOOT = new URL("./shard-boot.mjs", import.meta.url);
+
+export interface Shards {
+  /** Starts every shard on the run's clock (origin on process.hrtime, ms); resolves when all have finished. */
+  go(originHrMs: number): Promise<ShardResult>;
+  stop(): void;
+  abort(reason: string): void;
+}
+
+/** Spawns the shards and resolves once every one is loaded and connected to nothing yet (ready). */
+export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise<Shards> {
+  const workers = inits.map(
+    (init) => new Worker(BOOT, { workerData: { inferscopeShard: init }, stdout: false, stderr: false }),
+  );
+  const results: ShardResult = { durationMs: 0, interrupted: false, eld: [], spinMs: 0 };
+  const ready: Promise<void>[] = [];
+  const done = Promise.all(
+    workers.map((w) => {
+      let isReady: () => void = () => {};
+      let failReady: (e: Error) => void = () => {};
+      ready.push(
+        new Promise<void>((res, rej) => {
+          isReady = res;
+          failReady = rej;
+        }),
+      );
+      return new Promise<void>((resolve) => {
+        let finished = false;
+        const fatal = (e: Error) => {
+          finished = true;
+          failReady(e);
+          h.onFatal(e);
+        };
+        w.on("message", (m: ToMain) => {
+          if (m.t === "rec") h.onRecord(m.r);
+          else if (m.t === "ready") isReady();
+          else if (m.t === "done") {
+            finished = true;
+            results.durationMs = Math.max(results.durationMs, m.durationMs);
+            results.interrupted ||= m.interrupted;
+            results.eld.push(m.eld);
+            results.spinMs += m.spinMs;
+          } else if (m.t === "fatal") {
+            const e = new Error(m.message) as Error & { status?: number; hint?: string };
+            e.name = m.name;
+            if (m.status !== undefined) e.status = m.status;
+            if (m.hint !== undefined) e.hint = m.hint;
+            fatal(e);
+          }
+        });
+        w.on("error", fatal);
+        w.on("exit", (code) => {
+          if (!finished) fatal(new Error(`a bench worker thread exited (code ${code}) before finishing`));
+          resolve();
+        });
+      });
+    }),
+  ).then(() => results);
+  const send = (m: ToShard) => {
+    for (const w of workers) w.postMessage(m);
+  };
+  try {
+    await Promise.all(ready);
+  } catch (e) {
+    await Promise.all(workers.map((w) => w.terminate()));
+    throw e;
+  }
+  return {
+    go: (originHrMs) => {
+      send({ t: "go", originHrMs });
+      return done;
+    },
+    stop: () => send({ t: "stop" }),
+    abort: (reason) => send({ t: "abort", reason }),
+  };
+}
+
+/**
+ * Merges the shards' loop-delay histograms: each shard's percentile points are turned back into
+ * counts (the share of samples between consecutive points) in one HdrHistogram.
+ */
+export function mergeEld(parts: ShardEld[]): hdr.Histogram {
+  const h = hdr.build({ bitBucketSize: 64, numberOfSignificantValueDigits: 3 });
+  for (const p of parts) {
+    if (!p.count) continue;
+    const pts = [...p.points].sort((a, b) => a[0] - b[0]);
+    let used = 0;
+    for (let k = 0; k < pts.length; k++) {
+      const [pct, v] = pts[k]!;
+      const upto = k === pts.length - 1 ? p.count : Math.round((pct / 100) * p.count);
+      const c = upto - used;
+      if (c > 0) h.recordValueWithCount(Math.max(0, Math.round(v)), c);
+      used = Math.max(used, upto);
+    }
+  }
+  return h;
+}
