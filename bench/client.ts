@@ -50,10 +50,18 @@ async function startProbe(): Promise<{ port: number; stop: () => void }> {
   return { port, stop: () => child.kill("SIGTERM") };
 }
 
-/** Reads the probe for as long as `until` is pending; returns per-event delays (ms). */
-async function probeDelays(port: number, until: Promise<unknown>): Promise<number[]> {
+/**
+ * Reads the probe for as long as `until` is pending; returns per-event delays (ms). With `window`, only
+ * events received inside it count (the run itself, not the summary computed after it).
+ */
+async function probeDelays(
+  port: number,
+  until: Promise<unknown>,
+  window?: () => [number, number] | null,
+): Promise<number[]> {
   const client = new Client(`http://127.0.0.1:${port}`);
   const delays: number[] = [];
+  const at: number[] = [];
   const parser = new SseParser();
   let done = false;
   until.finally(() => {
@@ -65,7 +73,11 @@ async function probeDelays(port: number, until: Promise<unknown>): Promise<numbe
     .then(async (res) => {
       for await (const chunk of res.body) {
         const now = process.hrtime.bigint();
-        parser.feed(chunk as Buffer, (m) => delays.push(Number(now - BigInt(m.data)) / 1e6));
+        const t = performance.now();
+        parser.feed(chunk as Buffer, (m) => {
+          delays.push(Number(now - BigInt(m.data)) / 1e6);
+          at.push(t);
+        });
         if (done) break;
       }
     })
@@ -74,7 +86,8 @@ async function probeDelays(port: number, until: Promise<unknown>): Promise<numbe
   ac.abort();
   await p;
   await client.close().catch(() => {});
-  return delays;
+  const w = window?.();
+  return w ? delays.filter((_, i) => at[i]! >= w[0] && at[i]! <= w[1]) : delays;
 }
 
 const PY = String.raw`
@@ -130,6 +143,22 @@ asyncio.run(main())
 const python = "/usr/bin/python3";
 const hasAiohttp = existsSync(python) && spawnSync(python, ["-c", "import aiohttp"]).status === 0;
 
+/** A run and the window (performance.now) of its measured phase, from the progress callbacks. */
+function timedRun(o: Parameters<typeof runBench>[0]) {
+  let first = -1;
+  let last = -1;
+  const run = runBench(o, {
+    onProgress: () => {
+      const t = performance.now();
+      if (first < 0) first = t - 100;
+      last = t;
+    },
+  });
+  return { run, window: (): [number, number] | null => (first < 0 ? null : [first, last]) };
+}
+
+const TRANSPORTS = ["h1", "undici"] as const;
+
 async function main() {
   const sim = await spawnSimProcess(["--speed", "zero", "--max-num-seqs", "1024"]);
   const real = await spawnSimProcess(["--profile", REAL_PROFILE, "--max-num-seqs", "1024"]);
@@ -138,94 +167,110 @@ async function main() {
     `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process), ${REPS} reps, medians`,
   );
   try {
-    // Warm the JIT and the connection paths once.
-    const warm = await runBench({
-      baseUrl: sim.url,
-      concurrency: 50,
-      numPrompts: 200,
-      randomInputLen: 16,
-      randomOutputLen: 64,
-      ignoreEos: true,
-      noServerMetrics: true,
-    });
+    // Warm the JIT on every path (both HTTP clients, 1 to 1,000 streams) before measuring anything.
+    for (const transport of TRANSPORTS)
+      for (const c of [1, 100, 1000])
+        await runBench({
+          baseUrl: sim.url,
+          concurrency: c,
+          numPrompts: c === 1 ? 100 : c * 2,
+          randomInputLen: 16,
+          randomOutputLen: 128,
+          ignoreEos: true,
+          noServerMetrics: true,
+          connectTimeoutMs: 20_000,
+          transport,
+        });
     const base = await probeDelays(probe.port, new Promise((r) => setTimeout(r, 1000)));
     const floor = median(base);
     console.log(
       `probe floor (no load): loopback delay median ${floor.toFixed(3)} ms, p99 ${pct(base, 99).toFixed(3)} ms`,
     );
-    console.log("streams  tok/CPU-s   tok/s      added delay p50/p99 (ms)  ref tok/CPU-s  ratio");
+    const model = (await runBench({ baseUrl: sim.url, numPrompts: 1, noServerMetrics: true })).setup.model_id;
+    console.log(
+      "streams  h1 tok/CPU-s  undici tok/CPU-s  h1 tok/s   h1 added delay p50/p99 (ms)  ref tok/CPU-s  h1/ref  undici/ref",
+    );
     for (const streams of LEVELS) {
-      const per = streams === 1 ? 60 : streams === 100 ? 4 : 2;
-      const tpc: number[] = [];
+      const per = streams === 1 ? 300 : streams === 100 ? 8 : 3;
+      const tpc: Record<string, number[]> = { h1: [], undici: [] };
       const tps: number[] = [];
       const d50: number[] = [];
       const d99: number[] = [];
-      for (let i = 0; i < REPS; i++) {
-        const run = runBench({
-          baseUrl: sim.url,
-          concurrency: streams,
-          numPrompts: streams * per,
-          randomInputLen: 16,
-          randomOutputLen: OUT_LEN,
-          ignoreEos: true,
-          noServerMetrics: true,
-          connectTimeoutMs: 20_000,
-        });
-        const delays = await probeDelays(probe.port, run);
-        const res = await run;
-        if (res.summary.failed)
-          console.log(
-            `  (${res.summary.failed} of ${streams * per} requests failed: ${res.summary.inferscope.error_samples[0]})`,
-          );
-        tpc.push(res.summary.total_output_tokens / res.client.cpuSeconds);
-        tps.push(res.summary.output_throughput);
-        d50.push(Math.max(0, median(delays) - floor));
-        d99.push(Math.max(0, pct(delays, 99) - floor));
-      }
+      for (let i = 0; i < REPS; i++)
+        for (const transport of TRANSPORTS) {
+          const { run, window } = timedRun({
+            baseUrl: sim.url,
+            concurrency: streams,
+            numPrompts: streams * per,
+            randomInputLen: 16,
+            randomOutputLen: OUT_LEN,
+            ignoreEos: true,
+            noServerMetrics: true,
+            connectTimeoutMs: 20_000,
+            transport,
+            workers: 1,
+          });
+          const delays = transport === "h1" ? await probeDelays(probe.port, run, window) : [];
+          const res = await run;
+          if (res.summary.failed)
+            console.log(
+              `  (${transport}: ${res.summary.failed} of ${streams * per} requests failed: ${res.summary.inferscope.error_samples[0]})`,
+            );
+          tpc[transport]!.push(res.summary.total_output_tokens / res.client.cpuSeconds);
+          if (transport === "h1") {
+            tps.push(res.summary.output_throughput);
+            d50.push(Math.max(0, median(delays) - floor));
+            d99.push(Math.max(0, pct(delays, 99) - floor));
+          }
+        }
       let ref = "n/a";
       let ratio = "n/a";
+      let ratioU = "n/a";
       if (hasAiohttp) {
         const refs: number[] = [];
         for (let i = 0; i < REPS; i++) {
-          const r = spawnSync(
-            python,
-            ["-c", PY, sim.url, warm.setup.model_id, String(streams), String(per), String(OUT_LEN)],
-            {
-              encoding: "utf8",
-              timeout: 300_000,
-            },
-          );
+          const r = spawnSync(python, ["-c", PY, sim.url, model, String(streams), String(per), String(OUT_LEN)], {
+            encoding: "utf8",
+            timeout: 300_000,
+          });
           if (r.status !== 0) throw new Error(`reference client failed: ${r.stderr}`);
           const o = JSON.parse(r.stdout);
           if (o.errors) console.log(`  (reference client: ${o.errors} requests failed on reused connections)`);
           refs.push(o.tokens / o.cpu);
         }
         ref = median(refs).toFixed(0);
-        ratio = `${(median(tpc) / median(refs)).toFixed(2)}x`;
+        ratio = `${(median(tpc.h1!) / median(refs)).toFixed(2)}x`;
+        ratioU = `${(median(tpc.undici!) / median(refs)).toFixed(2)}x`;
       }
       console.log(
-        `${String(streams).padStart(7)}  ${median(tpc).toFixed(0).padStart(9)}  ${median(tps).toFixed(0).padStart(8)}   ${`${median(d50).toFixed(3)} / ${median(d99).toFixed(3)}`.padStart(22)}  ${ref.padStart(13)}  ${ratio}`,
+        `${String(streams).padStart(7)}  ${median(tpc.h1!).toFixed(0).padStart(11)}  ${median(tpc.undici!).toFixed(0).padStart(16)}  ${median(tps).toFixed(0).padStart(8)}   ${`${median(d50).toFixed(3)} / ${median(d99).toFixed(3)}`.padStart(26)}  ${ref.padStart(13)}  ${ratio.padStart(6)}  ${ratioU.padStart(10)}`,
       );
     }
     if (!hasAiohttp) console.log("reference client skipped: /usr/bin/python3 with aiohttp not found");
     // Model speed: 1,000 concurrent streams, each token written when the simulated engine emits it.
-    await runBench({
-      baseUrl: real.url,
-      concurrency: 100,
-      numPrompts: 200,
-      randomInputLen: 16,
-      randomOutputLen: 16,
-      ignoreEos: true,
-      noServerMetrics: true,
-    });
-    {
+    for (const transport of TRANSPORTS)
+      await runBench({
+        baseUrl: real.url,
+        concurrency: 200,
+        numPrompts: 400,
+        randomInputLen: 16,
+        randomOutputLen: 16,
+        ignoreEos: true,
+        noServerMetrics: true,
+        transport,
+      });
+    for (const [transport, workers] of [
+      ["h1", 1],
+      ["h1", 2],
+      ["undici", 1],
+    ] as const) {
       const r50: number[] = [];
       const r99: number[] = [];
       const rtpc: number[] = [];
       const rtps: number[] = [];
       let failed = 0;
       for (let i = 0; i < REPS; i++) {
-        const run = runBench({
+        const { run, window } = timedRun({
           baseUrl: real.url,
           concurrency: 1000,
           numPrompts: 1000,
@@ -234,8 +279,10 @@ async function main() {
           ignoreEos: true,
           noServerMetrics: true,
           connectTimeoutMs: 20_000,
+          transport,
+          workers,
         });
-        const delays = await probeDelays(probe.port, run);
+        const delays = await probeDelays(probe.port, run, window);
         const res = await run;
         failed += res.summary.failed;
         rtpc.push(res.summary.total_output_tokens / res.client.cpuSeconds);
@@ -244,30 +291,33 @@ async function main() {
         r99.push(Math.max(0, pct(delays, 99) - floor));
       }
       console.log(
-        `1000 streams at model speed (${REAL_PROFILE}): added delay p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s${failed ? `; ${failed} requests failed` : ""}`,
+        `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s${failed ? `; ${failed} requests failed` : ""}`,
       );
     }
     // Open loop: 1,000 req/s Poisson, short outputs, against the model-speed sim.
-    const lags: number[] = [];
-    const lag50: number[] = [];
-    for (let i = 0; i < REPS; i++) {
-      const res = await runBench({
-        baseUrl: real.url,
-        requestRate: 1000,
-        numPrompts: 3000,
-        seed: i,
-        randomInputLen: 16,
-        randomOutputLen: 8,
-        ignoreEos: true,
-        noServerMetrics: true,
-        percentiles: [50, 99],
-      });
-      lags.push(res.summary.inferscope.schedule_lag_ms.percentiles.p99!);
-      lag50.push(res.summary.inferscope.schedule_lag_ms.percentiles.p50!);
+    for (const transport of TRANSPORTS) {
+      const lags: number[] = [];
+      const lag50: number[] = [];
+      for (let i = 0; i < REPS; i++) {
+        const res = await runBench({
+          baseUrl: real.url,
+          requestRate: 1000,
+          numPrompts: 3000,
+          seed: i,
+          randomInputLen: 16,
+          randomOutputLen: 8,
+          ignoreEos: true,
+          noServerMetrics: true,
+          percentiles: [50, 99],
+          transport,
+        });
+        lags.push(res.summary.inferscope.schedule_lag_ms.percentiles.p99!);
+        lag50.push(res.summary.inferscope.schedule_lag_ms.percentiles.p50!);
+      }
+      console.log(
+        `1000 req/s Poisson (3000 requests, ${REAL_PROFILE}, ${transport}): schedule lag p50 ${median(lag50).toFixed(3)} ms, p99 ${median(lags).toFixed(3)} ms (target ≤ 2 ms)`,
+      );
     }
-    console.log(
-      `1000 req/s Poisson (3000 requests, ${REAL_PROFILE}): schedule lag p50 ${median(lag50).toFixed(3)} ms, p99 ${median(lags).toFixed(3)} ms (target ≤ 2 ms)`,
-    );
     console.log("targets: ≥ 300,000 tok/CPU-s; added delay p99 ≤ 1 ms at 1,000 streams; ≥ 3x the aiohttp loop");
   } finally {
     probe.stop();
