@@ -306,6 +306,17 @@ class Parser {
   private internMask: number;
   /** Values of the label set being parsed. */
   private scratchValues: string[] = [];
+  /**
+   * Label sets seen in this parse, keyed by their text between the braces (open addressing): a
+   * repeated set is the same object, found with one hash pass and one compare instead of a parse.
+   */
+  private setHash: Int32Array;
+  private setText: Array<string | undefined>;
+  private setLabels: Labels[];
+  private setCount = 0;
+  private setMask: number;
+  /** The label object of samples written without braces (shared, like every label set). */
+  private readonly noLabels: Labels = {};
 
   constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
     this.t = text;
@@ -321,6 +332,10 @@ class Parser {
     while (size < INTERN_SIZE && size * 16 < text.length) size *= 2;
     this.internTab = new Array<string>(size).fill("\u0000");
     this.internMask = size - 1;
+    this.setHash = new Int32Array(size);
+    this.setText = new Array<string | undefined>(size).fill(undefined);
+    this.setLabels = new Array<Labels>(size).fill(this.noLabels);
+    this.setMask = size - 1;
   }
 
   run(): Exposition {
@@ -682,9 +697,9 @@ class Parser {
     const name = this.intern(nameStart, p, h);
     let labels: Labels;
     if (p < end && c === LBRACE) {
-      labels = this.labels(p + 1, end);
+      labels = this.labelSet(p + 1, end);
       p = this.pos;
-    } else labels = {};
+    } else labels = this.noLabels;
     // Separator before the value.
     if (p >= end) this.fail(`expected a space and a value after "${name}", got end of line`, p);
     c = t.charCodeAt(p);
@@ -740,6 +755,64 @@ class Parser {
     let c: number;
     while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
     return p;
+  }
+
+  /**
+   * The label set from just after the `{`, from the table when the same text was read before in
+   * this parse (so its syntax was already checked); leaves this.pos after the `}`.
+   */
+  private labelSet(p: number, end: number): Labels {
+    const t = this.t;
+    let h = 0;
+    let q = p;
+    let quoted = false;
+    for (; q < end; q++) {
+      const c = t.charCodeAt(q);
+      if (c === QUOTE) quoted = !quoted;
+      else if (c === BSLASH) return this.labels(p, end); // escapes: parsed every time
+      else if (c === RBRACE && !quoted) break;
+      h = (Math.imul(h, 31) + c) | 0;
+    }
+    if (q >= end) return this.labels(p, end);
+    const n = q - p;
+    const mask = this.setMask;
+    const texts = this.setText;
+    let i = (h ^ (h >>> 15)) & mask;
+    for (let s = texts[i]; s !== undefined; s = texts[i]) {
+      if (this.setHash[i] === h && s.length === n && t.startsWith(s, p)) {
+        this.pos = q + 1;
+        return this.setLabels[i];
+      }
+      i = (i + 1) & mask;
+    }
+    const labels = this.labels(p, end);
+    if (this.pos !== q + 1) return labels;
+    this.setHash[i] = h;
+    texts[i] = t.slice(p, q);
+    this.setLabels[i] = labels;
+    if (++this.setCount * 2 > mask) this.growSets();
+    return labels;
+  }
+
+  private growSets(): void {
+    const oldHash = this.setHash;
+    const oldText = this.setText;
+    const oldLabels = this.setLabels;
+    const size = oldText.length * 2;
+    const mask = size - 1;
+    this.setHash = new Int32Array(size);
+    this.setText = new Array<string | undefined>(size).fill(undefined);
+    this.setLabels = new Array<Labels>(size).fill(this.noLabels);
+    this.setMask = mask;
+    for (let j = 0; j < oldText.length; j++) {
+      if (oldText[j] === undefined) continue;
+      const h = oldHash[j];
+      let i = (h ^ (h >>> 15)) & mask;
+      while (this.setText[i] !== undefined) i = (i + 1) & mask;
+      this.setHash[i] = h;
+      this.setText[i] = oldText[j];
+      this.setLabels[i] = oldLabels[j];
+    }
   }
 
   /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
