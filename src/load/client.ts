@@ -5,7 +5,7 @@
 import { performance } from "node:perf_hooks";
 import type { Dispatcher } from "undici";
 import { Pool, request as undiciRequest } from "undici";
-import { TargetError } from "../errors.ts";
+import { TargetError, UsageError } from "../errors.ts";
 import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
@@ -383,7 +383,7 @@ export class StreamClient {
     this.headersTimeoutMs = opts.headersTimeoutMs ?? 300_000;
     const want = opts.transport ?? "auto";
     if (want === "h1" && u.protocol !== "http:")
-      throw new TargetError(`the h1 transport speaks plain http only; ${baseUrl} needs --http-client undici`);
+      throw new UsageError(`the h1 transport speaks plain http only; ${baseUrl} needs --http-client undici`);
     this.transport = want === "undici" || (want === "auto" && u.protocol !== "http:") ? "undici" : "h1";
     this.h1 =
       this.transport === "h1"

@@ -769,7 +769,8 @@ class Parser {
     for (; q < end; q++) {
       const c = t.charCodeAt(q);
       if (c === QUOTE) quoted = !quoted;
-      else if (c === BSLASH) return this.labels(p, end); // escapes: parsed every time
+      else if (c === BSLASH)
+        return this.labels(p, end); // escapes: parsed every time
       else if (c === RBRACE && !quoted) break;
       h = (Math.imul(h, 31) + c) | 0;
     }

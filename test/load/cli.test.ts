@@ -42,6 +42,15 @@ test("contradictory flags and bad datasets are usage errors (exit 2)", () => {
   const g = cli(["--goodput", "ttft=5"]);
   assert.equal(g.status, 2);
   assert.match(g.stderr, /bad SLO/);
+  const w = cli(["--workers", "0"]);
+  assert.equal(w.status, 2);
+  assert.match(w.stderr, /--workers must be an integer ≥ 1 or auto/);
+  const h = cli(["--http-client", "curl"]);
+  assert.equal(h.status, 2);
+  assert.match(h.stderr, /http-client/);
+  const s = cli(["--http-client", "h1", "--base-url", "https://127.0.0.1:1"]);
+  assert.equal(s.status, 2);
+  assert.match(s.stderr, /h1 transport speaks plain http only/);
 });
 
 describe("against the simulator", { timeout: 120_000 }, () => {
