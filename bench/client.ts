@@ -13,12 +13,17 @@
 // design, so that column measures queueing in a saturated loop, not the per-token cost.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { Client } from "undici";
 import { runBench } from "../src/load/runner.ts";
 import { spawnSimProcess } from "../src/load/selftest.ts";
 import { SseParser } from "../src/load/sse.ts";
 
 const REPS = Number(process.env.BENCH_REPS ?? 3);
+// Each measured run starts from a collected heap, so one run's garbage is not collected in the next.
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
 const OUT_LEN = 256;
 const LEVELS = [1, 100, 1000];
 const REAL_PROFILE = "llama3-8b-1xh100";
@@ -145,6 +150,7 @@ const hasAiohttp = existsSync(python) && spawnSync(python, ["-c", "import aiohtt
 
 /** A run and the window (performance.now) of its measured phase, from the progress callbacks. */
 function timedRun(o: Parameters<typeof runBench>[0]) {
+  gc();
   let first = -1;
   let last = -1;
   const run = runBench(o, {
@@ -299,6 +305,7 @@ async function main() {
       const lags: number[] = [];
       const lag50: number[] = [];
       for (let i = 0; i < REPS; i++) {
+        gc();
         const res = await runBench({
           baseUrl: real.url,
           requestRate: 1000,
