@@ -274,6 +274,7 @@ async function main() {
       const r99: number[] = [];
       const rtpc: number[] = [];
       const rtps: number[] = [];
+      const perRead: number[] = [];
       let failed = 0;
       for (let i = 0; i < REPS; i++) {
         const { run, window } = timedRun({
@@ -293,11 +294,12 @@ async function main() {
         failed += res.summary.failed;
         rtpc.push(res.summary.total_output_tokens / res.client.cpuSeconds);
         rtps.push(res.summary.output_throughput);
+        perRead.push(res.client.cpuPerReadUs);
         r50.push(Math.max(0, median(delays) - floor));
         r99.push(Math.max(0, pct(delays, 99) - floor));
       }
       console.log(
-        `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s${failed ? `; ${failed} requests failed` : ""}`,
+        `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s, ${median(perRead).toFixed(1)} µs CPU per read${failed ? `; ${failed} requests failed` : ""}`,
       );
     }
     // Open loop: 1,000 req/s Poisson, short outputs, against the model-speed sim.

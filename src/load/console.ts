@@ -85,6 +85,7 @@ export function formatConsole(res: BenchResult): string {
     ),
   );
   L.push(row("Client threads / HTTP client:", `${res.client.workers} / ${res.client.transport ?? "undici"}`));
+  if (res.client.reads > 0) L.push(row("Client CPU per socket read (µs):", res.client.cpuPerReadUs.toFixed(1)));
   if (res.server) {
     const v = res.server;
     L.push(center(" Server view (/metrics deltas) ", "-"));

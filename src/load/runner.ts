@@ -332,9 +332,17 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     const reasons: string[] = [];
     if (util >= 0.9) reasons.push(`client CPU at ${(util * 100).toFixed(0)} % of one core`);
     if (eldMs.p99 > 10) reasons.push(`event-loop delay p99 ${eldMs.p99.toFixed(1)} ms`);
+    // Socket reads that carried stream data (messages of one read share its read id).
+    let reads = 0;
+    for (const rec of phase.records) {
+      const rd = rec.chunks.read;
+      for (let k = 0; k < rd.length; k++) if (k === 0 || rd[k] !== rd[k - 1]) reads++;
+    }
     const health: ClientHealth = {
       eventLoopDelayMs: eldMs,
       cpuSeconds,
+      reads,
+      cpuPerReadUs: reads > 0 ? (cpuSeconds * 1e6) / reads : 0,
       cpuUtilization: util,
       saturated: reasons.length > 0,
       reason: reasons.length ? reasons.join("; ") : undefined,
@@ -356,6 +364,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       const h: ClientHealth = health ?? {
         eventLoopDelayMs: { mean: 0, p50: 0, p99: 0, max: 0 },
         cpuSeconds: 0,
+        reads: 0,
+        cpuPerReadUs: 0,
         cpuUtilization: 0,
         saturated: false,
         workers: 1,

@@ -169,6 +169,12 @@ export interface ClientHealth {
   /** Client CPU seconds (user + system) and fraction of one core over the run. */
   cpuSeconds: number;
   cpuUtilization: number;
+  /**
+   * Socket reads that carried stream data, and client CPU per read (µs). A server that emits one chunk
+   * to N streams at once makes the last of them wait ≈ N × this in one event loop (see --workers).
+   */
+  reads: number;
+  cpuPerReadUs: number;
   /** True when the client, not the server, was probably the limit. */
   saturated: boolean;
   reason?: string;
