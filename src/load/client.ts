@@ -412,7 +412,10 @@ export class StreamClient {
   /** `originPerf`: the run's origin on the performance.now() clock (record times are relative to it). */
   stream(path: string, body: string, rec: RequestRecord, originPerf: number): Promise<RequestRecord> {
     return new Promise((resolve) => {
-      const scratch = this.scratchPool.pop() ?? new ChunkScratch();
+      // Sized for max_tokens (+ role, usage and finish chunks), so it does not grow mid-stream.
+      const want = rec.targetOutputLen > 0 ? rec.targetOutputLen + 4 : 256;
+      let scratch = this.scratchPool.pop();
+      if (!scratch || scratch.capacity < want) scratch = new ChunkScratch(want);
       const h = new StreamHandler(rec, scratch, this.arena, originPerf, (done) => {
         this.inFlight.delete(done);
         this.scratchPool.push(scratch);

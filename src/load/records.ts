@@ -51,6 +51,10 @@ export class ChunkScratch {
     this.flags[i] = flags;
   }
 
+  get capacity(): number {
+    return this.cap;
+  }
+
   private grow(): void {
     const cap = this.cap * 2;
     const g = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(a: T, C: new (n: number) => T): T => {

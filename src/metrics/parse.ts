@@ -315,6 +315,8 @@ class Parser {
   private setLabels: Labels[];
   private setCount = 0;
   private setMask: number;
+  /** Name of the previous sample line (interned). */
+  private prevName = "";
   /** The label object of samples written without braces (shared, like every label set). */
   private readonly noLabels: Labels = {};
 
@@ -679,22 +681,38 @@ class Parser {
   private sample(end: number): void {
     const t = this.t;
     let p = this.pos;
-    let c = t.charCodeAt(p);
-    if (!this.om && (c === SP || c === TAB)) {
-      while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
-      if (p === end) return; // a line of blanks
-    }
+    let c: number;
+    let name = this.prevName;
     const nameStart = p;
-    if (!(c < 128 && CT[c] & NAME_START)) {
-      this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
-    }
-    let h = c;
-    p++;
-    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) {
-      h = (Math.imul(h, 31) + c) | 0;
+    const pn = name.length;
+    // Most lines repeat the previous sample's name (a histogram's buckets): one compare, no scan.
+    // The old name is all name characters, so it ends where a scan would end.
+    if (
+      pn > 0 &&
+      p + pn < end &&
+      ((c = t.charCodeAt(p + pn)) === LBRACE || c === SP) &&
+      t.slice(p, p + pn) === name
+    ) {
+      p += pn;
+    } else {
+      c = t.charCodeAt(p);
+      if (!this.om && (c === SP || c === TAB)) {
+        while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+        if (p === end) return; // a line of blanks
+      }
+      const start = p;
+      if (!(c < 128 && CT[c] & NAME_START)) {
+        this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
+      }
+      let h = c;
       p++;
+      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) {
+        h = (Math.imul(h, 31) + c) | 0;
+        p++;
+      }
+      name = this.intern(start, p, h);
+      this.prevName = name;
     }
-    const name = this.intern(nameStart, p, h);
     let labels: Labels;
     if (p < end && c === LBRACE) {
       labels = this.labelSet(p + 1, end);
@@ -763,24 +781,19 @@ class Parser {
    */
   private labelSet(p: number, end: number): Labels {
     const t = this.t;
+    // The first "}" ends a cached set: stored texts contain none, and their parse ended there.
+    const q = t.indexOf("}", p);
+    if (q === -1 || q >= end) return this.labels(p, end);
     let h = 0;
-    let q = p;
-    let quoted = false;
-    for (; q < end; q++) {
-      const c = t.charCodeAt(q);
-      if (c === QUOTE) quoted = !quoted;
-      else if (c === BSLASH)
-        return this.labels(p, end); // escapes: parsed every time
-      else if (c === RBRACE && !quoted) break;
-      h = (Math.imul(h, 31) + c) | 0;
-    }
-    if (q >= end) return this.labels(p, end);
+    for (let k = p; k < q; k++) h = (Math.imul(h, 31) + t.charCodeAt(k)) | 0;
     const n = q - p;
     const mask = this.setMask;
     const texts = this.setText;
     let i = (h ^ (h >>> 15)) & mask;
+    let key: string | undefined;
     for (let s = texts[i]; s !== undefined; s = texts[i]) {
-      if (this.setHash[i] === h && s.length === n && t.startsWith(s, p)) {
+      // Slice and compare: much faster than startsWith(s, p) in V8.
+      if (this.setHash[i] === h && s.length === n && (key ??= t.slice(p, q)) === s) {
         this.pos = q + 1;
         return this.setLabels[i];
       }
@@ -789,7 +802,7 @@ class Parser {
     const labels = this.labels(p, end);
     if (this.pos !== q + 1) return labels;
     this.setHash[i] = h;
-    texts[i] = t.slice(p, q);
+    texts[i] = key ?? t.slice(p, q);
     this.setLabels[i] = labels;
     if (++this.setCount * 2 > mask) this.growSets();
     return labels;
