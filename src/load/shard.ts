@@ -112,7 +112,7 @@ async function shardMain(init: ShardInit): Promise<void> {
       ? await closedLoop(ctx, { ...init.closed, warmup: false, indexBase: 0, originPerf })
       : await openLoop(ctx, { ...init.open!, spin, originPerf });
     eld.disable();
-    const points: Array<[number, number]> = [...eld.percentiles.entries()];
+    const points = eldPoints(eld);
     port.postMessage({
       t: "done",
       durationMs: phase.durationMs,
@@ -226,6 +226,18 @@ export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise
     stop: () => send({ t: "stop" }),
     abort: (reason) => send({ t: "abort", reason }),
   };
+}
+
+// Ranks at which a shard's histogram is read: every 1 % to 99, then finer into the tail.
+const FINE: number[] = [];
+for (let p = 1; p < 99; p++) FINE.push(p);
+for (let p = 990; p < 999; p++) FINE.push(p / 10);
+for (let p = 9990; p < 10000; p++) FINE.push(p / 100);
+FINE.push(100);
+
+/** A histogram as (percentile, value) points fine enough to merge (Node histograms cannot be added across threads). */
+export function eldPoints(h: { percentile(p: number): number; count: number }): Array<[number, number]> {
+  return h.count ? FINE.map((p) => [p, h.percentile(p)] as [number, number]) : [];
 }
 
 /**
