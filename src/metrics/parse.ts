@@ -120,6 +120,7 @@ for (let c = 0; c < 128; c++) {
 
 const INTERN_SIZE = 65536;
 const INTERN_MAX = 96;
+const SET_TABLE_MAX = 1 << 18;
 /** Exact powers of ten for the fast decimal path (10^22 is the largest exact double power). */
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
 
@@ -209,6 +210,17 @@ interface FamilyState {
   seenGroups: Set<string> | undefined;
 }
 
+/** A label set read in this parse: its text between the braces and its (shared) label object. */
+interface LabelSet {
+  hash: number;
+  /** Where its text (between the braces) starts in the input, and its length. */
+  start: number;
+  len: number;
+  labels: Labels;
+  /** The set that followed this one last time. */
+  next: LabelSet | undefined;
+}
+
 /** A sequence of label names (a path from the root) and a maker for objects of that shape. */
 interface Shape {
   name: string | undefined;
@@ -258,6 +270,13 @@ function genericMaker(names: string[]): (values: string[]) => Labels {
     return labels;
   };
 }
+
+/**
+ * V8 stores a numeric field as a boxed double once any object of that shape holds a fraction, one
+ * 16-byte box per sample. A sample shape whose value field has held a non-number keeps integers
+ * (bucket counts, counters: most samples) unboxed instead; the objects themselves do not change.
+ */
+((): Sample => ({ name: "", labels: {}, value: null as unknown as number, line: 0 }))();
 
 interface Pos {
   line: number;
@@ -310,13 +329,13 @@ class Parser {
    * Label sets seen in this parse, keyed by their text between the braces (open addressing): a
    * repeated set is the same object, found with one hash pass and one compare instead of a parse.
    */
-  private setHash: Int32Array;
-  private setText: Array<string | undefined>;
-  private setLabels: Labels[];
+  private sets: Array<LabelSet | undefined>;
   private setCount = 0;
-  private setMask: number;
+  /** The label set of the previous line with braces: its `next` predicts this line's. */
+  private lastSet: LabelSet | undefined;
   /** Name of the previous sample line (interned). */
   private prevName = "";
+  private prevNameStart = 0;
   /** The label object of samples written without braces (shared, like every label set). */
   private readonly noLabels: Labels = {};
 
@@ -334,10 +353,10 @@ class Parser {
     while (size < INTERN_SIZE && size * 16 < text.length) size *= 2;
     this.internTab = new Array<string>(size).fill("\u0000");
     this.internMask = size - 1;
-    this.setHash = new Int32Array(size);
-    this.setText = new Array<string | undefined>(size).fill(undefined);
-    this.setLabels = new Array<Labels>(size).fill(this.noLabels);
-    this.setMask = size - 1;
+    // Label sets: about one per 200 bytes in real bodies; sized so a large body rarely rehashes.
+    let sets = 64;
+    while (sets < SET_TABLE_MAX && sets * 128 < text.length) sets *= 2;
+    this.sets = new Array<LabelSet | undefined>(sets).fill(undefined);
   }
 
   run(): Exposition {
@@ -683,15 +702,16 @@ class Parser {
     let p = this.pos;
     let c: number;
     let name = this.prevName;
-    const nameStart = p;
+    let nameStart = p;
     const pn = name.length;
-    // Most lines repeat the previous sample's name (a histogram's buckets): one compare, no scan.
-    // The old name is all name characters, so it ends where a scan would end.
+    // Most lines repeat the previous sample's name (a histogram's buckets): compare it with the
+    // previous line's (in cache), no scan. The old name is all name characters, so it ends where a
+    // scan would end.
     if (
       pn > 0 &&
       p + pn < end &&
       ((c = t.charCodeAt(p + pn)) === LBRACE || c === SP) &&
-      t.slice(p, p + pn) === name
+      this.sameText(p, this.prevNameStart, pn)
     ) {
       p += pn;
     } else {
@@ -700,7 +720,7 @@ class Parser {
         while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
         if (p === end) return; // a line of blanks
       }
-      const start = p;
+      nameStart = p;
       if (!(c < 128 && CT[c] & NAME_START)) {
         this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
       }
@@ -710,14 +730,18 @@ class Parser {
         h = (Math.imul(h, 31) + c) | 0;
         p++;
       }
-      name = this.intern(start, p, h);
+      name = this.intern(nameStart, p, h);
       this.prevName = name;
     }
+    this.prevNameStart = nameStart;
     let labels: Labels;
     if (p < end && c === LBRACE) {
       labels = this.labelSet(p + 1, end);
       p = this.pos;
-    } else labels = this.noLabels;
+    } else {
+      labels = this.noLabels;
+      this.lastSet = undefined;
+    }
     // Separator before the value.
     if (p >= end) this.fail(`expected a space and a value after "${name}", got end of line`, p);
     c = t.charCodeAt(p);
@@ -777,56 +801,84 @@ class Parser {
 
   /**
    * The label set from just after the `{`, from the table when the same text was read before in
-   * this parse (so its syntax was already checked); leaves this.pos after the `}`.
+   * this parse (its syntax was checked then); leaves this.pos after the `}`. Stored texts contain
+   * no "}" and their parse ended at the "}" after them, so a text followed by "}" is that set.
    */
   private labelSet(p: number, end: number): Labels {
     const t = this.t;
-    // The first "}" ends a cached set: stored texts contain none, and their parse ended there.
+    const last = this.lastSet;
+    if (last !== undefined) {
+      // Expositions repeat label sets in the same order family after family: try the set that
+      // followed the previous one last time, then the previous one again (`_count` then `_sum`).
+      const next = last.next;
+      if (next !== undefined) {
+        const q = p + next.len;
+        if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, next.start, next.len)) {
+          this.pos = q + 1;
+          this.lastSet = next;
+          return next.labels;
+        }
+      }
+      const q = p + last.len;
+      if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, last.start, last.len)) {
+        this.pos = q + 1;
+        return last.labels;
+      }
+    }
     const q = t.indexOf("}", p);
-    if (q === -1 || q >= end) return this.labels(p, end);
+    if (q === -1 || q >= end) {
+      this.lastSet = undefined;
+      return this.labels(p, end);
+    }
     let h = 0;
     for (let k = p; k < q; k++) h = (Math.imul(h, 31) + t.charCodeAt(k)) | 0;
     const n = q - p;
-    const mask = this.setMask;
-    const texts = this.setText;
+    const sets = this.sets;
+    const mask = sets.length - 1;
     let i = (h ^ (h >>> 15)) & mask;
-    let key: string | undefined;
-    for (let s = texts[i]; s !== undefined; s = texts[i]) {
-      // Slice and compare: much faster than startsWith(s, p) in V8.
-      if (this.setHash[i] === h && s.length === n && (key ??= t.slice(p, q)) === s) {
+    for (let e = sets[i]; e !== undefined; e = sets[i]) {
+      if (e.hash === h && e.len === n && this.sameText(p, e.start, n)) {
         this.pos = q + 1;
-        return this.setLabels[i];
+        if (last !== undefined) last.next = e;
+        this.lastSet = e;
+        return e.labels;
       }
       i = (i + 1) & mask;
     }
     const labels = this.labels(p, end);
-    if (this.pos !== q + 1) return labels;
-    this.setHash[i] = h;
-    texts[i] = key ?? t.slice(p, q);
-    this.setLabels[i] = labels;
+    if (this.pos !== q + 1) {
+      this.lastSet = undefined;
+      return labels;
+    }
+    const e: LabelSet = { hash: h, start: p, len: n, labels, next: undefined };
+    sets[i] = e;
+    if (last !== undefined) last.next = e;
+    this.lastSet = e;
     if (++this.setCount * 2 > mask) this.growSets();
     return labels;
   }
 
+  /**
+   * Whether the input has the same n characters at a and b. A loop over one flat string: comparing
+   * slices (===, startsWith) goes through V8's slow generic string compare.
+   */
+  private sameText(a: number, b: number, n: number): boolean {
+    const t = this.t;
+    for (let k = 0; k < n; k++) if (t.charCodeAt(a + k) !== t.charCodeAt(b + k)) return false;
+    return true;
+  }
+
   private growSets(): void {
-    const oldHash = this.setHash;
-    const oldText = this.setText;
-    const oldLabels = this.setLabels;
-    const size = oldText.length * 2;
-    const mask = size - 1;
-    this.setHash = new Int32Array(size);
-    this.setText = new Array<string | undefined>(size).fill(undefined);
-    this.setLabels = new Array<Labels>(size).fill(this.noLabels);
-    this.setMask = mask;
-    for (let j = 0; j < oldText.length; j++) {
-      if (oldText[j] === undefined) continue;
-      const h = oldHash[j];
-      let i = (h ^ (h >>> 15)) & mask;
-      while (this.setText[i] !== undefined) i = (i + 1) & mask;
-      this.setHash[i] = h;
-      this.setText[i] = oldText[j];
-      this.setLabels[i] = oldLabels[j];
+    const old = this.sets;
+    const sets = new Array<LabelSet | undefined>(old.length * 2).fill(undefined);
+    const mask = sets.length - 1;
+    for (const e of old) {
+      if (e === undefined) continue;
+      let i = (e.hash ^ (e.hash >>> 15)) & mask;
+      while (sets[i] !== undefined) i = (i + 1) & mask;
+      sets[i] = e;
     }
+    this.sets = sets;
   }
 
   /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
