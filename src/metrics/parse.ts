@@ -278,6 +278,14 @@ function genericMaker(names: string[]): (values: string[]) => Labels {
  */
 ((): Sample => ({ name: "", labels: {}, value: null as unknown as number, line: 0 }))();
 
+/** Off only in tests, which check that the fast paths give the same results as the full parse. */
+let fastPaths = true;
+
+/** Tests only: turns the label-set table and the repeated-name shortcut off (false) or on. */
+export function setParserFastPaths(on: boolean): void {
+  fastPaths = on;
+}
+
 interface Pos {
   line: number;
   column: number;
@@ -709,6 +717,7 @@ class Parser {
     // scan would end.
     if (
       pn > 0 &&
+      fastPaths &&
       p + pn < end &&
       ((c = t.charCodeAt(p + pn)) === LBRACE || c === SP) &&
       this.sameText(p, this.prevNameStart, pn)
@@ -805,6 +814,7 @@ class Parser {
    * no "}" and their parse ended at the "}" after them, so a text followed by "}" is that set.
    */
   private labelSet(p: number, end: number): Labels {
+    if (!fastPaths) return this.labels(p, end);
     const t = this.t;
     const last = this.lastSet;
     if (last !== undefined) {
