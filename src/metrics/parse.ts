@@ -210,17 +210,6 @@ interface FamilyState {
   seenGroups: Set<string> | undefined;
 }
 
-/** A label set read in this parse: its text between the braces and its (shared) label object. */
-interface LabelSet {
-  hash: number;
-  /** Where its text (between the braces) starts in the input, and its length. */
-  start: number;
-  len: number;
-  labels: Labels;
-  /** The set that followed this one last time. */
-  next: LabelSet | undefined;
-}
-
 /** A sequence of label names (a path from the root) and a maker for objects of that shape. */
 interface Shape {
   name: string | undefined;
@@ -337,10 +326,17 @@ class Parser {
    * Label sets seen in this parse, keyed by their text between the braces (open addressing): a
    * repeated set is the same object, found with one hash pass and one compare instead of a parse.
    */
-  private sets: Array<LabelSet | undefined>;
-  private setCount = 0;
-  /** The label set of the previous line with braces: its `next` predicts this line's. */
-  private lastSet: LabelSet | undefined;
+  private sets: Int32Array;
+  // Label sets read in this parse, columns indexed by set number (1-based; 0 is none): hash, where
+  // the text between the braces starts and its length, the set that followed it last time, and
+  // its label object. Typed columns: no object per set, and the compare reads contiguous memory.
+  private setHash = new Int32Array(256);
+  private setStart = new Int32Array(256);
+  private setLen = new Int32Array(256);
+  private setNext = new Int32Array(256);
+  private setLabels: Labels[] = [{}];
+  /** The label set (number) of the previous line with braces: its `next` predicts this line's. */
+  private lastSet = 0;
   /** Name of the previous sample line (interned). */
   private prevName = "";
   private prevNameStart = 0;
@@ -364,7 +360,7 @@ class Parser {
     // Label sets: about one per 200 bytes in real bodies; sized so a large body rarely rehashes.
     let sets = 64;
     while (sets < SET_TABLE_MAX && sets * 128 < text.length) sets *= 2;
-    this.sets = new Array<LabelSet | undefined>(sets).fill(undefined);
+    this.sets = new Int32Array(sets);
   }
 
   run(): Exposition {
@@ -749,7 +745,7 @@ class Parser {
       p = this.pos;
     } else {
       labels = this.noLabels;
-      this.lastSet = undefined;
+      this.lastSet = 0;
     }
     // Separator before the value.
     if (p >= end) this.fail(`expected a space and a value after "${name}", got end of line`, p);
@@ -817,27 +813,29 @@ class Parser {
     if (!fastPaths) return this.labels(p, end);
     const t = this.t;
     const last = this.lastSet;
-    if (last !== undefined) {
+    if (last !== 0) {
       // Expositions repeat label sets in the same order family after family: try the set that
       // followed the previous one last time, then the previous one again (`_count` then `_sum`).
-      const next = last.next;
-      if (next !== undefined) {
-        const q = p + next.len;
-        if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, next.start, next.len)) {
+      const next = this.setNext[last];
+      if (next !== 0) {
+        const n = this.setLen[next];
+        const q = p + n;
+        if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, this.setStart[next], n)) {
           this.pos = q + 1;
           this.lastSet = next;
-          return next.labels;
+          return this.setLabels[next];
         }
       }
-      const q = p + last.len;
-      if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, last.start, last.len)) {
+      const n = this.setLen[last];
+      const q = p + n;
+      if (q < end && t.charCodeAt(q) === RBRACE && this.sameText(p, this.setStart[last], n)) {
         this.pos = q + 1;
-        return last.labels;
+        return this.setLabels[last];
       }
     }
     const q = t.indexOf("}", p);
     if (q === -1 || q >= end) {
-      this.lastSet = undefined;
+      this.lastSet = 0;
       return this.labels(p, end);
     }
     let h = 0;
@@ -846,26 +844,55 @@ class Parser {
     const sets = this.sets;
     const mask = sets.length - 1;
     let i = (h ^ (h >>> 15)) & mask;
-    for (let e = sets[i]; e !== undefined; e = sets[i]) {
-      if (e.hash === h && e.len === n && this.sameText(p, e.start, n)) {
+    for (let e = sets[i]; e !== 0; e = sets[i]) {
+      if (this.setHash[e] === h && this.setLen[e] === n && this.sameText(p, this.setStart[e], n)) {
         this.pos = q + 1;
-        if (last !== undefined) last.next = e;
+        if (last !== 0) this.setNext[last] = e;
         this.lastSet = e;
-        return e.labels;
+        return this.setLabels[e];
       }
       i = (i + 1) & mask;
     }
     const labels = this.labels(p, end);
     if (this.pos !== q + 1) {
-      this.lastSet = undefined;
+      this.lastSet = 0;
       return labels;
     }
-    const e: LabelSet = { hash: h, start: p, len: n, labels, next: undefined };
+    const e = this.setLabels.length;
+    if (e === this.setHash.length) this.growSetColumns();
+    this.setLabels.push(labels);
+    this.setHash[e] = h;
+    this.setStart[e] = p;
+    this.setLen[e] = n;
     sets[i] = e;
-    if (last !== undefined) last.next = e;
+    if (last !== 0) this.setNext[last] = e;
     this.lastSet = e;
-    if (++this.setCount * 2 > mask) this.growSets();
+    if (e * 2 > mask) this.growSets();
     return labels;
+  }
+
+  private growSetColumns(): void {
+    const grow = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
+      const b = new Int32Array(a.length * 2);
+      b.set(a);
+      return b;
+    };
+    this.setHash = grow(this.setHash);
+    this.setStart = grow(this.setStart);
+    this.setLen = grow(this.setLen);
+    this.setNext = grow(this.setNext);
+  }
+
+  private growSets(): void {
+    const sets = new Int32Array(this.sets.length * 2);
+    const mask = sets.length - 1;
+    for (let e = 1; e < this.setLabels.length; e++) {
+      const h = this.setHash[e];
+      let i = (h ^ (h >>> 15)) & mask;
+      while (sets[i] !== 0) i = (i + 1) & mask;
+      sets[i] = e;
+    }
+    this.sets = sets;
   }
 
   /**
@@ -876,19 +903,6 @@ class Parser {
     const t = this.t;
     for (let k = 0; k < n; k++) if (t.charCodeAt(a + k) !== t.charCodeAt(b + k)) return false;
     return true;
-  }
-
-  private growSets(): void {
-    const old = this.sets;
-    const sets = new Array<LabelSet | undefined>(old.length * 2).fill(undefined);
-    const mask = sets.length - 1;
-    for (const e of old) {
-      if (e === undefined) continue;
-      let i = (e.hash ^ (e.hash >>> 15)) & mask;
-      while (sets[i] !== undefined) i = (i + 1) & mask;
-      sets[i] = e;
-    }
-    this.sets = sets;
   }
 
   /** Parses `{name="value",...}` from just after the `{`; leaves this.pos after the `}`. */
