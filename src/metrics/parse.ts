@@ -264,8 +264,12 @@ function genericMaker(names: string[]): (values: string[]) => Labels {
  * V8 stores a numeric field as a boxed double once any object of that shape holds a fraction, one
  * 16-byte box per sample. A sample shape whose value field has held a non-number keeps integers
  * (bucket counts, counters: most samples) unboxed instead; the objects themselves do not change.
+ * Best effort: V8 may still split the shape (seen under bench:metrics, 92 instead of 78 B/sample).
  */
-((): Sample => ({ name: "", labels: {}, value: null as unknown as number, line: 0 }))();
+function newSample(name: string, labels: Labels, value: number, line: number): Sample {
+  return { name, labels, value, line };
+}
+newSample("", {}, null as unknown as number, 0);
 
 /** Off only in tests, which check that the fast paths give the same results as the full parse. */
 let fastPaths = true;
@@ -785,7 +789,7 @@ class Parser {
       }
     }
     // Optional fields only when present: a smaller object for the common sample.
-    const s: Sample = { name, labels, value, line: this.line };
+    const s = newSample(name, labels, value, this.line);
     if (timestampMs !== undefined) s.timestampMs = timestampMs;
     if (exemplar !== undefined) s.exemplar = exemplar;
     this.addSample(s, nameStart);
