@@ -121,6 +121,7 @@ for (let c = 0; c < 128; c++) {
 const INTERN_SIZE = 65536;
 const INTERN_MAX = 96;
 const SET_TABLE_MAX = 1 << 18;
+const NO_INTS = new Int32Array(0);
 /** Exact powers of ten for the fast decimal path (10^22 is the largest exact double power). */
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
 
@@ -334,10 +335,11 @@ class Parser {
   // Label sets read in this parse, columns indexed by set number (1-based; 0 is none): hash, where
   // the text between the braces starts and its length, the set that followed it last time, and
   // its label object. Typed columns: no object per set, and the compare reads contiguous memory.
-  private setHash = new Int32Array(256);
-  private setStart = new Int32Array(256);
-  private setLen = new Int32Array(256);
-  private setNext = new Int32Array(256);
+  // Allocated on the first label set: tiny bodies (most conformance cases) pay nothing.
+  private setHash = NO_INTS;
+  private setStart = NO_INTS;
+  private setLen = NO_INTS;
+  private setNext = NO_INTS;
   private setLabels: Labels[] = [{}];
   /** The label set (number) of the previous line with braces: its `next` predicts this line's. */
   private lastSet = 0;
@@ -361,10 +363,7 @@ class Parser {
     while (size < INTERN_SIZE && size * 16 < text.length) size *= 2;
     this.internTab = new Array<string>(size).fill("\u0000");
     this.internMask = size - 1;
-    // Label sets: about one per 200 bytes in real bodies; sized so a large body rarely rehashes.
-    let sets = 64;
-    while (sets < SET_TABLE_MAX && sets * 128 < text.length) sets *= 2;
-    this.sets = new Int32Array(sets);
+    this.sets = NO_INTS;
   }
 
   run(): Exposition {
@@ -845,6 +844,12 @@ class Parser {
     let h = 0;
     for (let k = p; k < q; k++) h = (Math.imul(h, 31) + t.charCodeAt(k)) | 0;
     const n = q - p;
+    if (this.sets.length === 0) {
+      // About one label set per 200 bytes in real bodies; sized so a large body rarely rehashes.
+      let size = 64;
+      while (size < SET_TABLE_MAX && size * 128 < this.len) size *= 2;
+      this.sets = new Int32Array(size);
+    }
     const sets = this.sets;
     const mask = sets.length - 1;
     let i = (h ^ (h >>> 15)) & mask;
@@ -863,7 +868,7 @@ class Parser {
       return labels;
     }
     const e = this.setLabels.length;
-    if (e === this.setHash.length) this.growSetColumns();
+    if (e >= this.setHash.length) this.growSetColumns();
     this.setLabels.push(labels);
     this.setHash[e] = h;
     this.setStart[e] = p;
@@ -877,7 +882,7 @@ class Parser {
 
   private growSetColumns(): void {
     const grow = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
-      const b = new Int32Array(a.length * 2);
+      const b = new Int32Array(Math.max(32, a.length * 2));
       b.set(a);
       return b;
     };
