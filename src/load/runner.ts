@@ -1,5 +1,5 @@
 // Runs a benchmark: resolves the model, warms up, sends the measured requests on a closed loop or an
-// open-loop schedule (paced by sleep-then-spin), streams records to JSONL, and summarises.
+// open-loop schedule (paced by a timer, then short futex sleeps), streams records to JSONL, and summarises.
 import { writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
@@ -186,7 +186,7 @@ class Slots {
   }
 }
 
-/** Timers round to whole ms and fire late under load: sleep until this far before the target, then spin. */
+/** Timers round to whole ms and fire late under load: sleep until this far before the target, then in short slices. */
 const SPIN_WINDOW_MS = 1.5;
 /** Inside that window: sleep this long at a time (it blocks I/O, so it stays short), then yield. */
 const SPIN_SLICE_MS = 0.1;
@@ -277,7 +277,6 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
     eld.enable();
     let cpu0 = process.cpuUsage();
-    const spin = { ms: 0 };
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
     const workers =
@@ -287,7 +286,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     if (!(Number.isInteger(workers) && workers >= 1))
       throw new UsageError(`--workers must be an integer ≥ 1 or auto, got ${opts.workers}`);
     if (workers > 1) {
-      const sh = await shardedPhase(ctx, r, opts, workers, spin, () => {
+      const sh = await shardedPhase(ctx, r, opts, workers, () => {
         // The threads are up: the measured window starts now.
         cpu0 = process.cpuUsage();
         eld.reset();
@@ -306,17 +305,14 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       phase = await openLoop(ctx, {
         times: arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
         cap: r.maxConcurrency,
-        spin,
       });
     const cpu = process.cpuUsage(cpu0);
     eld.disable();
     const after = before ? await scrape(client) : null;
 
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;
-    if (process.env.INFERSCOPE_DEBUG_CPU)
-      console.error(`cpu user ${(cpu.user / 1000).toFixed(0)} ms sys ${(cpu.system / 1000).toFixed(0)} ms`);
     const wallS = phase.durationMs / 1000;
-    const util = wallS > 0 ? Math.max(0, cpuSeconds - spin.ms / 1000) / wallS : 0;
+    const util = wallS > 0 ? cpuSeconds / wallS : 0;
     // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
     const merged = shardEld ? mergeEld(shardEld) : null;
     const has = merged ? merged.totalCount > 0 : eld.count > 0;
@@ -415,7 +411,6 @@ async function shardedPhase(
   r: Resolved,
   opts: BenchOptions,
   w: number,
-  spin: { ms: number },
   onReady: () => void,
 ): Promise<Phase & { eld: ShardEld[] }> {
   const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
@@ -483,7 +478,6 @@ async function shardedPhase(
     else shards.stop();
   });
   const res = await shards.go(originHrMs);
-  spin.ms += res.spinMs;
   if (fatal && !state.fatal) state.fatal = fatal;
   state.close();
   return {
@@ -694,7 +688,6 @@ export async function openLoop(
   o: {
     times: Float64Array;
     cap: number | null;
-    spin: { ms: number };
     /** A shard's requests: their indices in the whole run (times[k] belongs to indices[k]). */
     indices?: Int32Array;
     originPerf?: number;

@@ -47,7 +47,7 @@ export interface ShardEld {
 type ToMain =
   | { t: "ready" }
   | { t: "rec"; r: RequestRecord }
-  | { t: "done"; durationMs: number; interrupted: boolean; eld: ShardEld; spinMs: number }
+  | { t: "done"; durationMs: number; interrupted: boolean; eld: ShardEld }
   | { t: "fatal"; message: string; name: string; status?: number; hint?: string };
 
 type ToShard = { t: "go"; originHrMs: number } | { t: "stop" } | { t: "abort"; reason: string };
@@ -106,11 +106,10 @@ async function shardMain(init: ShardInit): Promise<void> {
   const originPerf = (await started) - (hrMs() - performance.now());
   const eld = monitorEventLoopDelay({ resolution: 2 });
   eld.enable();
-  const spin = { ms: 0 };
   try {
     const phase = init.closed
       ? await closedLoop(ctx, { ...init.closed, warmup: false, indexBase: 0, originPerf })
-      : await openLoop(ctx, { ...init.open!, spin, originPerf });
+      : await openLoop(ctx, { ...init.open!, originPerf });
     eld.disable();
     const points = eldPoints(eld);
     port.postMessage({
@@ -118,7 +117,6 @@ async function shardMain(init: ShardInit): Promise<void> {
       durationMs: phase.durationMs,
       interrupted: phase.interrupted,
       eld: { count: eld.count, points },
-      spinMs: spin.ms,
     } satisfies ToMain);
   } catch (e: any) {
     port.postMessage({
@@ -148,7 +146,6 @@ export interface ShardResult {
   durationMs: number;
   interrupted: boolean;
   eld: ShardEld[];
-  spinMs: number;
 }
 
 const BOOT = new URL("./shard-boot.mjs", import.meta.url);
@@ -165,7 +162,7 @@ export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise
   const workers = inits.map(
     (init) => new Worker(BOOT, { workerData: { inferscopeShard: init }, stdout: false, stderr: false }),
   );
-  const results: ShardResult = { durationMs: 0, interrupted: false, eld: [], spinMs: 0 };
+  const results: ShardResult = { durationMs: 0, interrupted: false, eld: [] };
   const ready: Promise<void>[] = [];
   const done = Promise.all(
     workers.map((w) => {
@@ -192,7 +189,6 @@ export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise
             results.durationMs = Math.max(results.durationMs, m.durationMs);
             results.interrupted ||= m.interrupted;
             results.eld.push(m.eld);
-            results.spinMs += m.spinMs;
           } else if (m.t === "fatal") {
             const e = new Error(m.message) as Error & { status?: number; hint?: string };
             e.name = m.name;
