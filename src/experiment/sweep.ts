@@ -2,45 +2,20 @@
 // decode cost and fixed cost), and concurrency or request rate (throughput–latency curve). One
 // server start for the whole sweep; levels run in a seeded random order so drift does not line up
 // with the swept variable; every level is stored as a block as soon as it finishes.
-import { homedir } from "node:os";
-import { join } from "node:path";
-import { InterruptedError, UsageError } from "../errors.ts";
-import { collectEnvironment, openStore, type Store } from "../store/index.ts";
+import { UsageError } from "../errors.ts";
+import type { BlockSample } from "./blocks.ts";
+import { bootstrapCI, type Interval, mean, quantile, theilSen, theilSenBootstrap } from "./stats.ts";
 import {
-  type BlockRunner,
-  type BlockSample,
-  benchBlockRunner,
-  runWatchedBlock,
-  toStored,
-  type Workload,
-} from "./blocks.ts";
-import { shuffle } from "./design.ts";
-import { bootstrapCI, type Interval, makeRng, mean, quantile, theilSen, theilSenBootstrap } from "./stats.ts";
-import { parseVariant, type ServerHandle, startServer, type VariantSpec } from "./variants.ts";
+  finishSweep,
+  type LevelData,
+  runSweepSession,
+  type SweepDeps,
+  type SweepPlan,
+  type TargetOptions,
+} from "./sweep-run.ts";
+import type { VariantSpec } from "./variants.ts";
 
-export interface TargetOptions {
-  /** A running server. */
-  url?: string;
-  /** Or a command to start one (`{port}`, $PORT), stopped at the end. */
-  serverCmd?: string;
-  /** Env/flags for the started server, in variant syntax (`name:ENV=V --flag`). */
-  variant?: string | VariantSpec;
-  model?: string;
-  apiKey?: string;
-  db?: string | Store;
-  seed?: number;
-  readyTimeoutMs?: number;
-  graceMs?: number;
-  logDir?: string;
-  cwd?: string;
-  signal?: AbortSignal;
-  onProgress?: (e: { phase: string; message: string; done: number; total: number }) => void;
-}
-
-export interface SweepDeps {
-  blockRunner?: BlockRunner;
-  startServer?: typeof startServer;
-}
+export type { SweepDeps, SweepProgress, TargetOptions } from "./sweep-run.ts";
 
 export interface LengthSweepOptions extends TargetOptions {
   /** Output lengths (tokens). Default 16,32,64,128,256,512. */
@@ -88,6 +63,8 @@ export interface SweepResult {
   runId: string;
   dbPath: string;
   status: "complete" | "partial";
+  /** Continued from an earlier, interrupted session (or re-analysed) with --resume. */
+  resumed: boolean;
   target: string;
   config: Record<string, unknown>;
   points: SweepPoint[];
@@ -99,8 +76,8 @@ export interface SweepResult {
 
 export interface LoadSweepOptions extends TargetOptions {
   mode: "concurrency" | "rate";
-  /** Concurrency levels (users) or request rates (req/s). */
-  levels: number[];
+  /** Concurrency levels (users) or request rates (req/s); on --resume the stored ones. */
+  levels?: number[];
   /** Measured requests per level. Default max(20, 4 × level) for concurrency, 20 for rate. */
   numPrompts?: number;
   randomInputLen?: number;
@@ -132,42 +109,12 @@ export interface LoadSweepResult {
   runId: string;
   dbPath: string;
   status: "complete" | "partial";
+  /** Continued from an earlier, interrupted session (or re-analysed) with --resume. */
+  resumed: boolean;
   target: string;
   config: Record<string, unknown>;
   /** Sorted by level: the throughput–latency curve. */
   points: LoadPoint[];
-}
-
-interface Target {
-  baseUrl: string;
-  server: ServerHandle | null;
-  describe: string;
-}
-
-async function openTarget(opts: TargetOptions, deps: SweepDeps, name: string, logDir: string): Promise<Target> {
-  if (opts.url && opts.serverCmd) throw new UsageError("give --url or --server-cmd, not both");
-  if (opts.url) return { baseUrl: opts.url.replace(/\/+$/, ""), server: null, describe: opts.url };
-  if (!opts.serverCmd) throw new UsageError("a sweep needs --url URL or --server-cmd CMD");
-  const v: VariantSpec =
-    typeof opts.variant === "string" ? parseVariant(opts.variant) : (opts.variant ?? { name, env: {}, args: [] });
-  const server = await (deps.startServer ?? startServer)({
-    name: v.name,
-    cmd: opts.serverCmd,
-    env: v.env,
-    args: v.args,
-    logFile: join(logDir, `${v.name}.log`),
-    readyTimeoutMs: opts.readyTimeoutMs,
-    graceMs: opts.graceMs,
-    apiKey: opts.apiKey,
-    cwd: opts.cwd,
-    signal: opts.signal,
-  });
-  return { baseUrl: server.url, server, describe: server.command };
-}
-
-function storeFrom(db: string | Store | undefined): { store: Store; owned: boolean } {
-  if (db && typeof db === "object") return { store: db, owned: false };
-  return { store: openStore(db), owned: true };
 }
 
 function positiveInts(xs: number[], what: string): number[] {
@@ -176,159 +123,99 @@ function positiveInts(xs: number[], what: string): number[] {
   return [...new Set(xs)].sort((a, b) => a - b);
 }
 
-/**
- * Runs the workload at each level in a seeded random order against one server, storing each level
- * as a block. Returns the samples per level; stops (and marks the run partial) on interrupt.
- */
-/** Saves the summary and closes the run: partial (and rethrown as an interrupt) or complete. */
-function finishSweep<T>(s: Awaited<ReturnType<typeof sweepLevels>>, result: T, done: string): T {
-  s.store.setSummary(s.runId, "sweep", result);
-  if (s.interrupted) {
-    s.store.finishRun(s.runId, "partial", s.interrupted.message);
-    throw new InterruptedError(`${s.interrupted.message}; ${done} saved in run ${s.runId}`);
-  }
-  s.store.finishRun(s.runId, "complete");
-  return result;
+/** A sweep's stored configuration: the design a resumed run takes over. */
+export interface LengthSweepConfig extends Record<string, unknown> {
+  outLens: number[];
+  requestsPerLength: number;
+  randomInputLen: number;
+  warmup: number;
+  seed: number;
+  url: string | null;
+  serverCmd: string | null;
+  variant: string | VariantSpec | null;
+  model: string | null;
+  resamples: number;
+  level: number;
 }
 
-async function sweepLevels(
-  kind: string,
-  opts: TargetOptions,
-  deps: SweepDeps,
-  levels: number[],
-  workloadFor: (level: number) => Workload,
-  labelFor: (level: number) => string,
-  config: Record<string, unknown>,
-): Promise<{
-  store: Store;
-  owned: boolean;
-  runId: string;
-  target: string;
-  results: Map<number, { samples: BlockSample[]; outputThroughput: number; requestThroughput: number }>;
-  interrupted: Error | null;
-}> {
-  if (opts.url && opts.serverCmd) throw new UsageError("give --url or --server-cmd, not both");
-  if (!opts.url && !opts.serverCmd) throw new UsageError("a sweep needs --url URL or --server-cmd CMD");
-  const { store, owned } = storeFrom(opts.db);
-  const runId = store.saveRun({ kind, config, environment: collectEnvironment() }).id;
-  const logDir = opts.logDir ?? join(homedir(), ".inferscope", "logs", runId);
-  const runner = deps.blockRunner ?? benchBlockRunner;
-  const order = shuffle(levels, makeRng(opts.seed ?? 0));
-  const results = new Map<number, { samples: BlockSample[]; outputThroughput: number; requestThroughput: number }>();
-  let interrupted: Error | null = null;
-  let target: Target | null = null;
-  try {
-    target = await openTarget(opts, deps, kind, logDir);
-    for (const [i, level] of order.entries()) {
-      if (opts.signal?.aborted) throw opts.signal.reason;
-      const label = labelFor(level);
-      opts.onProgress?.({
-        phase: "level",
-        message: `${label} (${i + 1}/${order.length})`,
-        done: i,
-        total: order.length,
-      });
-      const blockId = store.addBlock(runId, {
-        index: i,
-        variant: label,
-        server: target.server?.describe() ?? { url: target.baseUrl },
-      });
-      try {
-        const res = await runWatchedBlock(runner, target.baseUrl, workloadFor(level), {
-          variant: target.server?.name ?? label,
-          blockIndex: i,
-          signal: opts.signal,
-          server: target.server,
-        });
-        store.addRequests(runId, blockId, res.requests.map(toStored));
-        const ok = res.requests.filter((r) => r.ok);
-        store.updateBlock(blockId, {
-          status: "complete",
-          finishedAt: new Date().toISOString(),
-          summary: {
-            level,
-            requests: res.requests.length,
-            failedRequests: res.requests.length - ok.length,
-            outputThroughput: res.outputThroughput,
-            requestThroughput: res.requestThroughput,
-            meanE2elMs: mean(ok.map((r) => r.e2elMs)),
-          },
-        });
-        results.set(level, {
-          samples: res.requests,
-          outputThroughput: res.outputThroughput,
-          requestThroughput: res.requestThroughput,
-        });
-      } catch (err) {
-        store.updateBlock(blockId, {
-          status: "failed",
-          finishedAt: new Date().toISOString(),
-          error: (err as Error).message,
-        });
-        throw err;
-      }
-    }
-  } catch (err) {
-    const e = err instanceof Error ? err : new Error(String(err));
-    if (e instanceof InterruptedError || opts.signal?.aborted)
-      interrupted = e instanceof InterruptedError ? e : new InterruptedError();
-    else {
-      store.finishRun(runId, results.size ? "partial" : "failed", e.message);
-      if (owned) store.close();
-      throw e;
-    }
-  } finally {
-    if (target?.server) await target.server.stop();
-  }
-  return { store, owned, runId, target: target?.describe ?? opts.url ?? opts.serverCmd ?? "", results, interrupted };
+/** Options the caller set, as (config key, flag) pairs: what a resume checks against the stored run. */
+function givenKeys<K extends string>(
+  opts: object,
+  pairs: Array<[K, string, string?]>,
+): Array<{ key: K; flag: string }> {
+  const o = opts as Record<string, unknown>;
+  return pairs.filter(([k, , optName]) => o[optName ?? k] !== undefined).map(([key, flag]) => ({ key, flag }));
 }
+
+const TARGET_FLAGS: Array<[string, string]> = [
+  ["randomInputLen", "--random-input-len"],
+  ["warmup", "--warmup"],
+  ["seed", "--seed"],
+  ["url", "--url"],
+  ["serverCmd", "--server-cmd"],
+  ["variant", "--variant"],
+  ["model", "--model"],
+];
 
 /** E2E against output length: Theil–Sen fit E2E = a + b·(n − 1), bootstrap CIs, residuals per request. */
 export async function runLengthSweep(opts: LengthSweepOptions, deps: SweepDeps = {}): Promise<SweepResult> {
-  const outLens = positiveInts(opts.outLens ?? [16, 32, 64, 128, 256, 512], "--out");
-  if (outLens.length < 2) throw new UsageError("--out needs at least two output lengths to fit a line");
-  if (outLens[0] < 2) throw new UsageError("--out lengths must be ≥ 2 tokens");
+  // On resume the stored lengths apply; given ones are still checked, then compared with them.
+  const outLens =
+    opts.resume && opts.outLens === undefined ? [] : positiveInts(opts.outLens ?? [16, 32, 64, 128, 256, 512], "--out");
+  if (!opts.resume || opts.outLens !== undefined) {
+    if (outLens.length < 2) throw new UsageError("--out needs at least two output lengths to fit a line");
+    if (outLens[0] < 2) throw new UsageError("--out lengths must be ≥ 2 tokens");
+  }
   const perLen = opts.requestsPerLength ?? 5;
   if (!(Number.isInteger(perLen) && perLen >= 1))
     throw new UsageError(`--requests must be an integer ≥ 1, got ${perLen}`);
-  const seed = opts.seed ?? 0;
-  const config = {
+  const config: LengthSweepConfig = {
     outLens,
     requestsPerLength: perLen,
     randomInputLen: opts.randomInputLen ?? 32,
     warmup: opts.warmup ?? 1,
-    seed,
+    seed: opts.seed ?? 0,
     url: opts.url ?? null,
     serverCmd: opts.serverCmd ?? null,
     variant: opts.variant ?? null,
     model: opts.model ?? null,
+    resamples: opts.resamples ?? 1000,
+    level: opts.level ?? 0.95,
   };
-  const s = await sweepLevels(
-    "sweep-lengths",
-    opts,
-    deps,
-    outLens,
-    (n) => ({
-      numPrompts: perLen,
-      randomInputLen: config.randomInputLen,
+  const plan: SweepPlan<LengthSweepConfig> = {
+    kind: "sweep-lengths",
+    config,
+    given: givenKeys<keyof LengthSweepConfig & string>(opts, [
+      ["outLens", "--out"],
+      ["requestsPerLength", "--requests"],
+      ...(TARGET_FLAGS as Array<[keyof LengthSweepConfig & string, string]>),
+      ["resamples", "resamples"],
+      ["level", "level"],
+    ]),
+    levels: (c) => c.outLens,
+    workload: (c, n) => ({
+      numPrompts: c.requestsPerLength,
+      randomInputLen: c.randomInputLen,
       randomOutputLen: n,
       concurrency: 1,
-      warmup: config.warmup,
-      seed,
-      model: opts.model,
-      apiKey: opts.apiKey,
+      warmup: c.warmup,
+      seed: c.seed,
+      model: c.model ?? undefined,
     }),
-    (n) => `out=${n}`,
-    config,
-  );
+    label: (_c, n) => `out=${n}`,
+    unit: "lengths",
+  };
+  const s = await runSweepSession(plan, ["sweep-lengths"], opts, deps);
   try {
-    const result = analyseLengthSweep(s.runId, s.store.path, s.target, config, s.results, {
-      seed,
-      resamples: opts.resamples ?? 1000,
-      level: opts.level ?? 0.95,
-      partial: s.interrupted !== null,
+    const c = s.config;
+    const result = analyseLengthSweep(s.runId, s.store.path, s.target, c, s.results, {
+      seed: c.seed,
+      resamples: c.resamples,
+      level: c.level,
+      partial: s.interrupted !== null || s.results.size < s.total,
+      resumed: s.resumed,
     });
-    return finishSweep(s, result, `${s.results.size} of ${outLens.length} lengths`);
+    return finishSweep(s, result, "lengths");
   } finally {
     if (s.owned) s.store.close();
   }
@@ -341,7 +228,7 @@ export function analyseLengthSweep(
   target: string,
   config: Record<string, unknown>,
   results: Map<number, { samples: BlockSample[] }>,
-  o: { seed: number; resamples: number; level: number; partial: boolean },
+  o: { seed: number; resamples: number; level: number; partial: boolean; resumed?: boolean },
 ): SweepResult {
   const xs: number[] = [];
   const ys: number[] = [];
@@ -415,6 +302,7 @@ export function analyseLengthSweep(
     runId,
     dbPath,
     status: o.partial ? "partial" : "complete",
+    resumed: o.resumed ?? false,
     target,
     config,
     points,
@@ -437,83 +325,122 @@ export function analyseLengthSweep(
 // Re-exported so callers that only need the point estimate have it without the bootstrap.
 export { theilSen };
 
+export interface LoadSweepConfig extends Record<string, unknown> {
+  mode: "concurrency" | "rate";
+  levels: number[];
+  numPrompts: number | null;
+  randomInputLen: number;
+  randomOutputLen: number;
+  warmup: number;
+  seed: number;
+  url: string | null;
+  serverCmd: string | null;
+  variant: string | VariantSpec | null;
+  model: string | null;
+}
+
 /** Throughput–latency curve over concurrency levels or request rates. */
 export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {}): Promise<LoadSweepResult> {
   const mode = opts.mode;
   if (mode !== "concurrency" && mode !== "rate") throw new UsageError(`unknown sweep mode "${mode}"`);
-  const levels =
-    mode === "concurrency"
-      ? positiveInts(opts.levels, "--levels")
-      : (() => {
-          if (!opts.levels.length) throw new UsageError("--rates: give at least one value");
-          for (const r of opts.levels) if (!(r > 0)) throw new UsageError(`--rates: ${r} is not > 0`);
-          return [...new Set(opts.levels)].sort((a, b) => a - b);
-        })();
-  const seed = opts.seed ?? 0;
-  const config = {
+  let levels: number[] = [];
+  if (opts.levels === undefined) {
+    if (!opts.resume)
+      throw new UsageError(`sweep ${mode} needs --levels`, {
+        hint: `example: --levels ${mode === "rate" ? "1,2,4" : "1,2,4,8"}, or --resume RUN_ID to continue a stored sweep`,
+      });
+  } else if (mode === "concurrency") levels = positiveInts(opts.levels, "--levels");
+  else {
+    if (!opts.levels.length) throw new UsageError("--rates: give at least one value");
+    for (const r of opts.levels) if (!(r > 0)) throw new UsageError(`--rates: ${r} is not > 0`);
+    levels = [...new Set(opts.levels)].sort((a, b) => a - b);
+  }
+  const config: LoadSweepConfig = {
     mode,
     levels,
     numPrompts: opts.numPrompts ?? null,
     randomInputLen: opts.randomInputLen ?? 32,
     randomOutputLen: opts.randomOutputLen ?? 64,
     warmup: opts.warmup ?? 1,
-    seed,
+    seed: opts.seed ?? 0,
     url: opts.url ?? null,
     serverCmd: opts.serverCmd ?? null,
     variant: opts.variant ?? null,
     model: opts.model ?? null,
   };
   const kind = mode === "rate" ? "sweep-rate" : "sweep-concurrency";
-  const s = await sweepLevels(
+  const plan: SweepPlan<LoadSweepConfig> = {
     kind,
-    opts,
-    deps,
-    levels,
-    (level) => ({
-      numPrompts: opts.numPrompts ?? (mode === "concurrency" ? Math.max(20, 4 * level) : 20),
-      randomInputLen: config.randomInputLen,
-      randomOutputLen: config.randomOutputLen,
-      ...(mode === "concurrency" ? { concurrency: level } : { requestRate: level }),
-      warmup: config.warmup,
-      seed,
-      model: opts.model,
-      apiKey: opts.apiKey,
-    }),
-    (level) => (mode === "rate" ? `rate=${level}` : `c=${level}`),
     config,
-  );
+    given: givenKeys<keyof LoadSweepConfig & string>(opts, [
+      ["levels", "--levels"],
+      ["numPrompts", "--num-prompts"],
+      ["randomOutputLen", "--random-output-len"],
+      ...(TARGET_FLAGS as Array<[keyof LoadSweepConfig & string, string]>),
+    ]),
+    levels: (c) => c.levels,
+    workload: (c, level) => ({
+      numPrompts: c.numPrompts ?? (c.mode === "concurrency" ? Math.max(20, 4 * level) : 20),
+      randomInputLen: c.randomInputLen,
+      randomOutputLen: c.randomOutputLen,
+      ...(c.mode === "concurrency" ? { concurrency: level } : { requestRate: level }),
+      warmup: c.warmup,
+      seed: c.seed,
+      model: c.model ?? undefined,
+    }),
+    label: (c, level) => (c.mode === "rate" ? `rate=${level}` : `c=${level}`),
+    unit: "levels",
+  };
+  // The stored kind decides the mode; asking for the other one is refused with the right command.
+  const s = await runSweepSession(plan, [kind], opts, deps);
   try {
-    const pct = (xs: number[]): Percentiles =>
-      xs.length
-        ? { mean: mean(xs), p50: quantile(xs, 0.5), p90: quantile(xs, 0.9), p99: quantile(xs, 0.99) }
-        : { mean: Number.NaN, p50: Number.NaN, p90: Number.NaN, p99: Number.NaN };
-    const points: LoadPoint[] = [...s.results.entries()]
-      .sort((a, b) => a[0] - b[0])
-      .map(([level, r]) => {
-        const ok = r.samples.filter((x) => x.ok);
-        return {
-          level,
-          n: ok.length,
-          failed: r.samples.length - ok.length,
-          outputThroughput: r.outputThroughput,
-          requestThroughput: r.requestThroughput,
-          ttftMs: pct(ok.map((x) => x.ttftMs)),
-          tpotMs: pct(ok.map((x) => x.tpotMs).filter(Number.isFinite)),
-          e2elMs: pct(ok.map((x) => x.e2elMs)),
-        };
-      });
-    const result: LoadSweepResult = {
-      kind,
-      mode,
-      runId: s.runId,
-      dbPath: s.store.path,
-      status: s.interrupted ? "partial" : "complete",
-      target: s.target,
-      config,
-      points,
-    };
-    return finishSweep(s, result, `${s.results.size} of ${levels.length} levels`);
+    const result = analyseLoadSweep(s.runId, s.store.path, s.target, s.config, s.results, {
+      partial: s.interrupted !== null || s.results.size < s.total,
+      resumed: s.resumed,
+    });
+    return finishSweep(s, result, "levels");
   } finally {
     if (s.owned) s.store.close();
   }
+}
+
+/** Pure analysis of a concurrency or rate sweep: percentiles per level, sorted by level. */
+export function analyseLoadSweep(
+  runId: string,
+  dbPath: string,
+  target: string,
+  config: LoadSweepConfig,
+  results: Map<number, LevelData>,
+  o: { partial: boolean; resumed?: boolean },
+): LoadSweepResult {
+  const pct = (xs: number[]): Percentiles =>
+    xs.length
+      ? { mean: mean(xs), p50: quantile(xs, 0.5), p90: quantile(xs, 0.9), p99: quantile(xs, 0.99) }
+      : { mean: Number.NaN, p50: Number.NaN, p90: Number.NaN, p99: Number.NaN };
+  const points: LoadPoint[] = [...results.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([level, r]) => {
+      const ok = r.samples.filter((x) => x.ok);
+      return {
+        level,
+        n: ok.length,
+        failed: r.samples.length - ok.length,
+        outputThroughput: r.outputThroughput,
+        requestThroughput: r.requestThroughput,
+        ttftMs: pct(ok.map((x) => x.ttftMs)),
+        tpotMs: pct(ok.map((x) => x.tpotMs).filter(Number.isFinite)),
+        e2elMs: pct(ok.map((x) => x.e2elMs)),
+      };
+    });
+  return {
+    kind: config.mode === "rate" ? "sweep-rate" : "sweep-concurrency",
+    mode: config.mode,
+    runId,
+    dbPath,
+    status: o.partial ? "partial" : "complete",
+    resumed: o.resumed ?? false,
+    target,
+    config,
+    points,
+  };
 }

@@ -18,7 +18,11 @@ function target<C extends Command<any, any, any>>(cmd: C) {
     .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", intArg)
     .option("--seed <n>", "seeds prompts and level order (default 0)", intArg)
     .option("--ready-timeout <duration>", "how long the server may take to become ready (default 10m)")
-    .option("--db <path>", "run store (default ~/.inferscope/runs.db)");
+    .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
+    .option(
+      "--resume <run-id>",
+      "continue an interrupted sweep: its stored options apply, finished levels are kept; a finished run is re-analysed",
+    );
 }
 
 function common(o: Record<string, any>): TargetOptions {
@@ -31,6 +35,7 @@ function common(o: Record<string, any>): TargetOptions {
     apiKey: o.apiKey,
     seed: o.seed,
     db: o.db,
+    resume: o.resume,
     readyTimeoutMs: o.readyTimeout ? parseDurationMs(o.readyTimeout) : undefined,
     signal: interruptSignal(),
     onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${e.message}\n`) : undefined,
@@ -65,9 +70,9 @@ export function register(program: Command): void {
         .description(
           `throughput–latency curve over ${mode === "rate" ? "request rates (open loop)" : "concurrency levels (closed loop)"}`,
         )
-        .requiredOption(
+        .option(
           "--levels <list>",
-          mode === "rate" ? "request rates, req/s (e.g. 1,2,4,8)" : "users (e.g. 1,2,4,8)",
+          `${mode === "rate" ? "request rates, req/s (e.g. 1,2,4,8)" : "users (e.g. 1,2,4,8)"}; required unless --resume`,
           listArg,
         )
         .option("--num-prompts <n>", "measured requests per level", intArg)
