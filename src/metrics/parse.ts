@@ -233,7 +233,7 @@ let shapeCount = 0;
 /**
  * An object-literal factory for one label-name sequence: every label object of that shape is
  * created in one step with one hidden class, instead of property-by-property keyed stores.
- * Names are validated label names ([a-zA-Z_][a-zA-Z0-9_]*), so the generated code is safe.
+ * Names go in as JSON string literals, so any name (quoted UTF-8 ones too) gives safe code.
  */
 function shapeMaker(names: string[]): (values: string[]) => Labels {
   if (names.includes("__proto__")) return genericMaker(names);
@@ -353,6 +353,13 @@ class Parser {
   private prevNameStart = 0;
   /** The label object of samples written without braces (shared, like every label set). */
   private readonly noLabels: Labels = {};
+  /**
+   * What a quoted name alone in braces means to labels(): 0 after a metric name (an error), 1 in
+   * braces that open the line (the metric name, `{"my.metric", a="b"}`), 2 in an exemplar (an error).
+   */
+  private labelMode = 0;
+  /** The quoted metric name found in braces that open the line (labelMode 1). */
+  private bracedName: string | undefined;
 
   constructor(text: string, format: ExpositionFormat, strict: boolean, file: string | undefined, maxWarnings: number) {
     this.t = text;
@@ -544,12 +551,19 @@ class Parser {
     const t = this.t;
     const nameStart = p;
     let c = t.charCodeAt(p);
-    if (!(c < 128 && CT[c] & NAME_START)) {
-      this.fail(`expected a metric name after # ${kw}, got ${this.describe(p, end)}`, p);
+    let name: string;
+    if (p < end && c === QUOTE) {
+      // Prometheus 3 UTF-8 name: `# TYPE "my.metric" counter`.
+      name = this.quotedName(p, end, "metric name");
+      p = this.pos;
+    } else {
+      if (!(c < 128 && CT[c] & NAME_START)) {
+        this.fail(`expected a metric name after # ${kw}, got ${this.describe(p, end)}`, p);
+      }
+      p++;
+      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) p++;
+      name = t.slice(nameStart, p);
     }
-    p++;
-    while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) p++;
-    const name = t.slice(nameStart, p);
     let rest = "";
     if (p < end) {
       c = t.charCodeAt(p);
@@ -715,6 +729,7 @@ class Parser {
     let c: number;
     let name = this.prevName;
     let nameStart = p;
+    let labels: Labels | undefined;
     const pn = name.length;
     // Most lines repeat the previous sample's name (a histogram's buckets): compare it with the
     // previous line's (in cache), no scan. The old name is all name characters, so it ends where a
@@ -734,26 +749,32 @@ class Parser {
         if (p === end) return; // a line of blanks
       }
       nameStart = p;
-      if (!(c < 128 && CT[c] & NAME_START)) {
-        this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
-      }
-      let h = c;
-      p++;
-      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) {
-        h = (Math.imul(h, 31) + c) | 0;
+      if (c < 128 && CT[c] & NAME_START) {
+        let h = c;
         p++;
+        while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & NAME_CHAR) {
+          h = (Math.imul(h, 31) + c) | 0;
+          p++;
+        }
+        name = this.intern(nameStart, p, h);
+        this.prevName = name;
+      } else {
+        // Prometheus 3 UTF-8 syntax `{"my.metric", a="b"} 1`: the slow path, off the label-set table.
+        labels = this.bracedSample(p, end);
+        name = this.bracedName as string;
+        p = this.pos;
+        this.prevName = "";
       }
-      name = this.intern(nameStart, p, h);
-      this.prevName = name;
     }
     this.prevNameStart = nameStart;
-    let labels: Labels;
-    if (p < end && c === LBRACE) {
-      labels = this.labelSet(p + 1, end);
-      p = this.pos;
-    } else {
-      labels = this.noLabels;
-      this.lastSet = 0;
+    if (labels === undefined) {
+      if (p < end && c === LBRACE) {
+        labels = this.labelSet(p + 1, end);
+        p = this.pos;
+      } else {
+        labels = this.noLabels;
+        this.lastSet = 0;
+      }
     }
     // Separator before the value.
     if (p >= end) this.fail(`expected a space and a value after "${name}", got end of line`, p);
@@ -797,6 +818,73 @@ class Parser {
     if (timestampMs !== undefined) s.timestampMs = timestampMs;
     if (exemplar !== undefined) s.exemplar = exemplar;
     this.addSample(s, nameStart);
+  }
+
+  /**
+   * A line that opens with braces holding a quoted metric name (`{"my.metric", a="b"} 1`, Prometheus
+   * 3 / OpenMetrics 2.0 UTF-8 names). Sets this.bracedName and this.pos after the `}`. Not in the
+   * label-set table: its text names the metric too, and such lines are rare.
+   */
+  private bracedSample(p: number, end: number): Labels {
+    const c = this.t.charCodeAt(p);
+    if (c !== LBRACE) {
+      if (c === QUOTE) {
+        this.fail('a quoted metric name goes inside the braces: {"my.metric", label="value"} 1', p);
+      }
+      this.fail(`expected a metric name at the start of the line, got ${this.describe(p, end)}`, p);
+    }
+    this.labelMode = 1;
+    this.bracedName = undefined;
+    const labels = this.labels(p + 1, end);
+    this.labelMode = 0;
+    this.lastSet = 0;
+    if (this.bracedName === undefined) {
+      this.fail('expected a metric name: a quoted name inside the braces, as in {"my.metric", label="value"}', p);
+    }
+    return labels;
+  }
+
+  /** A double-quoted UTF-8 name from its opening quote, escapes as in label values; sets this.pos after it. */
+  private quotedName(p: number, end: number, what: string): string {
+    const t = this.t;
+    const start = p + 1;
+    let q = start;
+    let h = 7;
+    let c = 0;
+    while (q < end && (c = t.charCodeAt(q)) !== QUOTE && c !== BSLASH) {
+      h = (Math.imul(h, 31) + c) | 0;
+      q++;
+    }
+    let name: string;
+    if (q < end && c === QUOTE) {
+      name = this.intern(start, q, h);
+      this.pos = q + 1;
+    } else name = this.escapedValue(start, q, end, `quoted ${what}`);
+    if (name === "") this.fail(`empty quoted ${what}; expected at least one character between the quotes`, p);
+    return name;
+  }
+
+  /** A quoted name alone in braces (followed by "," or "}"): the metric name, where labelMode allows one. */
+  private nameInBraces(name: string, at: number, after: number, end: number, labelsBefore: number): void {
+    if (this.labelMode === 2) {
+      this.fail(
+        `expected "=" after the exemplar label name "${name}", got ${this.describe(after, end)} (exemplars have no metric name)`,
+        after,
+      );
+    }
+    if (this.labelMode === 0) {
+      this.fail(
+        `metric name given twice: "${this.prevName}" before the braces and "${name}" inside them; expected "=" and a value after "${name}"`,
+        at,
+      );
+    }
+    if (this.bracedName !== undefined) {
+      this.fail(`metric name given twice in the braces: "${this.bracedName}" and "${name}"`, at);
+    }
+    if (labelsBefore > 0) {
+      this.deviate("name-not-first", `quoted metric name "${name}" after labels; expected it first in the braces`, at);
+    }
+    this.bracedName = name;
   }
 
   /** Skips the blank(s) between tokens (exactly one space in OpenMetrics). */
@@ -935,28 +1023,52 @@ class Parser {
     for (;;) {
       // Label name.
       const nStart = p;
-      if (!(c >= 0 && c < 128 && CT[c] & LABEL_START)) {
-        if (c === COMMA) this.fail("unexpected comma; expected a label name", p);
-        this.fail(`expected a label name, got ${this.describe(p, end)}`, p);
-      }
       let h = c;
-      p++;
-      while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & LABEL_CHAR) {
-        h = (Math.imul(h, 31) + c) | 0;
-        p++;
-      }
-      // Label names repeat in the same order line after line: try the trie's last-used child first.
-      let next = node.last;
+      let next: Shape | undefined;
       let lname: string;
-      if (
-        next !== undefined &&
-        next.name !== undefined &&
-        next.name.length === p - nStart &&
-        t.startsWith(next.name, nStart)
-      ) {
-        lname = next.name;
+      if (c >= 0 && c < 128 && CT[c] & LABEL_START) {
+        p++;
+        while (p < end && (c = t.charCodeAt(p)) < 128 && CT[c] & LABEL_CHAR) {
+          h = (Math.imul(h, 31) + c) | 0;
+          p++;
+        }
+        // Label names repeat in the same order line after line: try the trie's last-used child first.
+        next = node.last;
+        if (
+          next !== undefined &&
+          next.name !== undefined &&
+          next.name.length === p - nStart &&
+          t.startsWith(next.name, nStart)
+        ) {
+          lname = next.name;
+        } else {
+          lname = this.intern(nStart, p, h);
+          next = node.next.get(lname);
+          if (next === undefined) next = this.addShape(node, lname, nStart);
+          node.last = next;
+        }
       } else {
-        lname = this.intern(nStart, p, h);
+        if (c !== QUOTE) {
+          if (c === COMMA) this.fail("unexpected comma; expected a label name", p);
+          this.fail(`expected a label name, got ${this.describe(p, end)}`, p);
+        }
+        // Quoted UTF-8 name: a label name before "=", else the metric name (`{"my.metric", a="b"}`).
+        lname = this.quotedName(p, end, "name");
+        p = this.pos;
+        if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+        c = p < end ? t.charCodeAt(p) : -1;
+        if (c === COMMA || c === RBRACE) {
+          this.nameInBraces(lname, nStart, p, end, n);
+          if (c === RBRACE) break;
+          p++;
+          if (!om) while (p < end && ((c = t.charCodeAt(p)) === SP || c === TAB)) p++;
+          c = p < end ? t.charCodeAt(p) : -1;
+          if (c === RBRACE) {
+            if (om) this.deviate("trailing-comma", 'trailing comma before "}" in a label set', p);
+            break;
+          }
+          continue;
+        }
         next = node.next.get(lname);
         if (next === undefined) next = this.addShape(node, lname, nStart);
         node.last = next;
@@ -982,7 +1094,7 @@ class Parser {
         values[n] = this.intern(vStart, p, h);
         p++;
       } else {
-        values[n] = this.escapedValue(vStart, p, end, lname);
+        values[n] = this.escapedValue(vStart, p, end, `value for label "${lname}"`);
         p = this.pos;
       }
       // The label-name sequence is a path in a trie; duplicates are found once per new path.
@@ -1006,8 +1118,8 @@ class Parser {
     return node.make(values);
   }
 
-  /** A label value with backslash escapes (\\ \" \n; any other backslash is kept as written). Sets this.pos after the quote. */
-  private escapedValue(vStart: number, p: number, end: number, lname: string): string {
+  /** A label value or quoted name with backslash escapes (\\ \" \n; any other backslash is kept as written). Sets this.pos after the quote. */
+  private escapedValue(vStart: number, p: number, end: number, what: string): string {
     const t = this.t;
     let out = t.slice(vStart, p);
     while (p < end) {
@@ -1032,7 +1144,7 @@ class Parser {
         out += t.slice(s, p);
       }
     }
-    if (p >= end) this.fail(`unterminated value for label "${lname}"; expected a closing double quote`, vStart - 1);
+    if (p >= end) this.fail(`unterminated ${what}; expected a closing double quote`, vStart - 1);
     this.pos = p + 1;
     return out;
   }
@@ -1065,7 +1177,9 @@ class Parser {
     if (p >= end || t.charCodeAt(p) !== LBRACE)
       this.fail(`expected "{" to open the exemplar labels, got ${this.describe(p, end)}`, p);
     const labelsAt = p;
+    this.labelMode = 2;
     const labels = this.labels(p + 1, end);
+    this.labelMode = 0;
     p = this.pos;
     if (p >= end || t.charCodeAt(p) !== SP)
       this.fail(`expected a space and the exemplar value, got ${this.describe(p, end)}`, p);

@@ -1,4 +1,6 @@
 // Writes families back out as Prometheus text 0.0.4 or OpenMetrics 1.0, with each format's escaping.
+// Names outside the legacy character set are written quoted, the Prometheus 3 UTF-8 syntax
+// (`{"my.metric", "label.name"="v"} 1`, `# TYPE "my.metric" counter`), so they read back.
 
 import type { ExpositionFormat, Labels, MetricFamily, Sample } from "./types.ts";
 
@@ -23,13 +25,39 @@ export function escapeHelp(s: string, format: ExpositionFormat): string {
   return s.replace(re, (c) => (c === "\\" ? "\\\\" : c === '"' ? '\\"' : "\\n"));
 }
 
+const LEGACY_METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LEGACY_LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/** A metric name as written in HELP/TYPE/UNIT: bare when legacy-valid, else double-quoted and escaped. */
+export function formatMetricName(name: string): string {
+  return LEGACY_METRIC_NAME.test(name) ? name : `"${escapeLabelValue(name)}"`;
+}
+
+/** A label name: bare when legacy-valid ([a-zA-Z_][a-zA-Z0-9_]*), else double-quoted and escaped. */
+export function formatLabelName(name: string): string {
+  return LEGACY_LABEL_NAME.test(name) ? name : `"${escapeLabelValue(name)}"`;
+}
+
+/** `{a="x",b="y"}`, or "" for no labels. */
 export function formatLabels(labels: Labels): string {
+  const inner = labelPairs(labels);
+  return inner ? `{${inner}}` : "";
+}
+
+function labelPairs(labels: Labels): string {
   let out = "";
   for (const k in labels) {
     if (!Object.hasOwn(labels, k)) continue;
-    out += `${out ? "," : ""}${k}="${escapeLabelValue(labels[k])}"`;
+    out += `${out ? "," : ""}${formatLabelName(k)}="${escapeLabelValue(labels[k])}"`;
   }
-  return out ? `{${out}}` : "";
+  return out;
+}
+
+/** A sample's name and labels: `name{labels}`, or `{"name",labels}` when the name needs quoting. */
+export function formatSeries(name: string, labels: Labels): string {
+  if (LEGACY_METRIC_NAME.test(name)) return `${name}${formatLabels(labels)}`;
+  const inner = labelPairs(labels);
+  return `{"${escapeLabelValue(name)}"${inner ? `,${inner}` : ""}}`;
 }
 
 /** Milliseconds → decimal seconds text that parses back to the same milliseconds. */
@@ -46,7 +74,7 @@ function msToSecondsText(ms: number): string {
 }
 
 function sampleLine(s: Sample, om: boolean): string {
-  let line = `${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}`;
+  let line = `${formatSeries(s.name, s.labels)} ${formatValue(s.value)}`;
   if (s.timestampMs !== undefined) {
     line += ` ${om ? msToSecondsText(s.timestampMs) : formatValue(Math.round(s.timestampMs))}`;
   }
@@ -79,6 +107,7 @@ export function formatExposition(families: MetricFamily[], format: ExpositionFor
       if (type === "info" || type === "stateset") type = "gauge";
       else if (type === "gaugehistogram") type = "histogram";
     }
+    metaName = formatMetricName(metaName);
     if (f.help !== undefined) parts.push(`# HELP ${metaName} ${escapeHelp(f.help, format)}`);
     parts.push(`# TYPE ${metaName} ${type}`);
     if (om && f.unit !== undefined && f.unit !== "") parts.push(`# UNIT ${metaName} ${f.unit}`);

@@ -14,9 +14,21 @@ const labelChar = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom("☃", "😀", "é", "\u0000", "\r") },
 );
 const labelValue = fc.string({ unit: labelChar, maxLength: 12 });
-const labelName = fc.stringMatching(/^[a-zA-Z_][a-zA-Z0-9_]{0,6}$/).filter((n) => n !== "le" && n !== "quantile");
+// Names: legacy ones, and Prometheus 3 UTF-8 ones (any characters) that the writer must quote.
+const utf8Name = fc.string({ unit: labelChar, minLength: 1, maxLength: 8 });
+const labelName = fc
+  .oneof(
+    { weight: 3, arbitrary: fc.stringMatching(/^[a-zA-Z_][a-zA-Z0-9_]{0,6}$/) },
+    { weight: 1, arbitrary: fc.constantFrom("label.with.dots", "http.status", "a:b", "é") },
+    { weight: 1, arbitrary: utf8Name },
+  )
+  .filter((n) => n !== "le" && n !== "quantile" && n !== "__proto__");
 const labelSet = fc.dictionary(labelName, labelValue, { maxKeys: 3, noNullPrototype: true });
-const baseName = fc.stringMatching(/^[a-zA-Z_:][a-zA-Z0-9_:]{0,8}$/);
+const baseName = fc.oneof(
+  { weight: 3, arbitrary: fc.stringMatching(/^[a-zA-Z_:][a-zA-Z0-9_:]{0,8}$/) },
+  { weight: 1, arbitrary: fc.constantFrom("my.metric", "go.gc_duration_seconds", "Heizöl 10€", "0starts_with_digit") },
+  { weight: 1, arbitrary: utf8Name },
+);
 const help = fc.option(
   fc.string({ unit: labelChar, maxLength: 20 }).filter((h) => !/^[ \t]/.test(h) && !h.endsWith("\r")),
   { nil: undefined },
