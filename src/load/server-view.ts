@@ -1,5 +1,10 @@
 // The server's own view of the same window: scrape /metrics before and after a run and report the
 // deltas of vLLM's (and SGLang's) request histograms and counters beside the client's numbers.
+//
+// inferscope's sim under --time-scale X exports simulated seconds (what the profiled deployment would
+// export) and says so with the gauge inferscope_sim_time_scale. The client measures wall time, so the
+// *_mean_ms fields here are converted to the client's wall clock (÷ X) to stay comparable side by side;
+// the server's own figures are kept under `server_clock`.
 import { parseExposition } from "../metrics/parse.ts";
 
 /** Sample name → value summed over every label set (one replica or many). */
@@ -16,8 +21,19 @@ export function totalsFromText(text: string, contentType?: string): Totals {
   return out;
 }
 
+/** The gauge inferscope's sim exports: simulated seconds per wall second (absent on a real server). */
+export const TIME_SCALE_GAUGE = "inferscope_sim_time_scale";
+
+type Means = Pick<
+  ServerView,
+  "ttft_mean_ms" | "itl_mean_ms" | "e2e_mean_ms" | "queue_mean_ms" | "prefill_mean_ms" | "decode_mean_ms"
+>;
+
 export interface ServerView {
-  /** Mean of the window (ms) from `_sum/_count` deltas; null when the server does not export it. */
+  /**
+   * Mean of the window (ms) from `_sum/_count` deltas, in the client's (wall) clock: the server's
+   * figure ÷ time_scale. Null when the server does not export it.
+   */
   ttft_mean_ms: number | null;
   itl_mean_ms: number | null;
   e2e_mean_ms: number | null;
@@ -36,8 +52,24 @@ export interface ServerView {
     acceptance_rate: number | null;
     acceptance_length: number | null;
   } | null;
+  /**
+   * Simulated seconds per wall second from the server's `inferscope_sim_time_scale` gauge (the sim
+   * under --time-scale); 1 for a server without it (a real server runs in real time).
+   */
+  time_scale: number;
+  /**
+   * The same means as the server exported them (its own clock: simulated time for a time-scaled sim),
+   * present only when time_scale ≠ 1; otherwise they equal the fields above.
+   */
+  server_clock: Means | null;
   /** Which metric names were found, for transparency. */
   sources: string[];
+}
+
+/** The sim's time scale from a scrape (1 when the gauge is absent or not a positive finite number). */
+export function timeScaleOf(t: Totals): number {
+  const v = t.get(TIME_SCALE_GAUGE);
+  return v !== undefined && v > 0 && Number.isFinite(v) ? v : 1;
 }
 
 function pick(b: Totals, a: Totals, names: string[]): { delta: number; name: string } | null {
@@ -90,7 +122,7 @@ export function serverDelta(before: Totals, after: Totals): ServerView {
       acceptance_length: drafts.delta > 0 ? 1 + acc.delta / drafts.delta : null,
     };
   }
-  const view: ServerView = {
+  const server: Means = {
     ttft_mean_ms: meanMs(
       before,
       after,
@@ -107,6 +139,17 @@ export function serverDelta(before: Totals, after: Totals): ServerView {
     queue_mean_ms: meanMs(before, after, ["vllm:request_queue_time_seconds", "sglang:queue_time_seconds"], src),
     prefill_mean_ms: meanMs(before, after, ["vllm:request_prefill_time_seconds"], src),
     decode_mean_ms: meanMs(before, after, ["vllm:request_decode_time_seconds"], src),
+  };
+  const x = timeScaleOf(after);
+  if (after.has(TIME_SCALE_GAUGE)) src.push(TIME_SCALE_GAUGE);
+  const wall = (v: number | null) => (v === null || x === 1 ? v : v / x);
+  const view: ServerView = {
+    ttft_mean_ms: wall(server.ttft_mean_ms),
+    itl_mean_ms: wall(server.itl_mean_ms),
+    e2e_mean_ms: wall(server.e2e_mean_ms),
+    queue_mean_ms: wall(server.queue_mean_ms),
+    prefill_mean_ms: wall(server.prefill_mean_ms),
+    decode_mean_ms: wall(server.decode_mean_ms),
     requests: count([
       "vllm:e2e_request_latency_seconds_count",
       "vllm:request_success_total",
@@ -116,6 +159,8 @@ export function serverDelta(before: Totals, after: Totals): ServerView {
     generation_tokens: count(["vllm:generation_tokens_total", "sglang:generation_tokens_total"]),
     iteration_tokens_mean: itSum && itCnt && itCnt.delta > 0 ? itSum.delta / itCnt.delta : null,
     spec_decode: spec,
+    time_scale: x,
+    server_clock: x === 1 ? null : server,
     sources: [...new Set(src)],
   };
   if (itSum) view.sources.push("vllm:iteration_tokens_total");

@@ -275,7 +275,7 @@ ${charts(rendered, "whatifs")}
 ${m.target.profile ? `<tr><td>sim profile</td><td><code>${esc(m.target.profile)}</code></td></tr>` : ""}
 ${m.target.url ? `<tr><td>URL</td><td><code>${esc(m.target.url)}</code></td></tr>` : ""}
 ${m.target.serverCommand ? `<tr><td>server command (secrets redacted)</td><td><code>${esc(m.target.serverCommand)}</code></td></tr>` : ""}
-<tr><td>time scale</td><td>${esc(m.timeScale)}${m.timeScale !== 1 ? " — the sim ran this many times faster than real time; every measured time was multiplied back into simulated time" : ""}</td></tr>
+<tr><td>time scale</td><td>${esc(m.timeScale)}${m.timeScale !== 1 ? " — the sim ran this many times faster than real time; every client-measured time was multiplied back into simulated time (the sim's /metrics and trace record simulated time already)" : ""}</td></tr>
 <tr><td>deployment</td><td>${esc(`${dep.model} · ${dep.quant} · ${dep.gpus}× ${dep.gpu} · TP ${dep.tp} · ${dep.interconnect} · ${dep.engine}`)}</td></tr>
 <tr><td>seed</td><td>${esc(m.seed)}</td></tr>
 ${m.runId ? `<tr><td>run id</td><td><code>${esc(m.runId)}</code> (rebuild with <code>inferscope report ${esc(m.runId)}</code>)</td></tr>` : ""}

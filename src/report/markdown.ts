@@ -29,7 +29,7 @@ export function renderMarkdown(r: StudyResult): string {
   );
   if (m.timeScale !== 1)
     out.push(
-      `> The embedded sim ran ${m.timeScale}× faster than real time; every measured time below was multiplied back into simulated time.\n`,
+      `> The embedded sim ran ${m.timeScale}× faster than real time; every client-measured time below was multiplied back into simulated time (the sim's /metrics and trace record simulated time already).\n`,
     );
   out.push("## Summary\n");
   out.push(

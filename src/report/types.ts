@@ -49,7 +49,7 @@ export interface StudyMeta {
     serverCommand?: string;
     profile?: string;
   };
-  /** Wall-clock speed-up of the embedded sim; measured times were multiplied back by it. */
+  /** Wall-clock speed-up of the embedded sim; client-measured times were multiplied back by it (the sim's /metrics and trace are already in simulated time). */
   timeScale: number;
   deployment: Deployment;
   /** The study's own flags, as given (secrets redacted). */

@@ -199,6 +199,8 @@ export class Engine {
   private readonly prefix: PrefixCache | null;
   private readonly frontendMs: number;
   private readonly specTokens: number;
+  /** Simulated ms per wall ms: every duration observed into /metrics is wall × this. */
+  private readonly simPerWall: number;
   private inFlight: { batch: Scheduled[]; rec: StepRecord } | null = null;
   private timerArmed = false;
   private lastEnd = Number.NEGATIVE_INFINITY;
@@ -225,6 +227,9 @@ export class Engine {
     this.prefix = p.engine.enablePrefixCaching ? new PrefixCache(p.engine.numGpuBlocks) : null;
     this.frontendMs = opts.speedZero ? 0 : p.cost.frontendMs / opts.timeScale;
     this.specTokens = opts.model.config.specTokens;
+    // --speed zero takes no simulated time, so its wall times are the only times there are.
+    this.simPerWall = opts.speedZero ? 1 : opts.timeScale;
+    this.m.timeScale = this.simPerWall;
   }
 
   get numRunning(): number {
@@ -475,7 +480,8 @@ export class Engine {
     this.opts.onStep?.(f.rec);
     const now = this.opts.clock();
     const m = this.m;
-    const nowS = now / 1000;
+    // Simulated seconds (wall ms × scale / 1000): the histograms read as on the profiled deployment.
+    const k = this.simPerWall / 1000;
     let iterTokens = 0;
     let anyOutput = false;
     let finishedAny = false;
@@ -531,11 +537,10 @@ export class Engine {
       iterTokens += count;
       anyOutput = true;
       m.generationTokens += count;
-      const t = nowS;
       if (req.firstTokenAt < 0) {
         req.firstTokenAt = now;
-        m.ttft.observe(t - req.arrival / 1000);
-      } else m.itl.observe(t - req.lastTokenAt / 1000);
+        m.ttft.observe((now - req.arrival) * k);
+      } else m.itl.observe((now - req.lastTokenAt) * k);
       req.lastTokenAt = now;
       if (finish) {
         req.finished = finish;
@@ -574,7 +579,8 @@ export class Engine {
   private recordFinished(req: SimRequest, now: number): void {
     const m = this.m;
     m.success[req.finished!]++;
-    const s = (ms: number) => ms / 1000;
+    const k = this.simPerWall / 1000;
+    const s = (ms: number) => ms * k;
     m.e2e.observe(s(now - req.arrival));
     m.queue.observe(s(req.scheduledAt - req.queuedAt));
     m.prefill.observe(s(req.firstTokenAt - req.scheduledAt));

@@ -132,6 +132,11 @@ export class SimMetrics {
   specAccepted = 0;
   specAcceptedPerPos: number[] = [];
   readonly faults = new Map<string, number>();
+  /**
+   * The sim's clock speed-up (set by the Engine). Every duration the engine observes is multiplied by
+   * it, so the histograms hold simulated seconds: what the profiled deployment itself would export.
+   */
+  timeScale = 1;
   private readonly families: Family[];
 
   constructor(opts: {
@@ -348,6 +353,17 @@ export class SimMetrics {
             value: 1,
           },
         ],
+        false,
+      ),
+    );
+    // Not a vLLM series: tells a consumer the *_seconds histograms above are simulated time, with the
+    // sim's wall clock running this many times faster (wall seconds = simulated seconds / scale).
+    fams.push(
+      F(
+        "inferscope_sim_time_scale",
+        "gauge",
+        "Simulated seconds per wall-clock second of inferscope sim; its *_seconds metrics are simulated time.",
+        () => [{ labels: {}, value: this.timeScale }],
         false,
       ),
     );

@@ -89,7 +89,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       );
     if (b.server?.itlMeanMs !== undefined && x !== 1)
       notes.push(
-        `The server's /metrics record wall-clock time of the ${x}×-accelerated sim; its means below are multiplied by ${x} for comparison.`,
+        `The sim's /metrics record simulated time (gauge inferscope_sim_time_scale = ${x}), so its means below are shown as exported, beside the client's times multiplied by ${x}.`,
       );
     latency = {
       requests: b.requests,
@@ -115,8 +115,8 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       itlOverTime: b.itlGroups.slice(0, 3).flatMap((g, request) => g.map((ms, i) => ({ request, token: i + 2, ms }))),
       server: b.server
         ? {
-            ttftMeanMs: b.server.ttftMeanMs !== undefined ? b.server.ttftMeanMs * x : undefined,
-            itlMeanMs: b.server.itlMeanMs !== undefined ? b.server.itlMeanMs * x : undefined,
+            ttftMeanMs: b.server.ttftMeanMs,
+            itlMeanMs: b.server.itlMeanMs,
             steps: b.server.steps,
             note: "exact window means from _sum/_count deltas, not bucket quantiles",
           }
@@ -408,7 +408,9 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     "Every interval is 95 %: t-intervals over requests for client timing, percentile bootstrap over steps for the trace, bootstrap of the difference for the A/B; derived numbers combine the draws of their inputs.",
   );
   if (x !== 1)
-    method.push(`The embedded sim ran ${x}× faster than real time; every client-measured time was multiplied by ${x}.`);
+    method.push(
+      `The embedded sim ran ${x}× faster than real time; every client-measured time was multiplied by ${x}. The sim's own /metrics and profiler trace record simulated time and are used as exported.`,
+    );
 
   return {
     schema: "inferscope.study/1",
@@ -419,7 +421,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
         ? {
             ...m.audit,
             notes: [
-              `The sim ran ${x}× faster than real time and its /metrics record wall-clock seconds, so the values and bucket remarks in this section are ${x}× smaller than the simulated deployment's; run with --time-scale 1 for an audit that reads as on the real server.`,
+              `The sim ran ${x}× faster than real time; its /metrics record simulated seconds (gauge inferscope_sim_time_scale = ${x}), so the values and bucket remarks here read as on the simulated deployment; the scrape window and the per-second rates are in simulated time too.`,
               ...m.audit.notes,
             ],
           }

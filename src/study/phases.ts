@@ -1,5 +1,6 @@
 // One function per study phase. Each calls one module's library function and converts its output
-// into plain measurements (times in the server's simulated time: client ms × time-scale).
+// into plain measurements (times in the server's simulated time: client ms × time-scale; the sim's own
+// /metrics and trace already export simulated time and are used as they are).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -38,12 +39,19 @@ interface Common {
 
 // ---------------------------------------------------------------- audit
 
-export async function phaseAudit(url: string, o: Common & { until: Promise<void> }): Promise<AuditSection> {
+export async function phaseAudit(
+  url: string,
+  o: Common & { until: Promise<void>; timeScale?: number },
+): Promise<AuditSection> {
   const rep = await auditMetrics(`${url}/metrics`, { windowMs: 0, sleep: () => o.until });
-  return auditSection(rep);
+  return auditSection(rep, o.timeScale ?? 1);
 }
 
-function conceptValue(c: AuditReport["concepts"][number]): string {
+/**
+ * `x`: the sim's time scale. Its histograms already hold simulated seconds; only the scrape window
+ * (wall clock) and the per-second rates over it are converted, so the section reads as one time base.
+ */
+function conceptValue(c: AuditReport["concepts"][number], x: number): string {
   const v = c.value;
   if (!v) return c.note ?? "";
   const parts: string[] = [];
@@ -53,24 +61,24 @@ function conceptValue(c: AuditReport["concepts"][number]): string {
   if (v.mean !== undefined) parts.push(`mean ${f(v.mean)}`);
   if (v.p50 !== undefined) parts.push(`p50 ${f(v.p50)}`);
   if (v.p99 !== undefined) parts.push(`p99 ${f(v.p99)}`);
-  if (v.rate !== undefined) parts.push(`${fmt(v.rate)}/s`);
+  if (v.rate !== undefined) parts.push(`${fmt(v.rate / x)}/s`);
   if (v.after !== undefined && v.count === undefined) parts.push(`now ${fmt(v.after)}`);
   if (c.resolution?.text) parts.push(c.resolution.text);
   return parts.join(", ");
 }
 
-export function auditSection(rep: AuditReport): AuditSection {
+export function auditSection(rep: AuditReport, x = 1): AuditSection {
   const notes = [rep.verdict, ...rep.quirks, ...rep.warnings].filter(Boolean);
   return {
     engine: rep.engine ? rep.engine.name : "not detected",
     engineVersion: rep.engine?.version,
-    windowMs: rep.windowSeconds * 1000,
+    windowMs: rep.windowSeconds * 1000 * x,
     families: rep.concepts.map((c) => ({
       name: c.metric ?? "(not exposed)",
       type: c.kind ?? "",
       granularity: c.observable ? (c.granularity ?? "") : "not exposed",
       concept: c.title,
-      value: conceptValue(c),
+      value: conceptValue(c, x),
     })),
     gaps: rep.gaps.map((g) => ({ what: g.what, method: `${g.method} (${g.why})`, command: g.command })),
     notes,
@@ -88,6 +96,7 @@ export interface BenchMeasure {
   itlGroups: number[][];
   tpotMs: number[];
   e2eMs: number[];
+  /** The server's /metrics window means as it exports them (the sim: simulated time, no scaling needed). */
   server?: { ttftMeanMs?: number; itlMeanMs?: number; steps?: number };
   warnings: string[];
   clientSaturated: boolean;
@@ -127,7 +136,15 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
   if (rs.length === 0) throw new Error(`no request succeeded (${res.warnings.join("; ") || "see the server log"})`);
   const sv = res.server;
   const clientTtft = rs.reduce((a, r) => a + r.ttftMs, 0) / rs.length;
+  // Both in wall ms: server-view converts the sim's simulated seconds back by its time-scale gauge.
   const overhead = x !== 1 && sv && sv.ttft_mean_ms !== null ? Math.max(0, clientTtft - sv.ttft_mean_ms) : 0;
+  // The server's own means, in its clock: the sim exports simulated time (inferscope_sim_time_scale).
+  const own = sv ? (sv.server_clock ?? sv) : null;
+  const warnings = [...res.warnings];
+  if (sv && sv.time_scale !== x)
+    warnings.push(
+      `the server reports time scale ${sv.time_scale} (inferscope_sim_time_scale) but the study ran at ${x}: its /metrics means are shown as exported`,
+    );
   return {
     clientOverheadMs: overhead,
     requests: rs.length,
@@ -140,14 +157,14 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
       .filter((v): v is number => v !== null)
       .map((v) => v * x),
     e2eMs: rs.map((r) => unscale(r.e2elMs, x, overhead)),
-    server: sv
+    server: own
       ? {
-          ttftMeanMs: sv.ttft_mean_ms === null ? undefined : sv.ttft_mean_ms,
-          itlMeanMs: sv.itl_mean_ms === null ? undefined : sv.itl_mean_ms,
+          ttftMeanMs: own.ttft_mean_ms === null ? undefined : own.ttft_mean_ms,
+          itlMeanMs: own.itl_mean_ms === null ? undefined : own.itl_mean_ms,
           steps: undefined,
         }
       : undefined,
-    warnings: res.warnings,
+    warnings,
     clientSaturated: res.client.saturated,
   };
 }

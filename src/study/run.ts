@@ -188,7 +188,9 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     let benchDone: () => void = () => {};
     const benchFinished = new Promise<void>((r) => (benchDone = r));
     const auditP = wanted.has("audit")
-      ? phase("audit", () => phaseAudit(url, { apiKey: opts.apiKey, until: benchFinished, signal: opts.signal }))
+      ? phase("audit", () =>
+          phaseAudit(url, { apiKey: opts.apiKey, until: benchFinished, signal: opts.signal, timeScale }),
+        )
       : Promise.resolve(undefined).then(() => {
           skip("audit", "not requested");
           return undefined;

@@ -51,19 +51,24 @@ describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, ti
       Math.abs(mean / truth - 1) < 0.02,
       `client mean ITL ${mean.toFixed(4)} ms vs truth ${truth.toFixed(4)} ms`,
     );
-    // The server's own histogram mean agrees too.
+    // The server's own histogram mean agrees too, in simulated time (what the profiled deployment
+    // would export: the client's wall gap × the scale), and the exposition says which scale.
+    assert.equal(sample(metrics, "inferscope_sim_time_scale"), SCALE);
     const serverMean =
       (1000 * sample(metrics, "vllm:inter_token_latency_seconds_sum")) /
       sample(metrics, "vllm:inter_token_latency_seconds_count");
-    assert.ok(Math.abs(serverMean / truth - 1) < 0.02, `server mean ITL ${serverMean} vs ${truth}`);
+    assert.ok(
+      Math.abs(serverMean / (truth * SCALE) - 1) < 0.02,
+      `server mean ITL ${serverMean} vs simulated ${truth * SCALE}`,
+    );
     // TTFT = frontend + prefill step: never below the truth (timers only fire late). A loaded
     // machine delays some requests, so the upper checks use the best client sample and a wide
     // bound on the server mean; both still catch an unscaled or missing term.
     const ttftTruth = (model.profile.cost.frontendMs + model.stepMs(prefillBatch(served[0]!.prompt))) / SCALE;
-    const serverTtft = (1000 * sample(metrics, "vllm:time_to_first_token_seconds_sum")) / REQUESTS;
+    const serverTtft = (1000 * sample(metrics, "vllm:time_to_first_token_seconds_sum")) / REQUESTS / SCALE;
     assert.ok(
       serverTtft >= ttftTruth * 0.99 && serverTtft < 3 * ttftTruth + 50,
-      `server TTFT ${serverTtft} vs ${ttftTruth}`,
+      `server TTFT ${serverTtft} (wall) vs ${ttftTruth}`,
     );
     for (const s of served) assert.ok(s.ttft >= ttftTruth * 0.99, `client TTFT ${s.ttft} vs ${ttftTruth}`);
     const best = Math.min(...served.map((s) => s.ttft));
