@@ -316,6 +316,7 @@ async function session<C extends Record<string, unknown>>(
         index: i,
         level,
       });
+      if (opts.signal?.aborted) throw opts.signal.reason;
       const t = target!;
       const blockId = store.addBlock(runId, {
         index: i,
