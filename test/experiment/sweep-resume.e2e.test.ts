@@ -245,6 +245,56 @@ test("--resume refusals: unknown id, options that contradict the stored run, the
   }
 });
 
+test("--server-cmd sweep: the resumed session starts the stored command with the stored variant", async () => {
+  const truthLL = explainSim({ env: { NCCL_PROTO: "LL" } }).decode.stepMs / TIME_SCALE;
+  const truthBase = explainSim({ env: {} }).decode.stepMs / TIME_SCALE;
+  const db = join(dir, "cmd.db");
+  const store = openStore(db);
+  const ac = new AbortController();
+  let calls = 0;
+  const runner: BlockRunner = (url, w, ctx) => {
+    if (++calls === 2) ac.abort(new InterruptedError("interrupted by the test"));
+    return benchBlockRunner(url, w, ctx);
+  };
+  const first = runLengthSweep(
+    {
+      serverCmd: `${process.execPath} --import tsx test/experiment/fixtures/sim-server.ts --time-scale ${TIME_SCALE}`,
+      variant: "ll:NCCL_PROTO=LL",
+      outLens: [16, 40],
+      requestsPerLength: 2,
+      randomInputLen: 8,
+      warmup: 0,
+      resamples: 200,
+      db: store,
+      logDir: join(dir, "logs-cmd"),
+      graceMs: 3000,
+      readyTimeoutMs: 60_000,
+      signal: ac.signal,
+    },
+    { blockRunner: runner },
+  );
+  await assert.rejects(first, /1 of 2 lengths are saved in run sweep-lengths-/);
+  const runId = store.listRuns({ kind: "sweep-lengths" })[0].id;
+  // Only the id: command, variant and lengths come from the store.
+  const r = await runLengthSweep({
+    resume: runId,
+    db: store,
+    logDir: join(dir, "logs-cmd"),
+    graceMs: 3000,
+    readyTimeoutMs: 60_000,
+  });
+  assert.equal(r.status, "complete");
+  const blocks = store.getRun(runId).blocks.filter((b) => b.status === "complete");
+  assert.equal(blocks.length, 2);
+  const servers = blocks.map((b) => b.server as { pid: number; env: Record<string, string> });
+  assert.notEqual(servers[0].pid, servers[1].pid, "one server per session");
+  for (const s of servers) assert.equal(s.env.NCCL_PROTO, "LL");
+  // Both lengths ran on the LL variant: TPOT is LL's step, not the base one.
+  assert.ok(truthBase - truthLL > 0.15 * truthLL);
+  for (const p of r.points) assert.ok(Math.abs(p.tpotMs - truthLL) / truthLL < 0.1, `${p.tpotMs} vs LL ${truthLL}`);
+  store.close();
+});
+
 function cli(args: string[]): {
   done: Promise<{ code: number | null; stdout: string; stderr: string }>;
   kill: () => void;
