@@ -199,6 +199,24 @@ console.log(`  as OpenMetrics (lenient): ${om.mbps.toFixed(1)} MB/s wall, ${om.c
 om.exp = undefined as unknown as Exposition;
 gc();
 
+// Same body with Prometheus 3 UTF-8 names: every metric name quoted in the braces (`vllm:x` →
+// `{"vllm.x", ...}`) and one quoted label name. These lines take the parser's slow path (no
+// label-set table), so this is the floor for UTF-8 bodies, not the legacy-name figure.
+const dotted = (n: string): string => n.replace(/:/g, ".");
+const utf8Text = text
+  .replace(/^# (HELP|TYPE) ([^ ]+)/gm, (_m, kw: string, n: string) => `# ${kw} "${dotted(n)}"`)
+  .replace(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{| )/gm, (_m, n: string, c: string) =>
+    c === "{" ? `{"${dotted(n)}",` : `{"${dotted(n)}"} `,
+  )
+  .replace(/model_name=/g, '"model.name"=');
+const utf8 = timeParse(utf8Text, "prometheus-0.0.4", Math.max(3, runs >> 1));
+if (countSamples(utf8.exp) !== samples) throw new Error("UTF-8 body: sample count differs");
+console.log(
+  `  same body with quoted UTF-8 names (slow path): ${utf8.mbps.toFixed(1)} MB/s wall, ${utf8.cpuMbps.toFixed(1)} MB/s CPU`,
+);
+utf8.exp = undefined as unknown as Exposition;
+gc();
+
 // ---- conformance inputs ----
 const shared = fileURLToPath(new URL("../../shared/conformance/", import.meta.url));
 if (existsSync(shared)) {

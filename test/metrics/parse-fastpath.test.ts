@@ -48,6 +48,11 @@ const setText = fc.constantFrom(
   "",
   'quantile="0.5"',
   'engine="0",model_name="m",extra="e"',
+  // Quoted UTF-8 label names (and a quoted name alone: an error after a metric name).
+  '"a.b"="1"',
+  '"}"="1",b="2"',
+  'a="1","x\\"y"="2"',
+  '"x"',
 );
 const name = fc.constantFrom("x", "x_bucket", "x_count", "x_sum", "x_total", "y", "y_bucket", "x_created", "vllm:z");
 const value = fc.constantFrom(
@@ -66,6 +71,13 @@ const value = fc.constantFrom(
 const line = fc.oneof(
   { weight: 8, arbitrary: fc.tuple(name, setText, value).map(([n, l, v]) => `${n}{${l}} ${v}`) },
   { weight: 2, arbitrary: fc.tuple(name, value).map(([n, v]) => `${n} ${v}`) },
+  // Prometheus 3 syntax: the quoted metric name opens the braces (off the label-set table).
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.constantFrom('"x"', '"x_bucket"', '"x.y"', '"x}"'), setText, value)
+      .map(([n, l, v]) => `{${n}${l ? `,${l}` : ""}} ${v}`),
+  },
   {
     weight: 1,
     arbitrary: fc.constantFrom(
@@ -77,6 +89,10 @@ const line = fc.oneof(
       'x_bucket {le="1"} 1',
       'x{le="1"}1',
       '\tx{a="1"} 2',
+      '{"x"} 1',
+      '"x" 1',
+      "{} 1",
+      '# TYPE "x.y" counter',
     ),
   },
 );

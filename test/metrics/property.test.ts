@@ -199,6 +199,7 @@ const seeds = [
   ),
   '# HELP a x\n# TYPE a summary\na{quantile="0.5",b="}"} NaN 123\na_sum 1\na_count 2\n',
   'x_bucket{le="1",} 1\nx_bucket{le="+Inf"} 2\nx_sum 3\nx_count 2\n',
+  '# TYPE "a.b" counter\n{"a.b_total","c.d"="1",e="2"} 1 # {"t.id"="x"} 1\nm{"q\\"r"="3"} 4\n# EOF\n',
 ];
 const interesting = fc.constantFrom(
   " ",
