@@ -55,6 +55,16 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
   assert.equal(res.trace!.allReduceCallsPerStep, 157);
   assert.equal(res.audit!.engine.toLowerCase().includes("vllm"), true, res.audit!.engine);
   assert.ok(res.audit!.gaps.length > 0, "the audit names what /metrics does not expose");
+  // At time-scale 10 the sim's /metrics hold simulated seconds: the audit's ITL and the server's own
+  // window mean read as the simulated deployment's (≈ the trace's step, in the 10–25 ms bucket, seed
+  // §metrics), not 10× smaller.
+  const step = res.trace!.stepMs.value;
+  const itlRow = res.audit!.families.find((f) => f.name === "vllm:inter_token_latency_seconds")!.value ?? "";
+  const auditItl = Number(/mean ([\d.]+) ms/.exec(itlRow)?.[1]);
+  assert.ok(Math.abs(auditItl / step - 1) < 0.1, `audit ITL "${itlRow}" vs trace step ${step} ms`);
+  assert.match(itlRow, /buckets are 15 ms wide around/);
+  assert.ok(Math.abs(res.latency!.server!.itlMeanMs! / step - 1) < 0.1, `server ITL ${res.latency!.server!.itlMeanMs}`);
+  assert.ok(!res.audit!.notes.some((n) => /smaller than the simulated/.test(n)));
   // The A/B ran both arms in an ABBA order with restarts. Its numbers are client-side and, at
   // time-scale 10 on a busy machine, noisy; their accuracy is not asserted here (the truth test
   // covers the trace estimates), only that they are complete and consistent.
