@@ -89,7 +89,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       );
     if (b.server?.itlMeanMs !== undefined && x !== 1)
       notes.push(
-        `The sim's /metrics record simulated time (gauge inferscope_sim_time_scale = ${x}), so its means below are shown as exported, beside the client's times multiplied by ${x}.`,
+        `The sim's /metrics record simulated time (gauge inferscope_sim_time_scale = ${x}), so the server view's means are shown as exported, beside the client's times multiplied by ${x}.`,
       );
     latency = {
       requests: b.requests,
