@@ -404,6 +404,11 @@ export class StreamClient {
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
   }
 
+  /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand). */
+  preconnect(n: number): Promise<void> {
+    return this.h1 && n > 0 ? this.h1.preconnect(n) : Promise.resolve();
+  }
+
   get inFlightCount(): number {
     return this.inFlight.size;
   }

@@ -75,6 +75,10 @@ class H1Conn {
   req: H1Request | null = null;
   state = S_IDLE;
   connected = false;
+  /** Opened ahead of use (preconnect): idle before its first request, so it may be stale like a reused one. */
+  preopened = false;
+  /** Hears whether the connection was made (preconnect). */
+  onConnected: ((ok: boolean) => void) | null = null;
   dead = false;
   /** Requests sent on this connection (a reused one may have been closed by the server meanwhile). */
   uses = 0;
@@ -121,6 +125,8 @@ class H1Conn {
     }, connectTimeoutMs);
     this.socket.once("connect", () => {
       this.connected = true;
+      this.onConnected?.(true);
+      this.onConnected = null;
       if (this.connectTimer) clearTimeout(this.connectTimer);
       this.connectTimer = null;
     });
@@ -416,6 +422,8 @@ class H1Conn {
   }
 
   private onClose(): void {
+    this.onConnected?.(false);
+    this.onConnected = null;
     const wasDead = this.dead;
     this.dead = true;
     if (this.connectTimer) clearTimeout(this.connectTimer);
@@ -425,7 +433,7 @@ class H1Conn {
     if (!r || wasDead) return;
     const untilClose = this.state === S_UNTIL_CLOSE;
     // A reused keep-alive connection the server closed before answering: safe to send again.
-    if (!untilClose && this.connected && this.uses > 1 && this.gotBytes === 0 && !r.retried) {
+    if (!untilClose && this.connected && (this.uses > 1 || this.preopened) && this.gotBytes === 0 && !r.retried) {
       this.req = null;
       r.conn = null;
       this.state = S_IDLE;
@@ -539,6 +547,33 @@ export class H1Pool {
       this.all.add(conn);
     }
     conn.send(req);
+  }
+
+  /**
+   * Opens connections ahead of use, up to `n` in all and the pool's limit, so a run's first requests
+   * do not pay for (or wait behind) TCP handshakes on its clock. Resolves when each is connected or has
+   * failed; a failure is not an error here (the first request reports it).
+   */
+  preconnect(n: number): Promise<void> {
+    const want = Math.min(n, this.limit) - this.all.size;
+    const waits: Promise<void>[] = [];
+    for (let k = 0; k < want && !this.closed; k++) {
+      const conn = new H1Conn(this, this.host, this.port, this.connectTimeoutMs, this.keepAliveMs);
+      conn.preopened = true;
+      this.all.add(conn);
+      waits.push(
+        new Promise<void>((resolve) => {
+          conn.onConnected = (ok) => {
+            if (ok && !conn.dead) {
+              conn.idleSincePerf = performance.now();
+              this.idle.push(conn);
+            }
+            resolve();
+          };
+        }),
+      );
+    }
+    return Promise.all(waits).then(() => undefined);
   }
 
   /** A stale keep-alive connection closed before answering: send once more on a fresh one. */

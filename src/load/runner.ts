@@ -190,6 +190,8 @@ class Slots {
 const SPIN_WINDOW_MS = 1.5;
 /** Inside that window: sleep this long at a time (it blocks I/O, so it stays short), then yield. */
 const SPIN_SLICE_MS = 0.1;
+/** Connections opened before a run's clock starts, at most. */
+const PRECONNECT_MAX = 1024;
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 /** Closed-loop users started per event-loop turn. */
 const START_BATCH = 32;
@@ -513,6 +515,8 @@ class RunState {
   ok = 0;
   outTokens = 0;
   inFlight = 0;
+  private launched = 0;
+  private idleWaiter: (() => void) | null = null;
   readonly originPerf: number;
   private timer: NodeJS.Timeout | null = null;
   private readonly stopWaiters: Array<() => void> = [];
@@ -575,7 +579,7 @@ class RunState {
     createdMs: number,
     warmup: boolean,
     pre?: { p: Prompt; body: string },
-  ): Promise<RequestRecord> {
+  ): Promise<void> {
     const p =
       pre?.p ??
       this.ctx.workload.get(index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity));
@@ -587,15 +591,46 @@ class RunState {
     rec.targetInputLen = p.inputLen;
     rec.targetOutputLen = p.outputLen;
     this.inFlight++;
-    await this.ctx.client.stream(
-      this.ctx.endpoint,
-      pre?.body ?? requestBody(p, this.ctx.bodyOpts),
-      rec,
-      this.originPerf,
-    );
-    this.inFlight--;
+    try {
+      await this.ctx.client.stream(
+        this.ctx.endpoint,
+        pre?.body ?? requestBody(p, this.ctx.bodyOpts),
+        rec,
+        this.originPerf,
+      );
+    } finally {
+      this.inFlight--;
+    }
     this.accept(rec);
-    return rec;
+  }
+
+  /**
+   * Fire-and-forget send for the open loop, which keeps no promise per request (a list of them would
+   * keep every request's objects alive for the whole run, and each scavenge would copy them again).
+   * `whenIdle()` resolves when all launched sends have finished; an error in one stops the run with it.
+   */
+  launch(run: Promise<void>): void {
+    this.launched++;
+    run.then(this.onLanded, (e: unknown) => {
+      if (!this.fatal) this.fatal = e instanceof Error ? e : new Error(String(e));
+      this.stop();
+      this.onLanded();
+    });
+  }
+
+  private onLanded = () => {
+    this.launched--;
+    if (this.launched === 0 && this.idleWaiter) this.idleWaiter();
+  };
+
+  whenIdle(): Promise<void> {
+    if (this.launched === 0) return Promise.resolve();
+    return new Promise((r) => {
+      this.idleWaiter = () => {
+        this.idleWaiter = null;
+        r();
+      };
+    });
   }
 
   /** Counts a finished request, stops the run on a rejected first request, keeps and reports it. */
@@ -636,6 +671,23 @@ class RunState {
   }
 }
 
+/**
+ * How many connections a loop opens before its clock starts: one per user (closed loop), or enough for
+ * the first ~100 ms of arrivals (open loop; at 1,000 req/s the handshakes of the first requests would
+ * otherwise delay the sends scheduled right after them). More are opened on demand as before.
+ */
+export function preconnectCount(o: {
+  closed?: { users: number; count: number | null };
+  open?: { times: Float64Array; cap: number | null };
+}): number {
+  if (o.closed) return Math.min(o.closed.users, o.closed.count ?? o.closed.users, PRECONNECT_MAX);
+  const t = o.open!.times;
+  const n = t.length;
+  const span = n > 1 ? t[n - 1]! - t[0]! : 0;
+  const early = span > 0 ? Math.ceil((100 * n) / span) : n;
+  return Math.min(n, early, o.open!.cap ?? n, PRECONNECT_MAX);
+}
+
 /** Closed loop: `users` workers, each sending back to back, until `count` requests or `durationMs`. */
 export async function closedLoop(
   ctx: RunCtx,
@@ -649,6 +701,8 @@ export async function closedLoop(
     originPerf?: number;
   },
 ): Promise<Phase> {
+  // (A shard's clock is the main thread's: it connects before it reports ready.)
+  if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ closed: o }));
   const st = new RunState(ctx, o.count, o.originPerf);
   let next = 0;
   // Shards share one counter, so the run sends exactly `count` requests in all.
@@ -701,29 +755,30 @@ export async function openLoop(
     const p = ctx.workload.get((idx ? idx[i]! : i) % size);
     pre[i] = { p, body: requestBody(p, ctx.bodyOpts) };
   }
+  if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ open: o }));
   const st = new RunState(ctx, n, o.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
-  const pending: Promise<unknown>[] = [];
   const stopped = st.whenStopped().then(() => slots?.drain());
   const times = o.times;
   const origin = st.originPerf;
   const dispatch = (i: number, created: number) => {
     const index = idx ? idx[i]! : i;
     if (!slots) {
-      pending.push(st.send(index, times[i]!, created, false, pre[i]));
+      st.launch(st.send(index, times[i]!, created, false, pre[i]));
       return;
     }
-    const task = async () => {
-      const w = slots.acquire();
-      if (w) await w;
-      if (st.stopped) return;
-      try {
-        await st.send(index, times[i]!, created, false, pre[i]);
-      } finally {
-        slots.release();
-      }
-    };
-    pending.push(task());
+    st.launch(
+      (async () => {
+        const w = slots.acquire();
+        if (w) await w;
+        if (st.stopped) return;
+        try {
+          await st.send(index, times[i]!, created, false, pre[i]);
+        } finally {
+          slots.release();
+        }
+      })(),
+    );
   };
   let i = 0;
   let timer: NodeJS.Timeout | null = null;
@@ -778,7 +833,7 @@ export async function openLoop(
     if (n === 0) end();
     else tick();
   });
-  await Promise.all(pending);
+  await st.whenIdle();
   const durationMs = st.nowMs();
   st.close();
   return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };

@@ -73,7 +73,7 @@ function portable(rec: RequestRecord): [RequestRecord, ArrayBuffer[]] {
 
 async function shardMain(init: ShardInit): Promise<void> {
   const port = parentPort!;
-  const { closedLoop, openLoop } = await import("./runner.ts");
+  const { closedLoop, openLoop, preconnectCount } = await import("./runner.ts");
   const client = new StreamClient(init.baseUrl, init.client);
   const ac = new AbortController();
   const ctx = {
@@ -101,7 +101,9 @@ async function shardMain(init: ShardInit): Promise<void> {
       client.abortAll(m.reason);
     }
   });
-  // Booting a thread (module loading, compiling) is setup: the run's clock starts after every shard is ready.
+  // Booting a thread (module loading, compiling) and connecting are setup: the run's clock starts after
+  // every shard is ready.
+  await client.preconnect(preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! }));
   port.postMessage({ t: "ready" } satisfies ToMain);
   const originPerf = (await started) - (hrMs() - performance.now());
   const eld = monitorEventLoopDelay({ resolution: 2 });

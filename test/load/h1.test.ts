@@ -761,6 +761,59 @@ describe("protocol errors", () => {
     });
 });
 
+describe("preconnect", () => {
+  const resp = (s: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${s.length}\r\n\r\n${s}`;
+
+  test("opens n connections before any request, within the pool's limit; requests then open none", async () => {
+    await withServer(
+      (req) => req.sock.write(resp(`${req.conn}/${req.n}`)),
+      async (srv, pool) => {
+        await pool.preconnect(5);
+        assert.equal(pool.size, 3);
+        assert.equal(srv.requests.length, 0);
+        const outs = await Promise.all([send(pool), send(pool), send(pool)].map(ok));
+        assert.deepEqual(outs.map((o) => o.body.toString().split("/")[1]).sort(), ["1", "1", "1"]);
+        assert.equal(srv.connections, 3);
+        await pool.preconnect(3);
+        assert.equal(srv.connections, 3, "already at the limit: nothing more opened");
+      },
+      { connections: 3 },
+    );
+  });
+
+  test("a preconnected connection the server closed while idle is retried once, like a reused one", async () => {
+    await withServer(
+      (req) => {
+        if (req.conn === 1) req.sock.destroy();
+        else req.sock.write(resp(`${req.conn}/${req.n}`));
+      },
+      async (srv, pool) => {
+        await pool.preconnect(1);
+        assert.equal((await ok(send(pool, "/x"))).body.toString(), "2/1");
+        assert.deepEqual(
+          srv.requests.map((r) => `${r.conn}/${r.n} ${r.path}`),
+          ["1/1 /x", "2/1 /x"],
+        );
+      },
+    );
+  });
+
+  test("to a closed port: resolves without error, opens nothing, and the first request reports ECONNREFUSED", async () => {
+    const s = net.createServer();
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    const port = (s.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => s.close(() => r()));
+    const pool = new H1Pool(`http://127.0.0.1:${port}`);
+    try {
+      await pool.preconnect(4);
+      assert.equal(pool.size, 0);
+      await failed(send(pool), ["ECONNREFUSED"]);
+    } finally {
+      pool.close();
+    }
+  });
+});
+
 describe("pool limits, abort and close", () => {
   test("connections: 2 with 5 concurrent requests: never more than 2 sockets, all 5 complete", async () => {
     await withServer(
