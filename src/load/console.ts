@@ -89,6 +89,12 @@ export function formatConsole(res: BenchResult): string {
   if (res.server) {
     const v = res.server;
     L.push(center(" Server view (/metrics deltas) ", "-"));
+    // A time-scaled sim exports simulated seconds; the rows below are in the client's wall clock.
+    if (v.time_scale !== 1) {
+      L.push(row("Server time scale (sim):", `${v.time_scale}x (times below in wall clock)`));
+      if (v.server_clock?.itl_mean_ms != null)
+        L.push(row("Server mean ITL, simulated (ms):", f2(v.server_clock.itl_mean_ms)));
+    }
     if (v.ttft_mean_ms !== null) L.push(row("Server mean TTFT (ms):", f2(v.ttft_mean_ms)));
     if (v.itl_mean_ms !== null) L.push(row("Server mean ITL (ms):", f2(v.itl_mean_ms)));
     if (v.e2e_mean_ms !== null) L.push(row("Server mean E2E (ms):", f2(v.e2e_mean_ms)));

@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { formatConsole } from "../../src/load/console.ts";
 import { runBench } from "../../src/load/runner.ts";
 import { type SimProcess, spawnSimProcess } from "../../src/load/selftest.ts";
 import { chunkItls, chunkTokens, tokenItls } from "../../src/load/summarize.ts";
@@ -60,6 +61,11 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
       Math.abs(clientItl - sv.itl_mean_ms!) / sv.itl_mean_ms! < 0.02,
       `client ITL ${clientItl} vs server ${sv.itl_mean_ms}`,
     );
+    // The console says the server's rows are wall clock and gives the sim's own (simulated) ITL.
+    const text = formatConsole(res);
+    assert.match(text, new RegExp(`Server time scale \\(sim\\):\\s+${SCALE}x \\(times below in wall clock\\)`));
+    const simItl = Number(/Server mean ITL, simulated \(ms\):\s+([\d.]+)/.exec(text)?.[1]);
+    assert.ok(Math.abs(simItl - sv.itl_mean_ms! * SCALE) < 0.01 * SCALE, `console simulated ITL ${simItl}`);
     // The client cannot see a token before the server emits it.
     assert.ok(clientTtft >= sv.ttft_mean_ms! - 0.05, `client TTFT ${clientTtft} < server ${sv.ttft_mean_ms}`);
     t.diagnostic(
