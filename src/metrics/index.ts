@@ -23,4 +23,13 @@ export {
   sniffFormat,
 } from "./parse.ts";
 export * from "./types.ts";
-export { escapeHelp, escapeLabelValue, formatExposition, formatLabels, formatValue } from "./write.ts";
+export {
+  escapeHelp,
+  escapeLabelValue,
+  formatExposition,
+  formatLabelName,
+  formatLabels,
+  formatMetricName,
+  formatSeries,
+  formatValue,
+} from "./write.ts";

@@ -6,7 +6,13 @@ import { InputError, ParseError, TargetError } from "../errors.ts";
 import { parseExposition } from "./parse.ts";
 import type { Exposition, ExpositionFormat, MetricFamily, Snapshot } from "./types.ts";
 
-export const ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+// What Prometheus 3 asks for: UTF-8 names unescaped (`escaping=allow-utf-8`, quoted in the body, which
+// the parser reads) from servers that know the parameter; older servers ignore it.
+export const ACCEPT =
+  "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6," +
+  "application/openmetrics-text;version=0.0.1;q=0.5," +
+  "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4," +
+  "text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_TIMEOUT_MS = 10_000;
 

@@ -34,6 +34,10 @@ before(async () => {
       seen.encoding = req.headers["accept-encoding"];
       return { body: vllm };
     },
+    "/utf8": () => ({
+      headers: { "content-type": "text/plain; version=1.0.0; escaping=allow-utf-8; charset=utf-8" },
+      body: '# HELP "vllm.ttft.count" Requests.\n# TYPE "vllm.ttft.count" counter\n{"vllm.ttft.count", "model.name"="m"} 7\n',
+    }),
     "/gz": () => ({ headers: { "content-encoding": "gzip" }, body: vllm }),
     "/om": () => ({ headers: { "content-type": OPENMETRICS }, body: om }),
     "/hang": hangRoute,
@@ -76,10 +80,26 @@ const rejectsWith = async (p: Promise<unknown>, type: new (...a: any[]) => Error
 test("sends the OpenMetrics-first Accept header and gzip; parses 0.0.4 by Content-Type", async () => {
   const s = await scrape(`${server.url}/metrics`);
   assert.equal(seen.accept, ACCEPT);
-  assert.equal(seen.accept, "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5");
+  // Prometheus 3's negotiation: UTF-8 names unescaped where the server supports it, 0.0.4 text last.
+  assert.equal(
+    seen.accept,
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+  );
   assert.equal(seen.encoding, "gzip");
   assert.equal(s.exposition.format, "prometheus-0.0.4");
   assert.ok(s.exposition.families.some((f) => f.name === "vllm:inter_token_latency_seconds"));
+});
+
+test("a Prometheus 3 body with escaping=allow-utf-8: quoted names read as the names themselves", async () => {
+  const s = await scrape(`${server.url}/utf8`);
+  assert.equal(s.exposition.format, "prometheus-0.0.4");
+  const f = s.exposition.families.find((x) => x.name === "vllm.ttft.count");
+  assert.ok(f, s.exposition.families.map((x) => x.name).join(","));
+  assert.equal(f.type, "counter");
+  assert.deepEqual(
+    f.samples.map((x) => [x.labels, x.value]),
+    [[{ "model.name": "m" }, 7]],
+  );
 });
 
 test("a gzipped body decodes to the same exposition", async () => {
