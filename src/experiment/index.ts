@@ -33,15 +33,18 @@ export {
   welchT,
 } from "./stats.ts";
 export type {
+  LengthSweepConfig,
   LengthSweepOptions,
   LoadPoint,
+  LoadSweepConfig,
   LoadSweepOptions,
   LoadSweepResult,
   SweepDeps,
   SweepFit,
   SweepPoint,
+  SweepProgress,
   SweepResult,
 } from "./sweep.ts";
-export { analyseLengthSweep, runLengthSweep, runLoadSweep } from "./sweep.ts";
+export { analyseLengthSweep, analyseLoadSweep, runLengthSweep, runLoadSweep } from "./sweep.ts";
 export type { ServerHandle, ServerSpec, VariantSpec } from "./variants.ts";
 export { interruptSignal, parseVariant, processGroupMembers, startServer } from "./variants.ts";

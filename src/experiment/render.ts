@@ -62,7 +62,7 @@ function pf(p: number): string {
 
 export function renderSweep(r: SweepResult): string {
   const out: string[] = [];
-  out.push(`Length sweep ${r.runId} (${r.status}) against ${r.target}`);
+  out.push(`Length sweep ${r.runId} (${r.status}${r.resumed ? ", resumed" : ""}) against ${r.target}`);
   const t = new Table({
     head: ["output len", "n", "E2E mean (ms)", "95 % CI", "TTFT (ms)", "TPOT (ms)", "tok/s", "median residual (ms)"],
     style: { head: [], border: [] },
@@ -95,7 +95,7 @@ export function renderSweep(r: SweepResult): string {
 
 export function renderLoadSweep(r: LoadSweepResult): string {
   const out: string[] = [];
-  out.push(`${r.mode} sweep ${r.runId} (${r.status}) against ${r.target}`);
+  out.push(`${r.mode} sweep ${r.runId} (${r.status}${r.resumed ? ", resumed" : ""}) against ${r.target}`);
   const t = new Table({
     head: [
       r.mode === "rate" ? "rate (req/s)" : "concurrency",

@@ -10,6 +10,7 @@ import { after, test } from "node:test";
 import Database from "better-sqlite3";
 import { InterruptedError, UsageError } from "../../src/errors.ts";
 import { type BlockRunner, type BlockSample, benchBlockRunner, fromStored } from "../../src/experiment/blocks.ts";
+import { renderSweep } from "../../src/experiment/render.ts";
 import {
   analyseLengthSweep,
   runLengthSweep,
@@ -158,6 +159,7 @@ test("length sweep interrupted after 2 of 4 lengths: --resume runs the other 2 i
     );
     assert.deepEqual(done.summaries.sweep, JSON.parse(JSON.stringify(r)), "the stored summary is the result");
     resumed = r;
+    assert.match(renderSweep(r).split("\n")[0]!, new RegExp(`^Length sweep ${r.runId} \\(complete, resumed\\)`));
   } finally {
     await sim.stop();
   }
