@@ -9,10 +9,14 @@
 // CLOCK_MONOTONIC write time (process.hrtime is system-wide on Linux); this process reads the probe on
 // its own connection in the same event loop as the load and stamps each event on receipt. Receive −
 // write is loopback + the wait behind our own work; the median with no load (the floor) is subtracted.
+// The platform floor: the same 1,000 model-speed streams read by raw sockets whose read callback only
+// counts (no HTTP, SSE or JSON): its CPU per read and added delay are what Node + libuv + the kernel cost
+// before any client code runs, so the distance from it is what the client itself adds.
 // At --speed zero on a 2-core host the sim and the client share the CPU and the loop is saturated by
 // design, so that column measures queueing in a saturated loop, not the per-token cost.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import net from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { Client } from "undici";
@@ -144,6 +148,62 @@ async def main():
         print(json.dumps({"tokens": total, "errors": errors, "cpu": time.process_time() - c0, "wall": time.perf_counter() - w0}))
 asyncio.run(main())
 `;
+
+/**
+ * The platform's floor for the same traffic: n raw sockets, each sending one streaming request, read
+ * into one shared buffer by a callback that only counts (no HTTP, SSE or JSON). What it costs per read
+ * is what Node, libuv and the kernel take before any client code runs.
+ */
+async function rawFloor(
+  url: string,
+  model: string,
+  n: number,
+  outLen: number,
+): Promise<{ reads: number; cpuMs: number }> {
+  const u = new URL(url);
+  const body = JSON.stringify({
+    model,
+    prompt: "hello world ".repeat(8),
+    max_tokens: outLen,
+    ignore_eos: true,
+    stream: true,
+  });
+  const req = `POST /v1/completions HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  const shared = Buffer.alloc(65536);
+  let reads = 0;
+  let done = 0;
+  const socks: net.Socket[] = [];
+  const r0 = process.resourceUsage();
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("raw floor run did not finish in 120 s")), 120_000);
+    for (let i = 0; i < n; i++) {
+      const s = net.connect({
+        host: u.hostname,
+        port: Number(u.port),
+        noDelay: true,
+        onread: {
+          buffer: shared,
+          callback: (len: number, b: Uint8Array) => {
+            reads++;
+            // The chunked body's last chunk "0\r\n\r\n" ends a read: this stream is done.
+            if (len >= 5 && b[len - 5] === 48 && b[len - 4] === 13 && b[len - 3] === 10 && b[len - 1] === 10)
+              if (++done === n) {
+                clearTimeout(timer);
+                resolve();
+              }
+            return true;
+          },
+        },
+      });
+      s.on("connect", () => s.write(req));
+      s.on("error", (e) => reject(e));
+      socks.push(s);
+    }
+  });
+  const r1 = process.resourceUsage();
+  for (const s of socks) s.destroy();
+  return { reads, cpuMs: (r1.userCPUTime - r0.userCPUTime + r1.systemCPUTime - r0.systemCPUTime) / 1000 };
+}
 
 const python = "/usr/bin/python3";
 const hasAiohttp = existsSync(python) && spawnSync(python, ["-c", "import aiohttp"]).status === 0;
@@ -300,6 +360,26 @@ async function main() {
       }
       console.log(
         `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s, ${median(perRead).toFixed(1)} µs CPU per read${failed ? `; ${failed} requests failed` : ""}`,
+      );
+    }
+    // The same 1,000 model-speed streams read by the platform floor (no client code at all).
+    {
+      const f50: number[] = [];
+      const f99: number[] = [];
+      const fper: number[] = [];
+      const realModel = (await runBench({ baseUrl: real.url, numPrompts: 1, noServerMetrics: true })).setup.model_id;
+      await rawFloor(real.url, realModel, 200, 16);
+      for (let i = 0; i < REPS; i++) {
+        gc();
+        const run = rawFloor(real.url, realModel, 1000, OUT_LEN);
+        const delays = await probeDelays(probe.port, run);
+        const { reads, cpuMs } = await run;
+        fper.push((cpuMs * 1000) / reads);
+        f50.push(Math.max(0, median(delays) - floor));
+        f99.push(Math.max(0, pct(delays, 99) - floor));
+      }
+      console.log(
+        `1000 streams at model speed, platform floor (raw sockets, a read callback that only counts): added delay p50 ${median(f50).toFixed(3)} ms, p99 ${median(f99).toFixed(3)} ms; ${median(fper).toFixed(1)} µs CPU per read (Node + libuv + kernel, before any client code)`,
       );
     }
     // Open loop: 1,000 req/s Poisson, short outputs, against the model-speed sim.
