@@ -240,8 +240,12 @@ export class RecordStore {
   /** Chunk columns not in the arena (e.g. empty ones): kept by row. */
   private readonly foreign = new Map<number, ChunkColumns>();
 
-  constructor(readonly arena: ChunkArena) {
-    this.grow(256);
+  /** `expected`: the run's request count when known, so the columns never grow (a copy) mid-run. */
+  constructor(
+    readonly arena: ChunkArena,
+    expected = 256,
+  ) {
+    this.grow(Math.max(16, Math.min(expected, 1 << 22)));
   }
 
   private grow(cap: number): void {

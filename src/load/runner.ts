@@ -528,7 +528,7 @@ class RunState {
     originPerf?: number,
   ) {
     this.originPerf = originPerf ?? performance.now();
-    this.records = new RecordStore(ctx.client.arena);
+    this.records = new RecordStore(ctx.client.arena, total ?? undefined);
     if (ctx.signal?.aborted) this.interrupt();
     ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
     if (ctx.onProgress) {
