@@ -248,6 +248,8 @@ async function withServer(
 }
 
 const OK_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+/** A whole 200 response with a Content-Length body. */
+const resp = (s: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${s.length}\r\n\r\n${s}`;
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -538,8 +540,6 @@ describe("informational heads", () => {
 });
 
 describe("keep-alive reuse and the one retry", () => {
-  const resp = (s: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${s.length}\r\n\r\n${s}`;
-
   test("two sequential requests use one connection; the request reaches the server intact", async () => {
     await withServer(
       (req) => req.sock.write(resp(`${req.conn}/${req.n}`)),
@@ -762,8 +762,6 @@ describe("protocol errors", () => {
 });
 
 describe("preconnect", () => {
-  const resp = (s: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${s.length}\r\n\r\n${s}`;
-
   test("opens n connections before any request, within the pool's limit; requests then open none", async () => {
     await withServer(
       (req) => req.sock.write(resp(`${req.conn}/${req.n}`)),
