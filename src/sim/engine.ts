@@ -9,6 +9,8 @@ import type { BatchShape, StepModel } from "./timing.ts";
 export interface RequestSink {
   /** `count` new tokens starting at index `from`; `finish` set on the last output. */
   onTokens(req: SimRequest, from: number, count: number, finish: FinishReason | null): void;
+  /** Sends what onTokens wrote now (called after a step's outputs, before the engine's bookkeeping). */
+  flush?(): void;
 }
 
 export class SimRequest {
@@ -136,6 +138,14 @@ class Queue<T> {
     }
     return x;
   }
+  /** Inserts keeping the queue ordered by `key` (after equal keys); O(1) when x belongs at the back. */
+  insertBy(x: T, key: (v: T) => number): void {
+    const k = key(x);
+    let i = this.a.length;
+    while (i > this.h && key(this.a[i - 1]!) > k) i--;
+    if (i === this.a.length) this.a.push(x);
+    else this.a.splice(i, 0, x);
+  }
   remove(x: T): boolean {
     const i = this.a.indexOf(x, this.h);
     if (i < 0) return false;
@@ -242,17 +252,22 @@ export class Engine {
     return !this.inFlight && this.running.length === 0 && this.waiting.length === 0 && this.pending.length === 0;
   }
 
-  submit(req: SimRequest): void {
+  /**
+   * Hands a request to the engine. `arrivalMs` (engine clock) is when the server received it; the
+   * frontend cost runs from then, so HTTP handling done since overlaps it instead of adding to it.
+   */
+  submit(req: SimRequest, arrivalMs?: number): void {
     const now = this.opts.clock();
-    req.arrival = now;
-    req.queuedAt = now + this.frontendMs;
+    req.arrival = arrivalMs ?? now;
+    // It joins the engine's queue when the frontend cost has passed, and never before it got here.
+    req.queuedAt = Math.max(req.arrival + this.frontendMs, now);
     const eosMean = this.model.profile.text.eosMeanTokens;
     if (eosMean > 0) {
       // Geometric natural length with the profile's mean, from the request's seed.
       const u = (mix32(req.seed ^ 0xe05) + 0.5) / 4294967296;
       req.eosAt = 1 + Math.floor(Math.log(u) / Math.log(1 - 1 / Math.max(1.0001, eosMean)));
     }
-    this.pending.push(req);
+    this.pending.insertBy(req, (r) => r.queuedAt);
     this.kick();
   }
 
@@ -485,6 +500,9 @@ export class Engine {
     let iterTokens = 0;
     let anyOutput = false;
     let finishedAny = false;
+    // Work that need not delay the step's output: done after the sinks have sent it.
+    const cacheInserts: Uint32Array[] = [];
+    const sinks: RequestSink[] = [];
     for (const { req, tokens, prefill } of f.batch) {
       if (req.aborted || req.finished) continue;
       let emit = 0;
@@ -496,7 +514,7 @@ export class Engine {
           // The whole prompt is credited in the batch that emits the first token.
           iterTokens += req.promptLen;
           m.promptTokens += req.promptLen;
-          if (this.prefix && req.blockHashes) this.prefix.insert(req.blockHashes);
+          if (this.prefix && req.blockHashes) cacheInserts.push(req.blockHashes);
         }
       } else {
         emit = 1;
@@ -548,7 +566,12 @@ export class Engine {
         this.recordFinished(req, now);
       }
       req.sink.onTokens(req, from, count, finish);
+      if (sinks[sinks.length - 1] !== req.sink) sinks.push(req.sink);
     }
+    // The tokens leave at the step's end, as stamped. (--speed zero leaves it to the sinks: a burst of
+    // steps in one macrotask goes out as one write per stream.)
+    if (!this.opts.speedZero) for (const k of sinks) k.flush?.();
+    for (const h of cacheInserts) this.prefix!.insert(h);
     if (anyOutput) m.iterationTokens.observe(iterTokens);
     if (finishedAny) {
       this.running = this.running.filter((r) => {

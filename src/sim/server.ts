@@ -126,13 +126,24 @@ class Exchange implements RequestSink {
     return JSON.stringify(u);
   }
 
-  /** Events written in this macrotask, sent as one chunk when it ends (several steps may run in one). */
+  /**
+   * Events not yet sent: the engine flushes them at the end of each step; otherwise (--speed zero
+   * bursts, faults) they go as one chunk when this macrotask ends.
+   */
   private pending: string | null = null;
-  private readonly flush = (): void => {
+  readonly flush = (): void => {
     const p = this.pending;
+    if (p === null) return;
     this.pending = null;
-    if (p !== null && !this.res.destroyed) this.res.write(p);
-    if (this.endAfterFlush) this.res.end();
+    const res = this.res;
+    if (res.destroyed) return;
+    // Corked around the write so the chunk (size line, data, CRLF) leaves now, in one send, instead
+    // of on node's next tick.
+    const sock = res.socket;
+    sock?.cork();
+    res.write(p);
+    if (this.endAfterFlush) res.end();
+    sock?.uncork();
   };
   private endAfterFlush = false;
 
@@ -400,6 +411,8 @@ export class SimServer {
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
+    // Arrival: the request line and headers were just parsed, in the socket read that brought them.
+    const receivedAt = this.deps.engine.opts.clock();
     const url = req.url ?? "/";
     const q = url.indexOf("?");
     const path = q >= 0 ? url.slice(0, q) : url;
@@ -437,10 +450,10 @@ export class SimServer {
       if (method === "POST") {
         switch (path) {
           case "/v1/completions":
-            this.withBody(req, res, (b) => this.completion(res, b, false));
+            this.withBody(req, res, (b) => this.completion(res, b, false, receivedAt));
             return;
           case "/v1/chat/completions":
-            this.withBody(req, res, (b) => this.completion(res, b, true));
+            this.withBody(req, res, (b) => this.completion(res, b, true, receivedAt));
             return;
           case "/start_profile":
           case "/stop_profile": {
@@ -555,7 +568,7 @@ export class SimServer {
     });
   }
 
-  private completion(res: ServerResponse, body: unknown, chat: boolean): void {
+  private completion(res: ServerResponse, body: unknown, chat: boolean, receivedAt: number): void {
     if (typeof body !== "object" || body === null || Array.isArray(body))
       throw bad("Input should be a valid dictionary");
     const b = body as Record<string, unknown>;
@@ -678,14 +691,16 @@ export class SimServer {
     res.on("close", () => {
       if (!res.writableFinished) ex.clientGone();
     });
-    const go = () => {
+    // Submitted before the headers are written, so no socket write sits between arrival and the engine.
+    const go = (arrival: number | undefined) => {
       if (ex.closed) return;
+      for (const c of ex.choices) d.engine.submit(c, arrival);
       ex.begin();
-      for (const c of ex.choices) d.engine.submit(c);
     };
     if (faults.slowHeaders) {
+      // The fault holds the request in front of the server: arrival is stamped when it lets go.
       this.fault("slow-headers");
-      setTimeout(go, d.slowHeadersMs);
-    } else go();
+      setTimeout(go, d.slowHeadersMs, undefined);
+    } else go(receivedAt);
   }
 }
