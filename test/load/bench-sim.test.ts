@@ -78,19 +78,11 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     else t.diagnostic("the simulator fell behind its profile (loaded host): profile comparison skipped");
     // TTFT to the millisecond needs a host that is not starved: the client's own loop-delay record says so.
     const quiet = res.client.eventLoopDelayMs.p99 <= 2;
-    // The sim stamps arrival as it sends the response headers; the ~2 ms it takes to get there (HTTP
-    // handling, see the closing note) is the server's, so the client's own accuracy is judged from headers.
-    const fromHeaders = measured.reduce((a, r) => a + r.ttftMs - r.headersMs!, 0) / measured.length;
-    if (quiet)
-      assert.ok(
-        Math.abs(fromHeaders - sv.ttft_mean_ms!) < 1,
-        `client TTFT after headers ${fromHeaders} vs server ${sv.ttft_mean_ms} (client TTFT ${clientTtft})`,
-      );
+    // The sim stamps arrival when it has parsed the request's headers (its own HTTP handling overlaps the
+    // profile's frontend cost), so the client's TTFT is the server's plus the loopback both ways.
+    if (quiet) assert.ok(clientTtft - sv.ttft_mean_ms! < 1, `client TTFT ${clientTtft} vs server ${sv.ttft_mean_ms}`);
     if (quiet && Math.abs(sv.ttft_mean_ms! - ttftTruth) < 0.5)
-      assert.ok(
-        Math.abs(fromHeaders - ttftTruth) < 1,
-        `client TTFT after headers ${fromHeaders} vs profile ${ttftTruth}`,
-      );
+      assert.ok(Math.abs(clientTtft - ttftTruth) < 1, `client TTFT ${clientTtft} vs profile ${ttftTruth}`);
     if (!quiet)
       t.diagnostic(
         `host starved (client loop delay p99 ${res.client.eventLoopDelayMs.p99.toFixed(1)} ms): 1 ms TTFT checks skipped`,
