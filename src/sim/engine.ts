@@ -217,6 +217,8 @@ export class Engine {
   private stepIndex = 0;
   private closed = false;
   private drainWaiters: Array<() => void> = [];
+  /** Sinks that got output in the step being completed (reused). */
+  private readonly touched: RequestSink[] = [];
   private readonly shape: BatchShape = {
     prefillTokens: 0,
     prefillSeqs: 0,
@@ -501,8 +503,10 @@ export class Engine {
     let anyOutput = false;
     let finishedAny = false;
     // Work that need not delay the step's output: done after the sinks have sent it.
-    const cacheInserts: Uint32Array[] = [];
-    const sinks: RequestSink[] = [];
+    let cacheInserts: Uint32Array[] | null = null;
+    // --speed zero leaves flushing to the sinks: a burst of steps in one macrotask goes out as one
+    // write per stream.
+    const sinks = this.opts.speedZero ? null : this.touched;
     for (const { req, tokens, prefill } of f.batch) {
       if (req.aborted || req.finished) continue;
       let emit = 0;
@@ -514,7 +518,7 @@ export class Engine {
           // The whole prompt is credited in the batch that emits the first token.
           iterTokens += req.promptLen;
           m.promptTokens += req.promptLen;
-          if (this.prefix && req.blockHashes) cacheInserts.push(req.blockHashes);
+          if (this.prefix && req.blockHashes) (cacheInserts ??= []).push(req.blockHashes);
         }
       } else {
         emit = 1;
@@ -566,12 +570,14 @@ export class Engine {
         this.recordFinished(req, now);
       }
       req.sink.onTokens(req, from, count, finish);
-      if (sinks[sinks.length - 1] !== req.sink) sinks.push(req.sink);
+      if (sinks && sinks[sinks.length - 1] !== req.sink) sinks.push(req.sink);
     }
-    // The tokens leave at the step's end, as stamped. (--speed zero leaves it to the sinks: a burst of
-    // steps in one macrotask goes out as one write per stream.)
-    if (!this.opts.speedZero) for (const k of sinks) k.flush?.();
-    for (const h of cacheInserts) this.prefix!.insert(h);
+    // The tokens leave at the step's end, as stamped.
+    if (sinks) {
+      for (const k of sinks) k.flush?.();
+      sinks.length = 0;
+    }
+    if (cacheInserts) for (const h of cacheInserts) this.prefix!.insert(h);
     if (anyOutput) m.iterationTokens.observe(iterTokens);
     if (finishedAny) {
       this.running = this.running.filter((r) => {

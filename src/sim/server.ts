@@ -131,20 +131,25 @@ class Exchange implements RequestSink {
    * bursts, faults) they go as one chunk when this macrotask ends.
    */
   private pending: string | null = null;
-  readonly flush = (): void => {
+  private readonly flushLater = (): void => this.send(false);
+  /** Sends the pending events now (the engine calls it when a step's outputs are written). */
+  flush(): void {
+    this.send(true);
+  }
+  private send(now: boolean): void {
     const p = this.pending;
     if (p === null) return;
     this.pending = null;
     const res = this.res;
     if (res.destroyed) return;
-    // Corked around the write so the chunk (size line, data, CRLF) leaves now, in one send, instead
-    // of on node's next tick.
-    const sock = res.socket;
+    // node corks a chunked write until its next tick; corking around it here sends the chunk (size
+    // line, data, CRLF) at once, in one send. (Not on the end-of-macrotask path: there it only costs.)
+    const sock = now ? res.socket : null;
     sock?.cork();
     res.write(p);
     if (this.endAfterFlush) res.end();
     sock?.uncork();
-  };
+  }
   private endAfterFlush = false;
 
   private write(s: string): void {
@@ -155,7 +160,7 @@ class Exchange implements RequestSink {
     }
     if (this.pending === null) {
       this.pending = s;
-      process.nextTick(this.flush);
+      process.nextTick(this.flushLater);
     } else this.pending += s;
   }
 

@@ -127,7 +127,7 @@ describe(`server-side TTFT vs the client's (real sim process, time-scale 1, ${PR
           `gap ${gap.toFixed(3)} /ping RTT ${ping.toFixed(3)} gap − RTT ${extra.toFixed(3)} ms`,
       );
       // The sim's handling overlaps the modelled frontend cost: the server's mean TTFT is the model's
-      // (steps carry unit-mean jitter; timers only fire late, and later on a starved host).
+      // (steps carry unit-mean jitter; timers only fire late, so the upper check takes the median).
       const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
       const truth = mean(rows.map((r) => profile.cost.frontendMs + model.stepMs(prefillBatch(r.promptTokens))));
       const server = mean(rows.map((r) => r.server));
@@ -138,7 +138,8 @@ describe(`server-side TTFT vs the client's (real sim process, time-scale 1, ${PR
         t.diagnostic(`host starved (/ping RTT ${ping.toFixed(2)} ms): sub-millisecond checks skipped`);
         return;
       }
-      assert.ok(server < truth + 1, `server TTFT ${server} vs the model's ${truth}`);
+      const serverMedian = median(rows.map((r) => r.server));
+      assert.ok(serverMedian < truth + 1, `server TTFT median ${serverMedian} vs the model's ${truth}`);
       assert.ok(
         extra < bound,
         `gap − loopback ${extra.toFixed(3)} ms (gap ${gap.toFixed(3)}, /ping ${ping.toFixed(3)})`,
