@@ -6,6 +6,7 @@ import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
+import { pidAlive } from "../store/store.ts";
 import {
   type BlockRunner,
   type BlockSample,
@@ -172,15 +173,6 @@ export function resumeConflicts(
     if (canonical(a) !== canonical(b)) out.push(`${flag} is ${show(a)} in the run, ${show(b)} now`);
   }
   return out;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 function loadForResume(store: Store, id: string, kinds: readonly string[]): RunRecord {

@@ -112,7 +112,8 @@ export function newRunId(kind: string, now = new Date()): string {
 const json = (v: unknown) => JSON.stringify(redact(v ?? null));
 const parse = <T>(s: string | null): T | null => (s == null ? null : (JSON.parse(s) as T));
 
-function pidAlive(pid: number): boolean {
+/** True when a process with this id is alive on this host (EPERM: alive, not ours). */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
