@@ -14,13 +14,17 @@
 // before any client code runs, so the distance from it is what the client itself adds.
 // At --speed zero on a 2-core host the sim and the client share the CPU and the loop is saturated by
 // design, so that column measures queueing in a saturated loop, not the per-token cost.
+// The servers (sim, probe) run under SCHED_IDLE where util-linux chrt exists, standing in for a server
+// on its own machine; the pacer alone (same schedules, no requests) gives the schedule lag's floor.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import net from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { Client } from "undici";
+import { pace } from "../src/load/pacer.ts";
 import { runBench } from "../src/load/runner.ts";
+import { arrivalTimesMs } from "../src/load/schedule.ts";
 import { spawnSimProcess } from "../src/load/selftest.ts";
 import { SseParser } from "../src/load/sse.ts";
 
@@ -53,8 +57,11 @@ const srv = http.createServer((req, res) => {
 srv.listen(0, "127.0.0.1", () => console.log(srv.address().port));
 `;
 
-async function startProbe(): Promise<{ port: number; stop: () => void }> {
-  const child = spawn(process.execPath, ["-e", PROBE], { stdio: ["ignore", "pipe", "inherit"] });
+async function startProbe(idle: boolean): Promise<{ port: number; stop: () => void }> {
+  const argv = [process.execPath, "-e", PROBE];
+  const child = idle
+    ? spawn("/usr/bin/chrt", ["--idle", "0", ...argv], { stdio: ["ignore", "pipe", "inherit"] })
+    : spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise<number>((r) => child.stdout!.once("data", (d) => r(Number(String(d).trim()))));
   return { port, stop: () => child.kill("SIGTERM") };
 }
@@ -99,52 +106,91 @@ async function probeDelays(
   return w ? delays.filter((_, i) => at[i]! >= w[0] && at[i]! <= w[1]) : delays;
 }
 
+// vLLM bench serve as it stands (vllm/benchmarks/serve.py + lib/endpoint_request_func.py), restated:
+// one task per request behind a semaphore, a keep-alive connector, and per response an incremental
+// UTF-8 decoder, a "\n\n" split, a trial json.loads of any "data: " remainder (a message a read ended
+// on), json.loads per event, perf_counter per token event, generated text and ITL list kept.
 const PY = String.raw`
-import asyncio, json, sys, time, aiohttp
+import asyncio, codecs, json, sys, time, aiohttp
 url, model, streams, per, outlen = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-async def one(session, i):
-    body = {"model": model, "prompt": "hello world " * 8, "max_tokens": outlen, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
-    st = time.perf_counter(); ttft = 0.0; itl = []; last = st; n = 0; chunks = 0
-    async with session.post(url + "/v1/completions", json=body) as r:
-        if r.status != 200: raise RuntimeError(f"HTTP {r.status}: {await r.text()}")
-        buf = ""
-        async for chunk_bytes in r.content.iter_any():
-            chunk_bytes = chunk_bytes.strip()
-            if not chunk_bytes: continue
-            buf += chunk_bytes.decode("utf-8") + "\n\n"
-            while "\n\n" in buf:
-                msg, buf = buf.split("\n\n", 1)
-                msg = msg.strip()
-                if not msg or msg.startswith(":"): continue
-                data = msg.removeprefix("data: ")
-                if data == "[DONE]": continue
-                d = json.loads(data)
-                ts = time.perf_counter()
-                if d.get("choices"):
-                    if ttft == 0.0: ttft = ts - st
-                    else: itl.append(ts - last)
-                    last = ts
-                    chunks += 1
-                elif d.get("usage"):
-                    n = d["usage"].get("completion_tokens") or 0
-    # vLLM re-tokenizes when usage is missing; one token per chunk stands in for that here.
-    return n or chunks
-async def main():
-    conn = aiohttp.TCPConnector(limit=streams, keepalive_timeout=60)
-    async with aiohttp.ClientSession(connector=conn, read_bufsize=10*1024*1024,
-                                     timeout=aiohttp.ClientTimeout(total=6*3600)) as s:
-        q = list(range(streams * per)); total = 0; errors = 0
-        async def worker():
-            nonlocal total, errors
-            while q:
-                q.pop()
+
+class Events:
+    def __init__(self):
+        self.pending = ""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+    def feed(self, raw):
+        self.pending += self.utf8.decode(raw)
+        out = []
+        while "\n\n" in self.pending:
+            head, self.pending = self.pending.split("\n\n", 1)
+            head = head.strip()
+            if head: out.append(head)
+        if self.pending.startswith("data: "):
+            rest = self.pending.removeprefix("data: ").strip()
+            if rest == "[DONE]":
+                out.append(self.pending.strip()); self.pending = ""
+            elif rest:
                 try:
-                    n = await one(s, 0); total += n
+                    json.loads(rest)
+                    out.append(self.pending.strip()); self.pending = ""
+                except json.JSONDecodeError:
+                    pass
+        return out
+
+class Result:
+    __slots__ = ("text", "ok", "latency", "tokens", "ttft", "itl", "start", "queued")
+    def __init__(self):
+        self.text = ""; self.ok = False; self.latency = 0.0; self.tokens = 0
+        self.ttft = 0.0; self.itl = []; self.start = 0.0; self.queued = 0.0
+
+async def one(session):
+    payload = {"model": model, "prompt": "hello world " * 8, "repetition_penalty": 1.0, "max_tokens": outlen,
+               "logprobs": None, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    res = Result(); text = ""
+    st = time.perf_counter(); res.start = st; last = st
+    async with session.post(url + "/v1/completions", json=payload, headers={}) as r:
+        if r.status != 200: raise RuntimeError(f"HTTP {r.status}: {await r.text()}")
+        seen = False; events = Events()
+        async for raw in r.content.iter_any():
+            raw = raw.strip()
+            if not raw: continue
+            for m in events.feed(raw):
+                if m.startswith(":"): continue
+                body = m.removeprefix("data: ")
+                if body == "[DONE]": continue
+                d = json.loads(body)
+                if choices := d.get("choices"):
+                    piece = choices[0].get("text")
+                    now = time.perf_counter()
+                    if not seen: seen = True; res.ttft = now - st
+                    else: res.itl.append(now - last)
+                    last = now
+                    text += piece or ""
+                elif usage := d.get("usage"):
+                    res.tokens = usage.get("completion_tokens")
+        res.ok = seen; res.text = text; res.latency = last - st
+    return res
+
+async def main():
+    conn = aiohttp.TCPConnector(limit=streams, limit_per_host=streams, ttl_dns_cache=300, use_dns_cache=True,
+                                keepalive_timeout=60, enable_cleanup_closed=True, force_close=False)
+    async with aiohttp.ClientSession(connector=conn, trust_env=True, read_bufsize=10 * 1024 * 1024,
+                                     timeout=aiohttp.ClientTimeout(total=6 * 3600)) as s:
+        gate = asyncio.Semaphore(streams)
+        errors = 0
+        async def limited(arrival):
+            nonlocal errors
+            async with gate:
+                try:
+                    out = await one(s)
                 except (aiohttp.ClientError, ConnectionError):
-                    errors += 1
+                    errors += 1; return None
+            out.queued = out.start - arrival
+            return out
         c0 = time.process_time(); w0 = time.perf_counter()
-        await asyncio.gather(*[worker() for _ in range(streams)])
+        tasks = [asyncio.create_task(limited(time.perf_counter())) for _ in range(streams * per)]
+        outs = await asyncio.gather(*tasks)
+        total = sum((o.tokens or len(o.itl) + 1) for o in outs if o is not None and o.ok)
         print(json.dumps({"tokens": total, "errors": errors, "cpu": time.process_time() - c0, "wall": time.perf_counter() - w0}))
 asyncio.run(main())
 `;
@@ -226,11 +272,14 @@ function timedRun(o: Parameters<typeof runBench>[0]) {
 const TRANSPORTS = ["h1", "undici"] as const;
 
 async function main() {
-  const sim = await spawnSimProcess(["--speed", "zero", "--max-num-seqs", "1024"]);
-  const real = await spawnSimProcess(["--profile", REAL_PROFILE, "--max-num-seqs", "1024"]);
-  const probe = await startProbe();
+  // The servers (sim, probe) run under SCHED_IDLE where chrt exists: a real server has its own machine,
+  // and on a 2-core host a waking client otherwise waits a scheduler slice (1.5–3 ms) behind them.
+  const sim = await spawnSimProcess(["--speed", "zero", "--max-num-seqs", "1024"], { idle: true });
+  const real = await spawnSimProcess(["--profile", REAL_PROFILE, "--max-num-seqs", "1024"], { idle: true });
+  const idle = sim.scheduling === "idle";
+  const probe = await startProbe(idle);
   console.log(
-    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process), ${REPS} reps, medians`,
+    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sim and probe under SCHED_IDLE" : ""}), ${REPS} reps, medians`,
   );
   try {
     // Warm the JIT on every path (both HTTP clients, 1 to 1,000 streams) before measuring anything.
@@ -380,6 +429,23 @@ async function main() {
       }
       console.log(
         `1000 streams at model speed, platform floor (raw sockets, a read callback that only counts): added delay p50 ${median(f50).toFixed(3)} ms, p99 ${median(f99).toFixed(3)} ms; ${median(fper).toFixed(1)} µs CPU per read (Node + libuv + kernel, before any client code)`,
+      );
+    }
+    // The pacer's own floor: the open loop's pacer with the same schedules, dispatching nothing.
+    {
+      const p99s: number[] = [];
+      for (let i = 0; i < REPS; i++) {
+        gc();
+        const times = arrivalTimesMs(3000, { rate: 1000, seed: i });
+        const lag = new Float64Array(times.length);
+        const origin = performance.now();
+        await pace(times, origin, (k, now) => {
+          lag[k] = now - times[k]!;
+        }).done;
+        p99s.push(pct([...lag], 99));
+      }
+      console.log(
+        `1000 req/s Poisson, pacer alone (same schedules, no requests): schedule lag p99 ${median(p99s).toFixed(3)} ms (what this host allows a paced send with nothing else running)`,
       );
     }
     // Open loop: 1,000 req/s Poisson, short outputs, against the model-speed sim.

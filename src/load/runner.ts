@@ -5,6 +5,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { blankRecord, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
+import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
@@ -186,13 +187,8 @@ class Slots {
   }
 }
 
-/** Timers round to whole ms and fire late under load: sleep until this far before the target, then in short slices. */
-const SPIN_WINDOW_MS = 1.5;
-/** Inside that window: sleep this long at a time (it blocks I/O, so it stays short), then yield. */
-const SPIN_SLICE_MS = 0.1;
 /** Connections opened before a run's clock starts, at most. */
 const PRECONNECT_MAX = 1024;
-const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 /** Closed-loop users started per event-loop turn. */
 const START_BATCH = 32;
 
@@ -733,9 +729,7 @@ export async function closedLoop(
 /**
  * Open loop: send at the precomputed absolute times; with a cap, wait for a slot (client queue time).
  * Prompts and request bodies are built before the clock starts, so a dispatch is a stamp and a write.
- * One dispatcher sends every request that is due in a single pass (never one per event-loop turn),
- * sleeps on a timer until SPIN_WINDOW_MS before the next, then yields with setImmediate (I/O still
- * runs) and busy-waits only the last HARD_SPIN_MS.
+ * The pacer (pacer.ts) sends every request that is due in a single pass, and between socket reads.
  */
 export async function openLoop(
   ctx: RunCtx,
@@ -780,59 +774,16 @@ export async function openLoop(
       })(),
     );
   };
-  let i = 0;
-  let timer: NodeJS.Timeout | null = null;
-  await new Promise<void>((resolve) => {
-    let finished = false;
-    const end = () => {
-      if (finished) return;
-      finished = true;
-      if (timer) clearTimeout(timer);
-      setReadHook(null);
-      resolve();
-    };
-    // An interrupt must not wait for the next arrival (gaps can be long at low rates).
-    stopped.then(end);
-    /** Sends everything due at run time `now` (ms); true when the schedule is done. */
-    const sendDue = (now: number): boolean => {
-      while (i < n && times[i]! <= now) {
-        dispatch(i, now);
-        i++;
-        now = performance.now() - origin;
-      }
-      if (i >= n) end();
-      return finished;
-    };
-    // Between socket reads too (h1): a request due during a burst of reads goes out at the next read,
-    // not after the burst (timers and immediates only run between poll phases).
-    if (ctx.client.transport === "h1")
-      setReadHook((tPerf) => {
-        if (!finished && !st.stopped && i < n && times[i]! <= tPerf - origin) sendDue(tPerf - origin);
-      });
-    const tick = () => {
-      timer = null;
-      if (finished || st.stopped) return;
-      let now = performance.now() - origin;
-      let d = times[i]! - now;
-      if (d > 0 && d <= SPIN_WINDOW_MS) {
-        // Sleep a short slice on a futex (sub-ms, no CPU burnt, nothing allocated), then yield to I/O:
-        // a read waits at most one slice. Spinning on setImmediate instead cost one Immediate per
-        // loop turn, and a busy-wait one clock array per performance.now(): at 1,000 req/s that
-        // garbage made the scavenges, not the loop, set the lag.
-        Atomics.wait(SLEEPER, 0, 0, Math.min(d, SPIN_SLICE_MS));
-        now = performance.now() - origin;
-        d = times[i]! - now;
-      }
-      if (d <= 0) {
-        if (sendDue(now)) return;
-        d = times[i]! - (performance.now() - origin);
-      }
-      if (d > SPIN_WINDOW_MS + 1) timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
-      else setImmediate(tick);
-    };
-    if (n === 0) end();
-    else tick();
+  const pacer = pace(times, origin, (i, now) => {
+    if (!st.stopped) dispatch(i, now);
   });
+  // An interrupt must not wait for the next arrival (gaps can be long at low rates).
+  stopped.then(pacer.stop);
+  // Between socket reads too (h1): a request due during a burst of reads goes out at the next read,
+  // not after the burst (timers and immediates only run between poll phases).
+  if (ctx.client.transport === "h1") setReadHook((tPerf) => pacer.poll(tPerf - origin));
+  await pacer.done;
+  setReadHook(null);
   await st.whenIdle();
   const durationMs = st.nowMs();
   st.close();

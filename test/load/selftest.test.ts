@@ -1,7 +1,8 @@
 // `inferscope bench --self-test`: the client's ceiling against a real `inferscope sim --speed zero`.
 import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
-import { formatSelfTest, runSelfTest } from "../../src/load/selftest.ts";
+import { formatSelfTest, runSelfTest, spawnSimProcess } from "../../src/load/selftest.ts";
 
 test("self-test: spawns the sim, streams at each level, reports tokens per CPU-second and loop delay", {
   timeout: 60_000,
@@ -17,6 +18,37 @@ test("self-test: spawns the sim, streams at each level, reports tokens per CPU-s
     assert.ok(p.loopDelayP99Ms >= p.loopDelayP50Ms && p.loopDelayP50Ms >= 0);
   }
   const text = formatSelfTest(r);
+  assert.ok(r.simScheduling === "idle" || r.simScheduling === "normal");
   assert.match(text, /streams\s+requests\s+tokens\/CPU-s/);
   assert.equal(text.split("\n").length, 4);
+});
+
+test("spawnSimProcess({ idle }) runs every sim thread under SCHED_IDLE where chrt exists", {
+  timeout: 30_000,
+  skip: process.platform !== "linux" || !existsSync("/usr/bin/chrt") ? "needs Linux and util-linux chrt" : false,
+}, async () => {
+  const sim = await spawnSimProcess(["--speed", "zero"], { idle: true });
+  try {
+    assert.equal(sim.scheduling, "idle");
+    // /proc/<tid>/stat field 41 is the policy (SCHED_IDLE = 5); threads started later inherit it.
+    const tids = readdirSync(`/proc/${sim.pid}/task`);
+    assert.ok(tids.length > 1);
+    for (const t of tids) {
+      const stat = readFileSync(`/proc/${sim.pid}/task/${t}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      assert.equal(fields[41 - 3], "5", `thread ${t} policy`);
+    }
+    const res = await fetch(`${sim.url}/v1/models`);
+    assert.equal(res.status, 200);
+  } finally {
+    await sim.stop();
+  }
+  const plain = await spawnSimProcess(["--speed", "zero"]);
+  try {
+    assert.equal(plain.scheduling, "normal");
+    const stat = readFileSync(`/proc/${plain.pid}/stat`, "utf8");
+    assert.equal(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[41 - 3], "0");
+  } finally {
+    await plain.stop();
+  }
 });
