@@ -34,7 +34,27 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Resolves once everything written to `s` has reached the OS. A pipe whose reader is slower than us
+ * holds the rest in Node's queue, and process.exit() would drop it (a --json document cut at 64 KiB).
+ */
+function drained(s: NodeJS.WriteStream): Promise<void> {
+  if (s.writableLength === 0 || s.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    s.once("error", () => resolve());
+    s.write("", () => resolve());
+  });
+}
+
+// A reader that went away (`| head`) is not an error of ours: stop writing, keep the exit code.
+for (const s of [process.stdout, process.stderr])
+  s.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code !== "EPIPE") throw e;
+    s.destroy();
+  });
+
 const code = await main(process.argv.slice(2));
-// Let pending output drain; servers started by commands have their own shutdown paths.
 process.exitCode = code;
-if (!process.env.INFERSCOPE_NO_EXIT) setImmediate(() => process.exit(code));
+// Servers started by commands have their own shutdown paths; everything else ends once output drained.
+if (!process.env.INFERSCOPE_NO_EXIT)
+  await Promise.all([drained(process.stdout), drained(process.stderr)]).then(() => process.exit(code));

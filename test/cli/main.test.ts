@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { describeError, ExitCode, ParseError, TargetError } from "../../src/errors.ts";
 
@@ -26,4 +30,43 @@ test("errors carry positions and exit codes", () => {
   assert.equal(describeError(new TargetError("refused")).exitCode, ExitCode.unreachable);
   const sys = Object.assign(new Error("x"), { code: "ENOENT", path: "/nope" });
   assert.equal(describeError(sys).message, "/nope: no such file or directory");
+});
+
+test("a --json document reaches a slow reader whole (the CLI waits for stdout to drain before exiting)", {
+  timeout: 30_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "inferscope-drain-"));
+  const file = join(dir, "big.prom");
+  const lines = ["# TYPE req_total counter"];
+  for (let i = 0; i < 20_000; i++) lines.push(`req_total{path="/p${i}",code="200"} ${i}`);
+  writeFileSync(file, `${lines.join("\n")}\n`);
+  const child = spawn(process.execPath, ["bin/inferscope.mjs", "metrics", "scrape", file, "--json"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  // Read nothing for a while: the pipe fills (64 KiB) and the rest waits in the child's queue.
+  child.stdout.pause();
+  await new Promise((r) => setTimeout(r, 700));
+  const parts: Buffer[] = [];
+  child.stdout.on("data", (d: Buffer) => parts.push(d));
+  child.stdout.resume();
+  const [code] = (await once(child, "close")) as [number];
+  rmSync(dir, { recursive: true, force: true });
+  assert.equal(code, 0);
+  const out = Buffer.concat(parts).toString("utf8");
+  assert.ok(out.length > 1_000_000, `got ${out.length} bytes`);
+  assert.doesNotThrow(() => JSON.parse(out));
+});
+
+test("a reader that goes away (| head) ends the CLI quietly with its own exit code", async () => {
+  const child = spawn(process.execPath, ["bin/inferscope.mjs", "model", "--help"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout.destroy();
+  let err = "";
+  child.stderr.on("data", (d) => {
+    err += d;
+  });
+  const [code] = (await once(child, "close")) as [number];
+  assert.equal(code, 0);
+  assert.doesNotMatch(err, /EPIPE|\n\s+at /);
 });
