@@ -1,6 +1,6 @@
 // Compact per-request records: chunk facts gathered in reusable growable typed arrays while a stream
 // runs, copied to exact-size arrays when it ends; a JSONL writer that appends each record as it completes.
-import { createWriteStream, type WriteStream } from "node:fs";
+import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import { InputError } from "../errors.ts";
 import type { ChunkColumns, ErrorClass, RequestRecord } from "./types.ts";
 
@@ -434,8 +434,15 @@ export function parseRecordsJsonl(text: string, path = "<records>"): RequestReco
 export class JsonlWriter {
   private readonly ws: WriteStream;
   private error: Error | null = null;
+  /** Opens the file now, so a bad path fails before a run sends anything (InputError). */
   constructor(readonly path: string) {
-    this.ws = createWriteStream(path, { flags: "w" });
+    let fd: number;
+    try {
+      fd = openSync(path, "w");
+    } catch (e: any) {
+      throw new InputError(`${path}: cannot write records: ${e?.message ?? e}`);
+    }
+    this.ws = createWriteStream(path, { fd });
     this.ws.on("error", (e) => {
       this.error = e;
     });

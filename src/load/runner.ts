@@ -1,6 +1,7 @@
 // Runs a benchmark: resolves the model, warms up, sends the measured requests on a closed loop or an
 // open-loop schedule (paced by a timer, then short futex sleeps), streams records to JSONL, and summarises.
-import { writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { blankRecord, StreamClient } from "./client.ts";
@@ -187,6 +188,31 @@ class Slots {
   }
 }
 
+/**
+ * Throws InputError unless the file `path` can be created or overwritten (nothing is created); with
+ * `dir`, unless files can be created in the directory `path`.
+ */
+export function checkWritable(path: string, what: string, dir = false): void {
+  let reason: string | null = null;
+  try {
+    if (dir) {
+      if (!existsSync(path)) reason = "no such directory";
+      else if (!statSync(path).isDirectory()) reason = "not a directory";
+      else accessSync(path, constants.W_OK);
+    } else if (existsSync(path)) {
+      if (statSync(path).isDirectory()) reason = "is a directory";
+      else accessSync(path, constants.W_OK);
+    } else {
+      const parent = dirname(resolve(path));
+      if (!existsSync(parent)) reason = `no such directory ${parent}`;
+      else accessSync(parent, constants.W_OK);
+    }
+  } catch (e: any) {
+    reason = e?.code === "EACCES" ? "permission denied" : (e?.message ?? String(e));
+  }
+  if (reason) throw new InputError(`${path}: cannot write ${what}: ${reason}`);
+}
+
 /** Connections opened before a run's clock starts, at most. */
 const PRECONNECT_MAX = 1024;
 /** Closed-loop users started per event-loop turn. */
@@ -212,6 +238,9 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   });
   let writer: JsonlWriter | null = null;
   try {
+    // Output paths are checked before anything is sent: a bad one must not cost a whole run's results.
+    if (opts.saveResult) checkWritable(opts.saveResult, "result");
+    if (opts.recordsPath) writer = new JsonlWriter(opts.recordsPath);
     const model = await resolveModel(client, opts.model, opts.connectTimeoutMs ?? 5000);
     const bodyOpts = {
       model,
@@ -238,10 +267,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       seed: r.seed,
       warmup: r.warmup,
     };
-    if (opts.recordsPath) {
-      writer = new JsonlWriter(opts.recordsPath);
-      writer.write({ type: "header", ...setup });
-    }
+    writer?.write({ type: "header", ...setup });
     const w = writer;
     const onRecord = (rec: RequestRecord) => {
       if (w) w.write(recordToJson(rec));

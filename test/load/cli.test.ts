@@ -66,6 +66,26 @@ describe("against the simulator", { timeout: 120_000 }, () => {
     assert.match(r.stderr, /rejected the request: HTTP 404.*no-such-model/);
   });
 
+  test("an output path that cannot be written fails before any request is sent (exit 2)", async () => {
+    const served = async () => {
+      const text = await (await fetch(`${sim.url}/metrics`)).text();
+      return [...text.matchAll(/^vllm:request_success_total\{[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+    };
+    const before = await served();
+    const missing = join(dir, "no-such-dir", "x");
+    for (const [flag, path, msg] of [
+      ["--save-result", `${missing}.json`, /x\.json: cannot write result: no such directory/],
+      ["--records", `${missing}.jsonl`, /x\.jsonl: cannot write records: ENOENT/],
+      ["--save-result", dir, /cannot write result: is a directory/],
+    ] as const) {
+      const r = cli(["--base-url", sim.url, "--num-prompts", "4", flag, path]);
+      assert.equal(r.status, 2, r.stderr);
+      assert.match(r.stderr, msg);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
+    }
+    assert.equal(await served(), before, "no request reached the server");
+  });
+
   test("vLLM console layout, --save-result with vLLM's field names, records JSONL", () => {
     const out = join(dir, "res.json");
     const recs = join(dir, "recs.jsonl");

@@ -3,9 +3,9 @@ import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { createLogUpdate } from "log-update";
-import { InterruptedError, UsageError } from "../../errors.ts";
+import { InputError, InterruptedError, UsageError } from "../../errors.ts";
 import { formatConsole } from "../../load/console.ts";
-import { runBench, toVllmJson } from "../../load/runner.ts";
+import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
 import { runSweep, type SweepResult } from "../../load/sweep.ts";
 import type {
@@ -298,16 +298,23 @@ export function register(program: Command): void {
         // The file name needs the model; resolve it lazily through a first pass-through run option.
         opts.saveResult = typeof o.saveResult === "string" ? o.saveResult : undefined;
       }
+      // The default file name needs the model: the directory is checked now, the file written after.
+      if (o.saveResult === true) checkWritable(".", "the result file here", true);
       const res = await runBench(opts, { signal: ac.signal, onProgress: progress.onProgress });
       progress.done();
+      // Results are printed first, so a failed write (disk full) does not lose them.
+      if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
+      else emit(res, o, formatConsole);
       if (o.saveResult === true) {
         const { writeFileSync } = await import("node:fs");
         const name = defaultResultName(opts, res.setup.model_id);
-        writeFileSync(name, `${JSON.stringify(toVllmJson(res, opts.saveDetailed ?? false), null, 2)}\n`);
+        try {
+          writeFileSync(name, `${JSON.stringify(toVllmJson(res, opts.saveDetailed ?? false), null, 2)}\n`);
+        } catch (e: any) {
+          throw new InputError(`${name}: cannot write result: ${e?.message ?? e}`);
+        }
         if (!o.json) process.stderr.write(`result written to ${name}\n`);
       }
-      if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
-      else emit(res, o, formatConsole);
       if (res.partial) throw new InterruptedError("interrupted: partial results written");
     } finally {
       progress.done();
