@@ -101,6 +101,13 @@ function withPosition(message: string, pos?: SourcePosition): string {
   return `${pos.file ? `${pos.file}:` : ""}${pos.line}:${pos.column}: ${message}`;
 }
 
+/** A system error's plain words without its path (for messages that already name the path). */
+export function plainReason(err: unknown): string {
+  const path = (err as NodeJS.ErrnoException)?.path;
+  const m = describeError(err).message;
+  return path && m.startsWith(`${path}: `) ? m.slice(path.length + 2) : m;
+}
+
 /** Turns any thrown value into a user-facing line, and the exit code. Node system errors get plain words. */
 export function describeError(err: unknown): { message: string; exitCode: ExitCodeValue; hint?: string } {
   if (err instanceof InferscopeError) return { message: err.message, exitCode: err.exitCode, hint: err.hint };
@@ -110,6 +117,11 @@ export function describeError(err: unknown): { message: string; exitCode: ExitCo
       ENOENT: "no such file or directory",
       EACCES: "permission denied",
       EISDIR: "is a directory",
+      ENOTDIR: "not a directory (a part of the path is a file)",
+      EEXIST: "already exists",
+      EROFS: "read-only file system",
+      ENOSPC: "no space left on device",
+      EPERM: "operation not permitted",
       ECONNREFUSED: "connection refused",
       EADDRINUSE: "address already in use",
     };

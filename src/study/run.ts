@@ -2,11 +2,11 @@
 // sweep → profiler trace → A/B on the NCCL protocol (server restarted per arm) → model calibrated on
 // these measurements → decomposition, ceilings, what-ifs → report. Orchestration only: each phase
 // calls one module's library function; the numbers come from src/study/estimate.ts (pure).
-import { mkdtempSync } from "node:fs";
+import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InferscopeError, InterruptedError, UsageError } from "../errors.ts";
+import { InferscopeError, InputError, InterruptedError, plainReason, UsageError } from "../errors.ts";
 import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { redactSecrets } from "../report/format.ts";
@@ -103,6 +103,15 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   const deployment: Deployment = { ...SEED_DEPLOYMENT, ...opts.deployment };
   if (opts.apiKey) addSecret(opts.apiKey);
   const progress = (phase: string, msg: string) => opts.onProgress?.(phase, msg);
+  // The report directory is made now: a path that cannot hold it must not cost a whole study.
+  if (opts.outDir) {
+    try {
+      mkdirSync(opts.outDir, { recursive: true });
+      accessSync(opts.outDir, constants.W_OK);
+    } catch (e) {
+      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
+    }
+  }
 
   const serverCmd = embedded ? embeddedSimCommand(profile, timeScale, seed, opts.simSet) : opts.serverCmd;
   const kind: StudyResult["meta"]["target"]["kind"] = embedded ? "embedded-sim" : opts.url ? "url" : "server-cmd";
@@ -272,10 +281,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   );
   let report: WrittenReport | undefined;
   try {
-    if (opts.outDir) {
-      progress("report", `writing ${opts.outDir}`);
-      report = await writeReport(result, opts.outDir);
-    }
+    // Stored first: if the report cannot be written, `inferscope report ID` rebuilds it.
     save("result", result);
     if (store && runId)
       store.finishRun(
@@ -283,6 +289,18 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
         failure ? "partial" : "complete",
         failure ? String((failure as Error).message ?? failure) : null,
       );
+    if (opts.outDir) {
+      progress("report", `writing ${opts.outDir}`);
+      try {
+        report = await writeReport(result, opts.outDir);
+      } catch (e) {
+        throw new InputError(`${opts.outDir}: cannot write the report: ${plainReason(e)}`, {
+          hint: runId
+            ? `the study is stored; rebuild its report with: inferscope report ${runId} --out DIR`
+            : undefined,
+        });
+      }
+    }
   } finally {
     store?.close();
   }

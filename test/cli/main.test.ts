@@ -70,3 +70,18 @@ test("a reader that goes away (| head) ends the CLI quietly with its own exit co
   assert.equal(code, 0);
   assert.doesNotMatch(err, /EPIPE|\n\s+at /);
 });
+
+test("study: a report directory that cannot exist fails at once, before any phase runs (exit 2)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "inferscope-out-"));
+  const file = join(dir, "a-file");
+  writeFileSync(file, "");
+  const db = join(dir, "runs.db");
+  const r = cli(["study", "--quick", "--db", db, "--out", join(file, "report")]);
+  assert.equal(r.status, ExitCode.usage, r.stderr);
+  assert.match(r.stderr, /a-file\/report: cannot write the report there: not a directory/);
+  assert.doesNotMatch(r.stderr, /internal error|\n\s+at /);
+  const runs = cli(["runs", "list", "--db", db, "--json"]);
+  assert.equal(runs.status, 0, runs.stderr);
+  assert.deepEqual(JSON.parse(runs.stdout), [], "nothing was started or stored");
+  rmSync(dir, { recursive: true, force: true });
+});
