@@ -7,7 +7,7 @@ import { InputError, InterruptedError, UsageError } from "../../errors.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
-import { runSweep, type SweepResult } from "../../load/sweep.ts";
+import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
 import type {
   BenchOptions,
   BenchProgress,
@@ -95,12 +95,13 @@ function progressPrinter(enabled: boolean) {
 function sweepTable(s: SweepResult): string {
   const t = new Table({
     head: ["point", "ok", "fail", "req/s", "out tok/s", "TTFT mean", "TPOT mean", "ITL mean", "ITL p99", "client"],
+    style: { head: [], border: [] },
   });
   for (const p of s.points) {
     const m = p.result.summary;
     const ins = m.inferscope;
     t.push([
-      p.kind === "throughput" ? "max throughput" : `${p.kind} ${p.value}`,
+      p.kind === "throughput" ? "max throughput" : `${p.kind} ${p.kind === "rate" ? fmtRate(p.value) : p.value}`,
       m.completed,
       m.failed,
       m.request_throughput.toFixed(2),
@@ -282,6 +283,7 @@ export function register(program: Command): void {
             kind: p.kind,
             value: p.value,
             achievedRatio: p.achievedRatio,
+            achievedRate: p.achievedRate,
             ...toVllmJson(p.result, false),
           })),
           stoppedEarly: s.stoppedEarly,
