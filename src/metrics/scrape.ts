@@ -72,7 +72,19 @@ export async function fetchRaw(target: string, opts: FetchOptions = {}): Promise
     // A saved exposition was taken when it was written: diffs of two files use the files' times.
     return { source: target, body, atMs: st.mtimeMs, elapsedMs: now() - t0 };
   }
-  return fetchUrl(target, opts, t0);
+  return fetchUrl(metricsPath(target), opts, t0);
+}
+
+/** A server root (`http://host:8000` or `…/`) means its `/metrics`, where every engine we know serves it. */
+export function metricsPath(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.pathname === "/" && !u.search) {
+      u.pathname = "/metrics";
+      return u.toString();
+    }
+  } catch {}
+  return url;
 }
 
 async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<RawBody> {

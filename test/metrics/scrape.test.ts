@@ -8,7 +8,7 @@ import { Readable } from "node:stream";
 import { after, before, test } from "node:test";
 import { gzipSync } from "node:zlib";
 import { ExitCode, InputError, ParseError, TargetError } from "../../src/errors.ts";
-import { ACCEPT, fetchServerInfo, scrape } from "../../src/metrics/scrape.ts";
+import { ACCEPT, fetchServerInfo, metricsPath, scrape } from "../../src/metrics/scrape.ts";
 import {
   endlessRoute,
   type FixtureServer,
@@ -219,4 +219,15 @@ test("strict mode applies OpenMetrics rules to 0.0.4 text: line:column error", a
 test("server info: /v1/models and /version when present, nothing (and no error) when absent", async () => {
   const none = await fetchServerInfo(`${server.url}/metrics`);
   assert.deepEqual(none, { models: [] });
+});
+
+test("a server root means its /metrics; any other path is taken as given", async () => {
+  for (const root of [server.url, `${server.url}/`]) {
+    const snap = await scrape(root);
+    assert.equal(snap.source, `${server.url}/metrics`);
+    assert.ok(snap.exposition.families.length > 0);
+  }
+  assert.equal(metricsPath("http://h:8000/prometheus/metrics"), "http://h:8000/prometheus/metrics");
+  assert.equal(metricsPath("http://h:8000/?x=1"), "http://h:8000/?x=1");
+  assert.equal(metricsPath("m.prom"), "m.prom");
 });

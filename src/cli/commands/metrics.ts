@@ -147,7 +147,9 @@ export function register(program: Command): void {
     withCommon(
       metrics
         .command("scrape")
-        .description("fetch a /metrics URL (or read a file, - for stdin) and list its families")
+        .description(
+          "fetch a /metrics URL (a server root means its /metrics), or read a file (- for stdin), and list its families",
+        )
         .argument("<target>", "URL, file path, or - for stdin")
         .option("--strict", "apply the OpenMetrics rules; a violation is an error with line:column (exit 2)")
         .option("--out <file>", "also save the exposition text as received"),
