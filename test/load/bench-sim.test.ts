@@ -70,7 +70,7 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     assert.ok(clientTtft >= sv.ttft_mean_ms! - 0.05, `client TTFT ${clientTtft} < server ${sv.ttft_mean_ms}`);
     t.diagnostic(
       `ITL client ${clientItl.toFixed(3)} server ${sv.itl_mean_ms!.toFixed(3)} profile ${stepTruth.toFixed(3)} ms; ` +
-        `TTFT client ${clientTtft.toFixed(3)} server ${sv.ttft_mean_ms!.toFixed(3)} profile ${ttftTruth.toFixed(3)} ms`,
+        `TTFT client mean ${clientTtft.toFixed(3)} median ${(res.summary.median_ttft_ms as number).toFixed(3)} server ${sv.ttft_mean_ms!.toFixed(3)} profile ${ttftTruth.toFixed(3)} ms`,
     );
     // Against the profile itself, when the simulator kept to its own schedule (it cannot on an overloaded host).
     if (Math.abs(sv.itl_mean_ms! - stepTruth) / stepTruth < 0.01)
@@ -80,9 +80,13 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     const quiet = res.client.eventLoopDelayMs.p99 <= 2;
     // The sim stamps arrival when it has parsed the request's headers (its own HTTP handling overlaps the
     // profile's frontend cost), so the client's TTFT is the server's plus the loopback both ways.
-    if (quiet) assert.ok(clientTtft - sv.ttft_mean_ms! < 1, `client TTFT ${clientTtft} vs server ${sv.ttft_mean_ms}`);
+    // The median: one request that a loaded host stalls (a test file beside this one) moves a mean of 15
+    // by a millisecond, and says nothing about how the client times the others.
+    const medianTtft = res.summary.median_ttft_ms as number;
+    if (quiet)
+      assert.ok(medianTtft - sv.ttft_mean_ms! < 1, `client TTFT median ${medianTtft} vs server ${sv.ttft_mean_ms}`);
     if (quiet && Math.abs(sv.ttft_mean_ms! - ttftTruth) < 0.5)
-      assert.ok(Math.abs(clientTtft - ttftTruth) < 1, `client TTFT ${clientTtft} vs profile ${ttftTruth}`);
+      assert.ok(Math.abs(medianTtft - ttftTruth) < 1, `client TTFT median ${medianTtft} vs profile ${ttftTruth}`);
     if (!quiet)
       t.diagnostic(
         `host starved (client loop delay p99 ${res.client.eventLoopDelayMs.p99.toFixed(1)} ms): 1 ms TTFT checks skipped`,
