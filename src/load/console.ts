@@ -74,7 +74,8 @@ export function formatConsole(res: BenchResult): string {
   if (res.setup.request_rate !== "inf")
     L.push(
       row(
-        `Schedule lag median / P${percentileKey(pLast)} (ms):`,
+        // With a cap, a send waits for a slot: the lag then holds the queue time above.
+        `Schedule lag${res.setup.max_concurrency !== null ? " incl. queue" : ""} median / P${percentileKey(pLast)} (ms):`,
         `${f2(ins.schedule_lag_ms.median)} / ${f2(pct(ins.schedule_lag_ms, pLast))}`,
       ),
     );
