@@ -519,7 +519,7 @@ export async function httpGet(
           : `${code ? `${code}: ` : ""}${err?.message ?? String(err)}`;
     throw new TargetError(`cannot reach ${url}: ${what}`, {
       url,
-      hint: "is the server running? check --base-url",
+      hint: "is the server running? check its URL (--base-url, --url)",
       cause: err,
     });
   }

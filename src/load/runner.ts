@@ -673,7 +673,7 @@ class RunState {
           });
         else if (rec.errorClass === "connect")
           this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {
-            hint: "is the server running? check --base-url",
+            hint: "is the server running? check its URL (--base-url, --url)",
           });
         if (this.fatal) {
           this.stop();
