@@ -1,5 +1,7 @@
 // Shared plumbing for the thin CLI commands: --json/--debug, printing, progress on a TTY only.
+
 import type { Command } from "@commander-js/extra-typings";
+import { UsageError } from "../errors.ts";
 
 export interface CommonOptions {
   json?: boolean;
@@ -43,4 +45,31 @@ export function parseDurationMs(text: string): number {
   const n = Number(m[1]);
   const unit = m[2] ?? "s";
   return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit]!;
+}
+
+/**
+ * A commander parser for a numeric flag, with its range: `--port expects an integer in [0, 65535], got
+ * "99999"` instead of whatever the code behind it would throw.
+ */
+export function numberArg(name: string, o: { integer?: boolean; min?: number; max?: number; above?: number } = {}) {
+  const range =
+    o.min !== undefined && o.max !== undefined
+      ? ` in [${o.min}, ${o.max}]`
+      : o.min !== undefined
+        ? ` ≥ ${o.min}`
+        : o.above !== undefined
+          ? ` > ${o.above}`
+          : "";
+  return (v: string): number => {
+    const n = Number(v);
+    const bad =
+      v.trim() === "" ||
+      !Number.isFinite(n) ||
+      (o.integer === true && !Number.isInteger(n)) ||
+      (o.min !== undefined && n < o.min) ||
+      (o.max !== undefined && n > o.max) ||
+      (o.above !== undefined && n <= o.above);
+    if (bad) throw new UsageError(`${name} expects ${o.integer ? "an integer" : "a number"}${range}, got "${v}"`);
+    return n;
+  };
 }

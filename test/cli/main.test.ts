@@ -85,3 +85,18 @@ test("study: a report directory that cannot exist fails at once, before any phas
   assert.deepEqual(JSON.parse(runs.stdout), [], "nothing was started or stored");
   rmSync(dir, { recursive: true, force: true });
 });
+
+test("numeric flags are checked against their ranges before anything starts (exit 2, the flag named)", () => {
+  for (const [args, msg] of [
+    [["sim", "--port", "99999"], /--port expects an integer in \[0, 65535\], got "99999"/],
+    [["sim", "--max-num-seqs", "-1"], /--max-num-seqs expects an integer ≥ 1, got "-1"/],
+    [["sim", "--acceptance", "1.5"], /--acceptance expects a number in \[0, 1\]/],
+    [["sim", "--time-scale", "0"], /--time-scale expects a number > 0, got "0"/],
+    [["study", "--tp", "0"], /--tp expects an integer ≥ 1/],
+  ] as const) {
+    const r = cli([...args]);
+    assert.equal(r.status, ExitCode.usage, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, msg);
+    assert.doesNotMatch(r.stderr, /internal error|\n\s+at /);
+  }
+});

@@ -1,18 +1,8 @@
 // `inferscope sim`: run the vLLM-compatible simulated server (or print its hidden truth).
 import { type Command, Option } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
 import { explainSim, renderExplanation } from "../../sim/explain.ts";
 import { listProfiles, parseSetting, type SimOptions, startSim } from "../../sim/index.ts";
-import { emit } from "../common.ts";
-
-function num(name: string, integer = false) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (v.trim() === "" || !Number.isFinite(n) || (integer && !Number.isInteger(n)))
-      throw new UsageError(`${name} expects ${integer ? "an integer" : "a number"}, got "${v}"`);
-    return n;
-  };
-}
+import { emit, numberArg } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -30,19 +20,44 @@ export function register(program: Command): void {
     )
     .option("--host <host>", "listen address (loopback unless --allow-remote)", "127.0.0.1")
     .option("--allow-remote", "allow a non-loopback --host")
-    .option("--port <n>", "port (0 = a free one)", num("--port", true), 8000)
-    .option("--time-scale <x>", "run the clock x times faster (every simulated duration / x)", num("--time-scale"), 1)
+    .option("--port <n>", "port (0 = a free one)", numberArg("--port", { integer: true, min: 0, max: 65535 }), 8000)
+    .option(
+      "--time-scale <x>",
+      "run the clock x times faster (every simulated duration / x)",
+      numberArg("--time-scale", { above: 0 }),
+      1,
+    )
     .addOption(
       new Option("--speed <mode>", "zero: serve tokens as fast as possible").choices(["model", "zero"] as const),
     )
-    .option("--seed <n>", "seed for jitter, text and faults", num("--seed", true), 0)
-    .option("--max-num-seqs <n>", "scheduler: max running sequences", num("--max-num-seqs", true))
-    .option("--max-num-batched-tokens <n>", "scheduler: token budget per step", num("--max-num-batched-tokens", true))
-    .option("--tensor-parallel-size <n>", "tensor-parallel GPUs", num("--tensor-parallel-size", true))
+    .option("--seed <n>", "seed for jitter, text and faults", numberArg("--seed", { integer: true }), 0)
+    .option(
+      "--max-num-seqs <n>",
+      "scheduler: max running sequences",
+      numberArg("--max-num-seqs", { integer: true, min: 1 }),
+    )
+    .option(
+      "--max-num-batched-tokens <n>",
+      "scheduler: token budget per step",
+      numberArg("--max-num-batched-tokens", { integer: true, min: 1 }),
+    )
+    .option(
+      "--tensor-parallel-size <n>",
+      "tensor-parallel GPUs",
+      numberArg("--tensor-parallel-size", { integer: true, min: 1 }),
+    )
     .option("--disable-custom-all-reduce", "use NCCL for every all-reduce")
     .option("--enforce-eager", "no CUDA graphs (larger per-kernel cost)")
-    .option("--spec-tokens <k>", "speculative decoding: draft tokens per step", num("--spec-tokens", true))
-    .option("--acceptance <p>", "speculative decoding: per-token acceptance probability", num("--acceptance"))
+    .option(
+      "--spec-tokens <k>",
+      "speculative decoding: draft tokens per step",
+      numberArg("--spec-tokens", { integer: true, min: 0 }),
+    )
+    .option(
+      "--acceptance <p>",
+      "speculative decoding: per-token acceptance probability",
+      numberArg("--acceptance", { min: 0, max: 1 }),
+    )
     .option("--reasoning", "chat: stream reasoning_content before content")
     .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
     .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")

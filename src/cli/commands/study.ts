@@ -1,19 +1,9 @@
 // `inferscope study`: the whole investigation in one command, written as an HTML/Markdown/JSON report.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
-import { emit, progressEnabled } from "../common.ts";
-
-function num(name: string, integer = false) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (v.trim() === "" || !Number.isFinite(n) || (integer && !Number.isInteger(n)))
-      throw new UsageError(`${name} expects ${integer ? "an integer" : "a number"}, got "${v}"`);
-    return n;
-  };
-}
+import { emit, numberArg, progressEnabled } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -30,8 +20,8 @@ export function register(program: Command): void {
     .option("--model <name>", "model for the analytical model (catalog name or config.json)", "glm-5")
     .option("--quant <q>", "weight quantization", "nvfp4")
     .option("--gpu <name>", "GPU (catalog name)", "rtx-pro-6000")
-    .option("--gpus <n>", "GPU count", num("--gpus", true), 8)
-    .option("--tp <n>", "tensor-parallel size", num("--tp", true), 8)
+    .option("--gpus <n>", "GPU count", numberArg("--gpus", { integer: true, min: 1 }), 8)
+    .option("--tp <n>", "tensor-parallel size", numberArg("--tp", { integer: true, min: 1 }), 8)
     .option("--interconnect <x>", "interconnect (pcie5, pcie4, nvlink4, …)", "pcie5")
     .option("--engine <name>", "serving engine", "vllm")
     .option("--quick", "small workloads: about a minute on the embedded sim")
@@ -41,10 +31,10 @@ export function register(program: Command): void {
     .option(
       "--time-scale <x>",
       "embedded sim only: run its clock x times faster (times are converted back)",
-      num("--time-scale"),
+      numberArg("--time-scale", { above: 0 }),
     )
     .option("--profiler-dir <dir>", "--url only: the server's profiler (trace) directory, readable here")
-    .option("--seed <n>", "seed for workloads, block order and bootstrap", num("--seed", true), 1)
+    .option("--seed <n>", "seed for workloads, block order and bootstrap", numberArg("--seed", { integer: true }), 1)
     .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY); never stored")
     // Same as withCommon(); spelled out so commander's typings keep every option's type.
     .option("--json", "print machine-readable JSON instead of tables")
