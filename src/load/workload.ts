@@ -79,6 +79,8 @@ export function createWorkload(o: WorkloadOptions): Workload {
   const outLen = o.randomOutputLen ?? 128;
   const ratio = o.randomRangeRatio ?? 0;
   if (!(inLen >= 1) || !(outLen >= 1)) throw new UsageError("--random-input-len and --random-output-len must be ≥ 1");
+  // vLLM's rule too: a ratio of 1 or more would draw lengths of zero or below.
+  if (!(ratio >= 0 && ratio < 1)) throw new UsageError(`--random-range-ratio must be in [0, 1), got ${ratio}`);
   if (ds === "random") {
     return {
       name: ds,

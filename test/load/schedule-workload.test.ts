@@ -142,4 +142,7 @@ test("contradictory or invalid options are usage errors", () => {
   assert.throws(() => parseGoodput(["foo:1"]), /must be one of/);
   assert.throws(() => parseGoodput(["ttft:-1"]), /≥ 0/);
   assert.deepEqual(sweepRates(1, 5, 3), [2, 3, 4]);
+  assert.throws(() => createWorkload({ randomRangeRatio: 1 }), /--random-range-ratio must be in \[0, 1\), got 1/);
+  assert.throws(() => createWorkload({ randomRangeRatio: -0.1 }), /--random-range-ratio/);
+  assert.equal(createWorkload({ randomRangeRatio: 0.99, randomInputLen: 10 }).get(0).inputLen >= 1, true);
 });
