@@ -83,8 +83,17 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     // The median: one request that a loaded host stalls (a test file beside this one) moves a mean of 15
     // by a millisecond, and says nothing about how the client times the others.
     const medianTtft = res.summary.median_ttft_ms as number;
+    // The sim answers with its response head on arrival, so send → head is the request's transit and
+    // the head's way back, under the same load at the same moment: not the client's timing error. On a
+    // quiet host it is ~0.1 ms; beside other test files it reached 0.5 ms.
+    const transit = res.summary.inferscope.tt_ack_ms.median;
+    t.diagnostic(`send → response head median ${transit.toFixed(3)} ms`);
+    assert.ok(transit < 0.5 * medianTtft, "the sim sends its head before the first token");
     if (quiet)
-      assert.ok(medianTtft - sv.ttft_mean_ms! < 1, `client TTFT median ${medianTtft} vs server ${sv.ttft_mean_ms}`);
+      assert.ok(
+        medianTtft - sv.ttft_mean_ms! - transit < 1,
+        `client TTFT median ${medianTtft} vs server ${sv.ttft_mean_ms} + transit ${transit}`,
+      );
     if (quiet && Math.abs(sv.ttft_mean_ms! - ttftTruth) < 0.5)
       assert.ok(Math.abs(medianTtft - ttftTruth) < 1, `client TTFT median ${medianTtft} vs profile ${ttftTruth}`);
     if (!quiet)
