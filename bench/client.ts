@@ -25,7 +25,7 @@ import { Client } from "undici";
 import { pace } from "../src/load/pacer.ts";
 import { runBench } from "../src/load/runner.ts";
 import { arrivalTimesMs } from "../src/load/schedule.ts";
-import { spawnSimProcess } from "../src/load/selftest.ts";
+import { idleCommand, spawnSimProcess } from "../src/load/selftest.ts";
 import { SseParser } from "../src/load/sse.ts";
 
 const REPS = Number(process.env.BENCH_REPS ?? 3);
@@ -60,10 +60,8 @@ srv.listen(0, "127.0.0.1", () => console.log(srv.address().port));
 `;
 
 async function startProbe(idle: boolean): Promise<{ port: number; stop: () => void }> {
-  const argv = [process.execPath, "-e", PROBE];
-  const child = idle
-    ? spawn("/usr/bin/chrt", ["--idle", "0", ...argv], { stdio: ["ignore", "pipe", "inherit"] })
-    : spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
+  const { cmd, args } = idleCommand([process.execPath, "-e", PROBE], idle);
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise<number>((r) => child.stdout!.once("data", (d) => r(Number(String(d).trim()))));
   return { port, stop: () => child.kill("SIGTERM") };
 }

@@ -29,15 +29,29 @@ export interface SpawnSimOptions {
 
 const CHRT = "/usr/bin/chrt";
 
+/**
+ * The command and arguments that run `argv` under SCHED_IDLE when asked and possible (Linux with
+ * util-linux chrt), else as is. chrt execs in place: the pid is the program's, and every thread it
+ * starts inherits the policy.
+ */
+export function idleCommand(argv: string[], idle: boolean): { cmd: string; args: string[]; idle: boolean } {
+  const ok = idle && process.platform === "linux" && existsSync(CHRT);
+  return ok
+    ? { cmd: CHRT, args: ["--idle", "0", ...argv], idle: true }
+    : { cmd: argv[0]!, args: argv.slice(1), idle: false };
+}
+
 const BIN = fileURLToPath(new URL("../../bin/inferscope.mjs", import.meta.url));
 
 /** Starts `inferscope sim --port 0 --json …` in its own process and waits for its URL. */
 export async function spawnSimProcess(args: string[], opts: SpawnSimOptions = {}): Promise<SimProcess> {
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const idle = opts.idle === true && process.platform === "linux" && existsSync(CHRT);
-  const argv = [process.execPath, BIN, "sim", "--port", "0", "--json", ...args];
-  // chrt execs node in place, so the pid is the sim's and every thread it starts inherits the policy.
-  const child: ChildProcess = spawn(idle ? CHRT : argv[0]!, idle ? ["--idle", "0", ...argv] : argv.slice(1), {
+  const {
+    cmd,
+    args: cmdArgs,
+    idle,
+  } = idleCommand([process.execPath, BIN, "sim", "--port", "0", "--json", ...args], opts.idle === true);
+  const child: ChildProcess = spawn(cmd, cmdArgs, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env },
   });
