@@ -2,9 +2,10 @@
 // the pure model/steps/breakdown modules.
 import { basename } from "node:path";
 import { InputError } from "../errors.ts";
-import { computeBreakdown, type Overall, round, type StepBreakdown } from "./breakdown.ts";
+import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { ModelBuilder, type TraceModel } from "./events.ts";
+import { attributeClasses } from "./evidence.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
 
@@ -57,13 +58,23 @@ export interface RankSkew {
   stragglerRank?: number;
 }
 
+export interface KernelClassInfo {
+  class: KernelClass;
+  /** The name rule that matched ("default" if none). */
+  rule: string;
+  /** "rule <id>", "op <launching CPU op>" or "default". */
+  decidedBy: string;
+  /** Where launching ops split one name over several classes: each, with kernels and time. */
+  variants?: Array<{ class: KernelClass; decidedBy: string; count: number; totalUs: number }>;
+}
+
 export interface TraceAnalysis {
   files: string[];
   stepMode: Exclude<StepMode, "auto">;
   steps: StepBreakdown[];
   overall: Overall;
-  /** Per kernel name: class and the rule that matched. */
-  kernelClasses: Record<string, { class: KernelClass; rule: string }>;
+  /** Per kernel name: class (the one most of its time got), the name rule, and what decided it. */
+  kernelClasses: Record<string, KernelClassInfo>;
   ranks: RankAnalysis[];
   skew?: RankSkew;
   warnings: string[];
@@ -106,11 +117,25 @@ export async function analyzeFile(
     );
 
   const launchIdx = linkLaunches(model);
+  const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES);
   const order = orderByStart(model.gpu.start);
   const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
   const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
+  if (stats.truncated && steps.length) {
+    // The cut removed the end of the file: the last step's remaining events (GPU activities come
+    // late in Kineto's files) are missing, so it must not count as a whole step.
+    steps[steps.length - 1]!.clipped = true;
+    for (const s of steps)
+      if (s.clipped)
+        s.clipReason = `the trace file is truncated: this step is partial${s.clipReason ? ` (${s.clipReason})` : ""}`;
+    overall.byKind = summarizeKinds(steps);
+  }
   const clipped = steps.filter((s) => s.clipped).length;
   const notes = [...seg.notes];
+  if (ev.decidedByOp)
+    notes.push(
+      `${ev.decidedByOp} kernels classified by their launching CPU op (the name alone was unknown or ambiguous)`,
+    );
   if (clipped)
     notes.push(
       `${clipped} of ${steps.length} steps clipped by the profiling window (excluded from per-kind summaries)`,
@@ -139,8 +164,18 @@ export async function analyzeFile(
   for (let k = 0; k < model.gpu.n; k++) used[model.gpu.name[k]!] = 1;
   model.names.forEach((n, i) => {
     const c = model.nameClass[i]!;
-    if (used[i] && CLASS_INDEX[c.class as KernelClass] !== undefined)
-      kernelClasses[n] = { class: c.class as KernelClass, rule: c.rule };
+    if (!used[i] || CLASS_INDEX[c.class as KernelClass] === undefined) return;
+    const v = ev.perName.get(i);
+    kernelClasses[n] = {
+      class: c.class as KernelClass,
+      rule: c.rule,
+      decidedBy: c.decidedBy ?? (c.rule === "default" ? "default" : `rule ${c.rule}`),
+      ...(v && v.length > 1
+        ? {
+            variants: v.map((x) => ({ class: x.class, decidedBy: x.by, count: x.count, totalUs: round(x.us) })),
+          }
+        : {}),
+    };
   });
   return { rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes }, kernelClasses, warnings };
 }
@@ -162,7 +197,10 @@ function noGpuError(file: string, model: TraceModel, stats: ReadStats): InputErr
     .filter((x): x is string => typeof x === "string")
     .slice(0, 3);
   let why: string;
-  if (stats.events === 0) why = "the trace has no events at all";
+  if (stats.truncated)
+    // A cut file explains missing GPU activity before anything else: Kineto writes CPU events first.
+    why = `the file is truncated (${stats.bytes} bytes of JSON read) before any GPU activity: the cut removed it; CUPTI is not to blame unless the complete file also has none`;
+  else if (stats.events === 0) why = "the trace has no events at all";
   else if (hasRuntime)
     why =
       "it has CUDA runtime calls but no GPU activity: CUPTI could not record kernels (e.g. insufficient privileges for GPU counters, or another profiler holding CUPTI)";
@@ -171,7 +209,9 @@ function noGpuError(file: string, model: TraceModel, stats: ReadStats): InputErr
       "it has only CPU events: the profiler ran without CUDA activity — use activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; for vLLM this is the CPU-only frontend trace, analyse the worker traces (…-rank-N… / …_rankN…) instead";
   return new InputError(
     `${file}: no GPU kernels in the trace (${stats.events} events${cats ? `: ${cats}` : ""}): ${why}${kinetoErrors.length ? `; profiler said: ${kinetoErrors.join(" | ")}` : ""}`,
-    { hint: stats.truncated ? "the file is also truncated; the GPU part may have been cut off" : undefined },
+    {
+      hint: stats.truncated ? "copy the complete trace file (the .json.gz ends early) and analyse it again" : undefined,
+    },
   );
 }
 

@@ -1,8 +1,8 @@
 // Per-step and overall time decomposition (pure): GPU busy per class, idle (host-bound vs other),
 // communication exposed vs overlapped, kernel counts, launch overhead, top kernels.
 import { COMM_CLASS, KERNEL_CLASSES, type KernelClass } from "./classify.ts";
-import { findSorted, type TraceModel } from "./events.ts";
-import type { Segmentation, StepKind } from "./steps.ts";
+import { findSorted, KIND_MEMCPY, type TraceModel } from "./events.ts";
+import type { Segmentation, StepKind, StepSource } from "./steps.ts";
 
 export type ClassTimes = Partial<Record<KernelClass, number>>;
 
@@ -17,12 +17,41 @@ export interface TopKernel {
   share: number;
   /** CPU op that launched it (first seen), e.g. aten::mm. */
   launchedBy?: string;
+  /** The evidence that decided its class: "rule gemm.tensile", "op aten::addmm" or "default". */
+  decidedBy?: string;
+}
+
+/**
+ * GPU time line of a set of activities, as TraceLens's gpu_timeline.csv (and HTA's temporal
+ * breakdown) define it: span from first start to last end; busy = union of all; computation =
+ * union of kernels and memsets that are not communication; exposed communication = communication
+ * not under computation; exposed memcpy = memcpy under neither. idle = span − busy.
+ */
+export interface Timeline {
+  spanUs: number;
+  busyUs: number;
+  idleUs: number;
+  computeUs: number;
+  commExposedUs: number;
+  memcpyExposedUs: number;
+  commUs: number;
+  memcpyUs: number;
 }
 
 export interface StepBreakdown {
   index: number;
   name: string;
   kind: StepKind;
+  /** Annotation format the step came from (vllm, sglang, profiler-step) or gap. */
+  source?: StepSource;
+  /** Requests and scheduled tokens in the batch, from the annotation. */
+  batch?: { requests?: number; tokens?: number };
+  kvTokens?: number;
+  forwardMode?: string;
+  /** Time line over this step's own activities (first start to last end), TraceLens's definitions. */
+  timeline: Timeline;
+  /** GPU activities that ran as part of a CUDA/HIP graph replay this step launched. */
+  graphKernels: number;
   /** Start of the step's GPU window (µs, trace clock). */
   startUs: number;
   /** Window length: from the previous step's last kernel end to this step's last kernel end. */
@@ -85,6 +114,8 @@ export interface Overall {
   streams: number;
   topKernels: TopKernel[];
   byKind: StepKindSummary[];
+  /** Time line over all GPU activities in the trace (TraceLens's / HTA's definitions). */
+  timeline: Timeline;
 }
 
 const NC = KERNEL_CLASSES.length;
@@ -330,9 +361,25 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   const stepCount = new Int32Array(S + 2);
   for (let k = 0; k < gpu.n; k++) if (stepOf[k]! >= 0) stepCount[stepOf[k]! + 1]!++;
   for (let s = 0; s < S; s++) stepCount[s + 1]! += stepCount[s]!;
+  // Filled in start order, so each step's slice is sorted by start (the time line needs that).
   const byStep = new Uint32Array(stepCount[S]!);
   const fill = stepCount.slice();
-  for (let k = 0; k < gpu.n; k++) if (stepOf[k]! >= 0) byStep[fill[stepOf[k]!]!++] = k;
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    if (stepOf[k]! >= 0) byStep[fill[stepOf[k]!]!++] = k;
+  }
+  const graphKernels = new Int32Array(S + 1);
+  for (let k = 0; k < gpu.n; k++) {
+    const li = launchIdx[k]!;
+    if (li < 0) continue;
+    const nm = runtime.name[li]!;
+    let g = graphName.get(nm);
+    if (g === undefined) {
+      g = GRAPH_LAUNCH.test(model.names[nm]!);
+      graphName.set(nm, g);
+    }
+    if (g) graphKernels[stepOf[k]! >= 0 ? stepOf[k]! : S]!++;
+  }
   const scratch = new Float64Array(model.names.length);
   const scratchN = new Int32Array(model.names.length);
 
@@ -373,6 +420,12 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
       index: s,
       name: def.name,
       kind: def.kind,
+      ...(def.source ? { source: def.source } : {}),
+      ...(def.batch ? { batch: def.batch } : {}),
+      ...(def.kvTokens !== undefined ? { kvTokens: def.kvTokens } : {}),
+      ...(def.forwardMode ? { forwardMode: def.forwardMode } : {}),
+      timeline: timelineOf(gpu, byStep, stepCount[s]!, stepCount[s + 1]!),
+      graphKernels: graphKernels[s]!,
       startUs: round(wStart[s]!),
       durUs: round(durUs),
       busyUs: round(busyUs),
@@ -450,6 +503,7 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
       meanUs: round(nameUs[nm]! / nameN[nm]!),
       share: totalKernelUs > 0 ? round4(nameUs[nm]! / totalKernelUs) : 0,
       ...(op >= 0 ? { launchedBy: model.names[model.cpuOpName[op]!]! } : {}),
+      ...(model.nameClass[nm]!.decidedBy ? { decidedBy: model.nameClass[nm]!.decidedBy } : {}),
     };
   });
 
@@ -482,8 +536,95 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     streams: streams.size,
     topKernels,
     byKind: summarizeKinds(steps),
+    timeline: timelineOf(gpu, order, 0, order.length),
   };
   return { steps, overall };
+}
+
+/** Appends [s, e) to a start-sorted union kept as flat [s0, e0, s1, e1, …]. */
+function pushUnion(u: number[], st: number, en: number): void {
+  const n = u.length;
+  if (n && st <= u[n - 1]!) {
+    if (en > u[n - 1]!) u[n - 1] = en;
+  } else u.push(st, en);
+}
+
+/** Length of union b minus union a (both flat, sorted, disjoint). */
+function lengthMinus(b: number[], a: number[]): number {
+  let total = 0;
+  let ai = 0;
+  for (let i = 0; i < b.length; i += 2) {
+    const bs = b[i]!;
+    const be = b[i + 1]!;
+    while (ai < a.length && a[ai + 1]! <= bs) ai += 2;
+    let cur = bs;
+    for (let j = ai; j < a.length && a[j]! < be; j += 2) {
+      if (a[j]! > cur) total += a[j]! - cur;
+      cur = Math.max(cur, a[j + 1]!);
+      if (cur >= be) break;
+    }
+    if (cur < be) total += be - cur;
+  }
+  return total;
+}
+
+function unionLength(u: number[]): number {
+  let t = 0;
+  for (let i = 0; i < u.length; i += 2) t += u[i + 1]! - u[i]!;
+  return t;
+}
+
+/** The time line over idx[from..to), which must be sorted by start. */
+export function timelineOf(gpu: TraceModel["gpu"], idx: ArrayLike<number>, from: number, to: number): Timeline {
+  const all: number[] = [];
+  const comp: number[] = [];
+  const comm: number[] = [];
+  const mem: number[] = [];
+  for (let j = from; j < to; j++) {
+    const k = idx[j]!;
+    const st = gpu.start[k]!;
+    const en = st + gpu.dur[k]!;
+    pushUnion(all, st, en);
+    if (gpu.kind[k] === KIND_MEMCPY) pushUnion(mem, st, en);
+    else if (gpu.cls[k] === COMM_CLASS) pushUnion(comm, st, en);
+    else pushUnion(comp, st, en);
+  }
+  if (!all.length)
+    return {
+      spanUs: 0,
+      busyUs: 0,
+      idleUs: 0,
+      computeUs: 0,
+      commExposedUs: 0,
+      memcpyExposedUs: 0,
+      commUs: 0,
+      memcpyUs: 0,
+    };
+  const span = all[all.length - 1]! - all[0]!;
+  const busy = unionLength(all);
+  // memcpy under neither computation nor communication: subtract their union.
+  const compComm: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < comp.length || j < comm.length) {
+    if (j >= comm.length || (i < comp.length && comp[i]! <= comm[j]!)) {
+      pushUnion(compComm, comp[i]!, comp[i + 1]!);
+      i += 2;
+    } else {
+      pushUnion(compComm, comm[j]!, comm[j + 1]!);
+      j += 2;
+    }
+  }
+  return {
+    spanUs: round(span),
+    busyUs: round(busy),
+    idleUs: round(span - busy),
+    computeUs: round(unionLength(comp)),
+    commExposedUs: round(lengthMinus(comm, comp)),
+    memcpyExposedUs: round(lengthMinus(mem, compComm)),
+    commUs: round(unionLength(comm)),
+    memcpyUs: round(unionLength(mem)),
+  };
 }
 
 export function summarizeKinds(steps: StepBreakdown[]): StepKindSummary[] {

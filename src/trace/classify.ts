@@ -34,6 +34,8 @@ export interface Rule {
   unless?: string;
   /** Which activity kinds the rule applies to; default: kernels only. */
   kinds?: Array<"kernel" | "memcpy" | "memset">;
+  /** The name alone is only a hint: the launching CPU op, where it maps to a class, decides. */
+  weak?: boolean;
   note?: string;
 }
 
@@ -43,17 +45,18 @@ export interface RuleFile {
 
 // Order matters. Communication first (fused all-reduce kernels live in flashinfer/trtllm namespaces),
 // then MoE and attention (FA3 kernels are wrapped in cutlass::device_kernel), then GEMM, then the rest.
+// A `weak` rule is a hint only: where the launching CPU op maps to a class, the op decides.
 export const DEFAULT_RULES: readonly Rule[] = [
   { id: "memcpy.activity", class: "memcpy", match: ".", kinds: ["memcpy"], note: "gpu_memcpy activity" },
   { id: "memset.activity", class: "memset", match: ".", kinds: ["memset"], note: "gpu_memset activity" },
   { id: "comm.nccl", class: "communication", match: "^(void )?nccl(Dev)?Kernel" },
   { id: "comm.nccl-symmetric", class: "communication", match: "ncclSymk?DevKernel|ncclSymk" },
-  { id: "comm.rccl", class: "communication", match: "\\brccl[A-Z]\\w*Kernel" },
+  { id: "comm.rccl", class: "communication", match: "\\brccl[A-Z]\\w*Kernel|\\bmscclpp?|msccl_kernel" },
   {
     id: "comm.vllm-custom-ar",
     class: "communication",
-    match: "cross_device_reduce|CustomAllreduce|custom_all_reduce",
-    note: "vLLM/SGLang custom all-reduce (one-shot 1stage, two-shot 2stage)",
+    match: "cross_device_reduce|CustomAllreduce|custom_all_reduce|custom_ar_",
+    note: "vLLM/SGLang/aiter custom all-reduce (one-shot 1stage, two-shot 2stage)",
   },
   {
     id: "comm.symmetric-memory",
@@ -71,7 +74,7 @@ export const DEFAULT_RULES: readonly Rule[] = [
   {
     id: "comm.all-to-all",
     class: "communication",
-    match: "\\b(pplx|deep_ep)::|all_to_all|alltoall|dispatchKernel|combineKernel",
+    match: "\\b(pplx|deep_ep)::|all_to_all|alltoall|dispatchKernel|combineKernel|nvshmemi?_",
     unless: "^triton_",
   },
   {
@@ -82,10 +85,16 @@ export const DEFAULT_RULES: readonly Rule[] = [
     note: "torch.compile kernels whose names merely contain all_reduce are excluded",
   },
   {
+    id: "moe.triton-ogs",
+    class: "moe",
+    match: "matmul_ogs|_finalize_matmul|_combined_routing|_sum_bitmatrix|bitmatrix|_routing_",
+    note: "triton_kernels MoE (gpt-oss): expert GEMMs with gather/scatter, routing",
+  },
+  {
     id: "moe.fused",
     class: "moe",
     match:
-      "fused_moe|moe_align|moe_sum|moe_permute|moe_unpermute|\\bmoe_|_moe_|MoeFC|moe::|expandInputRows|finalizeMoe",
+      "fused_moe|moe_align|moe_sum|moe_permute|moe_unpermute|\\bmoe_|_moe_|MoeFC|moe::|expandInputRows|finalizeMoe|fmoe_|ck_moe|MoeSorting|FusedMoe",
   },
   {
     id: "moe.routing",
@@ -94,9 +103,17 @@ export const DEFAULT_RULES: readonly Rule[] = [
   },
   { id: "moe.grouped-gemm", class: "moe", match: "GemmGrouped|grouped_gemm|m_grouped|group_gemm" },
   {
+    id: "moe.triton-topk",
+    class: "moe",
+    match: "^_topk_forward",
+    weak: true,
+    note: "triton_kernels routing top-k; an op such as a sampler's topk decides otherwise",
+  },
+  {
     id: "attention.flash",
     class: "attention",
-    match: "\\bflash::|flash_fwd|flash_bwd|FlashAttn|flash_attn|fmha|_fwd_kernel_with_kv|unified_attention",
+    match:
+      "\\bflash::|flash_fwd|flash_bwd|FlashAttn|flash_attn|fmha|_fwd_kernel_with_kv|unified_attention|mha_fwd|mha_varlen",
   },
   {
     id: "attention.flashinfer",
@@ -107,22 +124,44 @@ export const DEFAULT_RULES: readonly Rule[] = [
   {
     id: "attention.paged",
     class: "attention",
-    match: "paged_attention|attention_kernel|attn_fwd|_attention|attention_|cudnn.*sdpa|xformers|decode_attention",
+    match:
+      "paged_attention|attention_kernel|attn_fwd|_attention|attention_|cudnn.*sdpa|xformers|decode_attention|xqa_kernel|kernel_mha",
+  },
+  {
+    id: "attention.triton",
+    class: "attention",
+    match: "^_fwd_kernel|^_fwd_grouped_kernel|_decode_att|_decode_grouped_att|extend_attention|_fwd_kernel_stage",
+    weak: true,
+    note: "Triton attention (SGLang extend/decode, vLLM prefix prefill); generic names, so the op may decide",
   },
   {
     id: "attention.kv-cache-write",
     class: "attention",
-    match: "reshape_and_cache|concat_and_cache|kv_cache",
-    note: "KV-cache writes, part of the attention block",
+    match: "reshape_and_cache|concat_and_cache|kv_cache|store_kvcache|store_cache|set_kv_buffer|kv_indices",
+    note: "KV-cache writes and page-index builds, part of the attention block",
   },
   { id: "gemm.marlin", class: "gemm", match: "marlin", note: "before quantization: Marlin kernels dequantize inside" },
+  {
+    id: "gemm.tensile",
+    class: "gemm",
+    match: "Cijk_|hipblaslt|rocblas_.*gemm|\\bTensile",
+    note: "AMD Tensile/hipBLASLt",
+  },
+  {
+    id: "gemm.trtllm-gen",
+    class: "gemm",
+    match: "^bmm_",
+    weak: true,
+    note: "trtllm-gen batched GEMMs (incl. MXFP4 E2m1); under a fused-MoE op they are MoE",
+  },
   { id: "gemm.cublas-xmma", class: "gemm", match: "sm\\d+_xmma|xmma_gemm|\\bnvjet|cublasLt|cublas|gemv|gemmk|gemmSN" },
   { id: "gemm.ampere", class: "gemm", match: "(ampere|turing|volta|hopper)_.*gemm|s16816gemm|s1688gemm|h16816gemm" },
+  { id: "gemm.deepgemm-machete", class: "gemm", match: "deep_gemm|deepgemm|machete|fp8_gemm|fp4_gemm" },
   { id: "gemm.cutlass", class: "gemm", match: "cutlass|cute::" },
   {
     id: "gemm.scaled-mm",
     class: "gemm",
-    match: "scaled_mm|_mm_kernel|matmul|\\bgemm|gemm_|Gemm|splitKreduce|awq_|gptq|wvSplitK|LLGemm",
+    match: "scaled_mm|_mm_kernel|matmul|\\bgemm|gemm_|Gemm|splitKreduce|awq_|gptq|wvSplitK|LLGemm|LLMM1",
   },
   { id: "gemm.triton", class: "gemm", match: "^triton_(tem|mm)|^triton_.*_mm_|_matmul_" },
   {
@@ -162,10 +201,69 @@ export const DEFAULT_RULES: readonly Rule[] = [
     id: "elementwise.torch",
     class: "elementwise",
     match:
-      "elementwise|vectorized_|unrolled_|CatArrayBatchedCopy|index_select|indexSelect|gather_kernel|scatter|fill_kernel|copy_kernel|embedding|reduce_kernel|\\bcat_|where_kernel|masked_|clamp",
+      "elementwise|vectorized_|unrolled_|CatArrayBatchedCopy|index_select|indexSelect|gather_kernel|scatter|fill_kernel|copy_kernel|embedding|reduce_kernel|\\bcat_|where_kernel|masked_|clamp|multi_tensor_apply",
   },
-  { id: "elementwise.inductor", class: "elementwise", match: "^triton_(poi|red|per)_" },
+  {
+    id: "elementwise.engine-bookkeeping",
+    class: "elementwise",
+    match:
+      "compute_position|resolve_future_token|_copy_page_indices|prepare_inputs|advance_step|_compute_slot_mapping|req_to_token|reduce_segments|_prepare_",
+    weak: true,
+    note: "serving engines' input preparation (positions, slot mappings, token-id futures)",
+  },
+  {
+    id: "elementwise.cub-rocprim",
+    class: "elementwise",
+    match: "\\bcub::|rocprim::|\\bhipcub::|DeviceScan|DeviceReduce|DeviceSelect",
+    weak: true,
+    note: "CUB/rocPRIM scans and reductions; a launching sort/top-k op makes them sampling",
+  },
+  { id: "elementwise.inductor", class: "elementwise", match: "^triton_(poi|red|per)_", weak: true },
 ] as const;
+
+/** CPU ops (innermost first) that decide a kernel's class where its name is unknown or weak. */
+export interface OpRule {
+  id: string;
+  class: KernelClass;
+  match: string;
+}
+
+export const OP_RULES: readonly OpRule[] = [
+  {
+    id: "op.collective",
+    class: "communication",
+    match: "^nccl:|^c10d::|_c10d_functional::|all_reduce|all_gather|reduce_scatter|all_to_all|symm_mem::",
+  },
+  { id: "op.moe", class: "moe", match: "moe|expert|SortTokens|routing|^TopK$" },
+  {
+    id: "op.attention",
+    class: "attention",
+    match:
+      "attention|attn|flash_|fmha|\\bmla|sdpa|scaled_dot_product|reshape_and_cache|store_cache|store_kvcache|paged_|kv_cache|kv_indices",
+  },
+  {
+    id: "op.gemm",
+    class: "gemm",
+    match:
+      "^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|addmv|mv|_addmm_activation|_int_mm)$|gemm|scaled_mm|marlin|machete|gptq|awq|wvsplitk|LLMM1",
+  },
+  { id: "op.norm", class: "norm", match: "rms_?norm|layer_?norm|group_?norm|rmsnorm" },
+  { id: "op.rotary", class: "elementwise", match: "rotary|rope" },
+  { id: "op.activation", class: "activation", match: "silu|gelu|swiglu|act_and_mul|^aten::(relu|sigmoid|tanh)_?$" },
+  { id: "op.quantization", class: "quantization", match: "quant|fp8|fp4|per_token_group" },
+  {
+    id: "op.sampling",
+    class: "sampling",
+    match:
+      "^aten::(argmax|argmin|topk|sort|multinomial|softmax|_softmax|log_softmax|_log_softmax|exponential_)$|sampl|top_k|top_p|min_p",
+  },
+  {
+    id: "op.elementwise",
+    class: "elementwise",
+    match:
+      "^aten::(copy_|fill_|zero_|zeros|ones|empty|add|add_|mul|mul_|sub|sub_|div|div_|cat|index|index_select|gather|scatter|scatter_|where|masked_fill_|clamp|clamp_|arange|_to_copy|to|contiguous|clone|embedding|neg|pow|rsqrt|mean|sum|eq|ne|lt|gt|le|ge|max|min|cumsum|nonzero|repeat_interleave|index_put_|_index_put_impl_|exp|log|sqrt|abs|any|all|_foreach_\\w+|bitwise_\\w+)$",
+  },
+];
 
 const ruleFileSchema = z.object({
   rules: z.array(
@@ -177,6 +275,7 @@ const ruleFileSchema = z.object({
         ignoreCase: z.boolean().optional(),
         unless: z.string().optional(),
         kinds: z.array(z.enum(["kernel", "memcpy", "memset"])).optional(),
+        weak: z.boolean().optional(),
         note: z.string().optional(),
       })
       .strict(),
@@ -209,6 +308,8 @@ export function parseRuleFile(doc: unknown, where = "rules"): RuleFile {
 export interface Classification {
   class: KernelClass;
   rule: string;
+  /** Set when the matching rule is weak: the launching op may decide instead. */
+  weak?: true;
 }
 
 interface Compiled {
@@ -217,6 +318,7 @@ interface Compiled {
   re: RegExp;
   unless?: RegExp;
   kinds: number; // bitmask: 1 kernel, 2 memcpy, 4 memset
+  weak: boolean;
 }
 
 const KIND_BIT = { kernel: 1, memcpy: 2, memset: 4 } as const;
@@ -236,6 +338,7 @@ export class Classifier {
         re: new RegExp(r.match, flags),
         unless: r.unless ? new RegExp(r.unless, flags) : undefined,
         kinds: (r.kinds ?? ["kernel"]).reduce((m, k) => m | KIND_BIT[k], 0),
+        weak: r.weak === true,
       };
     });
   }
@@ -248,7 +351,7 @@ export class Classifier {
     for (const r of this.compiled) {
       if (!(r.kinds & bit)) continue;
       if (r.re.test(name) && !r.unless?.test(name)) {
-        out = { class: r.cls, rule: r.id };
+        out = r.weak ? { class: r.cls, rule: r.id, weak: true } : { class: r.cls, rule: r.id };
         break;
       }
     }
@@ -262,4 +365,26 @@ const defaultClassifier = new Classifier();
 /** Classifies one kernel name: its class and the id of the rule that matched ("default" if none). */
 export function classifyKernel(name: string, rules?: RuleFile, kind: ActivityKind = "kernel"): Classification {
   return (rules ? new Classifier(rules) : defaultClassifier).classify(name, kind);
+}
+
+const compiledOps = OP_RULES.map((r) => ({ ...r, re: new RegExp(r.match, "i") }));
+
+/** The class a CPU op name stands for (e.g. aten::addmm → gemm), or undefined for ops that say nothing. */
+export function classifyOp(op: string): { class: KernelClass; rule: string } | undefined {
+  for (const r of compiledOps) if (r.re.test(op)) return { class: r.class, rule: r.id };
+  return undefined;
+}
+
+/**
+ * How a kernel's class is decided from its two kinds of evidence: a specific name rule wins; else
+ * the innermost launching CPU op that maps to a class; else a weak name rule; else "other".
+ * `ops` is the launching op chain, innermost first. Returns the class and its evidence string.
+ */
+export function decideClass(name: Classification, ops: readonly string[]): { class: KernelClass; by: string } {
+  if (name.rule !== "default" && !name.weak) return { class: name.class, by: `rule ${name.rule}` };
+  for (const op of ops) {
+    const c = classifyOp(op);
+    if (c) return { class: c.class, by: `op ${op}` };
+  }
+  return { class: name.class, by: name.rule === "default" ? "default" : `rule ${name.rule}` };
 }

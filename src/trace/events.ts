@@ -66,6 +66,8 @@ export interface RuntimeTable {
   corr: Float64Array;
   name: Uint32Array;
   tid: Int32Array;
+  /** External id of the CPU op around the call, NaN if none. */
+  ext: Float64Array;
 }
 
 export interface Annotation {
@@ -80,12 +82,17 @@ export interface Annotation {
 
 export interface TraceModel {
   names: string[];
-  nameClass: Array<{ class: string; rule: string }>;
+  /** Per name: class from the name rules; after analysis, the class most of its kernel time got. */
+  nameClass: Array<{ class: string; rule: string; weak?: boolean; decidedBy?: string }>;
   gpu: GpuTable;
   runtime: RuntimeTable;
   /** CPU ops by External id, sorted by it (to name the op that launched a kernel). */
   cpuOpExt: Float64Array;
   cpuOpName: Uint32Array;
+  /** Span and thread of each CPU op (same order), to find the ops enclosing it. */
+  cpuOpTs: Float64Array;
+  cpuOpEnd: Float64Array;
+  cpuOpTid: Float64Array;
   cpuOps: number;
   annotations: Annotation[];
   /** Counts of events by category, for diagnostics. */
@@ -107,7 +114,7 @@ const LAUNCH_LIKE = /launch|memcpy|memset|graph/i;
 export class ModelBuilder {
   private readonly names: string[] = [];
   private readonly nameIds = new Map<string, number>();
-  private readonly nameClass: Array<{ class: string; rule: string; cls: number }> = [];
+  private readonly nameClass: Array<{ class: string; rule: string; cls: number; weak?: boolean }> = [];
   private readonly classifier: Classifier;
   private readonly classIndex: Map<string, number>;
   private readonly g = {
@@ -127,9 +134,13 @@ export class ModelBuilder {
     corr: new Column((n) => new Float64Array(n)),
     name: new Column((n) => new Uint32Array(n)),
     tid: new Column((n) => new Int32Array(n)),
+    ext: new Column((n) => new Float64Array(n)),
   };
   private readonly cpuExt = new Column((n) => new Float64Array(n));
   private readonly cpuName = new Column((n) => new Uint32Array(n));
+  private readonly cpuTs = new Column((n) => new Float64Array(n));
+  private readonly cpuEnd = new Column((n) => new Float64Array(n));
+  private readonly cpuTid = new Column((n) => new Float64Array(n));
   private cpuOps = 0;
   private readonly annotations: Annotation[] = [];
   private readonly categories: Record<string, number> = {};
@@ -160,7 +171,12 @@ export class ModelBuilder {
       this.nameIds.set(key, id);
       if (kind < 3) {
         const c = this.classifier.classify(name, this.kindClassKey[kind] as ActivityKind);
-        this.nameClass.push({ class: c.class, rule: c.rule, cls: this.classIndex.get(c.class) ?? 0 });
+        this.nameClass.push({
+          class: c.class,
+          rule: c.rule,
+          cls: this.classIndex.get(c.class) ?? 0,
+          ...(c.weak ? { weak: true } : {}),
+        });
       } else this.nameClass.push({ class: "", rule: "", cls: 0 }); // CPU-side name: not classified
     }
     return id;
@@ -226,6 +242,7 @@ export class ModelBuilder {
       r.corr.push(corr);
       r.name.push(this.internPlain(name));
       r.tid.push(toInt(ev.tid));
+      r.ext.push(this.id(args["External id"] ?? args["external id"]));
       return;
     }
     if (cat === "cpu_op" || cat === "operator") {
@@ -234,6 +251,9 @@ export class ModelBuilder {
       if (!Number.isNaN(ext) && typeof ev.name === "string") {
         this.cpuExt.push(ext);
         this.cpuName.push(this.internPlain(ev.name));
+        this.cpuTs.push(ts);
+        this.cpuEnd.push(ts + dur);
+        this.cpuTid.push(hashKey(toInt(ev.pid), toInt(ev.tid)));
       }
       return;
     }
@@ -286,9 +306,13 @@ export class ModelBuilder {
       corr: r.corr.seal(),
       name: r.name.seal(),
       tid: r.tid.seal(),
+      ext: r.ext.seal(),
     };
     let cpuOpExt = this.cpuExt.seal();
     let cpuOpName = this.cpuName.seal();
+    let cpuOpTs = this.cpuTs.seal();
+    let cpuOpEnd = this.cpuEnd.seal();
+    let cpuOpTid = this.cpuTid.seal();
     let sorted = true;
     for (let i = 1; i < cpuOpExt.length; i++)
       if (cpuOpExt[i]! < cpuOpExt[i - 1]!) {
@@ -302,14 +326,21 @@ export class ModelBuilder {
       cpuOpExt = Float64Array.from(idx, (i) => ext[i]!);
       const nm = cpuOpName;
       cpuOpName = Uint32Array.from(idx, (i) => nm[i]!);
+      const [a, b, c] = [cpuOpTs, cpuOpEnd, cpuOpTid];
+      cpuOpTs = Float64Array.from(idx, (i) => a[i]!);
+      cpuOpEnd = Float64Array.from(idx, (i) => b[i]!);
+      cpuOpTid = Float64Array.from(idx, (i) => c[i]!);
     }
     return {
       names: this.names,
-      nameClass: this.nameClass.map(({ class: c, rule }) => ({ class: c, rule })),
+      nameClass: this.nameClass.map(({ class: c, rule, weak }) => ({ class: c, rule, ...(weak ? { weak } : {}) })),
       gpu,
       runtime,
       cpuOpExt,
       cpuOpName,
+      cpuOpTs,
+      cpuOpEnd,
+      cpuOpTid,
       cpuOps: this.cpuOps,
       annotations: this.annotations,
       categories: this.categories,

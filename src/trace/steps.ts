@@ -1,12 +1,16 @@
-// Step segmentation (pure): vLLM execute_* annotations, ProfilerStep#N, or GPU idle gaps.
+// Step segmentation (pure): the engines' own step annotations (vLLM execute_*, SGLang step[...]),
+// ProfilerStep#N, or — only where none exist — GPU idle gaps.
 import type { TraceModel } from "./events.ts";
 
 export type StepMode = "auto" | "annotation" | "profiler-step" | "gap";
 export type StepKind = "prefill" | "decode" | "mixed" | "unknown";
+/** Which annotation format a step came from. */
+export type StepSource = "vllm" | "sglang" | "profiler-step" | "gap";
 
 export interface StepDef {
   name: string;
   kind: StepKind;
+  source?: StepSource;
   /** CPU-side span of the step annotation (µs), when steps come from annotations. */
   cpuStartUs?: number;
   cpuEndUs?: number;
@@ -14,6 +18,12 @@ export interface StepDef {
   contextTokens?: number;
   generationRequests?: number;
   generationTokens?: number;
+  /** Requests in the batch and tokens scheduled in the step, from the annotation. */
+  batch?: { requests?: number; tokens?: number };
+  /** Σ KV (context) lengths over the batch, where the annotation says (vLLM's sk). */
+  kvTokens?: number;
+  /** SGLang forward mode (DECODE, EXTEND, MIXED, …). */
+  forwardMode?: string;
 }
 
 export interface Segmentation {
@@ -28,39 +38,97 @@ export interface Segmentation {
   notes: string[];
 }
 
-/** vLLM step markers: execute_context_<Rc>(<Nc>)_generation_<Rg>(<Ng>), the detailed
- * execute_<tok>_context_… form, and the Aug-2025 execute_new_<n>_cached_<m>. */
-export const VLLM_STEP_RE = /^execute_(?:\d+_)?(?:context_\d+\(\d+\)|new_\d+_cached_\d+)/;
+/** vLLM step markers: execute_context_<Rc>(<Nc>[_<Σq²>])_generation_<Rg>(<Ng>[_<Σq²>]), the detailed
+ * execute_<tokens>_context_<Rc>(sq…sk…sqsq…sqsk…)_generation_<Rg>(…) form, and execute_new_<n>_cached_<m>. */
+export const VLLM_STEP_RE = /^execute_(?:\d+_)?(?:context_\d+\([^)]*\)|new_\d+_cached_\d+)/;
+/** SGLang scheduler steps: step[DECODE bs=32], step[EXTEND bs=15 toks=15360], step[MIXED …]. */
+export const SGLANG_STEP_RE = /^step\[([A-Z_]+)(?:\s[^\]]*)?\]$/;
 export const PROFILER_STEP_RE = /^ProfilerStep#\d+$/;
+const ENGINE_STEP_RE = new RegExp(`${VLLM_STEP_RE.source}|${SGLANG_STEP_RE.source}`);
 
 export function isStepAnnotation(name: string): boolean {
-  return VLLM_STEP_RE.test(name) || PROFILER_STEP_RE.test(name);
+  return VLLM_STEP_RE.test(name) || SGLANG_STEP_RE.test(name) || PROFILER_STEP_RE.test(name);
 }
 
-/** Parses a vLLM step annotation name into its kind and token counts. */
+const kindOf = (ctx: number, gen: number): StepKind =>
+  ctx > 0 && gen > 0 ? "mixed" : ctx > 0 ? "prefill" : gen > 0 ? "decode" : "unknown";
+
+/** The counts inside vLLM's parentheses: "888" / "888_788544" (tokens, Σq²) or "sq8155sk8430sqsq…sqsk…". */
+function vllmCounts(inner: string): { tokens: number; kv?: number } {
+  const sq = /^sq(\d+)sk(\d+)/.exec(inner);
+  if (sq) return { tokens: Number(sq[1]), kv: Number(sq[2]) };
+  const n = /^(\d+)/.exec(inner);
+  return { tokens: n ? Number(n[1]) : 0 };
+}
+
+const SGLANG_KIND: Record<string, StepKind> = {
+  DECODE: "decode",
+  TARGET_VERIFY: "decode",
+  DRAFT_EXTEND: "decode",
+  EXTEND: "prefill",
+  PREFILL: "prefill",
+  MIXED: "mixed",
+};
+
+/** Parses a step annotation name (vLLM, SGLang or ProfilerStep#N) into its kind and batch. */
 export function parseStepName(name: string): Omit<StepDef, "cpuStartUs" | "cpuEndUs"> {
-  const ctx = /context_(\d+)\((\d+)\)/.exec(name);
-  const gen = /generation_(\d+)\((\d+)\)/.exec(name);
-  if (ctx || gen) {
+  const ctx = /context_(\d+)\(([^)]*)\)/.exec(name);
+  const gen = /generation_(\d+)\(([^)]*)\)/.exec(name);
+  if (name.startsWith("execute_") && (ctx || gen)) {
     const rc = ctx ? Number(ctx[1]) : 0;
     const rg = gen ? Number(gen[1]) : 0;
-    const kind: StepKind = rc > 0 && rg > 0 ? "mixed" : rc > 0 ? "prefill" : rg > 0 ? "decode" : "unknown";
+    const c = ctx ? vllmCounts(ctx[2]!) : { tokens: 0 };
+    const g = gen ? vllmCounts(gen[2]!) : { tokens: 0 };
+    const lead = /^execute_(\d+)_/.exec(name);
+    const kv = c.kv !== undefined || g.kv !== undefined ? (c.kv ?? 0) + (g.kv ?? 0) : undefined;
     return {
       name,
-      kind,
+      kind: kindOf(rc, rg),
+      source: "vllm",
       contextRequests: rc,
-      contextTokens: ctx ? Number(ctx[2]) : 0,
+      contextTokens: c.tokens,
       generationRequests: rg,
-      generationTokens: gen ? Number(gen[2]) : 0,
+      generationTokens: g.tokens,
+      batch: { requests: rc + rg, tokens: lead ? Number(lead[1]) : c.tokens + g.tokens },
+      ...(kv !== undefined ? { kvTokens: kv } : {}),
     };
   }
   const nc = /^execute_new_(\d+)_cached_(\d+)/.exec(name);
   if (nc) {
     const n = Number(nc[1]);
     const m = Number(nc[2]);
-    const kind: StepKind = n > 0 && m > 0 ? "mixed" : n > 0 ? "prefill" : m > 0 ? "decode" : "unknown";
-    return { name, kind, contextRequests: n, generationRequests: m };
+    // New requests prefill; cached ones mostly decode (a chunked prefill continues as "cached").
+    return {
+      name,
+      kind: kindOf(n, m),
+      source: "vllm",
+      contextRequests: n,
+      generationRequests: m,
+      batch: { requests: n + m },
+    };
   }
+  const sg = SGLANG_STEP_RE.exec(name);
+  if (sg) {
+    const mode = sg[1]!;
+    const kind = SGLANG_KIND[mode] ?? "unknown";
+    const bs = /\bbs=(\d+)/.exec(name);
+    const toks = /\btoks=(\d+)/.exec(name);
+    const requests = bs ? Number(bs[1]) : undefined;
+    const tokens = toks ? Number(toks[1]) : kind === "decode" ? requests : undefined;
+    return {
+      name,
+      kind,
+      source: "sglang",
+      forwardMode: mode,
+      ...(kind === "prefill" ? { contextRequests: requests, contextTokens: tokens } : {}),
+      ...(kind === "decode" ? { generationRequests: requests, generationTokens: tokens } : {}),
+      batch: {
+        ...(requests !== undefined ? { requests } : {}),
+        ...(tokens !== undefined ? { tokens } : {}),
+      },
+    };
+  }
+  if (PROFILER_STEP_RE.test(name)) return { name, kind: "unknown", source: "profiler-step" };
   return { name, kind: "unknown" };
 }
 
@@ -120,14 +188,17 @@ interface Span {
 }
 
 /** Outermost, time-sorted spans (spans nested in an earlier one dropped): starts and ends ascend. */
-function outermost(spans: Span[]): Span[] {
+function outermost(spans: Span[], nested?: Array<[Span, number]>): Span[] {
   spans.sort((a, b) => a.ts - b.ts || b.end - a.end);
   const out: Span[] = [];
   let lastEnd = Number.NEGATIVE_INFINITY;
   for (const s of spans) {
     // Nested inside the previous span (ns tolerance on the end: ts and dur are each rounded in the
     // file). A span that merely overlaps the previous one's last ns is the next step: kept.
-    if (s.ts < lastEnd && s.end <= lastEnd + 1e-3) continue;
+    if (s.ts < lastEnd && s.end <= lastEnd + 1e-3) {
+      nested?.push([s, out.length - 1]);
+      continue;
+    }
     out.push(s);
     lastEnd = s.end;
   }
@@ -163,17 +234,24 @@ export function segmentSteps(
 ): Segmentation {
   const notes: string[] = [];
   const tryAnnotations = (re: RegExp, m: "annotation" | "profiler-step"): Segmentation | undefined => {
+    const nested: Array<[Span, number]> = [];
     const cpu = outermost(
       model.annotations
         .filter((a) => !a.gpu && re.test(a.name))
         .map((a) => ({ name: a.name, ts: a.ts, end: a.ts + a.dur })),
+      nested,
     );
     if (cpu.length === 0) return undefined;
-    const steps: StepDef[] = cpu.map((s) => ({
-      ...(m === "annotation" ? parseStepName(s.name) : { name: s.name, kind: "unknown" as StepKind }),
-      cpuStartUs: s.ts,
-      cpuEndUs: s.end,
-    }));
+    const steps: StepDef[] = cpu.map((s) => ({ ...parseStepName(s.name), cpuStartUs: s.ts, cpuEndUs: s.end }));
+    // A step annotation nested in another (SGLang's step[…] inside an execute_… one) fills in what
+    // the outer one does not say: its kind and batch where unknown, SGLang's forward mode.
+    for (const [inner, at] of nested) {
+      const st = steps[at];
+      if (!st) continue;
+      const p = parseStepName(inner.name);
+      if (st.kind === "unknown" && p.kind !== "unknown") Object.assign(st, { ...p, name: st.name, source: st.source });
+      if (p.forwardMode && !st.forwardMode) st.forwardMode = p.forwardMode;
+    }
     const { gpu, runtime } = model;
     const runtimeStep = new Int32Array(runtime.n).fill(-1);
     for (let i = 0; i < runtime.n; i++) runtimeStep[i] = spanAt(cpu, runtime.ts[i]!);
@@ -221,9 +299,10 @@ export function segmentSteps(
   };
 
   if (mode === "annotation" || mode === "auto") {
-    const r = tryAnnotations(VLLM_STEP_RE, "annotation");
+    const r = tryAnnotations(ENGINE_STEP_RE, "annotation");
     if (r) return r;
-    if (mode === "annotation") notes.push("no vLLM execute_* step annotations found; fell back to GPU idle gaps");
+    if (mode === "annotation")
+      notes.push("no vLLM execute_* or SGLang step[…] annotations found; fell back to GPU idle gaps");
   }
   if (mode === "profiler-step" || mode === "auto") {
     const r = tryAnnotations(PROFILER_STEP_RE, "profiler-step");
@@ -267,7 +346,11 @@ function segmentByGaps(
     stepOf[k] = step;
     end = Math.max(end, s + gpu.dur[k]!);
   }
-  const steps: StepDef[] = Array.from({ length: step + 1 }, (_, i) => ({ name: `segment ${i}`, kind: "unknown" }));
+  const steps: StepDef[] = Array.from({ length: step + 1 }, (_, i) => ({
+    name: `segment ${i}`,
+    kind: "unknown",
+    source: "gap",
+  }));
   notes.push(`steps split at GPU idle gaps ≥ ${round3(threshold)} µs`);
   return { mode: "gap", steps, stepOf, runtimeStep: new Int32Array(runtime.n).fill(-1), gapUs: threshold, notes };
 }

@@ -176,7 +176,7 @@ test("ProfilerStep#N and GPU-gap segmentation", async () => {
   const gk = await analyzeTrace([file(k)], { stepMode: "annotation" });
   assert.equal(gk.stepMode, "gap");
   assert.equal(gk.steps.length, 4);
-  assert.match(gk.notes.join(), /no vLLM execute_\* step annotations/);
+  assert.match(gk.notes.join(), /no vLLM execute_\* or SGLang step\[…\] annotations/);
   assert.equal(gk.steps[1]!.busyByClass.gemm, 50);
 });
 
@@ -271,7 +271,11 @@ test("CLI: --json with --rules, and a clean error with exit code 2", () => {
   const j = run(p, "--json", "--rules", rules);
   assert.equal(j.status, 0, j.stderr);
   const a = JSON.parse(j.stdout);
-  assert.deepEqual(a.kernelClasses[NORM], { class: "other", rule: "site.rmsnorm-as-other" });
+  assert.deepEqual(a.kernelClasses[NORM], {
+    class: "other",
+    rule: "site.rmsnorm-as-other",
+    decidedBy: "rule site.rmsnorm-as-other",
+  });
   assert.equal(a.steps[1].kind, "decode");
   const bad = join(dir, "bad.json");
   writeFileSync(bad, '{"traceEvents": [ }');

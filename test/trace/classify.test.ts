@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InputError } from "../../src/errors.ts";
-import { Classifier, classifyKernel, DEFAULT_RULES, parseRuleFile } from "../../src/trace/classify.ts";
+import {
+  Classifier,
+  classifyKernel,
+  classifyOp,
+  DEFAULT_RULES,
+  decideClass,
+  OP_RULES,
+  parseRuleFile,
+} from "../../src/trace/classify.ts";
 
 // [kernel name, expected class, expected rule]
 const CASES: Array<[string, string, string]> = [
@@ -115,6 +123,74 @@ const CASES: Array<[string, string, string]> = [
     "elementwise",
     "elementwise.torch",
   ],
+  // Kernel families of the major stacks, as they appear in the public traces in ../shared/traces/.
+  [
+    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0",
+    "gemm",
+    "gemm.tensile",
+  ],
+  ["Cijk_Ailk_Bjlk_SB_Bias_AS_SAV_UserArgs_MT64x16x16_MI16x16x1_SN_LDSB0_AFC1", "gemm", "gemm.tensile"],
+  [
+    "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f",
+    "gemm",
+    "gemm.trtllm-gen",
+  ],
+  [
+    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+    "gemm",
+    "gemm.trtllm-gen",
+  ],
+  ["void deep_gemm::fp8_gemm_kernel<128u, 128u>(float*)", "gemm", "gemm.deepgemm-machete"],
+  ["void machete::MacheteKernelTemplate<cutlass::bfloat16_t>(Params)", "gemm", "gemm.deepgemm-machete"],
+  ["_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "moe", "moe.triton-ogs"],
+  ["_finalize_matmul_scatter_bf16", "moe", "moe.triton-ogs"],
+  ["_combined_routing_compute", "moe", "moe.triton-ogs"],
+  ["_sum_bitmatrix_rows", "moe", "moe.triton-ogs"],
+  ["_topk_forward", "moe", "moe.triton-topk"],
+  ["fused_moe_kernel", "moe", "moe.fused"],
+  ["_ZN5aiter6fmoe_g1u1_bf16_pertokenFp8", "moe", "moe.fused"],
+  [
+    "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsync",
+    "attention",
+    "attention.flash",
+  ],
+  ["kernel_unified_attention_3d", "attention", "attention.flash"],
+  ["_fwd_kernel", "attention", "attention.triton"],
+  ["_fwd_grouped_kernel_stage1", "attention", "attention.triton"],
+  [
+    "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",
+    "attention",
+    "attention.kv-cache-write",
+  ],
+  ["create_flashinfer_kv_indices_triton", "attention", "attention.kv-cache-write"],
+  [
+    "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+    "norm",
+    "norm.rms-layer",
+  ],
+  ["_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePass", "norm", "norm.rms-layer"],
+  [
+    "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i",
+    "activation",
+    "activation",
+  ],
+  ["compute_position_kernel", "elementwise", "elementwise.engine-bookkeeping"],
+  [
+    "void (anonymous namespace)::resolve_future_token_ids_kernel<long>(long*, long const*, unsigned long)",
+    "elementwise",
+    "elementwise.engine-bookkeeping",
+  ],
+  [
+    "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::wrapped_scan_config<rocprim::ROCPRIM_400200_NS::default_config, long>>()",
+    "elementwise",
+    "elementwise.cub-rocprim",
+  ],
+  [
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>>()",
+    "elementwise",
+    "elementwise.torch",
+  ],
+  ["void mscclpp::allreduce_kernel<bf16>(int)", "communication", "comm.rccl"],
   ["some_unknown_kernel_xyz", "other", "default"],
 ];
 
@@ -122,7 +198,7 @@ test("every default rule is exercised and each name lands in its class with the 
   const used = new Set<string>();
   for (const [name, cls, rule] of CASES) {
     const c = classifyKernel(name);
-    assert.deepEqual(c, { class: cls, rule }, name);
+    assert.deepEqual({ class: c.class, rule: c.rule }, { class: cls, rule }, name);
     used.add(c.rule);
   }
   used.add(classifyKernel("Memcpy DtoH (Device -> Pinned)", undefined, "memcpy").rule);
@@ -135,6 +211,45 @@ test("every default rule is exercised and each name lands in its class with the 
   used.add("moe.grouped-gemm");
   used.add("attention.mla");
   for (const r of DEFAULT_RULES) assert.ok(used.has(r.id), `rule ${r.id} has no test case`);
+});
+
+test("the launching op decides where the name is unknown or weak; a specific name rule is never overridden", () => {
+  const unknown = classifyKernel("some_unknown_kernel_xyz");
+  assert.deepEqual(decideClass(unknown, ["aten::addmm"]), { class: "gemm", by: "op aten::addmm" });
+  assert.deepEqual(decideClass(unknown, []), { class: "other", by: "default" });
+  // innermost op first; an op that says nothing is skipped in favour of the one enclosing it
+  assert.deepEqual(decideClass(unknown, ["my_helper", "vllm::unified_attention_with_output"]), {
+    class: "attention",
+    by: "op vllm::unified_attention_with_output",
+  });
+  const bmm = classifyKernel("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3");
+  assert.equal(bmm.weak, true);
+  assert.deepEqual(decideClass(bmm, ["vllm::moe_forward"]), { class: "moe", by: "op vllm::moe_forward" });
+  assert.deepEqual(decideClass(bmm, ["cudaGraphLaunch"]), { class: "gemm", by: "rule gemm.trtllm-gen" });
+  const cijk = classifyKernel("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64");
+  assert.deepEqual(decideClass(cijk, ["vllm::moe_forward"]), { class: "gemm", by: "rule gemm.tensile" });
+  // op table examples (one per rule)
+  const ops: Array<[string, string]> = [
+    ["nccl:all_reduce", "communication"],
+    ["vllm::moe_forward", "moe"],
+    ["_C_cache_ops::reshape_and_cache_flash", "attention"],
+    ["sglang::store_cache", "attention"],
+    ["aten::_scaled_mm", "gemm"],
+    ["aiter::rmsnorm2d_fwd_with_add_ck", "norm"],
+    ["_C::rotary_embedding", "elementwise"],
+    ["sgl_kernel::silu_and_mul", "activation"],
+    ["_C::scaled_fp8_quant", "quantization"],
+    ["aten::argmax", "sampling"],
+    ["aten::cumsum", "elementwise"],
+  ];
+  const used = new Set<string>();
+  for (const [op, cls] of ops) {
+    const c = classifyOp(op);
+    assert.equal(c?.class, cls, op);
+    used.add(c!.rule);
+  }
+  for (const r of OP_RULES) assert.ok(used.has(r.id), `op rule ${r.id} has no test case`);
+  assert.equal(classifyOp("CUDAGraph::replay"), undefined);
 });
 
 test("rules not covered above still match their own examples", () => {
