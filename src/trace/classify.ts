@@ -130,9 +130,10 @@ export const DEFAULT_RULES: readonly Rule[] = [
   {
     id: "attention.triton",
     class: "attention",
-    match: "^_fwd_kernel|^_fwd_grouped_kernel|_decode_att|_decode_grouped_att|extend_attention|_fwd_kernel_stage",
+    match:
+      "^_fwd_kernel|^_fwd_grouped_kernel|_decode_att|_decode_grouped_att|extend_attention|_fwd_kernel_stage|^reduce_segments$",
     weak: true,
-    note: "Triton attention (SGLang extend/decode, vLLM prefix prefill); generic names, so the op may decide",
+    note: "Triton attention (SGLang extend/decode, vLLM prefix prefill, the split-KV reduce of vLLM's unified_attention_3d); generic names, so the op may decide",
   },
   {
     id: "attention.kv-cache-write",
@@ -207,7 +208,7 @@ export const DEFAULT_RULES: readonly Rule[] = [
     id: "elementwise.engine-bookkeeping",
     class: "elementwise",
     match:
-      "compute_position|resolve_future_token|_copy_page_indices|prepare_inputs|advance_step|_compute_slot_mapping|req_to_token|reduce_segments|_prepare_",
+      "compute_position|resolve_future_token|_copy_page_indices|prepare_inputs|advance_step|_compute_slot_mapping|req_to_token|_prepare_",
     weak: true,
     note: "serving engines' input preparation (positions, slot mappings, token-id futures)",
   },

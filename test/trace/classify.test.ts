@@ -157,6 +157,7 @@ const CASES: Array<[string, string, string]> = [
   ["kernel_unified_attention_3d", "attention", "attention.flash"],
   ["_fwd_kernel", "attention", "attention.triton"],
   ["_fwd_grouped_kernel_stage1", "attention", "attention.triton"],
+  ["reduce_segments", "attention", "attention.triton"],
   [
     "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",
     "attention",
