@@ -86,6 +86,22 @@ export function formatAnalysis(a: TraceAnalysis): string {
     );
   }
   for (const k of a.overall.byKind) out.push(k.headline);
+  if (a.steps.length <= 12)
+    for (const s of a.steps) {
+      const b = s.batch;
+      const label = [
+        s.kind,
+        b?.requests !== undefined ? `${b.requests} req` : "",
+        b?.tokens !== undefined ? `${b.tokens} tok` : "",
+        s.forwardMode ?? "",
+      ]
+        .filter(Boolean)
+        .join(", ");
+      const tl = s.timeline;
+      out.push(
+        `step ${s.index} (${label}; ${s.source ?? a.stepMode}): ${ms(tl.spanUs)} ms of GPU time line, busy ${ms(tl.busyUs)}, idle ${ms(tl.idleUs)}, ${s.kernels} activities${s.graphKernels ? ` (${s.graphKernels} from graph replays)` : ""}${s.clipped ? ` — CLIPPED: ${s.clipReason}` : ""}`,
+      );
+    }
   out.push("");
   const ss = headSteps(a);
   const n = Math.max(1, ss.length);
@@ -134,13 +150,13 @@ export function formatAnalysis(a: TraceAnalysis): string {
   );
   out.push("");
   const top = table(
-    ["top kernels", "class (rule)", "count", "total ms", "mean µs", "share"],
+    ["top kernels", "class (decided by)", "count", "total ms", "mean µs", "share"],
     ["left", "left", "right", "right", "right", "right"],
   );
   for (const k of o.topKernels.slice(0, 10))
     top.push([
       k.name.length > 70 ? `${k.name.slice(0, 67)}...` : k.name,
-      `${k.class} (${k.rule})`,
+      `${k.class} (${k.decidedBy ?? `rule ${k.rule}`})`,
       String(k.count),
       ms(k.totalUs, 1),
       k.meanUs.toFixed(1),

@@ -65,7 +65,10 @@ function progress(on: boolean) {
 }
 
 const stepsBy = () =>
-  new Option("--steps-by <mode>", "how to find steps: vLLM execute_* annotations, ProfilerStep#N, or GPU idle gaps")
+  new Option(
+    "--steps-by <mode>",
+    "how to find steps: the engines' annotations (vLLM execute_*, SGLang step[…]), ProfilerStep#N, or GPU idle gaps (auto: the first found)",
+  )
     .choices(["auto", "annotation", "profiler-step", "gap"] as const)
     .default("auto" as const);
 
@@ -79,7 +82,7 @@ export function register(program: Command): void {
       .argument("[files...]", "trace files (*.pt.trace.json or .json.gz), one per rank")
       .option(
         "--rules <file>",
-        "extra kernel classification rules (YAML/JSON: {rules: [{id, class, match}]}), applied first",
+        "extra kernel classification rules (YAML/JSON: {rules: [{id, class, match, weak?}]}), applied first",
       )
       .addOption(stepsBy())
       .option(
