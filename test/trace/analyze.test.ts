@@ -261,7 +261,7 @@ test("text rendering names the decode headline, classes, rules and idle split", 
   assert.match(text, /idle \(host-bound\)\s+│\s+0\.140/);
   assert.match(text, /communication \(rule comm\.nccl\)/);
   assert.match(text, /step 1 \(decode, 2 req, 2 tok; vllm\): 0\.050 ms of GPU time line, busy 0\.050, idle 0\.000/);
-  assert.match(text, /step 2 \(mixed, 2 req, 17 tok; vllm\): .* 4 activities \(4 from graph replays\)/);
+  assert.match(text, /step 2 \(mixed, 2 req, 17 tok; vllm\): .* 4 activities \(3 from graph replays\)/);
 });
 
 test("CLI: --json with --rules, and a clean error with exit code 2", () => {
