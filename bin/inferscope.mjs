@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Thin launcher: registers tsx so the TypeScript sources run without a build step.
+// Development launcher: runs the TypeScript sources through tsx, so tests and `npm run inferscope`
+// see every change without a build. The package's bin is the compiled dist/cli/main.js.
 import { register } from "tsx/esm/api";
 
 register();

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
 import { Command, CommanderError } from "@commander-js/extra-typings";
 import { describeError, ExitCode } from "../errors.ts";

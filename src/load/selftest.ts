@@ -5,7 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { CLI_ENTRY } from "../cli/entry.ts";
 import { TargetError } from "../errors.ts";
 import { runBench } from "./runner.ts";
 
@@ -41,7 +41,7 @@ export function idleCommand(argv: string[], idle: boolean): { cmd: string; args:
     : { cmd: argv[0]!, args: argv.slice(1), idle: false };
 }
 
-const BIN = fileURLToPath(new URL("../../bin/inferscope.mjs", import.meta.url));
+const BIN = CLI_ENTRY;
 
 /** Starts `inferscope sim --port 0 --json …` in its own process and waits for its URL. */
 export async function spawnSimProcess(args: string[], opts: SpawnSimOptions = {}): Promise<SimProcess> {

@@ -1,0 +1,76 @@
+// npm run build: tsc compiles src/ to dist/ (ESM + .d.ts), then every non-TypeScript file under src/
+// (sim profiles, the worker boot file, data added later) is copied beside the code that reads it.
+//   node scripts/build.mjs [--out DIR] [--if-stale]
+// --if-stale skips the build when dist/ is newer than every file under src/ (npm start, bench:startup).
+import { spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const argv = process.argv.slice(2);
+const outIdx = argv.indexOf("--out");
+const out = outIdx >= 0 ? resolve(argv[outIdx + 1] ?? "") : join(root, "dist");
+const src = join(root, "src");
+const stamp = join(out, ".build-stamp");
+
+function walk(dir) {
+  const files = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) files.push(...walk(p));
+    else if (e.isFile()) files.push(p);
+  }
+  return files;
+}
+
+const inputs = [...walk(src), join(root, "tsconfig.json"), join(root, "tsconfig.build.json")];
+if (argv.includes("--if-stale") && existsSync(stamp)) {
+  const built = statSync(stamp).mtimeMs;
+  if (inputs.every((f) => statSync(f).mtimeMs <= built)) process.exit(0);
+}
+
+// Built beside and swapped in at the end, so a failed build leaves the previous dist/ whole.
+const tmp = `${out}.tmp-${process.pid}`;
+rmSync(tmp, { recursive: true, force: true });
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+const r = spawnSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json"), "--outDir", tmp], {
+  stdio: "inherit",
+});
+if (r.status !== 0) {
+  rmSync(tmp, { recursive: true, force: true });
+  console.error("build: tsc failed; dist/ left as it was");
+  process.exit(r.status ?? 1);
+}
+
+// Declarations keep the sources' ".ts" specifiers; point them at the emitted ".d.ts"/".js" pair so
+// every TypeScript version and resolution mode a user has can follow them.
+const specifier = /((?:from\s+|import\()["'])(\.{1,2}\/[^"']*?)\.ts(["'])/g;
+let copied = 0;
+for (const f of walk(tmp)) {
+  if (!f.endsWith(".d.ts")) continue;
+  const text = readFileSync(f, "utf8");
+  const fixed = text.replace(specifier, "$1$2.js$3");
+  if (fixed !== text) writeFileSync(f, fixed);
+}
+for (const f of walk(src)) {
+  if (f.endsWith(".ts")) continue;
+  cpSync(f, join(tmp, relative(src, f)));
+  copied++;
+}
+chmodSync(join(tmp, "cli", "main.js"), 0o755);
+writeFileSync(join(tmp, ".build-stamp"), `${new Date().toISOString()}\n`);
+rmSync(out, { recursive: true, force: true });
+renameSync(tmp, out);
+console.error(`build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files)`);
