@@ -5,7 +5,7 @@
 import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { CLI_ENTRY } from "../cli/entry.ts";
 import { InferscopeError, InputError, InterruptedError, plainReason, UsageError } from "../errors.ts";
 import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
@@ -59,7 +59,7 @@ export interface StudyOutcome {
   runId?: string;
 }
 
-const BIN = fileURLToPath(new URL("../../bin/inferscope.mjs", import.meta.url));
+const BIN = CLI_ENTRY;
 
 /** The embedded sim, started through the same server-command path a real server uses. */
 export function embeddedSimCommand(
