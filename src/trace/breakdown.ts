@@ -541,55 +541,53 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   return { steps, overall };
 }
 
-/** Appends [s, e) to a start-sorted union kept as flat [s0, e0, s1, e1, …]. */
-function pushUnion(u: number[], st: number, en: number): void {
-  const n = u.length;
-  if (n && st <= u[n - 1]!) {
-    if (en > u[n - 1]!) u[n - 1] = en;
-  } else u.push(st, en);
-}
-
-/** Length of union b minus union a (both flat, sorted, disjoint). */
-function lengthMinus(b: number[], a: number[]): number {
-  let total = 0;
-  let ai = 0;
-  for (let i = 0; i < b.length; i += 2) {
-    const bs = b[i]!;
-    const be = b[i + 1]!;
-    while (ai < a.length && a[ai + 1]! <= bs) ai += 2;
-    let cur = bs;
-    for (let j = ai; j < a.length && a[j]! < be; j += 2) {
-      if (a[j]! > cur) total += a[j]! - cur;
-      cur = Math.max(cur, a[j + 1]!);
-      if (cur >= be) break;
+/** Length of the union of intervals fed in start order, in O(1) memory. */
+class UnionLength {
+  total = 0;
+  private s = Number.NaN;
+  private e = Number.NaN;
+  add(st: number, en: number): void {
+    if (st <= this.e) {
+      if (en > this.e) this.e = en;
+      return;
     }
-    if (cur < be) total += be - cur;
+    if (this.e > this.s) this.total += this.e - this.s;
+    this.s = st;
+    this.e = en;
   }
-  return total;
+  get length(): number {
+    return this.e > this.s ? this.total + this.e - this.s : this.total;
+  }
 }
 
-function unionLength(u: number[]): number {
-  let t = 0;
-  for (let i = 0; i < u.length; i += 2) t += u[i + 1]! - u[i]!;
-  return t;
-}
-
-/** The time line over idx[from..to), which must be sorted by start. */
+/**
+ * The time line over idx[from..to), which must be sorted by start. Every quantity is a union
+ * length, streamed: |comm − comp| = |comm ∪ comp| − |comp|, |memcpy − (comp ∪ comm)| = busy −
+ * |comp ∪ comm|, so memory stays O(1) however many activities a step has.
+ */
 export function timelineOf(gpu: TraceModel["gpu"], idx: ArrayLike<number>, from: number, to: number): Timeline {
-  const all: number[] = [];
-  const comp: number[] = [];
-  const comm: number[] = [];
-  const mem: number[] = [];
+  const all = new UnionLength();
+  const comp = new UnionLength();
+  const comm = new UnionLength();
+  const mem = new UnionLength();
+  const compComm = new UnionLength();
+  let first = Number.POSITIVE_INFINITY;
+  let last = Number.NEGATIVE_INFINITY;
   for (let j = from; j < to; j++) {
     const k = idx[j]!;
     const st = gpu.start[k]!;
     const en = st + gpu.dur[k]!;
-    pushUnion(all, st, en);
-    if (gpu.kind[k] === KIND_MEMCPY) pushUnion(mem, st, en);
-    else if (gpu.cls[k] === COMM_CLASS) pushUnion(comm, st, en);
-    else pushUnion(comp, st, en);
+    if (st < first) first = st;
+    if (en > last) last = en;
+    all.add(st, en);
+    if (gpu.kind[k] === KIND_MEMCPY) mem.add(st, en);
+    else {
+      compComm.add(st, en);
+      if (gpu.cls[k] === COMM_CLASS) comm.add(st, en);
+      else comp.add(st, en);
+    }
   }
-  if (!all.length)
+  if (to <= from)
     return {
       spanUs: 0,
       busyUs: 0,
@@ -600,30 +598,16 @@ export function timelineOf(gpu: TraceModel["gpu"], idx: ArrayLike<number>, from:
       commUs: 0,
       memcpyUs: 0,
     };
-  const span = all[all.length - 1]! - all[0]!;
-  const busy = unionLength(all);
-  // memcpy under neither computation nor communication: subtract their union.
-  const compComm: number[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < comp.length || j < comm.length) {
-    if (j >= comm.length || (i < comp.length && comp[i]! <= comm[j]!)) {
-      pushUnion(compComm, comp[i]!, comp[i + 1]!);
-      i += 2;
-    } else {
-      pushUnion(compComm, comm[j]!, comm[j + 1]!);
-      j += 2;
-    }
-  }
+  const busy = all.length;
   return {
-    spanUs: round(span),
+    spanUs: round(last - first),
     busyUs: round(busy),
-    idleUs: round(span - busy),
-    computeUs: round(unionLength(comp)),
-    commExposedUs: round(lengthMinus(comm, comp)),
-    memcpyExposedUs: round(lengthMinus(mem, compComm)),
-    commUs: round(unionLength(comm)),
-    memcpyUs: round(unionLength(mem)),
+    idleUs: round(last - first - busy),
+    computeUs: round(comp.length),
+    commExposedUs: round(compComm.length - comp.length),
+    memcpyExposedUs: round(busy - compComm.length),
+    commUs: round(comm.length),
+    memcpyUs: round(mem.length),
   };
 }
 
