@@ -1,24 +1,27 @@
 // `inferscope model predict|explain|whatif|fit|catalog`: flags → src/model → print.
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
-import { catalog } from "../../model/catalog.ts";
-import { ceilingSentence, explain } from "../../model/explain.ts";
-import { fit } from "../../model/fit.ts";
-import { loadMeasurements } from "../../model/io.ts";
 import type { Measurement } from "../../model/measurements.ts";
 import type { ModelCliOptions } from "../../model/options.ts";
-import { inputFromOptions } from "../../model/options.ts";
-import { predict } from "../../model/predict.ts";
-import {
-  renderCatalog,
-  renderCeilings,
-  renderExplain,
-  renderFit,
-  renderPrediction,
-  renderWhatIf,
-} from "../../model/render.ts";
-import { ceilings, SCENARIO_HELP, whatif } from "../../model/whatif.ts";
+import { SCENARIO_HELP } from "../../model/whatif.ts";
 import { emit, withCommon } from "../common.ts";
+
+// Each action loads what it uses: scripts call `model predict --json` in loops, and it needs no fit,
+// no measurement readers and no table renderer.
+const model = {
+  catalog: () => import("../../model/catalog.ts"),
+  explain: () => import("../../model/explain.ts"),
+  fit: () => import("../../model/fit.ts"),
+  io: () => import("../../model/io.ts"),
+  options: () => import("../../model/options.ts"),
+  predict: () => import("../../model/predict.ts"),
+  whatif: () => import("../../model/whatif.ts"),
+};
+
+/** The text renderers, only when text is printed. */
+async function renderers(o: { json?: boolean }) {
+  return o.json ? undefined : await import("../../model/render.ts");
+}
 
 function modelFlags<C extends Command<any, any, any>>(cmd: C) {
   return withCommon(cmd)
@@ -62,70 +65,79 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
 
 type Opts = ModelCliOptions & { json?: boolean; disableCustomAllReduce?: boolean; customAllReduce?: boolean };
 
-function toInput(o: Opts) {
+async function toInput(o: Opts) {
   if (o.customAllReduce && o.disableCustomAllReduce)
     throw new UsageError("--custom-all-reduce and --disable-custom-all-reduce contradict each other");
+  const { inputFromOptions } = await model.options();
   return inputFromOptions({
     ...o,
     customAllReduce: o.disableCustomAllReduce ? false : o.customAllReduce ? true : undefined,
   });
 }
 
-function readMeasurements(files: string[] | undefined): Measurement[] {
+async function readMeasurements(files: string[] | undefined): Promise<Measurement[]> {
   if (!files?.length)
     throw new UsageError(
       "--measurements FILE is required (JSON/YAML list, bench --save-result JSON, or nccl-tests output)",
     );
+  const { loadMeasurements } = await model.io();
   return files.flatMap((f) => loadMeasurements(f));
 }
 
 export function register(program: Command): void {
-  const model = program
+  const cmd = program
     .command("model")
     .description("Analytical decode-step model: predict, explain, what-if, calibrate");
 
   modelFlags(
-    model.command("predict").description("decode step time and tokens/s, split into named terms, with TTFT"),
-  ).action((...args: any[]) => {
+    cmd.command("predict").description("decode step time and tokens/s, split into named terms, with TTFT"),
+  ).action(async (...args: any[]) => {
     const o = args[args.length - 2] as any;
-    const p = predict(toInput(o as Opts));
-    emit(p, o, renderPrediction);
+    const [{ predict }, input, R] = await Promise.all([model.predict(), toInput(o as Opts), renderers(o)]);
+    emit(predict(input), o, (p) => R!.renderPrediction(p));
   });
 
   modelFlags(
-    model.command("explain").description("one sentence per term; with --measurements also the calibration arithmetic"),
+    cmd.command("explain").description("one sentence per term; with --measurements also the calibration arithmetic"),
   )
     .option("--measurements <file...>", "fit these first and explain the calibrated model")
-    .action((...args: any[]) => {
+    .action(async (...args: any[]) => {
       const o = args[args.length - 2] as any;
-      const input = toInput(o as Opts);
+      const input = await toInput(o as Opts);
+      const { ceilingSentence, explain } = await model.explain();
       if (o.measurements) {
-        const f = fit(input, readMeasurements(o.measurements));
+        const [{ fit }, { ceilings }, ms] = await Promise.all([
+          model.fit(),
+          model.whatif(),
+          readMeasurements(o.measurements),
+        ]);
+        const f = fit(input, ms);
         const rows = ceilings(input, f);
         const lines = [...explain(f.prediction, f), ...rows.map(ceilingSentence)];
         emit({ sentences: lines, fit: f, ceilings: rows }, o, (r) => r.sentences.map((s) => `• ${s}`).join("\n"));
       } else {
+        const [{ predict }, R] = await Promise.all([model.predict(), renderers(o)]);
         const p = predict(input);
-        emit({ sentences: explain(p), prediction: p }, o, () => renderExplain(p));
+        emit({ sentences: explain(p), prediction: p }, o, () => R!.renderExplain(p));
       }
     });
 
-  modelFlags(model.command("whatif").description(`re-run under changed assumptions (${SCENARIO_HELP.join("; ")})`))
+  modelFlags(cmd.command("whatif").description(`re-run under changed assumptions (${SCENARIO_HELP.join("; ")})`))
     .option("--scenario <s...>", "scenarios, e.g. zero-comm custom-ar nvlink protocols batch=1,8,32")
     .option("--ceilings", "also print the ceiling table")
-    .action((...args: any[]) => {
+    .action(async (...args: any[]) => {
       const o = args[args.length - 2] as any;
-      const input = toInput(o as Opts);
+      const [input, { ceilings, whatif }, R] = await Promise.all([toInput(o as Opts), model.whatif(), renderers(o)]);
       const scenarios = o.scenario ?? ["zero-comm", "custom-ar", "nvlink", "protocols", "kv=fp8", "batch=1,4,16,64"];
       const rows = whatif(input, scenarios);
       const ceil = o.ceilings ? ceilings(input) : undefined;
       emit({ rows, ceilings: ceil }, o, (r) =>
-        [renderWhatIf(r.rows), r.ceilings ? renderCeilings(r.ceilings) : ""].filter(Boolean).join("\n"),
+        [R!.renderWhatIf(r.rows), r.ceilings ? R!.renderCeilings(r.ceilings) : ""].filter(Boolean).join("\n"),
       );
     });
 
   modelFlags(
-    model
+    cmd
       .command("fit")
       .description("calibrate on measurements: bench ITL/TTFT, A/B deltas, length sweeps, nccl-tests output"),
   )
@@ -133,22 +145,29 @@ export function register(program: Command): void {
       "--measurements <file...>",
       "JSON/YAML measurements, bench --save-result JSON, or nccl-tests all_reduce_perf text",
     )
-    .action((...args: any[]) => {
+    .action(async (...args: any[]) => {
       const o = args[args.length - 2] as any;
-      const input = toInput(o as Opts);
-      const f = fit(input, readMeasurements(o.measurements));
+      const input = await toInput(o as Opts);
+      const [{ fit }, { ceilings }, ms, R] = await Promise.all([
+        model.fit(),
+        model.whatif(),
+        readMeasurements(o.measurements),
+        renderers(o),
+      ]);
+      const f = fit(input, ms);
       const rows = ceilings(input, f);
-      emit({ ...f, ceilings: rows }, o, () => renderFit(f, rows));
+      emit({ ...f, ceilings: rows }, o, () => R!.renderFit(f, rows));
     });
 
-  withCommon(model.command("catalog").description("list GPUs, CPUs, models, quantizations and interconnects"))
+  withCommon(cmd.command("catalog").description("list GPUs, CPUs, models, quantizations and interconnects"))
     .argument("[what]", "gpus, models, quant, interconnects or all", "all")
-    .action((...args: any[]) => {
+    .action(async (...args: any[]) => {
       const what = args[0];
       const o = args[args.length - 2] as any;
       const w = String(what);
       if (!["all", "gpus", "models", "quant", "interconnects"].includes(w))
         throw new UsageError(`unknown catalog "${w}": gpus, models, quant, interconnects or all`);
-      emit(catalog(), o, (c) => renderCatalog(c, w));
+      const [{ catalog }, R] = await Promise.all([model.catalog(), renderers(o)]);
+      emit(catalog(), o, (c) => R!.renderCatalog(c, w));
     });
 }
