@@ -3,20 +3,18 @@ import { readFile } from "node:fs/promises";
 import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
-import {
-  analyzeTrace,
-  captureTrace,
-  diagnose,
-  formatAnalysis,
-  formatNccl,
-  formatTopology,
-  loadRuleFile,
-  ncclLatencyTable,
-  parseNcclTests,
-  parseTopology,
-  type StepMode,
-} from "../../trace/index.ts";
+import type { StepMode } from "../../trace/steps.ts";
 import { type CommonOptions, emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+
+// Loaded by the subcommand that uses them: `trace FILE --json` needs neither the HTTP client of
+// capture nor the table renderer.
+const trace = {
+  analyze: () => import("../../trace/analyze.ts"),
+  capture: () => import("../../trace/capture.ts"),
+  nccl: () => import("../../trace/nccl.ts"),
+  report: () => import("../../trace/report.ts"),
+  topo: () => import("../../trace/topo.ts"),
+};
 
 interface AnalyzeFlags extends CommonOptions {
   rules?: string;
@@ -73,7 +71,7 @@ const stepsBy = () =>
     .default("auto" as const);
 
 export function register(program: Command): void {
-  const trace = withCommon(
+  const cmd = withCommon(
     program
       .command("trace")
       .description(
@@ -95,6 +93,7 @@ export function register(program: Command): void {
     const files = args[0] as string[];
     const o = args[1] as AnalyzeFlags;
     if (!files.length) throw new UsageError("give trace files to analyse, or a subcommand (capture, nccl, topo)");
+    const [{ analyzeTrace, loadRuleFile }, R] = await Promise.all([trace.analyze(), o.json ? null : trace.report()]);
     const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
     const a = await analyzeTrace(files, {
       rules,
@@ -103,11 +102,11 @@ export function register(program: Command): void {
       topN: o.top,
       onProgress: progress(progressEnabled(o)),
     });
-    emit(a, o, formatAnalysis);
+    emit(a, o, (x) => R!.formatAnalysis(x));
   });
 
   withCommon(
-    trace
+    cmd
       .command("capture")
       .description(
         "POST /start_profile, run a short workload, POST /stop_profile, and analyse the trace the server wrote",
@@ -132,6 +131,11 @@ export function register(program: Command): void {
     } catch (e) {
       throw new UsageError(`--timeout: ${(e as Error).message}`);
     }
+    const [{ loadRuleFile }, { captureTrace }, R] = await Promise.all([
+      trace.analyze(),
+      trace.capture(),
+      o.json ? null : trace.report(),
+    ]);
     const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
     const r = await captureTrace(url, {
       dir: o.dir,
@@ -142,11 +146,11 @@ export function register(program: Command): void {
       rules,
       stepMode: o.stepsBy as StepMode,
     });
-    emit(r, o, (x) => `captured ${x.files.join(", ")} (${x.tokens} tokens)\n${formatAnalysis(x.analysis)}`);
+    emit(r, o, (x) => `captured ${x.files.join(", ")} (${x.tokens} tokens)\n${R!.formatAnalysis(x.analysis)}`);
   });
 
   withCommon(
-    trace
+    cmd
       .command("nccl")
       .description(
         "parse nccl-tests output (all_reduce_perf etc., old and new layouts, or -J JSON) into latency vs size",
@@ -156,12 +160,13 @@ export function register(program: Command): void {
     const file = args[0] as string;
     const o = args[1] as CommonOptions;
     const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
+    const [{ ncclLatencyTable, parseNcclTests }, R] = await Promise.all([trace.nccl(), o.json ? null : trace.report()]);
     const r = parseNcclTests(text, file);
-    emit({ ...r, latency: ncclLatencyTable(r) }, o, () => formatNccl(r));
+    emit({ ...r, latency: ncclLatencyTable(r) }, o, () => R!.formatNccl(r));
   });
 
   withCommon(
-    trace
+    cmd
       .command("topo")
       .description(
         "parse `nvidia-smi topo -m` (plus `topo -p2p r` output in the same file) and diagnose custom all-reduce and NCCL transport at a TP size",
@@ -180,6 +185,7 @@ export function register(program: Command): void {
     const file = args[0] as string;
     const o = args[1] as TopoFlags;
     const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
+    const [{ diagnose, parseTopology }, R] = await Promise.all([trace.topo(), o.json ? null : trace.report()]);
     const topo = parseTopology(text, file);
     let gpus: number[] | undefined;
     if (o.gpus) {
@@ -190,7 +196,7 @@ export function register(program: Command): void {
     }
     const tp = o.tp ?? gpus?.length ?? topo.gpus.length;
     const d = diagnose(topo, tp, { gpus, cpuVendor: o.cpu });
-    emit({ topology: topo, diagnosis: d }, o, () => formatTopology(topo, d));
+    emit({ topology: topo, diagnosis: d }, o, () => R!.formatTopology(topo, d));
   });
 }
 
