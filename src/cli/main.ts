@@ -1,14 +1,21 @@
 #!/usr/bin/env node
 // The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
-import { Command, CommanderError } from "@commander-js/extra-typings";
+import { readFileSync } from "node:fs";
+import type { Command } from "@commander-js/extra-typings";
 import { describeError, ExitCode } from "../errors.ts";
 import { loadCommands } from "./commands/index.ts";
 
+/** The package's version: package.json is two levels up from both src/cli and dist/cli. */
+export function packageVersion(): string {
+  return JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
+}
+
 export async function buildProgram(argv: string[] = []): Promise<Command> {
+  const { Command } = await import("@commander-js/extra-typings");
   const program = new Command()
     .name("inferscope")
     .description("Where each token's time goes in LLM inference serving, and how fast it could be.")
-    .version("0.1.0")
+    .version(packageVersion())
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
   for (const mod of await loadCommands(argv)) mod.register(program);
@@ -17,11 +24,17 @@ export async function buildProgram(argv: string[] = []): Promise<Command> {
 
 export async function main(argv: string[]): Promise<number> {
   const debug = argv.includes("--debug");
+  // Scripts probe an install with `--version`: answer it without loading commander.
+  if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
+    process.stdout.write(`${packageVersion()}\n`);
+    return ExitCode.ok;
+  }
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {
+    const { CommanderError } = await import("@commander-js/extra-typings");
     if (err instanceof CommanderError) {
       // --help and --version land here with exit code 0.
       if (err.exitCode === 0) return ExitCode.ok;
