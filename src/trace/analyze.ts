@@ -4,7 +4,7 @@ import { basename } from "node:path";
 import { InputError } from "../errors.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
-import { ModelBuilder, type TraceModel } from "./events.ts";
+import { MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
@@ -92,6 +92,7 @@ export async function analyzeFile(
   const builder = new ModelBuilder(opts.rules, KERNEL_CLASSES, isStepAnnotation);
   const stats = await readTraceFile(file, (ev) => builder.add(ev), {
     skipCategories: SKIP,
+    keepNamePrefix: { python_function: MODULE_PREFIX },
     onProgress: opts.onProgress ? (r, t) => opts.onProgress!(file, r, t) : undefined,
   });
   const model = builder.finish();
@@ -134,7 +135,7 @@ export async function analyzeFile(
   const notes = [...seg.notes];
   if (ev.decidedByOp)
     notes.push(
-      `${ev.decidedByOp} kernels classified by their launching CPU op (the name alone was unknown or ambiguous)`,
+      `${ev.decidedByOp} kernels classified by their launching CPU op or module (the name alone was unknown or ambiguous)`,
     );
   if (clipped)
     notes.push(

@@ -368,7 +368,25 @@ export function classifyKernel(name: string, rules?: RuleFile, kind: ActivityKin
   return (rules ? new Classifier(rules) : defaultClassifier).classify(name, kind);
 }
 
+/** nn.Module names (innermost first) that decide where neither the name nor an op does. */
+export const MODULE_RULES: readonly OpRule[] = [
+  { id: "module.moe", class: "moe", match: "moe|experts" },
+  { id: "module.attention", class: "attention", match: "attention|attn" },
+  { id: "module.norm", class: "norm", match: "rms_?norm|layer_?norm" },
+  { id: "module.rotary", class: "elementwise", match: "rotary|rope" },
+  { id: "module.sampler", class: "sampling", match: "sampler" },
+  { id: "module.linear", class: "gemm", match: "linear$" },
+  { id: "module.embedding", class: "elementwise", match: "embedding$" },
+];
+
 const compiledOps = OP_RULES.map((r) => ({ ...r, re: new RegExp(r.match, "i") }));
+const compiledModules = MODULE_RULES.map((r) => ({ ...r, re: new RegExp(r.match, "i") }));
+
+/** The class an nn.Module name (without "nn.Module: " and its _N suffix) stands for, if any. */
+export function classifyModule(module: string): { class: KernelClass; rule: string } | undefined {
+  for (const r of compiledModules) if (r.re.test(module)) return { class: r.class, rule: r.id };
+  return undefined;
+}
 
 /** The class a CPU op name stands for (e.g. aten::addmm → gemm), or undefined for ops that say nothing. */
 export function classifyOp(op: string): { class: KernelClass; rule: string } | undefined {
@@ -377,15 +395,23 @@ export function classifyOp(op: string): { class: KernelClass; rule: string } | u
 }
 
 /**
- * How a kernel's class is decided from its two kinds of evidence: a specific name rule wins; else
- * the innermost launching CPU op that maps to a class; else a weak name rule; else "other".
- * `ops` is the launching op chain, innermost first. Returns the class and its evidence string.
+ * How a kernel's class is decided from its evidence: a specific name rule wins; else the innermost
+ * launching CPU op that maps to a class; else the innermost nn.Module around the launch that does;
+ * else a weak name rule; else "other". `ops` and `modules` are innermost first.
  */
-export function decideClass(name: Classification, ops: readonly string[]): { class: KernelClass; by: string } {
+export function decideClass(
+  name: Classification,
+  ops: readonly string[],
+  modules: readonly string[] = [],
+): { class: KernelClass; by: string } {
   if (name.rule !== "default" && !name.weak) return { class: name.class, by: `rule ${name.rule}` };
   for (const op of ops) {
     const c = classifyOp(op);
     if (c) return { class: c.class, by: `op ${op}` };
+  }
+  for (const m of modules) {
+    const c = classifyModule(m);
+    if (c) return { class: c.class, by: `module ${m}` };
   }
   return { class: name.class, by: name.rule === "default" ? "default" : `rule ${name.rule}` };
 }

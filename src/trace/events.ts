@@ -94,6 +94,9 @@ export interface TraceModel {
   cpuOpEnd: Float64Array;
   cpuOpTid: Float64Array;
   cpuOps: number;
+  /** Python-side nn.Module spans ("nn.Module: Qwen3Attention_0"), where the trace has them. */
+  /** Thread ids as in `runtime.tid` (OS thread ids: one process per trace file). */
+  modules: { name: Uint32Array; ts: Float64Array; end: Float64Array; tid: Int32Array };
   annotations: Annotation[];
   /** Counts of events by category, for diagnostics. */
   categories: Record<string, number>;
@@ -109,6 +112,7 @@ export interface TraceModel {
 }
 
 const LAUNCH_LIKE = /launch|memcpy|memset|graph/i;
+export const MODULE_PREFIX = "nn.Module: ";
 
 /** Builds a TraceModel from raw events; feed events with `add`, then `finish()`. */
 export class ModelBuilder {
@@ -142,6 +146,12 @@ export class ModelBuilder {
   private readonly cpuEnd = new Column((n) => new Float64Array(n));
   private readonly cpuTid = new Column((n) => new Float64Array(n));
   private cpuOps = 0;
+  private readonly mod = {
+    name: new Column((n) => new Uint32Array(n), 4096),
+    ts: new Column((n) => new Float64Array(n), 4096),
+    end: new Column((n) => new Float64Array(n), 4096),
+    tid: new Column((n) => new Int32Array(n), 4096),
+  };
   private readonly annotations: Annotation[] = [];
   private readonly categories: Record<string, number> = {};
   private readonly devices = new Set<number>();
@@ -257,6 +267,16 @@ export class ModelBuilder {
       }
       return;
     }
+    if (cat === "python_function") {
+      // Only nn.Module frames reach here (the reader skips the rest of the Python stack).
+      const name = typeof ev.name === "string" ? ev.name : "";
+      if (!name.startsWith(MODULE_PREFIX)) return;
+      this.mod.name.push(this.internPlain(name));
+      this.mod.ts.push(ts);
+      this.mod.end.push(ts + dur);
+      this.mod.tid.push(toInt(ev.tid));
+      return;
+    }
     if (cat === "user_annotation" || cat === "gpu_user_annotation") {
       const name = typeof ev.name === "string" ? ev.name : "";
       if (this.annotationFilter && !this.annotationFilter(name)) return;
@@ -342,6 +362,12 @@ export class ModelBuilder {
       cpuOpEnd,
       cpuOpTid,
       cpuOps: this.cpuOps,
+      modules: {
+        name: this.mod.name.seal(),
+        ts: this.mod.ts.seal(),
+        end: this.mod.end.seal(),
+        tid: this.mod.tid.seal(),
+      },
       annotations: this.annotations,
       categories: this.categories,
       devices: [...this.devices].sort((a, b) => a - b),

@@ -1,15 +1,17 @@
-// Per-kernel classification from two kinds of evidence (pure): the kernel name (the rule table) and
-// the CPU op that launched it (External id of the kernel, or of its launch call, and the ops
-// enclosing that one). A specific name rule decides; where the name is unknown or only a weak hint,
-// the innermost launching op that maps to a class decides. Each kernel records what decided it.
-import { classifyOp, decideClass, type KernelClass } from "./classify.ts";
-import { findSorted, KIND_KERNEL, type TraceModel } from "./events.ts";
+// Per-kernel classification from its evidence (pure): the kernel name (the rule table), the CPU op
+// that launched it (External id of the kernel, or of its launch call, and the ops enclosing that
+// one), and the nn.Module frames around the launch. A specific name rule decides; where the name is
+// unknown or only a weak hint, the innermost launching op that maps to a class decides, then the
+// innermost module. Kernels replayed from a CUDA/HIP graph have no op of their own: names decide.
+// Each kernel records what decided it.
+import { classifyModule, classifyOp, decideClass, type KernelClass } from "./classify.ts";
+import { findSorted, KIND_KERNEL, MODULE_PREFIX, type TraceModel } from "./events.ts";
 
 export interface KernelEvidence {
   /** Per GPU row: index into `by` ("rule gemm.tensile", "op aten::addmm", "default"). */
   evidence: Uint32Array;
   by: string[];
-  /** Kernels whose class the launching op decided. */
+  /** Kernels whose class the launching op or module decided. */
   decidedByOp: number;
   /** Per name: each (class, evidence) it was given, with kernel count and time; dominant first. */
   perName: Map<number, Array<{ class: KernelClass; by: string; count: number; us: number }>>;
@@ -44,6 +46,38 @@ export function attributeClasses(
   let decidedByOp = 0;
   const perName = new Map<number, Map<number, { cls: number; count: number; us: number }>>();
 
+  let modIndex: ModuleIndex | undefined;
+  const modMemo = new Map<number, { cls: number; ev: number } | null>();
+  const moduleDecision = (tid: number, t: number): { cls: number; ev: number } | null => {
+    if (model.modules.name.length === 0) return null;
+    modIndex ??= indexModules(model);
+    const start = modIndex.innermost(tid, t);
+    if (start < 0) return null;
+    const hit = modMemo.get(start);
+    if (hit !== undefined) return hit;
+    let out: { cls: number; ev: number } | null = null;
+    for (let r = start, d = 0; r >= 0 && d < MAX_DEPTH; r = modIndex.parent[r]!, d++) {
+      const m = moduleName(model.names[model.modules.name[r]!]!);
+      const c = classifyModule(m);
+      if (c) {
+        out = { cls: classIndex.get(c.class) ?? 0, ev: intern(`module ${m}`) };
+        break;
+      }
+    }
+    modMemo.set(start, out);
+    return out;
+  };
+  const graphRuntime = new Map<number, boolean>();
+  const isGraphLaunch = (li: number): boolean => {
+    const nm = runtime.name[li]!;
+    let g = graphRuntime.get(nm);
+    if (g === undefined) {
+      g = /GraphLaunch/i.test(model.names[nm]!);
+      graphRuntime.set(nm, g);
+    }
+    return g;
+  };
+
   const opDecision = (row: number): { cls: number; ev: number } | null => {
     const hit = opMemo.get(row);
     if (hit !== undefined) return hit;
@@ -74,11 +108,15 @@ export function attributeClasses(
       evidence[k] = ne;
       continue;
     }
-    let ext = gpu.ext[k]!;
     const li = launchIdx[k]!;
-    if (Number.isNaN(ext) && li >= 0) ext = runtime.ext[li]!;
-    const row = Number.isNaN(ext) ? -1 : findSorted(model.cpuOpExt, ext);
-    const d = row >= 0 ? opDecision(row) : null;
+    let d: { cls: number; ev: number } | null = null;
+    if (li < 0 || !isGraphLaunch(li)) {
+      let ext = gpu.ext[k]!;
+      if (Number.isNaN(ext) && li >= 0) ext = runtime.ext[li]!;
+      const row = Number.isNaN(ext) ? -1 : findSorted(model.cpuOpExt, ext);
+      if (row >= 0) d = opDecision(row);
+      if (!d && li >= 0) d = moduleDecision(runtime.tid[li]!, runtime.ts[li]!);
+    }
     if (d) {
       gpu.cls[k] = d.cls;
       evidence[k] = d.ev;
@@ -118,11 +156,15 @@ export function attributeClasses(
 
 /** For each CPU op row, the row of the innermost op on the same thread that encloses it, or -1. */
 export function enclosingOps(model: TraceModel): Int32Array {
-  const n = model.cpuOpExt.length;
-  const { cpuOpTs: ts, cpuOpEnd: end, cpuOpTid: tid } = model;
+  return nestingParents(model.cpuOpTs, model.cpuOpEnd, model.cpuOpTid);
+}
+
+/** Parent (innermost enclosing span on the same thread) of each span, or -1. */
+function nestingParents(ts: Float64Array, end: Float64Array, tid: ArrayLike<number>): Int32Array {
+  const n = ts.length;
   const idx = new Uint32Array(n);
   for (let i = 0; i < n; i++) idx[i] = i;
-  // Thread, then start; an enclosing op (same start, later end) sorts first.
+  // Thread, then start; an enclosing span (same start, later end) sorts first.
   idx.sort((a, b) => tid[a]! - tid[b]! || ts[a]! - ts[b]! || end[b]! - end[a]! || a - b);
   const parent = new Int32Array(n).fill(-1);
   const stack: number[] = [];
@@ -133,7 +175,7 @@ export function enclosingOps(model: TraceModel): Int32Array {
       stack.length = 0;
       curTid = tid[i]!;
     }
-    // Not an ancestor: it ended before this op starts, or before this op ends (ns rounding allowed).
+    // Not an ancestor: it ended before this span starts, or before this span ends (ns rounding allowed).
     while (stack.length) {
       const e = end[stack[stack.length - 1]!]!;
       if (e <= ts[i]! || e < end[i]! - 1e-3) stack.pop();
@@ -143,4 +185,45 @@ export function enclosingOps(model: TraceModel): Int32Array {
     stack.push(i);
   }
   return parent;
+}
+
+/** "nn.Module: Qwen3Attention_0" → "Qwen3Attention". */
+function moduleName(full: string): string {
+  return full.slice(full.startsWith(MODULE_PREFIX) ? MODULE_PREFIX.length : 0).replace(/_\d+$/, "");
+}
+
+interface ModuleIndex {
+  parent: Int32Array;
+  /** The innermost module on thread `tid` whose span contains t, or -1. */
+  innermost(tid: number, t: number): number;
+}
+
+function indexModules(model: TraceModel): ModuleIndex {
+  const { ts, end, tid } = model.modules;
+  const parent = nestingParents(ts, end, tid);
+  const n = ts.length;
+  const idx = new Uint32Array(n);
+  for (let i = 0; i < n; i++) idx[i] = i;
+  idx.sort((a, b) => tid[a]! - tid[b]! || ts[a]! - ts[b]! || end[b]! - end[a]! || a - b);
+  return {
+    parent,
+    innermost(th: number, t: number): number {
+      // The last module (thread, then start order) on this thread starting at or before t.
+      let lo = 0;
+      let hi = n - 1;
+      let p = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1;
+        const i = idx[mid]!;
+        if (tid[i]! < th || (tid[i] === th && ts[i]! <= t)) {
+          p = mid;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      if (p < 0 || tid[idx[p]!] !== th) return -1;
+      let r = idx[p]!;
+      while (r >= 0 && end[r]! < t) r = parent[r]!;
+      return r;
+    },
+  };
 }

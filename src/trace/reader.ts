@@ -46,6 +46,9 @@ export interface ReadStats {
 export interface ReadOptions {
   /** Event categories to count but not parse (their text is never decoded). */
   skipCategories?: ReadonlySet<string>;
+  /** Per skipped category, a name prefix whose events are parsed after all (e.g. python_function
+   * events named "nn.Module: …"); decided from the event's first bytes, like the category. */
+  keepNamePrefix?: Readonly<Record<string, string>>;
   /** Called with (bytes read from disk, file size) now and then. */
   onProgress?: (read: number, total: number) => void;
   /** Largest metadata value kept, in bytes. */
@@ -88,6 +91,7 @@ export class TraceScanner {
   private key = "";
   private topArray = false;
   private readonly skip: ReadonlySet<string>;
+  private readonly keep: ReadonlyMap<string, Buffer>;
   private readonly maxMeta: number;
 
   constructor(
@@ -96,6 +100,7 @@ export class TraceScanner {
     private readonly file = "",
   ) {
     this.skip = opts.skipCategories ?? new Set();
+    this.keep = new Map(Object.entries(opts.keepNamePrefix ?? {}).map(([c, p]) => [c, Buffer.from(p, "utf8")]));
     this.maxMeta = opts.maxMetadataBytes ?? 16 * 1024 * 1024;
     this.stats = {
       bytes: 0,
@@ -466,8 +471,11 @@ export class TraceScanner {
     if (this.skip.size) {
       const cat = peekCategory(buf, s, e);
       if (cat !== undefined && this.skip.has(cat)) {
-        st.skippedByCategory++;
-        return;
+        const prefix = this.keep.get(cat);
+        if (!prefix || !nameStartsWith(buf, s, e, prefix)) {
+          st.skippedByCategory++;
+          return;
+        }
       }
     }
     // UTF-8 decoding has an ASCII fast path; invalid sequences become U+FFFD, which we count.
@@ -529,6 +537,29 @@ function peekCategory(buf: Buffer, s: number, e: number): string | undefined {
     }
   }
   return undefined;
+}
+
+const NAME_KEY = Buffer.from('"name"', "latin1");
+
+// Whether the event's "name" value (found in its first bytes) starts with `prefix`.
+function nameStartsWith(buf: Buffer, s: number, e: number, prefix: Buffer): boolean {
+  const lim = Math.min(e - NAME_KEY.length, s + 400);
+  let k = s;
+  for (; k < lim; k++)
+    if (
+      buf[k] === 0x22 &&
+      buf[k + 1] === 0x6e &&
+      buf[k + 2] === 0x61 &&
+      buf[k + 3] === 0x6d &&
+      buf[k + 4] === 0x65 &&
+      buf[k + 5] === 0x22
+    )
+      break;
+  if (k >= lim) return false;
+  let j = k + NAME_KEY.length;
+  while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d)) j++;
+  if (buf[j] !== 0x22 || j + 1 + prefix.length > e) return false;
+  return buf.compare(prefix, 0, prefix.length, j + 1, j + 1 + prefix.length) === 0;
 }
 
 const GZIP_MAGIC = [0x1f, 0x8b];
