@@ -6,7 +6,7 @@ import type { Range } from "./range.ts";
 
 export type Proto = "LL" | "LL128" | "Simple";
 export type Algo = "Ring" | "Tree" | "NVLS";
-export type Engine = "vllm" | "sglang" | "trtllm" | "llamacpp" | "gptfast";
+export type Engine = "vllm" | "sglang" | "trtllm" | "llamacpp" | "gptfast" | "mlx";
 
 const PROTOS: Proto[] = ["LL", "LL128", "Simple"];
 

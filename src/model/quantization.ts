@@ -12,6 +12,7 @@ export interface Format {
 }
 
 const GG = "ggml-common.h block structs (hardware.md §2)";
+const MLX = "mlx.core.quantize affine: bits + 16-bit scale and bias per group of 64";
 
 /** bpw = block bytes × 8 / block elements. */
 export const FORMATS: Record<string, Format> = {
@@ -35,6 +36,11 @@ export const FORMATS: Record<string, Format> = {
     computeAs: "bf16",
     source: "4 bit + FP16 scale per 128 (symmetric)",
   },
+  // MLX affine quantization (mlx-lm default group size 64): N-bit weights + FP16 scale and bias per 64.
+  "mlx-8bit": { id: "mlx-8bit", bpw: 8 + 32 / 64, computeAs: "bf16", source: MLX },
+  "mlx-6bit": { id: "mlx-6bit", bpw: 6 + 32 / 64, computeAs: "bf16", source: MLX },
+  "mlx-5bit": { id: "mlx-5bit", bpw: 5 + 32 / 64, computeAs: "bf16", source: MLX },
+  "mlx-4bit": { id: "mlx-4bit", bpw: 4 + 32 / 64, computeAs: "bf16", source: MLX },
   q4_0: { id: "q4_0", bpw: (18 * 8) / 32, computeAs: "bf16", source: GG },
   q4_1: { id: "q4_1", bpw: (20 * 8) / 32, computeAs: "bf16", source: GG },
   q5_0: { id: "q5_0", bpw: (22 * 8) / 32, computeAs: "bf16", source: GG },
@@ -160,9 +166,11 @@ export const RECIPE_NAMES = [
   "nvfp4-all",
   "nvfp4-routed",
   "mxfp4",
+  "mxfp4-q8_0",
   "int4-awq",
   "int4-gptq",
   "q4_0",
+  "q5_0",
   "q4_k_m",
   "q4_k_s",
   "q5_k_m",
@@ -173,6 +181,10 @@ export const RECIPE_NAMES = [
   "ud-q4_k_xl",
   "f16",
   "gguf",
+  "mlx-8bit",
+  "mlx-6bit",
+  "mlx-5bit",
+  "mlx-4bit",
 ];
 
 const recipeCache = new WeakMap<Architecture, Map<string, Recipe>>();
@@ -242,13 +254,28 @@ function buildRecipe(nameIn: string, a: Architecture): Recipe {
       );
     case "mxfp4":
       return mk(all("bf16", { experts: "mxfp4" }), "routed experts MXFP4, every other tensor BF16 (gpt-oss)");
+    case "mxfp4-q8_0":
+      // ggml-org's gpt-oss GGUFs: 12.1 GB for gpt-oss-20b = MXFP4 experts (10.2 GB) + the rest at ≈ 8.5 bpw (derived).
+      return mk(
+        all("q8_0", { experts: "mxfp4", router: "f32" }),
+        "GGUF gpt-oss: routed experts MXFP4, attention, embedding and output Q8_0 (llama.cpp)",
+        { gguf: true, source: "ggml-org gpt-oss GGUF file size (derived)" },
+      );
     case "int4-awq":
     case "int4-gptq":
       return mk(
         all(name, { lmHead: "bf16", router: "bf16", embedding: "bf16" }),
         `linear layers ${name} group 128, LM head BF16`,
       );
+    case "mlx-8bit":
+    case "mlx-6bit":
+    case "mlx-5bit":
+    case "mlx-4bit":
+      return mk(all(name), `MLX ${name.slice(4)} affine, group 64, on every linear layer, embedding and LM head`, {
+        source: MLX,
+      });
     case "q4_0":
+    case "q5_0":
     case "q8_0":
     case "q6_k":
     case "q2_k": {

@@ -8,7 +8,7 @@ import { customGpu, defaultInterconnect, parseInterconnect, requireGpu } from ".
 import type { KvFormat, Recipe } from "./quantization.ts";
 import { kvFormat, recipe } from "./quantization.ts";
 
-export const ENGINES: Engine[] = ["vllm", "sglang", "trtllm", "llamacpp", "gptfast"];
+export const ENGINES: Engine[] = ["vllm", "sglang", "trtllm", "llamacpp", "gptfast", "mlx"];
 
 export interface Calibration {
   /** Posterior mean and sd per fitted parameter (see fit.ts PARAMS). */
@@ -31,6 +31,9 @@ export interface ModelInput {
   dp?: number;
   interconnect?: string | Interconnect;
   engine?: Engine;
+  /** Engine release (e.g. "v0.11.0", "b6918", "0.28.2") or a date (YYYY-MM or YYYY-MM-DD): sets the engine-maturity
+   * factor. Without it the prediction interval covers the spread across releases. */
+  engineVersion?: string;
   cudaGraphs?: boolean;
   ncclProto?: string;
   ncclAlgo?: string;
@@ -91,6 +94,8 @@ export function resolve(input: ModelInput): Resolved {
   if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine "${engine}"; one of ${ENGINES.join(", ")}`);
   let tp = int("tp", input.tp, 1);
   let pp = int("pp", input.pp, 1);
+  if (engine === "mlx" && (tp > 1 || (input.ep ?? 1) > 1))
+    throw new UsageError("--engine mlx is modelled on one device (mlx-lm has no tensor/expert parallelism here)");
   // llama.cpp's default multi-GPU mode splits layers (--split-mode layer): a pipeline, not tensor parallelism.
   if (engine === "llamacpp" && tp > 1) {
     pp *= tp;

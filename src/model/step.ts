@@ -49,6 +49,13 @@ export const ENGINE_CONSTANTS: Record<Engine, EngineConstants> = {
     kernelEagerUs: { low: 6, mid: 10, high: 20 },
     source: "models.md §5 (torch.compile reduce-overhead = CUDA graphs)",
   },
+  mlx: {
+    engineMs: { low: 0.05, mid: 0.2, high: 0.5 },
+    // Metal command buffers: no CUDA graphs; lazy evaluation batches a step's kernels into one buffer.
+    kernelGraphUs: { low: 3, mid: 6, high: 12 },
+    kernelEagerUs: { low: 3, mid: 6, high: 12 },
+    source: "assumption (Metal dispatch a few µs per kernel; fitted on validation-public.md V9)",
+  },
 };
 
 /** η_m: achieved fraction of spec bandwidth for weight streaming (models.md §5, §7: 0.6–0.85 implied *including* fixed costs, so the
@@ -72,6 +79,10 @@ export interface KernelCount {
   perDenseLayer: number;
   perMoeLayer: number;
   perStepExtra: number;
+  /** Of perMoeLayer: router GEMM, top-k, align/sort/permute and combine kernels (the MoE routing term). */
+  moeRoutingPerLayer: number;
+  /** MoE layers × moeRoutingPerLayer. */
+  moeRoutingPerStep: number;
   basis: string;
 }
 
@@ -86,18 +97,31 @@ export function kernelCount(r: Resolved): KernelCount {
   let moe: number;
   let norms: number;
   let extra: number;
+  let routing: number;
   if (e === "llamacpp") {
     // ggml graph without fusion: rms_norm+mul ×2, q/k/v, rope ×2, cache cpy ×2, KQ, softmax, KQV, permute/cont, o, add ×2.
     norms = 6;
     attn = a.attention === "mla" ? 20 : 12;
     dense = 5;
     moe = 9 + (a.moe?.shared ? 5 : 0);
+    // ffn_gate_inp matmul, soft_max, argsort/top-k, get_rows, weights sum/div (mul_mat_id does the gather).
+    routing = 5;
     extra = 5;
+  } else if (e === "mlx") {
+    // mlx-lm: rms_norm ×2, q/k/v matmuls, q/k norms, rope ×2, cache update ×2, sdpa, o_proj, residual adds ×2.
+    norms = 4;
+    attn = a.attention === "mla" ? 16 : 10 + (a.qkNorm ? 2 : 0);
+    dense = 4;
+    // MoE: gate matmul, softmax, argpartition, gather, gather_qmm ×3, activation, weighted sum.
+    moe = 9 + (a.moe?.shared ? 4 : 0);
+    routing = 4;
+    extra = 6;
   } else if (e === "gptfast") {
     norms = 2;
     attn = a.attention === "mla" ? 9 : 5;
     dense = 3;
     moe = 6 + (a.moe?.shared ? 3 : 0);
+    routing = 3;
     extra = 4;
   } else {
     // vLLM/SGLang/TRT-LLM with fused add+RMSNorm: 2 norms per layer.
@@ -110,6 +134,8 @@ export function kernelCount(r: Resolved): KernelCount {
     dense = 3 + 2 * aq;
     // MoE: router GEMM, top-k, align/sort, grouped GEMM 1, activation, grouped GEMM 2, combine (+ shared expert).
     moe = 7 + 2 * aq + (a.moe?.shared ? 3 + 2 * aq : 0);
+    // router GEMM, top-k, align/sort, combine.
+    routing = 4;
     extra = e === "trtllm" ? 6 : 8;
   }
   attn += attnQuantized;
@@ -122,6 +148,8 @@ export function kernelCount(r: Resolved): KernelCount {
     perDenseLayer,
     perMoeLayer,
     perStepExtra: extra,
+    moeRoutingPerLayer: a.moe ? routing : 0,
+    moeRoutingPerStep: a.moe ? routing * p.moeLayerCount : 0,
     basis: `${p.denseLayerCount} dense layers × ${perDenseLayer} + ${p.moeLayerCount} MoE layers × ${perMoeLayer} + ${extra} per step (embedding, final norm, LM head, sampling); ${e} op sequence, all-reduces excluded`,
   };
 }

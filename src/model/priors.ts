@@ -1,0 +1,879 @@
+// Fitted efficiencies: a hierarchical (empirical-Bayes) fit of the decode model's free parameters to the measurement
+// corpus, and the posterior-predictive distribution of a new configuration's step time. Pure (the corpus is data).
+//
+// Every decode step is a sum of parts, each a physical base time (bytes ÷ spec bandwidth, kernels × a reference
+// per-kernel cost, calls × the collectives model's per-call latency) times exp(a linear combination of log-scale
+// parameters):
+//   weights  ×  e^(η_device + q_format)             bandwidth efficiency per device class and quantization format
+//   experts  ×  e^(η + q + g_engine·s(M) + m·u)     + MoE expert-GEMM efficiency at small M, + engine maturity
+//   kernels  ×  e^(κ_engine/backend/mode + m·u)     fixed cost per kernel per engine and graph mode
+//   all-reduce × e^(ρ_link/implementation)          per-collective latency per link
+// Each family of parameters is hierarchical: a shared mean plus one deviation per group (device class, format,
+// engine, link) with spread τ. The measured log step time is the log of the sum plus noise σ. σ and the τs are
+// estimated by maximising the Laplace-approximated marginal likelihood (empirical Bayes, with a weak hyperprior), and
+// the parameters by Gauss–Newton MAP; the posterior covariance gives each prediction its 80 % interval. A group the
+// corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
+
+import { requireModel } from "./architecture.ts";
+import type { AllReduceChoice } from "./collectives.ts";
+import type { Corpus, CorpusRow } from "./corpus.ts";
+import { shippedCorpus, supportDates } from "./corpus.ts";
+import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
+import type { Gpu } from "./hardware.ts";
+import type { Resolved } from "./resolve.ts";
+import { resolve } from "./resolve.ts";
+import type { GroupLoad, KernelCount } from "./step.ts";
+import {
+  A2A_US,
+  allReduceFor,
+  collectiveCounts,
+  decodeLoads,
+  ENGINE_CONSTANTS,
+  ETA_C,
+  evalDecode,
+  expertsOnBusiestDevice,
+  expertsTouched,
+  kernelCount,
+  P2P_US,
+  referenceBandwidthGBs,
+} from "./step.ts";
+
+/** z of the two-sided 80 % interval. */
+export const Z80 = 1.2815515655446004;
+
+/** Metal kernel dispatch (llama.cpp / MLX on Apple GPUs), µs per kernel: prior centre (assumption). */
+export const METAL_KERNEL_US = 6;
+
+export type TermName =
+  | "weights"
+  | "moe-dense-layers"
+  | "moe-shared"
+  | "moe-experts"
+  | "moe-routing"
+  | "kv"
+  | "compute"
+  | "kernels"
+  | "engine"
+  | "allreduce"
+  | "extra-collectives"
+  | "alltoall"
+  | "pp-p2p";
+
+/** One additive part of the step: base ms × exp(Σ coef·θ) (× a fixed, unfitted log-normal spread). */
+export interface Part {
+  term: TermName;
+  baseMs: number;
+  coef: Record<string, number>;
+  /** Unfitted log-sd of this part (compute efficiency, all-to-all, p2p, EP imbalance). */
+  fixedLogSd?: number;
+}
+
+export interface StepParts {
+  parts: Part[];
+  /** Maturity weight u ∈ [0, 1] (1 on the day the engine first supported the family), null when unknown. */
+  maturityU: number | null;
+  maturityNote: string;
+  groups: { device: string; kernels: string; moe?: string; link?: string; engine: string; formats: string[] };
+}
+
+type HyperGroup = "eta" | "fmt" | "moe" | "kern" | "kdev" | "ar" | "mat";
+const HYPERS: HyperGroup[] = ["eta", "fmt", "moe", "kern", "kdev", "ar", "mat"];
+
+/** Shared means: prior centre and sd (log scale), what each multiplies. */
+const MU: Record<string, { mean: number; sd: number; label: string }> = {
+  eta: { mean: Math.log(1 / 0.8), sd: 0.25, label: "1/η_m, bandwidth shortfall vs spec (all devices)" },
+  etaProbe: { mean: Math.log(1 / 0.95), sd: 0.05, label: "1/η vs a measured copy bandwidth" },
+  "fmt:gguf-k": { mean: 0, sd: 0.3, label: "GGUF k-quant dequantising kernels" },
+  "fmt:gguf-legacy": { mean: 0, sd: 0.3, label: "GGUF legacy quants (Q4_0/Q5_0/Q8_0)" },
+  "fmt:int8": { mean: 0, sd: 0.3, label: "weight-only INT8" },
+  "fmt:fp8": { mean: 0, sd: 0.3, label: "FP8" },
+  "fmt:mxfp4": { mean: 0, sd: 0.3, label: "MXFP4" },
+  "fmt:nvfp4": { mean: 0, sd: 0.3, label: "NVFP4" },
+  "fmt:mlx": { mean: 0, sd: 0.3, label: "MLX affine" },
+  "fmt:int4": { mean: 0, sd: 0.3, label: "INT4 AWQ/GPTQ" },
+  moe: { mean: 0.2, sd: 0.4, label: "expert-GEMM shortfall at M = 1 (all engines)" },
+  kern: { mean: 0, sd: 0.5, label: "fixed per-kernel cost vs the reference c_kernel (all engines)" },
+  ar: { mean: 0, sd: 0.5, label: "in-loop all-reduce cost vs the collectives model (all links)" },
+  mat: { mean: 0.3, sd: 0.5, label: "engine-maturity gap on day one of a family's support (all engines)" },
+};
+
+/** Starting spreads (log scale) and the weak hyperprior's centre. */
+const TAU0: Record<HyperGroup | "sigma", number> = {
+  eta: 0.14,
+  fmt: 0.14,
+  moe: 0.28,
+  kern: 0.28,
+  kdev: 0.2,
+  ar: 0.28,
+  mat: 0.28,
+  sigma: 0.07,
+};
+/** Measurement noise of a published figure (log scale, ≈ 2 %). */
+const MEAS_LOG_SD = 0.02;
+
+// ---------------------------------------------------------------- groups
+
+export function deviceClass(g: Gpu): string {
+  if (/^m\d/.test(g.id)) return "apple-unified";
+  if (g.id === "gb10") return "gb10-lpddr5x";
+  if (g.kind === "cpu") return "cpu-dram";
+  switch (g.arch) {
+    case "blackwell":
+      return g.scaleUp ? "blackwell-hbm" : "blackwell-gddr7";
+    case "hopper":
+      return "hopper-hbm";
+    case "ampere":
+      return g.scaleUp || /^a100/.test(g.id) ? "ampere-hbm" : "ampere-gddr6x";
+    case "ada":
+      return "ada-gddr";
+    case "cdna3":
+      return "cdna3-hbm";
+    default:
+      return `${g.arch}`;
+  }
+}
+
+function backend(r: Resolved): "metal" | "cpu" | "cuda" {
+  if (/^m\d/.test(r.gpu.id)) return "metal";
+  if (r.gpu.kind === "cpu") return "cpu";
+  return "cuda";
+}
+
+export function kernelGroup(r: Resolved): string {
+  const b = backend(r);
+  return b === "cuda" ? `${r.engine}/cuda/${r.cudaGraphs ? "graphs" : "eager"}` : `${r.engine}/${b}`;
+}
+
+/** Reference cost of one kernel for the group, µs (the prior centre κ = 0 means this). */
+export function referenceKernelUs(r: Resolved): number {
+  const b = backend(r);
+  if (b === "metal") return METAL_KERNEL_US;
+  const ec = ENGINE_CONSTANTS[r.engine];
+  return (r.cudaGraphs ? ec.kernelGraphUs : ec.kernelEagerUs).mid;
+}
+
+/** Format key of a tensor group: the GGUF mix as a whole, else the group's own format. */
+function formatKey(r: Resolved, l: GroupLoad): string {
+  const id = l.format?.id ?? "bf16";
+  if (r.recipe.gguf && r.recipe.name !== "gguf" && !/^(f16|bf16|f32)$/.test(id)) {
+    if (r.recipe.name === "mxfp4-q8_0") return id === "mxfp4" ? "mxfp4" : "q8_0";
+    return r.recipe.name;
+  }
+  if (id.startsWith("gguf:")) return id;
+  return id;
+}
+
+/** Format family (its shared mean) or null for the 16-bit reference. */
+export function formatFamily(key: string): string | null {
+  if (/^(bf16|f16|fp16|f32)$/.test(key)) return null;
+  if (/^mlx-/.test(key)) return "fmt:mlx";
+  if (/^(q4_0|q4_1|q5_0|q5_1|q8_0|iq4_nl)$/.test(key)) return "fmt:gguf-legacy";
+  if (/^(q\d_k|q\d_k_[msl]|iq|ud-|tq|gguf:)/.test(key) || key.includes("/")) return "fmt:gguf-k";
+  if (key === "int8") return "fmt:int8";
+  if (key.startsWith("fp8")) return "fmt:fp8";
+  if (key === "mxfp4") return "fmt:mxfp4";
+  if (key === "nvfp4") return "fmt:nvfp4";
+  if (key.startsWith("int4")) return "fmt:int4";
+  return "fmt:gguf-k";
+}
+
+function linkGroup(r: Resolved, ar: AllReduceChoice): string {
+  const l = r.link;
+  const gen = l.kind === "pcie" ? l.pcie.gen : (l.nvlinkGen ?? "");
+  return `${l.kind}${gen}/${ar.implementation}`;
+}
+
+// ---------------------------------------------------------------- maturity
+
+let supportCache: Map<string, string> | undefined;
+
+/** When the engine first supported the model's family (from the corpus), or undefined. */
+export function familySupportSince(r: Resolved): string | undefined {
+  if (!supportCache) {
+    supportCache = new Map();
+    for (const [k, v] of supportDates()) {
+      const [engine, model] = k.split("|");
+      const key = `${engine}|${modelFamily(requireModel(model))}`;
+      const prev = supportCache.get(key);
+      if (!prev || v < prev) supportCache.set(key, v);
+    }
+  }
+  return supportCache.get(`${r.engine}|${modelFamily(r.arch)}`);
+}
+
+export function maturity(r: Resolved): { u: number | null; note: string } {
+  const since = familySupportSince(r);
+  const v = r.input.engineVersion;
+  if (!v)
+    return {
+      u: null,
+      note: `engine version not given: the interval covers the spread across ${r.engine} releases (maturity weight uniform on 0–1)`,
+    };
+  const d = engineDate(r.engine, v);
+  if (!since)
+    return {
+      u: null,
+      note: `${r.engine} ${v} (${d.date}); when ${r.engine} first ran the ${modelFamily(r.arch)} family is not in the corpus: maturity weight uniform on 0–1`,
+    };
+  const age = supportAgeMonths(d.date, since);
+  const u = maturityWeight(age);
+  return {
+    u,
+    note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${modelFamily(r.arch)} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
+  };
+}
+
+// ---------------------------------------------------------------- the parts of one step
+
+/** Tokens per touched expert at batch B (M of the expert GEMMs); s(M) = 1/√M scales the small-M shortfall. */
+export function expertM(r: Resolved): number {
+  const m = r.arch.moe;
+  if (!m) return 1;
+  return Math.max(1, (r.batch * m.topk) / expertsTouched(m.experts, m.topk, r.batch));
+}
+
+export interface PartsContext {
+  loads: GroupLoad[];
+  kernels: KernelCount;
+  ar: AllReduceChoice | null;
+}
+
+/** Splits one decode step into parts (see the header). */
+export function stepParts(r: Resolved, pre?: Partial<PartsContext>): StepParts {
+  const a = r.arch;
+  const kernels = pre?.kernels ?? kernelCount(r);
+  const ar = pre?.ar !== undefined ? pre.ar : allReduceFor(r);
+  const exR = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep) : { low: 0, mid: 0, high: 0 };
+  const loads = pre?.loads ?? decodeLoads(r, exR.mid);
+  const ref = referenceBandwidthGBs(r);
+  const dev = ref.measured ? "probe" : deviceClass(r.gpu);
+  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${dev}`]: 1 };
+  const mat = maturity(r);
+  const u = mat.u ?? 0.5;
+  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
+  const kg = kernelGroup(r);
+  // Small kernels run for a few µs on their own: the per-kernel cost also depends on the device.
+  const kCoef = { kern: 1, [`kern/${kg}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1, ...matCoef };
+  const moeG = `${r.engine}/${backend(r)}`;
+  const sM = 1 / Math.sqrt(expertM(r));
+  const parts: Part[] = [];
+  const formats = new Set<string>();
+  const msOf = (bytes: number) => bytes / (ref.gbs * 1e6);
+  for (const l of loads) {
+    if (l.group === "attentionCore") continue;
+    if (l.group === "kv") {
+      if (l.bytes > 0) parts.push({ term: "kv", baseMs: msOf(l.bytes), coef: { ...etaCoef } });
+      continue;
+    }
+    const key = formatKey(r, l);
+    const fam = formatFamily(key);
+    const coef: Record<string, number> = { ...etaCoef };
+    if (fam) {
+      coef[fam] = 1;
+      coef[`fmt/${key}`] = 1;
+      formats.add(key);
+    }
+    let term: TermName = "weights";
+    let fixedLogSd: number | undefined;
+    if (l.group === "denseMlp" && a.moe) term = "moe-dense-layers";
+    else if (l.group === "router") term = "moe-routing";
+    else if (l.group === "shared") term = "moe-shared";
+    else if (l.group === "experts") {
+      term = "moe-experts";
+      coef.moe = sM;
+      coef[`moe/${moeG}`] = sM;
+      Object.assign(coef, matCoef);
+      // Uneven routing across EP groups: the busiest device's expert count is known only within a range.
+      if (exR.high > exR.low && exR.mid > 0) fixedLogSd = Math.log(exR.high / exR.low) / (2 * Z80);
+    }
+    parts.push({ term, baseMs: msOf(l.bytes), coef, fixedLogSd });
+  }
+  // Compute beyond bandwidth (zero at small batch): η_c not fitted, its range carried as spread.
+  const computeMs = evalDecode(
+    r,
+    {
+      etaM: 0.8,
+      etaC: ETA_C.mid,
+      ggufEff: 1,
+      kernelUs: 0,
+      engineMs: 0,
+      arUs: 0,
+      a2aUs: 0,
+      p2pUs: 0,
+      expertsLocal: exR.mid,
+    },
+    null,
+    kernels,
+    loads,
+  ).computeMs;
+  if (computeMs > 0)
+    parts.push({
+      term: "compute",
+      baseMs: computeMs,
+      coef: {},
+      fixedLogSd: Math.log(ETA_C.high / ETA_C.low) / (2 * Z80),
+    });
+  const c0 = referenceKernelUs(r);
+  const routing = kernels.moeRoutingPerStep;
+  parts.push({ term: "kernels", baseMs: ((kernels.perStep - routing) * c0) / 1000, coef: { ...kCoef } });
+  if (routing > 0) parts.push({ term: "moe-routing", baseMs: (routing * c0) / 1000, coef: { ...kCoef } });
+  parts.push({ term: "engine", baseMs: ENGINE_CONSTANTS[r.engine].engineMs.mid, coef: { ...kCoef } });
+  const cc = collectiveCounts(r);
+  const zero = r.input.zeroComm === true;
+  let link: string | undefined;
+  if (ar && !zero) {
+    link = linkGroup(r, ar);
+    const arCoef = { ar: 1, [`ar/${link}`]: 1 };
+    if (cc.perToken > 0)
+      parts.push({ term: "allreduce", baseMs: (cc.perToken * ar.latencyUs.mid) / 1000, coef: { ...arCoef } });
+    const extra = cc.embedding + cc.logitsGather;
+    if (extra > 0)
+      parts.push({ term: "extra-collectives", baseMs: (extra * ar.latencyUs.mid) / 1000, coef: { ...arCoef } });
+  }
+  if (!zero && cc.moeAllToAll > 0)
+    parts.push({
+      term: "alltoall",
+      baseMs: (cc.moeAllToAll * A2A_US.mid) / 1000,
+      coef: {},
+      fixedLogSd: Math.log(A2A_US.high / A2A_US.low) / (2 * Z80),
+    });
+  if (!zero && r.pp > 1)
+    parts.push({
+      term: "pp-p2p",
+      baseMs: ((r.pp - 1) * P2P_US.mid) / 1000,
+      coef: {},
+      fixedLogSd: Math.log(P2P_US.high / P2P_US.low) / (2 * Z80),
+    });
+  return {
+    parts,
+    maturityU: mat.u,
+    maturityNote: mat.note,
+    groups: {
+      device: dev,
+      kernels: kg,
+      moe: a.moe ? moeG : undefined,
+      link,
+      engine: r.engine,
+      formats: [...formats],
+    },
+  };
+}
+
+// ---------------------------------------------------------------- the fit
+
+export interface Hyper {
+  sigma: number;
+  tau: Record<HyperGroup, number>;
+}
+
+export interface ParamInfo {
+  name: string;
+  /** Shared mean (μ) or a group's deviation (δ). */
+  kind: "mean" | "group";
+  hyper?: HyperGroup;
+  label: string;
+  prior: { mean: number; sd: number };
+  posterior: { mean: number; sd: number };
+  rows: number;
+}
+
+export interface CorpusFit {
+  names: string[];
+  index: Map<string, number>;
+  theta: number[];
+  cov: number[][];
+  hyper: Hyper;
+  params: ParamInfo[];
+  rowsUsed: string[];
+  logEvidence: number;
+}
+
+interface FitRow {
+  id: string;
+  y: number;
+  parts: Part[];
+  maturityU: number | null;
+}
+
+function hyperOf(name: string): HyperGroup | undefined {
+  const i = name.indexOf("/");
+  if (i < 0) return undefined;
+  const h = name.slice(0, i) as HyperGroup;
+  return HYPERS.includes(h) ? h : undefined;
+}
+
+function priorOf(name: string, hyper: Hyper): { mean: number; sd: number } {
+  const h = hyperOf(name);
+  if (h) return { mean: 0, sd: hyper.tau[h] };
+  const m = MU[name];
+  if (!m) throw new Error(`internal: no prior for ${name}`);
+  return { mean: m.mean, sd: m.sd };
+}
+
+function partExtraVar(p: Part): number {
+  return p.fixedLogSd ? p.fixedLogSd ** 2 : 0;
+}
+
+/** Mean of a parameter outside the fit: group deviations 0, shared means their prior. */
+function priorMeanDefault(name: string): number {
+  return hyperOf(name) ? 0 : (MU[name]?.mean ?? 0);
+}
+
+/** A row compiled against a parameter index: flat arrays, so one Gauss–Newton pass allocates nothing. */
+interface Compiled {
+  y: number;
+  base: Float64Array;
+  extraVar: Float64Array;
+  /** Per part: offsets into idx/cf. */
+  start: Int32Array;
+  idx: Int32Array;
+  cf: Float64Array;
+  /** Constant exponent from parameters outside the fit (never in a corpus fit: all are indexed). */
+  konst: Float64Array;
+  vals: Float64Array;
+}
+
+function compile(row: FitRow, index: Map<string, number>): Compiled {
+  const n = row.parts.length;
+  const start = new Int32Array(n + 1);
+  const idx: number[] = [];
+  const cf: number[] = [];
+  const konst = new Float64Array(n);
+  row.parts.forEach((p, i) => {
+    start[i] = idx.length;
+    for (const k in p.coef) {
+      const j = index.get(k);
+      if (j === undefined) konst[i] += p.coef[k] * priorMeanDefault(k);
+      else {
+        idx.push(j);
+        cf.push(p.coef[k]);
+      }
+    }
+  });
+  start[n] = idx.length;
+  return {
+    y: row.y,
+    base: Float64Array.from(row.parts.map((p) => p.baseMs)),
+    extraVar: Float64Array.from(row.parts.map(partExtraVar)),
+    start,
+    idx: Int32Array.from(idx),
+    cf: Float64Array.from(cf),
+    konst,
+    vals: new Float64Array(n),
+  };
+}
+
+/** Fills c.vals at θ; returns the total and the unfitted variance of log t. */
+function evalCompiled(c: Compiled, theta: ArrayLike<number>): { t: number; extraVar: number } {
+  let t = 0;
+  const n = c.base.length;
+  for (let i = 0; i < n; i++) {
+    let e = c.konst[i];
+    for (let q = c.start[i]; q < c.start[i + 1]; q++) e += c.cf[q] * theta[c.idx[q]];
+    const v = c.base[i] * Math.exp(e);
+    c.vals[i] = v;
+    t += v;
+  }
+  let extraVar = 0;
+  for (let i = 0; i < n; i++) {
+    const w = c.vals[i] / t;
+    extraVar += w * w * c.extraVar[i];
+  }
+  return { t, extraVar };
+}
+
+function solveMap(rowsIn: Compiled[], K: number, pri: { mean: number; sd: number }[], sigma: number, start?: number[]) {
+  const rows = rowsIn;
+  const s2 = sigma ** 2 + MEAS_LOG_SD ** 2;
+  let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
+  const objective = (th: Float64Array) => {
+    let s = 0;
+    for (const row of rows) {
+      const e = evalCompiled(row, th);
+      s += (row.y - Math.log(e.t)) ** 2 / (s2 + e.extraVar);
+    }
+    for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
+    return s;
+  };
+  const H: number[][] = Array.from({ length: K }, () => new Array(K).fill(0));
+  const b = new Array(K).fill(0);
+  const g = new Float64Array(K);
+  const touched: number[] = [];
+  let obj = objective(theta);
+  for (let it = 0; it < 25; it++) {
+    for (let i = 0; i < K; i++) {
+      H[i].fill(0);
+      b[i] = 0;
+    }
+    for (const row of rows) {
+      const e = evalCompiled(row, theta);
+      const v = s2 + e.extraVar;
+      const r = row.y - Math.log(e.t);
+      touched.length = 0;
+      const n = row.base.length;
+      for (let i = 0; i < n; i++) {
+        const w = row.vals[i] / e.t;
+        for (let q = row.start[i]; q < row.start[i + 1]; q++) {
+          const j = row.idx[q];
+          if (g[j] === 0) touched.push(j);
+          g[j] += w * row.cf[q];
+        }
+      }
+      for (const i of touched) {
+        b[i] += (g[i] * r) / v;
+        const Hi = H[i];
+        for (const j of touched) Hi[j] += (g[i] * g[j]) / v;
+      }
+      for (const j of touched) g[j] = 0;
+    }
+    for (let j = 0; j < K; j++) {
+      H[j][j] += 1 / pri[j].sd ** 2;
+      b[j] -= (theta[j] - pri[j].mean) / pri[j].sd ** 2;
+    }
+    const step = solve(H, b);
+    let lambda = 1;
+    let next = theta.map((x, j) => x + step[j]);
+    let o = objective(next);
+    while (o > obj && lambda > 1e-3) {
+      lambda /= 2;
+      next = theta.map((x, j) => x + lambda * step[j]);
+      o = objective(next);
+    }
+    let moved = 0;
+    for (const x of step) moved = Math.max(moved, Math.abs(x * lambda));
+    if (o <= obj) {
+      theta = next;
+      obj = o;
+    }
+    if (moved < 1e-5) break;
+  }
+  // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|.
+  let logV = 0;
+  for (const row of rows) logV += Math.log(s2 + evalCompiled(row, theta).extraVar);
+  const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
+  const { inv, logDet } = invertWithLogDet(H);
+  const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
+  return { theta: [...theta], cov: inv, logEvidence };
+}
+
+/** Weak hyperprior on each spread: log τ ~ N(log τ₀, 0.7²) (keeps a group family from collapsing to zero spread). */
+function hyperLogPrior(h: Hyper): number {
+  let s = -0.5 * ((Math.log(h.sigma) - Math.log(TAU0.sigma)) / 0.7) ** 2;
+  for (const g of HYPERS) s += -0.5 * ((Math.log(h.tau[g]) - Math.log(TAU0[g])) / 0.7) ** 2;
+  return s;
+}
+
+function fitRows(c: Corpus, exclude?: string): FitRow[] {
+  return c.rows
+    .filter((r) => r.id !== exclude)
+    .map((r) => {
+      const sp = stepParts(resolve(r.input));
+      return { id: r.id, y: Math.log(r.measuredMs), parts: sp.parts, maturityU: sp.maturityU };
+    });
+}
+
+const rowCache = new WeakMap<Corpus, FitRow[]>();
+
+function allRows(c: Corpus): FitRow[] {
+  let r = rowCache.get(c);
+  if (!r) rowCache.set(c, (r = fitRows(c)));
+  return r;
+}
+
+/** Fits the corpus (optionally without one row): MAP parameters, posterior covariance, empirical-Bayes spreads. */
+export function fitCorpus(
+  c: Corpus = shippedCorpus(),
+  opts: { exclude?: string; hyper?: Hyper; hyperStart?: Hyper } = {},
+): CorpusFit {
+  const rows = allRows(c).filter((r) => r.id !== opts.exclude);
+  const nameSet = new Set<string>();
+  for (const row of rows) for (const p of row.parts) for (const k of Object.keys(p.coef)) nameSet.add(k);
+  // Row counts per parameter: number of rows (not parts) that depend on it.
+  const rowCount = new Map<string, number>();
+  for (const row of rows) {
+    const seen = new Set<string>();
+    for (const p of row.parts) for (const k of Object.keys(p.coef)) seen.add(k);
+    for (const k of seen) rowCount.set(k, (rowCount.get(k) ?? 0) + 1);
+  }
+  const names = [...nameSet].sort();
+  const index = new Map(names.map((n, i) => [n, i]));
+  const compiled = rows.map((r) => compile(r, index));
+  const K = names.length;
+  const run = (h: Hyper, start?: number[]) =>
+    solveMap(
+      compiled,
+      K,
+      names.map((n) => priorOf(n, h)),
+      h.sigma,
+      start,
+    );
+  let hyper: Hyper = opts.hyper ?? { sigma: TAU0.sigma, tau: { ...TAU0 } };
+  let best = run(hyper);
+  if (!opts.hyper) {
+    // Empirical Bayes: coordinate hill-climb on log-spaced grids from the hyperprior centres until no gain;
+    // opts.hyperStart warm-starts the neighbour search (leave-one-out folds start from the full-corpus optimum).
+    const grid = [0.02, 0.03, 0.045, 0.07, 0.1, 0.14, 0.2, 0.28, 0.4, 0.6];
+    const keys = ["sigma", ...HYPERS] as const;
+    const get = (h: Hyper, g: (typeof keys)[number]) => (g === "sigma" ? h.sigma : h.tau[g]);
+    const set = (h: Hyper, g: (typeof keys)[number], v: number): Hyper =>
+      g === "sigma" ? { ...h, sigma: v } : { ...h, tau: { ...h.tau, [g]: v } };
+    if (opts.hyperStart) {
+      hyper = opts.hyperStart;
+      best = run(hyper, best.theta);
+    }
+    let score = best.logEvidence + hyperLogPrior(hyper);
+    const tryH = (h: Hyper) => {
+      const f = run(h, best.theta);
+      const sc = f.logEvidence + hyperLogPrior(h);
+      if (sc > score + 1e-9) {
+        score = sc;
+        hyper = h;
+        best = f;
+        return true;
+      }
+      return false;
+    };
+    for (let sweep = 0; sweep < 8; sweep++) {
+      let gained = false;
+      for (const g of keys) {
+        const i = grid.indexOf(get(hyper, g));
+        for (const j of [i - 1, i + 1]) if (j >= 0 && j < grid.length && tryH(set(hyper, g, grid[j]))) gained = true;
+      }
+      if (!gained) break;
+    }
+  }
+  const params: ParamInfo[] = names.map((n, j) => {
+    const h = hyperOf(n);
+    return {
+      name: n,
+      kind: h ? "group" : "mean",
+      hyper: h,
+      label: h
+        ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
+        : (MU[n]?.label ?? n),
+      prior: priorOf(n, hyper),
+      posterior: { mean: best.theta[j], sd: Math.sqrt(Math.max(0, best.cov[j][j])) },
+      rows: rowCount.get(n) ?? 0,
+    };
+  });
+  return {
+    names,
+    index,
+    theta: best.theta,
+    cov: best.cov,
+    hyper,
+    params,
+    rowsUsed: rows.map((r) => r.id),
+    logEvidence: best.logEvidence,
+  };
+}
+
+let shippedFit: CorpusFit | undefined;
+
+/** The fit on the shipped corpus (once per process). */
+export function corpusFit(): CorpusFit {
+  shippedFit ??= fitCorpus(shippedCorpus());
+  return shippedFit;
+}
+
+// ---------------------------------------------------------------- the prediction
+
+export interface PartValue {
+  term: TermName;
+  ms: number;
+  /** log-sd of this part alone (its parameters' posterior + any unfitted spread). */
+  logSd: number;
+}
+
+export interface Predictive {
+  /** Median step time, ms (the sum of the parts at the posterior mean). */
+  ms: number;
+  /** log-sd of the step time (posterior + residual σ + unfitted spreads + unknown maturity). */
+  logSd: number;
+  low80: number;
+  high80: number;
+  parts: PartValue[];
+  /** Parameters this configuration uses that the corpus never informed (their prior spread stands). */
+  unseen: string[];
+}
+
+/** Mean and variance of a parameter under the fit; outside it (an unseen group) its prior. */
+function paramMoments(f: CorpusFit, name: string): { j?: number; mean: number; var: number } {
+  const j = f.index.get(name);
+  if (j !== undefined) return { j, mean: f.theta[j], var: f.cov[j][j] };
+  const p = priorOf(name, f.hyper);
+  return { mean: p.mean, var: p.sd ** 2 };
+}
+
+/** Variance of a linear combination Σ c_k θ_k (fitted ones through the covariance, unseen ones independent). */
+function comboVar(f: CorpusFit, coef: Record<string, number>): number {
+  const inFit: [number, number][] = [];
+  let v = 0;
+  for (const k in coef) {
+    const m = paramMoments(f, k);
+    if (m.j !== undefined) inFit.push([m.j, coef[k]]);
+    else v += coef[k] ** 2 * m.var;
+  }
+  for (const [i, ci] of inFit) for (const [j, cj] of inFit) v += ci * cj * f.cov[i][j];
+  return v;
+}
+
+export function predictive(f: CorpusFit, sp: StepParts, withResidual = true): Predictive {
+  const vals = sp.parts.map((p) => {
+    let e = 0;
+    for (const k in p.coef) e += p.coef[k] * paramMoments(f, k).mean;
+    return p.baseMs * Math.exp(e);
+  });
+  const t = vals.reduce((s, v) => s + v, 0);
+  // Gradient of log t over every parameter the step uses.
+  const g: Record<string, number> = {};
+  let extra = 0;
+  let matShare = 0;
+  sp.parts.forEach((p, i) => {
+    const w = vals[i] / t;
+    for (const k in p.coef) g[k] = (g[k] ?? 0) + w * p.coef[k];
+    extra += w * w * partExtraVar(p);
+    if ("mat" in p.coef) matShare += w;
+  });
+  let v = comboVar(f, g) + extra;
+  if (sp.maturityU === null && matShare > 0) {
+    // Unknown release: u ~ U(0, 1). The coefficient 0.5 carries E[u]; add the rest of Var(m·u) = m²/12 + Var(m)/3 − Var(m)/4.
+    const m = paramMoments(f, "mat").mean + paramMoments(f, `mat/${sp.groups.engine}`).mean;
+    const vm = comboVar(f, { mat: 1, [`mat/${sp.groups.engine}`]: 1 });
+    v += matShare ** 2 * ((m * m) / 12 + vm / 12);
+  }
+  if (withResidual) v += f.hyper.sigma ** 2;
+  const sd = Math.sqrt(Math.max(0, v));
+  const parts: PartValue[] = sp.parts.map((p, i) => ({
+    term: p.term,
+    ms: vals[i],
+    logSd: Math.sqrt(Math.max(0, comboVar(f, p.coef) + partExtraVar(p))),
+  }));
+  const unseen = [...new Set(sp.parts.flatMap((p) => Object.keys(p.coef)))].filter((k) => !f.index.has(k));
+  return { ms: t, logSd: sd, low80: t * Math.exp(-Z80 * sd), high80: t * Math.exp(Z80 * sd), parts, unseen };
+}
+
+/** exp(posterior mean) of a combination: the fitted multiplier. */
+export function fittedFactor(f: CorpusFit, coef: Record<string, number>): { mean: number; logSd: number } {
+  let e = 0;
+  for (const k in coef) e += coef[k] * paramMoments(f, k).mean;
+  return { mean: Math.exp(e), logSd: Math.sqrt(comboVar(f, coef)) };
+}
+
+// ---------------------------------------------------------------- leave-one-out
+
+export interface LooRow {
+  id: string;
+  label: string;
+  measuredMs: number;
+  centreMs: number;
+  low: number;
+  high: number;
+  inside: boolean;
+  error: number;
+  ratio: number;
+}
+
+export interface LooSummary {
+  rows: LooRow[];
+  medianAbsError: number;
+  coverage: number;
+  medianRatio: number;
+  hyper: Hyper;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/** Leave-one-out: refit (hyperparameters included) without each row, predict it, score the 80 % interval. */
+export function leaveOneOut(c: Corpus = shippedCorpus(), only?: (r: CorpusRow) => boolean): LooSummary {
+  const rows: LooRow[] = [];
+  const full = fitCorpus(c);
+  for (const r of c.rows) {
+    if (only && !only(r)) continue;
+    const f = fitCorpus(c, { exclude: r.id, hyperStart: full.hyper });
+    const p = predictive(f, stepParts(resolve(r.input)));
+    rows.push({
+      id: r.id,
+      label: r.label,
+      measuredMs: r.measuredMs,
+      centreMs: p.ms,
+      low: p.low80,
+      high: p.high80,
+      inside: r.measuredMs >= p.low80 && r.measuredMs <= p.high80,
+      error: (p.ms - r.measuredMs) / r.measuredMs,
+      ratio: p.high80 / p.low80,
+    });
+  }
+  return {
+    rows,
+    medianAbsError: median(rows.map((x) => Math.abs(x.error))),
+    coverage: rows.filter((x) => x.inside).length / rows.length,
+    medianRatio: median(rows.map((x) => x.ratio)),
+    hyper: full.hyper,
+  };
+}
+
+// ---------------------------------------------------------------- linear algebra
+
+function solve(A: number[][], b: number[]): number[] {
+  const n = b.length;
+  const M = A.map((row, i) => [...row, b[i]]);
+  for (let c = 0; c < n; c++) {
+    let p = c;
+    for (let r = c + 1; r < n; r++) if (Math.abs(M[r][c]) > Math.abs(M[p][c])) p = r;
+    [M[c], M[p]] = [M[p], M[c]];
+    const d = M[c][c];
+    if (Math.abs(d) < 1e-300) throw new Error("singular system in the corpus fit");
+    for (let r = c + 1; r < n; r++) {
+      const k = M[r][c] / d;
+      if (k === 0) continue;
+      for (let j = c; j <= n; j++) M[r][j] -= k * M[c][j];
+    }
+  }
+  const x = new Array(n).fill(0);
+  for (let r = n - 1; r >= 0; r--) {
+    let s = M[r][n];
+    for (let j = r + 1; j < n; j++) s -= M[r][j] * x[j];
+    x[r] = s / M[r][r];
+  }
+  return x;
+}
+
+/** Inverse and log-determinant of a symmetric positive-definite matrix (Cholesky). */
+function invertWithLogDet(A: number[][]): { inv: number[][]; logDet: number } {
+  const n = A.length;
+  const L = Array.from({ length: n }, () => new Array(n).fill(0));
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j <= i; j++) {
+      let s = A[i][j];
+      for (let k = 0; k < j; k++) s -= L[i][k] * L[j][k];
+      if (i === j) L[i][i] = Math.sqrt(Math.max(s, 1e-300));
+      else L[i][j] = s / L[j][j];
+    }
+  }
+  let logDet = 0;
+  for (let i = 0; i < n; i++) logDet += 2 * Math.log(L[i][i]);
+  // inv = L⁻ᵀ L⁻¹
+  const Li = Array.from({ length: n }, () => new Array(n).fill(0));
+  for (let i = 0; i < n; i++) {
+    Li[i][i] = 1 / L[i][i];
+    for (let j = 0; j < i; j++) {
+      let s = 0;
+      for (let k = j; k < i; k++) s -= L[i][k] * Li[k][j];
+      Li[i][j] = s / L[i][i];
+    }
+  }
+  const inv = Array.from({ length: n }, () => new Array(n).fill(0));
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j <= i; j++) {
+      let s = 0;
+      for (let k = i; k < n; k++) s += Li[k][i] * Li[k][j];
+      inv[i][j] = s;
+      inv[j][i] = s;
+    }
+  return { inv, logDet };
+}
