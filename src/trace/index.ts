@@ -4,21 +4,28 @@ export {
   analyzeFile,
   analyzeTrace,
   type FileInfo,
+  type KernelClassInfo,
   loadRuleFile,
   type RankAnalysis,
   type RankSkew,
   rankSkew,
   type TraceAnalysis,
 } from "./analyze.ts";
-export type { ClassTimes, Overall, StepBreakdown, StepKindSummary, TopKernel } from "./breakdown.ts";
+export type { ClassTimes, Overall, StepBreakdown, StepKindSummary, Timeline, TopKernel } from "./breakdown.ts";
 export { type CaptureOptions, type CaptureResult, captureTrace } from "./capture.ts";
 export {
   type Classification,
   Classifier,
   classifyKernel,
+  classifyModule,
+  classifyOp,
   DEFAULT_RULES,
+  decideClass,
   KERNEL_CLASSES,
   type KernelClass,
+  MODULE_RULES,
+  OP_RULES,
+  type OpRule,
   parseRuleFile,
   type Rule,
   type RuleFile,
@@ -26,7 +33,7 @@ export {
 export { type LatencyPoint, type NcclRow, type NcclTestsResult, ncclLatencyTable, parseNcclTests } from "./nccl.ts";
 export { type RawEvent, type ReadStats, readTraceFile, TraceScanner } from "./reader.ts";
 export { formatAnalysis, formatNccl, formatTopology, toReportSection } from "./report.ts";
-export { parseStepName, type StepKind, type StepMode } from "./steps.ts";
+export { parseStepName, type StepKind, type StepMode, type StepSource } from "./steps.ts";
 export {
   classifyLink,
   type Diagnosis,
