@@ -287,6 +287,20 @@ test("user rules run first and record their id", () => {
   assert.equal(cs.classify("ABC_kernel").rule, "cs");
 });
 
+test("a user rule can be weak: the launching op then decides", () => {
+  const c = new Classifier(
+    parseRuleFile({ rules: [{ id: "site.mine", class: "gemm", match: "^mykern", weak: true }] }),
+  );
+  const cls = c.classify("mykern_v2");
+  assert.deepEqual(cls, { class: "gemm", rule: "site.mine", weak: true });
+  assert.deepEqual(decideClass(cls, ["vllm::moe_forward"]), { class: "moe", by: "op vllm::moe_forward" });
+  assert.deepEqual(decideClass(cls, []), { class: "gemm", by: "rule site.mine" });
+  assert.throws(
+    () => parseRuleFile({ rules: [{ id: "a", class: "gemm", match: "x", weak: "yes" }] }, "r.yaml"),
+    /rules\.0\.weak/,
+  );
+});
+
 test("bad rule files are rejected with the path of the problem", () => {
   assert.throws(
     () => parseRuleFile({ rules: [{ id: "a", class: "gpu", match: "x" }] }, "r.yaml"),
