@@ -1,16 +1,12 @@
-// npm run bench:model — validation table (validation-public.md), predict() latency and a 10,000-point what-if grid.
-import { readFileSync } from "node:fs";
+// npm run bench:model — leave-one-out scoring on the corpus (validation-public.md), predict() latency and a 10,000-point
+// what-if grid.
 import { performance } from "node:perf_hooks";
 import Table from "cli-table3";
+import { shippedCorpus } from "../src/model/corpus.ts";
 import { SEED_DEPLOYMENT } from "../src/model/examples.ts";
 import { predict } from "../src/model/predict.ts";
-import type { ValidationRow } from "../src/model/validate.ts";
-import { validateRows } from "../src/model/validate.ts";
+import { corpusFit, leaveOneOut } from "../src/model/priors.ts";
 import { whatifGrid } from "../src/model/whatif.ts";
-
-const rows: ValidationRow[] = JSON.parse(
-  readFileSync(new URL("../test/model/fixtures/validation-public.json", import.meta.url), "utf8"),
-).rows;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -18,27 +14,50 @@ function median(xs: number[]): number {
   return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-// 1. Validation: predicted from catalog inputs alone.
-const v = validateRows(rows);
+// 1. Leave-one-out on the corpus: refit (hyperparameters too) without each row, predict it.
+const corpus = shippedCorpus();
+const c0 = process.cpuUsage();
+const l0 = performance.now();
+const loo = leaveOneOut(corpus);
+const looMs = performance.now() - l0;
+const looCpu = process.cpuUsage(c0);
 const t = new Table({
-  head: ["row", "measured ms/token", "predicted mid (range)", "error", "inside", "largest term"],
+  head: ["row", "measured ms/token", "LOO centre", "80 % interval", "error", "inside", "high/low"],
   style: { head: [], border: [] },
 });
-for (const r of v.results)
+for (const r of loo.rows)
   t.push([
     r.id,
     r.measuredMs.toFixed(2),
-    `${r.predictedMs.mid.toFixed(2)} (${r.predictedMs.low.toFixed(2)}–${r.predictedMs.high.toFixed(2)})`,
+    r.centreMs.toFixed(2),
+    `${r.low.toFixed(2)}–${r.high.toFixed(2)}`,
     `${r.error >= 0 ? "+" : ""}${(100 * r.error).toFixed(1)} %`,
     r.inside ? "yes" : "NO",
-    r.dominant,
+    `${r.ratio.toFixed(2)}×`,
   ]);
-console.log("validation-public.md, predicted from catalog inputs alone (no fitting to the rows)");
-console.log(t.toString());
 console.log(
-  `median |error| ${(100 * v.medianAbsError).toFixed(1)} % (target ≤ 20 %); inside range ${v.inside}/${v.results.length}`,
+  `leave-one-out on the corpus (${corpus.rows.length} rows of validation-public.md, src/model/corpus/): each row predicted by a fit that never saw it`,
 );
-for (const r of v.results.filter((x) => x.note)) console.log(`  note ${r.id}: ${r.note}`);
+console.log(t.toString());
+const inside = loo.rows.filter((r) => r.inside).length;
+console.log(
+  `median |error| ${(100 * loo.medianAbsError).toFixed(1)} % (target ≤ 12 %); coverage of the 80 % interval ${inside}/${loo.rows.length} = ${(100 * loo.coverage).toFixed(1)} % (target 75–90 %); median high/low ${loo.medianRatio.toFixed(2)}× (target ≤ 1.5×)`,
+);
+console.log(
+  `fit on all rows: residual σ ${(100 * loo.hyper.sigma).toFixed(1)} % (log); spreads ${Object.entries(loo.hyper.tau)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(
+      ", ",
+    )}; ${loo.rows.length} refits in ${(looMs / 1000).toFixed(1)} s wall / ${((looCpu.user + looCpu.system) / 1e6).toFixed(1)} s CPU`,
+);
+{
+  // The same rows predicted in-sample (the shipped fit has seen them): for contrast only.
+  const f = corpusFit();
+  const errs = corpus.rows.map((r) => Math.abs(predict(r.input).decode.stepMs.mid - r.measuredMs) / r.measuredMs);
+  console.log(
+    `in-sample (the shipped fit, all rows seen): median |error| ${(100 * median(errs)).toFixed(1)} % over ${f.rowsUsed.length} rows`,
+  );
+}
 
 // 2. predict() latency on the worked example.
 for (let i = 0; i < 200; i++) predict(SEED_DEPLOYMENT);

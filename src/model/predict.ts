@@ -2,6 +2,18 @@
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
+import type { TermName } from "./priors.ts";
+import {
+  corpusFit,
+  deviceClass,
+  expertM,
+  fittedFactor,
+  formatFamily,
+  predictive,
+  referenceKernelUs,
+  stepParts,
+  Z80,
+} from "./priors.ts";
 import type { Range } from "./range.ts";
 import { rateFromMs, round, roundRange } from "./range.ts";
 import type { CalibParam, ModelInput, Resolved } from "./resolve.ts";
@@ -133,6 +145,31 @@ export interface Prediction {
   request: { outputLen: number; totalMs: Range; tokensPerSecond: Range; formula: string };
   memory: { weightsGBPerGpu: number; kvGBPerGpuAtContext: number; capacityGB: number; fits: boolean; note: string };
   calibrated: boolean;
+  /** The uncalibrated range is an 80 % prediction interval from the corpus fit (priors.ts). */
+  interval?: {
+    level: number;
+    logSd: number;
+    basis: string;
+    maturity: string;
+    /** Parameters this configuration uses that no corpus row informed (their prior spread stands). */
+    unseen: string[];
+  };
+  /** The MoE accounting behind the moe-* terms (MoE models only). */
+  moe?: {
+    experts: number;
+    topk: number;
+    shared: number;
+    denseLayers: number;
+    moeLayers: number;
+    expertsTouchedPerLayer: number;
+    expertsOnBusiestDevice: Range;
+    tokensPerExpert: number;
+    smallMFactor: number;
+    maturityFactor: number;
+    parallel: string;
+    /** EP all-to-all vs TP all-reduce for the MoE blocks, ms per step. */
+    communication: { tpAllReduceMs: number; epAllToAllMs: number; used: "tp-allreduce" | "ep-alltoall" | "none" };
+  };
   assumptions: string[];
 }
 
@@ -224,6 +261,13 @@ export function predict(input: ModelInput): Prediction {
 /** Decode step only (no prefill, report or assumptions): the fast path for large what-if grids. */
 export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond: Range } {
   const r = resolve(input);
+  if (!r.input.calibration) {
+    const a = r.arch;
+    const ex = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep).mid : 0;
+    const pr = predictive(corpusFit(), stepParts(r, { loads: decodeLoads(r, ex) }));
+    const stepMs = { low: pr.low80, mid: pr.ms, high: pr.high80 };
+    return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
+  }
   const kernels = kernelCount(r);
   const ar = allReduceFor(r);
   const a = r.arch;
@@ -253,6 +297,429 @@ export function predictResolved(r: Resolved): Prediction {
   const expertsRange = a.moe
     ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.moeAllToAll ? r.ep : r.ep)
     : { low: 0, mid: 0, high: 0 };
+  const cc = collectiveCounts(r);
+  const ref = referenceBandwidthGBs(r);
+  const calibrated = Boolean(r.input.calibration);
+  const dec = calibrated
+    ? calibratedDecode(r, kernels, ar, a2aRange, expertsRange)
+    : fittedDecode(r, kernels, ar, expertsRange);
+  const { sets, stepMs, terms, mid } = dec;
+  const collectives = collectivesReport(r, ar, cc, sets);
+  const prefill = prefillEstimate(r, sets);
+  const itl = stepMs;
+  const N = r.outputLen;
+  const totalMs: Range = {
+    low: prefill.ttftMs.low + (N - 1) * itl.low,
+    mid: prefill.ttftMs.mid + (N - 1) * itl.mid,
+    high: prefill.ttftMs.high + (N - 1) * itl.high,
+  };
+  const memory = memoryCheck(r);
+  const perUser = rateFromMs(stepMs, r.tokensPerStep);
+  const assumptions = buildAssumptions(r, ar, kernels, mid, memory);
+  return {
+    kind: "inferscope.model.prediction",
+    input: {
+      model: a.name,
+      quant: r.recipe.name,
+      kvDtype: r.kv.id,
+      gpu: r.gpu.id,
+      gpus: r.gpus,
+      tp: r.tp,
+      ep: r.ep,
+      pp: r.pp,
+      dp: r.dp,
+      interconnect: r.link.label,
+      engine: r.engine,
+      cudaGraphs: r.cudaGraphs,
+      ncclProto: r.input.ncclProto,
+      ncclAlgo: r.input.ncclAlgo,
+      customAllReduce: r.input.customAllReduce,
+      batch: r.batch,
+      contextLen: r.contextLen,
+      inputLen: r.inputLen,
+      outputLen: r.outputLen,
+      ...(r.input.zeroComm ? { zeroComm: true } : {}),
+    },
+    architecture: {
+      name: a.name,
+      source: a.source,
+      layers: a.layers,
+      hidden: a.hidden,
+      attention:
+        a.attention +
+        (a.indexer ? " + DSA indexer" : "") +
+        (a.slidingWindow ? ` + sliding window ${a.slidingWindow.window}` : ""),
+      moe: a.moe
+        ? { experts: a.moe.experts, topk: a.moe.topk, shared: a.moe.shared, denseLayers: a.moe.denseLayers }
+        : undefined,
+      totalParamsB: round(pb.total / 1e9, 2),
+      activeParamsB: round(pb.active / 1e9, 2),
+    },
+    quantization: {
+      recipe: r.recipe.name,
+      description: r.recipe.description,
+      groups: Object.fromEntries(
+        Object.entries(r.recipe.groups).map(([k, f]) => [k, { format: f.id, bpw: round(f.bpw, 4) }]),
+      ),
+      kv: { dtype: r.kv.id, source: r.kv.source },
+    },
+    hardware: {
+      gpu: {
+        id: r.gpu.id,
+        name: r.gpu.name,
+        bandwidthGBs: r.gpu.bandwidthGBs,
+        referenceBandwidthGBs: ref.gbs,
+        bandwidthIsMeasured: ref.measured,
+        tflopsBf16: r.gpu.tflops.bf16,
+        memoryGB: r.gpu.memoryGB,
+        source: r.gpu.source,
+      },
+      interconnect: {
+        kind: r.link.kind,
+        label: r.link.label,
+        allPairsNvlink: r.link.allPairsNvlink,
+        ncclBusBwGBs: r.link.ncclBusBwGBs,
+        source: r.link.source,
+      },
+    },
+    decode: {
+      stepMs: roundRange(stepMs, 4),
+      tokensPerSecond: roundRange(perUser, 3),
+      tokensPerSecondTotal: roundRange(
+        { low: perUser.low * r.batch * r.dp, mid: perUser.mid * r.batch * r.dp, high: perUser.high * r.batch * r.dp },
+        3,
+      ),
+      terms,
+      weightBytesPerGpu: Math.round(mid.weightBytes),
+      kvBytesPerGpu: Math.round(mid.kvBytes),
+      flopsPerGpu: Math.round(mid.flops),
+      kernels,
+    },
+    collectives,
+    prefill,
+    request: {
+      outputLen: N,
+      totalMs: roundRange(totalMs, 3),
+      tokensPerSecond: roundRange(
+        { low: (1000 * N) / totalMs.high, mid: (1000 * N) / totalMs.mid, high: (1000 * N) / totalMs.low },
+        3,
+      ),
+      formula: "T(N) = TTFT + (N − 1)·ITL; rate = N / T(N) (seed-scenario.md §3.2)",
+    },
+    memory,
+    calibrated,
+    ...(dec.interval ? { interval: dec.interval } : {}),
+    ...(dec.moe ? { moe: dec.moe } : {}),
+    assumptions,
+  };
+}
+
+interface DecodeResult {
+  sets: ParamSet[];
+  stepMs: Range;
+  terms: Term[];
+  mid: StepEval;
+  interval?: Prediction["interval"];
+  moe?: Prediction["moe"];
+}
+
+const TERM_LABEL: Record<TermName, string> = {
+  weights: "weight reads",
+  "moe-dense-layers": "MoE: leading dense layers",
+  "moe-shared": "MoE: shared experts",
+  "moe-experts": "MoE: routed experts",
+  "moe-routing": "MoE: router, top-k and permute",
+  kv: "KV-cache reads",
+  compute: "compute beyond bandwidth",
+  kernels: "fixed per-kernel cost",
+  engine: "engine overhead",
+  allreduce: "tensor-parallel all-reduces",
+  "extra-collectives": "embedding all-reduce + logits gather",
+  alltoall: "EP dispatch + combine",
+  "pp-p2p": "pipeline hand-offs",
+};
+const TERM_ORDER: TermName[] = [
+  "weights",
+  "moe-dense-layers",
+  "moe-shared",
+  "moe-experts",
+  "moe-routing",
+  "kv",
+  "compute",
+  "kernels",
+  "allreduce",
+  "extra-collectives",
+  "alltoall",
+  "pp-p2p",
+  "engine",
+];
+const ALWAYS: TermName[] = ["weights", "kernels", "engine"];
+
+const r80 = (mid: number, logSd: number): Range => ({
+  low: mid * Math.exp(-Z80 * logSd),
+  mid,
+  high: mid * Math.exp(Z80 * logSd),
+});
+
+/** The uncalibrated prediction: every efficiency from the corpus fit; the range is the 80 % prediction interval. */
+function fittedDecode(
+  r: Resolved,
+  kernels: KernelCount,
+  ar: AllReduceChoice | null,
+  expertsRange: Range,
+): DecodeResult {
+  const a = r.arch;
+  const f = corpusFit();
+  const loads = decodeLoads(r, expertsRange.mid);
+  const sp = stepParts(r, { loads, kernels, ar });
+  const pr = predictive(f, sp);
+  const ref = referenceBandwidthGBs(r);
+  const g = sp.groups;
+  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const eta = fittedFactor(f, etaCoef);
+  const etaR80 = r80(1 / eta.mean, eta.logSd);
+  const etaRange: Range = { low: etaR80.low, mid: etaR80.mid, high: etaR80.high };
+  const kf = fittedFactor(f, { kern: 1, [`kern/${g.kernels}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 });
+  const c0 = referenceKernelUs(r);
+  const arF = g.link
+    ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
+    : { mean: 1, logSd: 0 };
+  const u = sp.maturityU ?? 0.5;
+  const matF = fittedFactor(f, { mat: u, [`mat/${r.engine}`]: u });
+  const sM = 1 / Math.sqrt(expertM(r));
+  const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
+  const stepMs = roundRange({ low: pr.low80, mid: pr.ms, high: pr.high80 }, 4);
+  // Parameter sets at the interval ends, for prefill and the collectives report (their η and per-call cost).
+  const ec = ENGINE_CONSTANTS[r.engine];
+  const arEach = ar ? r80(ar.latencyUs.mid * arF.mean, arF.logSd) : { low: 0, mid: 0, high: 0 };
+  const sets: ParamSet[] = WHICH.map((w) => ({
+    etaM: w === "low" ? etaRange.high : w === "high" ? etaRange.low : etaRange.mid,
+    etaC: ETA_C[w === "low" ? "high" : w === "high" ? "low" : "mid"],
+    ggufEff: 1,
+    kernelUs: c0 * kf.mean * matF.mean,
+    engineMs: ec.engineMs.mid * kf.mean * matF.mean,
+    arUs: arEach[w],
+    a2aUs: A2A_US[w],
+    p2pUs: P2P_US[w],
+    expertsLocal: expertsRange[w],
+  }));
+  const mid = evalDecode(r, sets[1], ar, kernels, loads);
+  // Terms: the parts grouped by name; each term's own 80 % range from its parameters' posterior.
+  const byTerm = new Map<TermName, { ms: number; sdw: number }>();
+  for (const pv of pr.parts) {
+    const t = byTerm.get(pv.term) ?? { ms: 0, sdw: 0 };
+    t.ms += pv.ms;
+    t.sdw += pv.ms * pv.logSd;
+    byTerm.set(pv.term, t);
+  }
+  const cc = collectiveCounts(r);
+  const pb = paramBreakdown(a);
+  const GBf = (grp: string[]) => loads.filter((l) => grp.includes(l.group)).reduce((s2, l) => s2 + l.bytes, 0) / GB;
+  const fmtFactors: Record<string, number> = {};
+  for (const k of g.formats) {
+    const fam = formatFamily(k);
+    if (fam) fmtFactors[k] = round(fittedFactor(f, { [fam]: 1, [`fmt/${k}`]: 1 }).mean, 3);
+  }
+  const kernelCUs = r80(c0 * kf.mean * matF.mean, Math.hypot(kf.logSd, matF.logSd));
+  const touched = a.moe ? expertsTouched(a.moe.experts, a.moe.topk, r.batch) : 0;
+  const basisSrc = "corpus fit (priors.ts, validation-public.md rows)";
+  const info: Record<TermName, { formula: string; inputs: Record<string, unknown>; source: string }> = {
+    weights: {
+      formula: "Σ_groups params_per_GPU · bpw / 8 ÷ BW · (1/η_device) · q_format",
+      inputs: {
+        bytesPerGpuGB: round(GBf(a.moe ? ["attention", "lmHead"] : ["attention", "lmHead", "denseMlp"]), 4),
+        bandwidthGBs: ref.gbs,
+        bandwidthIs: ref.measured ? "measured" : "spec",
+        etaM: roundRange(etaRange, 3),
+        deviceClass: g.device,
+        formatFactors: fmtFactors,
+        groups: loads
+          .filter((l) => l.group !== "kv" && l.group !== "attentionCore")
+          .map((l) => ({
+            group: l.group,
+            label: l.label,
+            GB: round(l.bytes / GB, 4),
+            bpw: l.format ? round(l.format.bpw, 4) : undefined,
+            paramsB: l.params ? round(l.params / 1e9, 4) : undefined,
+          })),
+      },
+      source: `models.md §2 (bytes), hardware.md §2 (bpw); η per device class and q per format fitted: ${basisSrc}`,
+    },
+    "moe-dense-layers": {
+      formula: "dense_layers · 3·h·ffn / TP · bpw/8 ÷ (η·BW)",
+      inputs: { denseLayers: pb.denseLayerCount, GB: round(GBf(["denseMlp"]), 4), ffn: a.ffn },
+      source: "models.md §1.1 (first_k_dense_replace)",
+    },
+    "moe-shared": {
+      formula: "MoE layers · shared · 3·h·ffn_shared / TP · bpw/8 ÷ (η·BW)",
+      inputs: { shared: a.moe?.shared ?? 0, GB: round(GBf(["shared"]), 4) },
+      source: "models.md §1.1 (shared experts run for every token)",
+    },
+    "moe-experts": {
+      formula:
+        "MoE layers · E_busiest(B) · 3·h·ffn_e / TP_e · bpw/8 ÷ (η·BW) · q · e^(g_engine/√M) · maturity; E_touched(B) = E·(1 − (1 − k/E)^B)",
+      inputs: {
+        experts: a.moe?.experts,
+        topk: a.moe?.topk,
+        expertsTouchedPerLayer: round(touched, 2),
+        expertsOnBusiestDevice: roundRange(expertsRange, 2),
+        tokensPerExpert: round(expertM(r), 3),
+        smallMFactor: round(moeF.mean, 3),
+        maturityFactor: round(matF.mean, 3),
+        GB: round(GBf(["experts"]), 4),
+        expertTp: r.moeTp,
+        ep: r.ep,
+      },
+      source: `models.md §2.1 (experts touched); expert-GEMM efficiency at small M (${g.moe}) and engine maturity fitted: ${basisSrc}`,
+    },
+    "moe-routing": {
+      formula: "MoE layers · (router GEMM + top-k + align/permute + combine kernels) · c_kernel + router weights",
+      inputs: {
+        kernels: kernels.moeRoutingPerStep,
+        perLayer: kernels.moeRoutingPerLayer,
+        cKernelUs: roundRange(kernelCUs, 2),
+        routerGB: round(GBf(["router"]), 5),
+      },
+      source: `kernel counts from each engine's op sequence; c_kernel fitted (${g.kernels}): ${basisSrc}`,
+    },
+    kv: {
+      formula: kvReadPerGpu(r, r.contextLen).formula,
+      inputs: {
+        contextLen: r.contextLen,
+        batch: r.batch,
+        bytesPerGpuMB: round(mid.kvBytes / 1e6, 3),
+        kvDtype: r.kv.id,
+        bytesPerTokenAllLayers: kvReadPerGpu(r, r.contextLen).bytesPerTokenAllLayers,
+      },
+      source: "models.md §3",
+    },
+    compute: {
+      formula: "Σ_ops max(0, FLOPs/(η_c·F_peak) − bytes/(η_m·BW)); FLOPs ≈ 2·B·params + attention 4·B·ctx·H·d",
+      inputs: {
+        flopsPerGpuG: round(mid.flops / 1e9, 3),
+        peakTflops: peakTflops(r, r.recipe.groups.experts),
+        etaC: ETA_C,
+        batch: r.batch,
+      },
+      source: "models.md §4–5 (η_c not fitted: the corpus is batch 1)",
+    },
+    kernels: {
+      formula: "n_kernels · c_kernel (c fitted per engine, backend and graph mode, and per device class)",
+      inputs: {
+        kernels: kernels.perStep - kernels.moeRoutingPerStep,
+        basis: kernels.basis,
+        cKernelUs: roundRange(kernelCUs, 2),
+        referenceUs: c0,
+        group: g.kernels,
+        cudaGraphs: r.cudaGraphs,
+      },
+      source: `${ec.source}; fitted: ${basisSrc}`,
+    },
+    engine: {
+      formula: "t_engine (scheduler, sampling, detokenize, host gaps) · fixed-cost factor",
+      inputs: { ms: round(ec.engineMs.mid * kf.mean * matF.mean, 4), reference: ec.engineMs },
+      source: ec.source,
+    },
+    allreduce: {
+      formula: "n_AR · (t_isolated + t_skew + t_launch) · e^(ρ_link)",
+      inputs: {
+        count: cc.perToken,
+        bytesEach: cc.bytesEach,
+        implementation: ar?.implementation,
+        algorithm: ar?.algorithm,
+        protocol: ar?.protocol,
+        isolatedUs: ar ? roundRange(ar.isolatedUs, 2) : undefined,
+        skewUs: ar?.skewUs,
+        launchUs: ar?.launchUs,
+        linkFactor: round(arF.mean, 3),
+        link: g.link,
+        usEach: roundRange(arEach, 2),
+      },
+      source: `collectives.md §1, §3, §5 (${ar?.isolatedSource ?? ""}); per-link factor fitted: ${basisSrc}`,
+    },
+    "extra-collectives": {
+      formula: "(1 vocab-parallel embedding all-reduce + 1 logits gather) · t_AR",
+      inputs: { embeddingAllReduce: cc.embedding, logitsGather: cc.logitsGather, logitsBytesPerRank: cc.logitsBytes },
+      source: "collectives.md §1 (a vLLM TP=4 trace shows 2L + 1 all-reduces and one AllGather per step)",
+    },
+    alltoall: {
+      formula: "2 · MoE layers · t_A2A",
+      inputs: { calls: cc.moeAllToAll, usEach: A2A_US },
+      source: "collectives.md §1 (EP replaces the MoE all-reduce by all-to-all); latency assumed, not fitted",
+    },
+    "pp-p2p": {
+      formula: "(PP − 1) · t_p2p",
+      inputs: { pp: r.pp, usEach: P2P_US },
+      source: "models.md §5 (aiconfigurator 10 µs)",
+    },
+  };
+  const terms: Term[] = [];
+  for (const name of TERM_ORDER) {
+    const t = byTerm.get(name);
+    if (!t && !ALWAYS.includes(name) && !(name === "allreduce" && ar)) continue;
+    const ms = t?.ms ?? 0;
+    const sd = t && t.ms > 0 ? t.sdw / t.ms : 0;
+    terms.push({
+      name,
+      label: TERM_LABEL[name],
+      ms: roundRange(r80(ms, sd), 4),
+      share: round(pr.ms > 0 ? ms / pr.ms : 0, 4),
+      ...info[name],
+    });
+  }
+  let moe: Prediction["moe"];
+  if (a.moe) {
+    const L = pb.moeLayerCount;
+    const perCall = ar ? ar.latencyUs.mid * arF.mean : 0;
+    moe = {
+      experts: a.moe.experts,
+      topk: a.moe.topk,
+      shared: a.moe.shared,
+      denseLayers: pb.denseLayerCount,
+      moeLayers: L,
+      expertsTouchedPerLayer: round(touched, 2),
+      expertsOnBusiestDevice: roundRange(expertsRange, 2),
+      tokensPerExpert: round(expertM(r), 3),
+      smallMFactor: round(moeF.mean, 3),
+      maturityFactor: round(matF.mean, 3),
+      parallel: r.moeAllToAll
+        ? `EP ${r.ep} beyond the TP group: dispatch/combine all-to-all`
+        : r.ep > 1
+          ? `experts TP ${r.moeTp} × EP ${r.ep} inside the TP group: the MoE block ends in the TP all-reduce`
+          : r.tp > 1
+            ? `experts sharded TP ${r.tp}: the MoE block ends in the TP all-reduce`
+            : "one device: no MoE communication",
+      communication: {
+        tpAllReduceMs: round((L * (perCall || (ar ? ar.latencyUs.mid : 0))) / 1000, 4),
+        epAllToAllMs: round((2 * L * A2A_US.mid) / 1000, 4),
+        used: r.moeAllToAll ? "ep-alltoall" : r.tp > 1 ? "tp-allreduce" : "none",
+      },
+    };
+  }
+  return {
+    sets,
+    stepMs,
+    terms,
+    mid,
+    moe,
+    interval: {
+      level: 0.8,
+      logSd: round(pr.logSd, 4),
+      basis: `80 % posterior-predictive interval of a hierarchical fit to ${f.rowsUsed.length} public measurements (residual σ ${(100 * f.hyper.sigma).toFixed(1)} % in log time)`,
+      maturity: sp.maturityNote,
+      unseen: pr.unseen,
+    },
+  };
+}
+
+/** A calibrated prediction (model fit on the user's measurements): the three parameter sets at posterior ± 2 sd. */
+function calibratedDecode(
+  r: Resolved,
+  kernels: KernelCount,
+  ar: AllReduceChoice | null,
+  a2aRange: Range,
+  expertsRange: Range,
+): DecodeResult {
   const sets = WHICH.map((w) => {
     const P = paramSet(r, w, ar, a2aRange, expertsRange);
     if (ar) {
@@ -416,112 +883,7 @@ export function predictResolved(r: Resolved): Prediction {
     true,
   );
 
-  const collectives = collectivesReport(r, ar, cc, sets);
-  const prefill = prefillEstimate(r, sets);
-  const itl = stepMs;
-  const N = r.outputLen;
-  const totalMs: Range = {
-    low: prefill.ttftMs.low + (N - 1) * itl.low,
-    mid: prefill.ttftMs.mid + (N - 1) * itl.mid,
-    high: prefill.ttftMs.high + (N - 1) * itl.high,
-  };
-  const memory = memoryCheck(r);
-  const perUser = rateFromMs(stepMs, r.tokensPerStep);
-  const assumptions = buildAssumptions(r, ar, kernels, mid, memory);
-  return {
-    kind: "inferscope.model.prediction",
-    input: {
-      model: a.name,
-      quant: r.recipe.name,
-      kvDtype: r.kv.id,
-      gpu: r.gpu.id,
-      gpus: r.gpus,
-      tp: r.tp,
-      ep: r.ep,
-      pp: r.pp,
-      dp: r.dp,
-      interconnect: r.link.label,
-      engine: r.engine,
-      cudaGraphs: r.cudaGraphs,
-      ncclProto: r.input.ncclProto,
-      ncclAlgo: r.input.ncclAlgo,
-      customAllReduce: r.input.customAllReduce,
-      batch: r.batch,
-      contextLen: r.contextLen,
-      inputLen: r.inputLen,
-      outputLen: r.outputLen,
-      ...(r.input.zeroComm ? { zeroComm: true } : {}),
-    },
-    architecture: {
-      name: a.name,
-      source: a.source,
-      layers: a.layers,
-      hidden: a.hidden,
-      attention:
-        a.attention +
-        (a.indexer ? " + DSA indexer" : "") +
-        (a.slidingWindow ? ` + sliding window ${a.slidingWindow.window}` : ""),
-      moe: a.moe
-        ? { experts: a.moe.experts, topk: a.moe.topk, shared: a.moe.shared, denseLayers: a.moe.denseLayers }
-        : undefined,
-      totalParamsB: round(pb.total / 1e9, 2),
-      activeParamsB: round(pb.active / 1e9, 2),
-    },
-    quantization: {
-      recipe: r.recipe.name,
-      description: r.recipe.description,
-      groups: Object.fromEntries(
-        Object.entries(r.recipe.groups).map(([k, f]) => [k, { format: f.id, bpw: round(f.bpw, 4) }]),
-      ),
-      kv: { dtype: r.kv.id, source: r.kv.source },
-    },
-    hardware: {
-      gpu: {
-        id: r.gpu.id,
-        name: r.gpu.name,
-        bandwidthGBs: r.gpu.bandwidthGBs,
-        referenceBandwidthGBs: ref.gbs,
-        bandwidthIsMeasured: ref.measured,
-        tflopsBf16: r.gpu.tflops.bf16,
-        memoryGB: r.gpu.memoryGB,
-        source: r.gpu.source,
-      },
-      interconnect: {
-        kind: r.link.kind,
-        label: r.link.label,
-        allPairsNvlink: r.link.allPairsNvlink,
-        ncclBusBwGBs: r.link.ncclBusBwGBs,
-        source: r.link.source,
-      },
-    },
-    decode: {
-      stepMs: roundRange(stepMs, 4),
-      tokensPerSecond: roundRange(perUser, 3),
-      tokensPerSecondTotal: roundRange(
-        { low: perUser.low * r.batch * r.dp, mid: perUser.mid * r.batch * r.dp, high: perUser.high * r.batch * r.dp },
-        3,
-      ),
-      terms,
-      weightBytesPerGpu: Math.round(mid.weightBytes),
-      kvBytesPerGpu: Math.round(mid.kvBytes),
-      flopsPerGpu: Math.round(mid.flops),
-      kernels,
-    },
-    collectives,
-    prefill,
-    request: {
-      outputLen: N,
-      totalMs: roundRange(totalMs, 3),
-      tokensPerSecond: roundRange(
-        { low: (1000 * N) / totalMs.high, mid: (1000 * N) / totalMs.mid, high: (1000 * N) / totalMs.low },
-        3,
-      ),
-      formula: "T(N) = TTFT + (N − 1)·ITL; rate = N / T(N) (seed-scenario.md §3.2)",
-    },
-    memory,
-    calibrated,
-    assumptions,
-  };
+  return { sets, stepMs, terms, mid };
 }
 
 function collectivesReport(

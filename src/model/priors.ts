@@ -323,7 +323,7 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>): StepParts {
   let link: string | undefined;
   if (ar && !zero) {
     link = linkGroup(r, ar);
-    const arCoef = { ar: 1, [`ar/${link}`]: 1 };
+    const arCoef = { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${link}`]: 1 };
     if (cc.perToken > 0)
       parts.push({ term: "allreduce", baseMs: (cc.perToken * ar.latencyUs.mid) / 1000, coef: { ...arCoef } });
     const extra = cc.embedding + cc.logitsGather;
@@ -402,7 +402,12 @@ function hyperOf(name: string): HyperGroup | undefined {
   return HYPERS.includes(h) ? h : undefined;
 }
 
+/** Spread between link kinds (PCIe vs NVLink vs xGMI), log scale. Not estimable from one kind (the corpus is all
+ * NVLink): set from collectives.md §5.2–5.3, where in-loop per-call costs run 2–5× the isolated minima. */
+export const TAU_LINK_KIND = 0.6;
+
 function priorOf(name: string, hyper: Hyper): { mean: number; sd: number } {
+  if (name.startsWith("arkind/")) return { mean: 0, sd: TAU_LINK_KIND };
   const h = hyperOf(name);
   if (h) return { mean: 0, sd: hyper.tau[h] };
   const m = MU[name];
@@ -416,7 +421,7 @@ function partExtraVar(p: Part): number {
 
 /** Mean of a parameter outside the fit: group deviations 0, shared means their prior. */
 function priorMeanDefault(name: string): number {
-  return hyperOf(name) ? 0 : (MU[name]?.mean ?? 0);
+  return hyperOf(name) || name.startsWith("arkind/") ? 0 : (MU[name]?.mean ?? 0);
 }
 
 /** A row compiled against a parameter index: flat arrays, so one Gauss–Newton pass allocates nothing. */
@@ -607,7 +612,8 @@ export function fitCorpus(
       h.sigma,
       start,
     );
-  let hyper: Hyper = opts.hyper ?? { sigma: TAU0.sigma, tau: { ...TAU0 } };
+  const { sigma: sigma0, ...tau0 } = TAU0;
+  let hyper: Hyper = opts.hyper ?? { sigma: sigma0, tau: tau0 };
   let best = run(hyper);
   if (!opts.hyper) {
     // Empirical Bayes: coordinate hill-climb on log-spaced grids from the hyperprior centres until no gain;
