@@ -166,6 +166,9 @@ export const CPUS: Gpu[] = [
   cpu("grace", "NVIDIA Grace (LPDDR5X, 500 GB/s vendor)", 500, 480, 3.5),
   cpu("m2-ultra", "Apple M2 Ultra (800 GB/s vendor, unified)", 800, 192, 27),
   cpu("m3-max", "Apple M3 Max (400 GB/s vendor, unified)", 400, 128, 14),
+  // validation-public.md V9 / V11 (Metal GPU: 40-core M4 Max, 38-core M2 Max; FP16 TFLOPS rough).
+  cpu("m4-max", "Apple M4 Max (546 GB/s vendor, unified)", 546, 64, 17),
+  cpu("m2-max", "Apple M2 Max (400 GB/s vendor, unified)", 400, 96, 13.6),
 ];
 
 function nv(gen: number, bidirGBs: number): Gpu["scaleUp"] {
