@@ -13,18 +13,31 @@ function termSentence(p: Prediction, t: Term): string {
   switch (t.name) {
     case "weights": {
       const eta = i.etaM as Range;
-      return `Weight reads: each GPU streams ${i.bytesPerGpuGB.toFixed(2)} GB of weights per step (${(i.groups as any[])
+      const fitted = i.deviceClass !== undefined;
+      const groups = (i.groups as any[]).filter(
+        (g) => !fitted || !p.architecture.moe || g.group === "attention" || g.group === "lmHead",
+      );
+      const fmts = Object.entries((i.formatFactors ?? {}) as Record<string, number>);
+      return `Weight reads: each GPU streams ${i.bytesPerGpuGB.toFixed(2)} GB of ${p.architecture.moe && fitted ? "attention and LM-head " : ""}weights per step (${groups
         .map((g) => `${g.label} ${g.GB.toFixed(2)} GB${g.bpw ? ` at ${g.bpw} bpw` : ""}`)
         .join(
           ", ",
-        )}) at ${i.bandwidthGBs} GB/s ${i.bandwidthIs} × η ${eta.low}–${eta.high} → ${ms(t.ms)} (${pct(t.share)} of the step).`;
+        )}) at ${i.bandwidthGBs} GB/s ${i.bandwidthIs} × η ${eta.low}–${eta.high}${fitted ? ` (fitted for ${i.deviceClass})` : ""}${fmts.length ? `, format factor ${fmts.map(([k, v]) => `${k} ×${v}`).join(", ")}` : ""} → ${ms(t.ms)} (${pct(t.share)} of the step).`;
     }
+    case "moe-experts":
+      return `MoE routed experts: at batch ${p.input.batch} the ${i.topk}-of-${i.experts} router touches ${i.expertsTouchedPerLayer} distinct experts per layer (E·(1 − (1 − k/E)^B)); the busiest device reads ${fmtRange(i.expertsOnBusiestDevice, 1)} of them${i.ep > 1 ? ` (EP ${i.ep})` : ""}${i.expertTp > 1 ? `, each split TP ${i.expertTp}` : ""}, ${i.GB.toFixed(2)} GB per step. Expert GEMMs at M = ${i.tokensPerExpert} token(s) per expert take ×${i.smallMFactor} the streaming time (small-M efficiency, fitted per engine), engine maturity ×${i.maturityFactor} → ${ms(t.ms)} (${pct(t.share)}).`;
+    case "moe-shared":
+      return `MoE shared experts: ${i.shared} per layer run for every token, ${i.GB.toFixed(2)} GB per step → ${ms(t.ms)}.`;
+    case "moe-dense-layers":
+      return `MoE leading dense layers: ${i.denseLayers} dense MLP layers before the MoE layers, ${i.GB.toFixed(2)} GB per step → ${ms(t.ms)}.`;
+    case "moe-routing":
+      return `MoE router, top-k and permute: ${i.kernels} kernels per step (${i.perLayer} per MoE layer: router GEMM, top-k, align/permute, combine) × ${fmtRange(i.cKernelUs, 1, " µs")} + router weights ${(i.routerGB * 1000).toFixed(1)} MB → ${ms(t.ms)} (${pct(t.share)}).`;
     case "kv":
       return `KV-cache reads: ${i.bytesPerGpuMB.toFixed(1)} MB per GPU at context ${i.contextLen} × batch ${i.batch} (${i.kvDtype}; ${t.formula}) → ${ms(t.ms)}.`;
     case "compute":
       return `Compute beyond bandwidth: ${i.flopsPerGpuG.toFixed(1)} GFLOP per GPU per step at ${i.peakTflops} TFLOPS × η_c ${i.etaC.low}–${i.etaC.high} exceeds the weight-read time by ${ms(t.ms)}.`;
     case "kernels":
-      return `Fixed per-kernel cost: ${i.kernels} kernels per step (${i.basis}) × ${i.cKernelUs.low}–${i.cKernelUs.high} µs ${i.cudaGraphs ? "under CUDA graphs" : "launched eagerly"} → ${ms(t.ms)} (${pct(t.share)}).`;
+      return `Fixed per-kernel cost: ${i.kernels} kernels per step (${i.basis}) × ${fmtRange(i.cKernelUs, 1, " µs")} ${i.cudaGraphs ? "under CUDA graphs" : "launched eagerly"}${i.group ? ` (fitted for ${i.group})` : ""} → ${ms(t.ms)} (${pct(t.share)}).`;
     case "allreduce": {
       const c = p.collectives;
       const menu = c.protocolMenu.length
@@ -51,7 +64,18 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
   out.push(
     `${p.architecture.name} (${p.architecture.totalParamsB} B total / ${p.architecture.activeParamsB} B active, ${p.architecture.layers} layers) as ${inp.quant} on ${inp.gpus}× ${p.hardware.gpu.name}, TP ${inp.tp}${inp.ep > 1 ? ` EP ${inp.ep}` : ""}${inp.pp > 1 ? ` PP ${inp.pp}` : ""} over ${inp.interconnect}, ${inp.engine}${inp.cudaGraphs ? " with CUDA graphs" : " eager"}, batch ${inp.batch}: decode step ${ms(p.decode.stepMs)} → ${fmtRange(p.decode.tokensPerSecond, 1, " tok/s")} per sequence${p.calibrated ? " (calibrated)" : ""}.`,
   );
+  if (p.interval)
+    out.push(
+      `The range is an ${Math.round(100 * p.interval.level)} % prediction interval: ${p.interval.basis}. ${p.interval.maturity}.${p.interval.unseen.length ? ` Not informed by any corpus row (prior spread stands): ${p.interval.unseen.join(", ")}.` : ""}`,
+    );
   for (const t of p.decode.terms) out.push(termSentence(p, t));
+  const moe = p.moe;
+  if (moe) {
+    const c = moe.communication;
+    out.push(
+      `MoE communication (EP all-to-all vs TP all-reduce): ${moe.parallel}. The ${moe.moeLayers} MoE blocks cost ${c.tpAllReduceMs.toFixed(2)} ms per step as TP all-reduces, or ${c.epAllToAllMs.toFixed(2)} ms as EP dispatch + combine all-to-alls (2 per layer at ${(((c.epAllToAllMs / moe.moeLayers) * 1000) / 2).toFixed(0)} µs); ${c.used === "ep-alltoall" ? "this deployment uses the all-to-all" : c.used === "tp-allreduce" ? "this deployment uses the all-reduce" : "one device: neither"}.`,
+    );
+  }
   const c = p.collectives;
   if (c.countPerToken > 0) {
     const car = c.customAllReduce;

@@ -351,15 +351,18 @@ export function ceilings(input: ModelInput, fitted?: FitResult): CeilingRow[] {
       );
     }
   }
-  const w = base.decode.terms.find((t) => t.name === "weights");
-  if (w)
+  // Every weight-read term (the MoE model splits them into routed, shared, dense-layer reads).
+  const ws = base.decode.terms.filter((t) =>
+    ["weights", "moe-experts", "moe-shared", "moe-dense-layers"].includes(t.name),
+  );
+  if (ws.length)
     rows.push(
       row(
         `${label}: weight reads only`,
-        "only the weight-read term (η range applied)",
-        w.ms.low,
-        w.ms.high,
-        "weights term",
+        "only the weight-read terms (η range applied)",
+        ws.reduce((s, t) => s + t.ms.low, 0),
+        ws.reduce((s, t) => s + t.ms.high, 0),
+        "weights terms",
       ),
     );
   return rows;
