@@ -1,33 +1,76 @@
+// The corpus (src/model/corpus/*.yaml, validation-public.md as data) and the leave-one-out figures that pin the
+// fitted model: a change that makes the median error, the 80 % coverage or the sharpness worse fails here.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import type { ValidationRow } from "../../src/model/validate.ts";
-import { validateRows } from "../../src/model/validate.ts";
+import { InputError } from "../../src/errors.ts";
+import { parseCorpus, shippedCorpus } from "../../src/model/corpus.ts";
+import { predict } from "../../src/model/predict.ts";
+import { corpusFit, leaveOneOut } from "../../src/model/priors.ts";
 
-const rows: ValidationRow[] = JSON.parse(
-  readFileSync(new URL("./fixtures/validation-public.json", import.meta.url), "utf8"),
-).rows;
-
-test("validation-public.md rows predicted from catalog inputs alone: median |error| ≤ 20 %, each inside its range", () => {
-  const v = validateRows(rows);
-  assert.equal(v.results.length, 17);
-  assert.ok(v.medianAbsError <= 0.2, `median ${v.medianAbsError}`);
-  for (const r of v.results)
+test("the corpus holds every validation-public.md row and variant, each with its measured value defined", () => {
+  const c = shippedCorpus();
+  assert.equal(c.rows.length, 40);
+  for (const v of ["V1", "V2", "V3", "V4", "V5", "V6", "V7", "V8", "V9", "V10", "V11", "V12", "V13"])
     assert.ok(
-      r.inside,
-      `${r.id}: measured ${r.measuredMs.toFixed(2)} ms outside ${r.predictedMs.low.toFixed(2)}–${r.predictedMs.high.toFixed(2)}`,
+      c.rows.some((r) => r.id === v || r.id.startsWith(`${v}-`)),
+      `${v} missing`,
     );
+  // Variants inside rows: V3 BF16 ×3 + INT8 ×4, V9 four MLX widths, V11 eight GGUF types.
+  assert.equal(c.rows.filter((r) => r.id.startsWith("V3-")).length, 7);
+  assert.equal(c.rows.filter((r) => r.id.startsWith("V9-")).length, 4);
+  assert.equal(c.rows.filter((r) => r.id.startsWith("V11-")).length, 8);
+  for (const r of c.rows) {
+    assert.ok(c.definitions[r.measured.definition], `${r.id}: definition ${r.measured.definition}`);
+    assert.ok(r.measuredMs > 0 && r.engine.date && r.modelSupportSince && r.source, r.id);
+  }
+  assert.equal(c.rows.find((r) => r.id === "V1")!.measuredMs, 7.28);
+  assert.ok(Math.abs(c.rows.find((r) => r.id === "V11-Q8_0")!.measuredMs - 1000 / 22.87) < 1e-9);
 });
 
-test("validation trends: TP scaling, CUDA graphs and latency-bound V6", () => {
-  const v = validateRows(rows);
-  const ms = (id: string) => v.results.find((r) => r.id === id)!.predictedMs.mid;
-  // V2: TP speeds up less than linearly (per-collective + fixed costs).
+test("a bad corpus names the file, line and column", () => {
+  assert.throws(
+    () => parseCorpus("rows:\n  - id: X\n    label: x\n", "c.yaml"),
+    (e: unknown) =>
+      e instanceof InputError && /c\.yaml:\d+:\d+/.test(e.message) && /hardware is missing/.test(e.message),
+  );
+  const good = shippedCorpus();
+  assert.ok(good.rows.length > 0);
+  assert.throws(
+    () => parseCorpus("rows: [\n", "bad.yaml"),
+    (e: unknown) => e instanceof InputError && /bad\.yaml:\d+:\d+/.test(e.message),
+  );
+  const text = `rows:\n  - id: A\n    label: a\n    model: qwen3-8b\n    precision: bf16\n    hardware: { device: h100-sxm, count: 1 }\n    parallelism: { tp: 1 }\n    engine: { name: vllx, date: 2025-10, cudaGraphs: true }\n    modelSupportSince: 2025-04\n    workload: { batch: 1, inputLen: 1, outputLen: 2 }\n    measured: { value: 7, unit: ms/token, quantity: q, definition: "a long definition of the measured value here" }\n    source: s\n`;
+  assert.throws(
+    () => parseCorpus(text, "e.yaml"),
+    (e: unknown) => e instanceof InputError && /e\.yaml:8:\d+/.test(e.message) && /engine\.name/.test(e.message),
+  );
+});
+
+test("leave-one-out on the corpus: median |error|, 80 % coverage and sharpness pinned", () => {
+  const l = leaveOneOut();
+  assert.equal(l.rows.length, 40);
+  // Measured 2026-12-03: median |error| 4.6 %, coverage 31/40 = 77.5 %, median high/low 1.25×.
+  assert.ok(l.medianAbsError <= 0.05, `median |error| ${l.medianAbsError}`);
+  assert.ok(l.coverage >= 0.75 && l.coverage <= 0.9, `coverage ${l.coverage}`);
+  assert.ok(l.medianRatio <= 1.3, `median high/low ${l.medianRatio}`);
+  for (const r of l.rows) assert.ok(r.low < r.centreMs && r.centreMs < r.high, r.id);
+});
+
+test("the in-sample fit reproduces the corpus trends: TP scaling, CUDA graphs, a latency-bound V6", () => {
+  const c = shippedCorpus();
+  const p = (id: string) => predict(c.rows.find((r) => r.id === id)!.input);
+  const ms = (id: string) => p(id).decode.stepMs.mid;
   assert.ok(ms("V2-TP2") < ms("V2-TP1") && ms("V2-TP8") < ms("V2-TP4"));
   assert.ok(ms("V2-TP1") / ms("V2-TP8") < 4);
   // V4: graphs save on the order of the measured 0.87 ms per token.
   const saved = ms("V4-eager") - ms("V4-graphs");
   assert.ok(saved > 0.4 && saved < 1.6, String(saved));
-  // V6: dominated by fixed + collective terms, not bandwidth.
-  assert.match(v.results.find((r) => r.id === "V6")!.dominant, /^kernels/);
+  // V6: fixed and collective terms, not bandwidth, dominate.
+  const v6 = p("V6").decode.terms;
+  const share = (names: string[]) => v6.filter((t) => names.includes(t.name)).reduce((s, t) => s + t.share, 0);
+  assert.ok(share(["kernels", "moe-routing", "allreduce", "extra-collectives", "engine"]) > 0.6);
+  // Every spread the fit estimated is a real spread, and every corpus parameter moved off or stayed near its prior.
+  const f = corpusFit();
+  assert.ok(f.hyper.sigma > 0.01 && f.hyper.sigma < 0.3);
+  for (const q of f.params) assert.ok(Number.isFinite(q.posterior.mean) && q.posterior.sd > 0, q.name);
 });
