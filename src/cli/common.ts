@@ -1,7 +1,8 @@
 // Shared plumbing for the thin CLI commands: --json/--debug, printing, progress on a TTY only.
 
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../errors.ts";
+import { InterruptedError, UsageError } from "../errors.ts";
+import { redact, redactString } from "../store/redact.ts";
 
 export interface CommonOptions {
   json?: boolean;
@@ -15,13 +16,51 @@ export function withCommon<C extends Command<any, any, any>>(cmd: C) {
     .option("--debug", "show stack traces and internal detail on errors");
 }
 
-/** Prints a result: JSON when asked, otherwise the command's own text rendering. */
+/**
+ * Prints a result: JSON when asked, otherwise the command's own text rendering. Secrets are redacted
+ * on stdout as in the store and the logs, and text from a server (model ids, HELP text, labels, error
+ * bodies) is rendered with its control characters escaped, so a server cannot clear or spoof the
+ * terminal; JSON escapes them by itself.
+ */
 export function emit<T>(result: T, opts: CommonOptions, text: (r: T) => string): void {
-  if (opts.json) process.stdout.write(`${JSON.stringify(result, jsonReplacer, 2)}\n`);
+  if (opts.json) process.stdout.write(redactString(`${JSON.stringify(redact(result), jsonReplacer, 2)}\n`));
   else {
-    const s = text(result);
+    const s = redactString(text(terminalSafe(result)));
     if (s) process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
   }
+}
+
+// C0 controls but tab and newline, DEL, and C1 controls (0x9b is a one-byte CSI on some terminals).
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const HAS_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+
+/** Control characters written visibly (`\x1b`), so text from a server cannot drive the terminal. */
+export function escapeControl(s: string): string {
+  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
+/** A copy of plain objects and arrays with every string's control characters escaped; other objects as they are. */
+export function terminalSafe<T>(value: T): T {
+  const walk = (v: unknown, depth: number): unknown => {
+    if (typeof v === "string") return HAS_CONTROL.test(v) ? escapeControl(v) : v;
+    if (depth > 64 || v === null || typeof v !== "object") return v;
+    if (Array.isArray(v)) {
+      // Numeric columns need no copy.
+      if (!v.some((x) => typeof x === "string" || (x !== null && typeof x === "object"))) return v;
+      return v.map((x) => walk(x, depth + 1));
+    }
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return v;
+    const o: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) o[k] = walk(x, depth + 1);
+    return o;
+  };
+  return walk(value, 0) as T;
+}
+
+/** One line for the terminal from text that may hold a server's words: escaped and redacted. */
+export function safeLine(s: string): string {
+  return redactString(escapeControl(s));
 }
 
 /** JSON for results that may hold bigint, Map, ±Infinity or NaN. */
@@ -45,6 +84,19 @@ export function parseDurationMs(text: string): number {
   const n = Number(m[1]);
   const unit = m[2] ?? "s";
   return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit]!;
+}
+
+/** An optional duration flag's value in ms; a bad one is a usage error naming the flag (not an "internal error"). */
+export function durationFlag(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  let ms: number;
+  try {
+    ms = parseDurationMs(text);
+  } catch {
+    throw new UsageError(`${flag}: not a duration: "${text}" (examples: 500ms, 10s, 2m)`);
+  }
+  if (!(ms > 0)) throw new UsageError(`${flag} must be longer than 0, got "${text}"`);
+  return ms;
 }
 
 /**
@@ -71,5 +123,32 @@ export function numberArg(name: string, o: { integer?: boolean; min?: number; ma
       (o.above !== undefined && n <= o.above);
     if (bad) throw new UsageError(`${name} expects ${o.integer ? "an integer" : "a number"}${range}, got "${v}"`);
     return n;
+  };
+}
+
+/**
+ * SIGINT or SIGTERM for a command that saves partial results: the first aborts the signal (reason: an
+ * InterruptedError naming the signal), the command stops its work, saves and exits 130; a second exits
+ * 130 at once (exit hooks still kill child process groups). `dispose` removes the handlers.
+ */
+export function interruptOnSignals(note?: () => string | undefined): { signal: AbortSignal; dispose: () => void } {
+  const ac = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (!ac.signal.aborted) {
+      ac.abort(new InterruptedError(`interrupted by ${sig}`));
+      return;
+    }
+    const n = note?.();
+    process.stderr.write(`inferscope: interrupted again (${sig}): stopping now${n ? `; ${n}` : ""}\n`);
+    process.exit(130);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    },
   };
 }

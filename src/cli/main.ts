@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import { describeError, ExitCode } from "../errors.ts";
 import { loadCommands } from "./commands/index.ts";
+import { safeLine } from "./common.ts";
 
 /** The package's version: package.json is two levels up from both src/cli and dist/cli. */
 export function packageVersion(): string {
@@ -41,8 +42,9 @@ export async function main(argv: string[]): Promise<number> {
       return ExitCode.usage;
     }
     const { message, exitCode, hint } = describeError(err);
-    process.stderr.write(`inferscope: error: ${message}\n`);
-    if (hint) process.stderr.write(`  hint: ${hint}\n`);
+    // Messages quote servers (error bodies, model ids): escaped and redacted like every other output.
+    process.stderr.write(`inferscope: error: ${safeLine(message)}\n`);
+    if (hint) process.stderr.write(`  hint: ${safeLine(hint)}\n`);
     if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
     return exitCode;
   }

@@ -30,7 +30,15 @@ import {
   type WelchResult,
   welchT,
 } from "./stats.ts";
-import { describeVariant, parseVariant, type ServerHandle, startServer, type VariantSpec } from "./variants.ts";
+import { resumeConflicts } from "./sweep-run.ts";
+import {
+  describeVariant,
+  parseVariant,
+  type ServerHandle,
+  setInterruptNote,
+  startServer,
+  type VariantSpec,
+} from "./variants.ts";
 
 export interface ABOptions {
   /** Server command for variants that are not URLs; `{port}` is filled in and $PORT set. */
@@ -210,6 +218,8 @@ export function resolveABConfig(opts: ABOptions): ABConfig {
     throw new UsageError("--random-output-len must be ≥ 2: per-token decode time needs two tokens");
   if (opts.opsPerToken !== undefined && !(opts.opsPerToken > 0))
     throw new UsageError(`--ops-per-token must be > 0, got ${opts.opsPerToken}`);
+  if (opts.resamples !== undefined && !(Number.isInteger(opts.resamples) && opts.resamples >= 10))
+    throw new UsageError(`--resamples must be an integer ≥ 10 (a bootstrap needs resamples), got ${opts.resamples}`);
   const seed = opts.seed ?? workload.seed;
   // The key never goes into the stored config; it is passed to the runner separately.
   const { apiKey: _k, ...storedWorkload } = workload;
@@ -229,6 +239,51 @@ export function resolveABConfig(opts: ABOptions): ABConfig {
       seed,
     ),
   };
+}
+
+// Workload keys that define the experiment (a stall timeout or an API key may change between sessions).
+const WORKLOAD_KEYS = [
+  "numPrompts",
+  "randomInputLen",
+  "randomOutputLen",
+  "concurrency",
+  "requestRate",
+  "warmup",
+  "seed",
+  "model",
+] as const;
+
+/** Options given with --resume that contradict the stored run, one phrase each (as `sweep` refuses them). */
+export function abResumeConflicts(opts: ABOptions, stored: ABConfig): string[] {
+  const given: Array<{ key: string; flag: string }> = [];
+  const fresh: Record<string, unknown> = {};
+  const old: Record<string, unknown> = {};
+  const w = opts.workload ?? {};
+  for (const k of WORKLOAD_KEYS)
+    if (w[k] !== undefined) {
+      given.push({ key: k, flag: flagName(k) });
+      fresh[k] = w[k];
+      old[k] = (stored.workload as Partial<Workload>)[k];
+    }
+  const top: Array<[keyof ABOptions & keyof ABConfig, string]> = [
+    ["serverCmd", "--server-cmd"],
+    ["repeats", "--repeats"],
+    ["opsPerToken", "--ops-per-token"],
+    ["opName", "--op-name"],
+    ["resamples", "--resamples"],
+  ];
+  for (const [k, flag] of top)
+    if (opts[k] !== undefined) {
+      given.push({ key: k, flag });
+      fresh[k] = opts[k];
+      old[k] = stored[k];
+    }
+  if (opts.variants?.length) {
+    given.push({ key: "variants", flag: "--variant" });
+    fresh.variants = opts.variants.map((v) => describeVariant(typeof v === "string" ? parseVariant(v) : v)).join(" ");
+    old.variants = stored.variants.map(describeVariant).join(" ");
+  }
+  return resumeConflicts(given, fresh, old);
 }
 
 function flagName(k: string): string {
@@ -263,11 +318,18 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
   let runId: string;
   const done = new Set<number>();
   const failedVariants = new Set<string>();
+  // The first failure's hint per variant ("the server wants a key (--api-key …)"), for the final error.
+  const hints = new Map<string, string>();
   if (opts.resume) {
     const prev = store.getRun(opts.resume);
     if (prev.run.kind !== "ab") throw new UsageError(`run ${prev.run.id} is a ${prev.run.kind} run, not an A/B run`);
     if (prev.run.status === "complete") throw new UsageError(`run ${prev.run.id} is already complete`);
     config = prev.run.config as unknown as ABConfig;
+    const conflicts = abResumeConflicts(opts, config);
+    if (conflicts.length)
+      throw new UsageError(`--resume ${prev.run.id}: options differ from the stored run: ${conflicts.join("; ")}`, {
+        hint: "leave those options out (the run's own are used), or start a new A/B run without --resume",
+      });
     runId = prev.run.id;
     for (const b of prev.blocks) {
       if (b.status === "complete") done.add(b.index);
@@ -284,6 +346,7 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
     }).id;
   }
 
+  setInterruptNote(`finished blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`);
   const logDir = opts.logDir ?? join(homedir(), ".inferscope", "logs", runId);
   const total = config.design.length;
   const progress = (e: Omit<ABProgress, "runId" | "totalBlocks">) =>
@@ -375,9 +438,12 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
         interrupted = e instanceof InterruptedError ? e : new InterruptedError();
         break;
       }
-      errors.push({ variant: v.name, block: planned.index, message: e.message });
+      // Name the variant (the --variant the user gave) in every error that does not already.
+      const message = e.message.startsWith(`variant "${v.name}"`) ? e.message : `variant "${v.name}": ${e.message}`;
+      errors.push({ variant: v.name, block: planned.index, message });
+      if (e instanceof TargetError && e.hint && !hints.has(v.name)) hints.set(v.name, e.hint);
       failedVariants.add(v.name);
-      progress({ phase: "block-failed", blockIndex: planned.index, variant: v.name, message: e.message });
+      progress({ phase: "block-failed", blockIndex: planned.index, variant: v.name, message });
       if (!(e instanceof TargetError)) throw e; // a bug or bad input: stop
     } finally {
       if (server) await server.stop();
@@ -407,6 +473,7 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
     const first = errors.find((e) => e.variant === missing[0].name);
     throw new TargetError(
       `${first?.message ?? `variant "${missing[0].name}" produced no data`}\n  the other variants' blocks are saved in run ${runId} (${store.path})`,
+      { hint: hints.get(missing[0].name) },
     );
   }
   return result;

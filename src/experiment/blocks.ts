@@ -22,6 +22,8 @@ export interface Workload {
   model?: string;
   apiKey?: string;
   endpoint?: "/v1/completions" | "/v1/chat/completions";
+  /** A stream with no data (tokens) for this long fails as a stall (ms). Default 60 s. */
+  stallTimeoutMs?: number;
 }
 
 export const DEFAULT_WORKLOAD: Workload = {
@@ -102,6 +104,7 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
       warmup: w.warmup,
       seed: w.seed,
       noServerMetrics: true,
+      stallTimeoutMs: w.stallTimeoutMs,
       label: `${ctx.variant}#${ctx.blockIndex}`,
     },
     { signal: ctx.signal, graceMs: 2000 },

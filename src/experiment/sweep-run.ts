@@ -18,7 +18,7 @@ import {
 } from "./blocks.ts";
 import { shuffle } from "./design.ts";
 import { makeRng, mean } from "./stats.ts";
-import { parseVariant, type ServerHandle, startServer, type VariantSpec } from "./variants.ts";
+import { parseVariant, type ServerHandle, setInterruptNote, startServer, type VariantSpec } from "./variants.ts";
 
 export interface SweepProgress {
   phase: "start" | "level";
@@ -49,6 +49,8 @@ export interface TargetOptions {
    */
   resume?: string;
   readyTimeoutMs?: number;
+  /** A stream with no data for this long fails as a stall (ms); not stored, so a resume may change it. */
+  stallTimeoutMs?: number;
   graceMs?: number;
   logDir?: string;
   cwd?: string;
@@ -104,7 +106,15 @@ interface Target {
 
 async function openTarget(opts: TargetOptions, deps: SweepDeps, name: string, logDir: string): Promise<Target> {
   if (opts.url && opts.serverCmd) throw new UsageError("give --url or --server-cmd, not both");
-  if (opts.url) return { baseUrl: opts.url.replace(/\/+$/, ""), server: null, describe: opts.url };
+  if (opts.url) {
+    let u: URL | null = null;
+    try {
+      u = new URL(opts.url);
+    } catch {}
+    if (!u || (u.protocol !== "http:" && u.protocol !== "https:"))
+      throw new UsageError(`--url is not an http(s) URL: ${opts.url}`);
+    return { baseUrl: opts.url.replace(/\/+$/, ""), server: null, describe: opts.url };
+  }
   if (!opts.serverCmd) throw new UsageError("a sweep needs --url URL or --server-cmd CMD");
   const v: VariantSpec =
     typeof opts.variant === "string" ? parseVariant(opts.variant) : (opts.variant ?? { name, env: {}, args: [] });
@@ -121,6 +131,10 @@ async function openTarget(opts: TargetOptions, deps: SweepDeps, name: string, lo
     signal: opts.signal,
   });
   return { baseUrl: server.url, server, describe: server.command };
+}
+
+function targetFlag(o: TargetOptions): string {
+  return o.serverCmd ? "(--server-cmd)" : "(--url)";
 }
 
 function storeFrom(db: string | Store | undefined): { store: Store; owned: boolean } {
@@ -281,6 +295,7 @@ async function session<C extends Record<string, unknown>>(
     serverCmd: (config.serverCmd as string | null) ?? undefined,
     variant: (config.variant as string | VariantSpec | null) ?? undefined,
   };
+  setInterruptNote(`finished ${plan.unit} are saved in run ${runId} (${store.path}); continue with --resume ${runId}`);
   const levels = plan.levels(config);
   const order = shuffle(levels, makeRng(Number(config.seed ?? 0)));
   const total = order.length;
@@ -319,11 +334,19 @@ async function session<C extends Record<string, unknown>>(
         const res = await runWatchedBlock(
           runner,
           t.baseUrl,
-          { ...plan.workload(config, level), apiKey: opts.apiKey },
+          { ...plan.workload(config, level), apiKey: opts.apiKey, stallTimeoutMs: opts.stallTimeoutMs },
           { variant: t.server?.name ?? label, blockIndex: i, signal: opts.signal, server: t.server },
         );
         store.addRequests(runId, blockId, res.requests.map(toStored));
         const ok = res.requests.filter((r) => r.ok);
+        // A level that measured nothing is a failed target, as in `ab`: never a "complete" sweep of NaNs.
+        if (ok.length === 0) {
+          const why = res.requests.find((r) => r.error)?.error ?? "no requests completed";
+          throw new TargetError(`${label}: every request failed (${why})`, {
+            url: t.baseUrl,
+            hint: `check the server at ${t.baseUrl} (${opts.serverCmd ? "--server-cmd" : "--url"})`,
+          });
+        }
         store.updateBlock(blockId, {
           status: "complete",
           finishedAt: new Date().toISOString(),
@@ -356,7 +379,13 @@ async function session<C extends Record<string, unknown>>(
       if (e instanceof TargetError)
         throw new TargetError(
           `${e.message}\n  ${done.size} of ${total} ${plan.unit} are saved in run ${runId} (${store.path}); continue with --resume ${runId}`,
-          { url: e.url, status: e.status, hint: e.hint, cause: e },
+          // The bench engine's hints name its own flags; a sweep's target is --url or --server-cmd.
+          {
+            url: e.url,
+            status: e.status,
+            hint: e.hint?.replace("(--base-url, --url)", targetFlag(targetOpts)),
+            cause: e,
+          },
         );
       throw e;
     }

@@ -351,8 +351,8 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
       });
   } else if (mode === "concurrency") levels = positiveInts(opts.levels, "--levels");
   else {
-    if (!opts.levels.length) throw new UsageError("--rates: give at least one value");
-    for (const r of opts.levels) if (!(r > 0)) throw new UsageError(`--rates: ${r} is not > 0`);
+    if (!opts.levels.length) throw new UsageError("--levels: give at least one value");
+    for (const r of opts.levels) if (!(r > 0)) throw new UsageError(`--levels: ${r} is not a request rate > 0`);
     levels = [...new Set(opts.levels)].sort((a, b) => a - b);
   }
   const config: LoadSweepConfig = {

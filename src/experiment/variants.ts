@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { request } from "undici";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
-import { redactString } from "../store/redact.ts";
+import { addSecret, redactString } from "../store/redact.ts";
 
 // ---------------------------------------------------------------- variant syntax
 
@@ -26,6 +26,7 @@ export interface VariantSpec {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const ENV_ASSIGN = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
+const SECRET_ENV = /(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)/i;
 
 /** Splits a flag string the way a POSIX shell splits words (quotes and backslashes; no expansion). */
 export function shellSplit(text: string): string[] {
@@ -101,6 +102,8 @@ export function parseVariant(text: string): VariantSpec {
             hint: `example: --variant '${name}:NCCL_PROTO=LL,NCCL_ALGO=Ring --enforce-eager'`,
           });
         env[a[1]] = a[2];
+        // HF_TOKEN=…, WANDB_API_KEY=…: kept out of every output, stdout included.
+        if (SECRET_ENV.test(a[1])) addSecret(a[2]);
       }
     } else args.push(w);
   }
@@ -219,12 +222,18 @@ export function liveServerGroups(): number[] {
 // ---------------------------------------------------------------- interruption
 
 let interruptController: AbortController | null = null;
+let interruptNote: string | null = null;
+
+/** What a second Ctrl-C prints before exiting at once: the run id to resume (set once a run is stored). */
+export function setInterruptNote(note: string | null): void {
+  interruptNote = note;
+}
 
 /**
  * An AbortSignal that fires on the first SIGINT or SIGTERM (installed once). On the first signal
  * every started server group gets SIGTERM at once; the experiment notices the abort, saves what it
- * has, stops its servers and returns. A second signal SIGKILLs the groups and lets the signal's
- * default action end the process.
+ * has, stops its servers and returns. A second signal SIGKILLs the groups, prints the run to resume
+ * (setInterruptNote) and exits 130.
  */
 export function interruptSignal(): AbortSignal {
   if (interruptController) return interruptController.signal;
@@ -241,7 +250,11 @@ export function interruptSignal(): AbortSignal {
     for (const g of liveGroups) killGroup(g, "SIGKILL");
     process.removeListener("SIGINT", onSignal);
     process.removeListener("SIGTERM", onSignal);
-    process.kill(process.pid, sig);
+    // Finished blocks are already in the store: say where, then stop at once.
+    process.stderr.write(
+      `inferscope: interrupted again (${sig}): servers killed${interruptNote ? `; ${interruptNote}` : ""}\n`,
+    );
+    process.exit(130);
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
@@ -348,7 +361,12 @@ export function serverScript(command: string): string {
   // fd 3 alone, so EOF there means inferscope itself is gone.
   const watchdog = "( while read -r _; do :; done; kill -KILL 0 ) <&3 &";
   const simple = !/[;&|()`\n<>]/.test(command);
-  return simple ? `${watchdog}\nexec ${command} </dev/null 3<&-` : `${watchdog}\n{ ${command}\n} </dev/null 3<&-`;
+  // `exec NCCL_PROTO=LL vllm …` would look for a program named "NCCL_PROTO=LL"; env(1) applies the
+  // assignments and execs in place, so the server stays the process we watch.
+  const prefix = /^\s*[A-Za-z_][A-Za-z0-9_]*=/.test(command) ? "env " : "";
+  return simple
+    ? `${watchdog}\nexec ${prefix}${command.trimStart()} </dev/null 3<&-`
+    : `${watchdog}\n{ ${command}\n} </dev/null 3<&-`;
 }
 
 /** Starts one server and resolves once it answers /health and a probe completion. */

@@ -17,7 +17,7 @@ export interface ClientOptions {
   /** Parallel connections; null = as many as requests need. */
   connections?: number | null;
   connectTimeoutMs?: number;
-  /** No bytes for this long aborts the stream as a stall. */
+  /** No SSE data message for this long aborts the stream as a stall (keepalive comments do not count). */
   stallTimeoutMs?: number;
   /** No response headers for this long aborts the request. */
   headersTimeoutMs?: number;
@@ -111,7 +111,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   private readonly scratch: ChunkScratch;
   // performance.now() is CLOCK_MONOTONIC as a double: no BigInt allocated per read.
   private sendPerf = 0;
-  /** Last time bytes (or headers) arrived (performance.now()): the stall watchdog reads it. */
+  /** Last time headers or an SSE data message arrived (performance.now()): the stall watchdog reads it. */
   lastPerf = 0;
   private nowMs = 0;
   private readId = -1;
@@ -187,7 +187,6 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     }
     if (this.failed || this.done) return;
     const t = performance.now();
-    this.lastPerf = t;
     this.nowMs = t - this.sendPerf;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
@@ -202,7 +201,6 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       return;
     }
     if (this.failed || this.done) return;
-    this.lastPerf = tPerf;
     this.nowMs = tPerf - this.sendPerf;
     if (read !== this.lastRead) {
       this.lastRead = read;
@@ -224,6 +222,8 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   /** Hot path: one SSE data payload as a byte range. */
   private readonly onRaw = (b: Buffer, s: number, e: number, bytes: number, event: string): void => {
     if (this.failed || this.done) return;
+    // Progress is a data message, not any byte: a stream of `: keepalive` comments is a stall.
+    this.lastPerf = this.sendPerf + this.nowMs;
     if (e - s === 6 && b[s] === 0x5b && b.toString("latin1", s, e) === "[DONE]") {
       this.done = true;
       return;
@@ -465,7 +465,11 @@ export class StreamClient {
       const now = performance.now();
       for (const h of this.inFlight)
         if (h.rec.status !== 0) {
-          if (now - h.lastPerf > limit) h.abort(`no bytes for ${this.stallTimeoutMs} ms (stall timeout)`, "stall");
+          if (now - h.lastPerf > limit)
+            h.abort(
+              `no stream data for ${this.stallTimeoutMs} ms (--stall-timeout; keepalive comments do not count)`,
+              "stall",
+            );
         } else if (now - h.lastPerf > this.headersTimeoutMs)
           h.abort(`no response headers within ${this.headersTimeoutMs} ms`, "timeout");
     }, every);
@@ -515,7 +519,7 @@ export async function httpGet(
       code === "ECONNREFUSED"
         ? "connection refused"
         : err?.name === "TimeoutError" || code === "UND_ERR_CONNECT_TIMEOUT" || code === "UND_ERR_HEADERS_TIMEOUT"
-          ? `no answer within ${timeoutMs} ms`
+          ? `no complete answer within ${timeoutMs} ms (--connect-timeout)`
           : `${code ? `${code}: ` : ""}${err?.message ?? String(err)}`;
     throw new TargetError(`cannot reach ${url}: ${what}`, {
       url,

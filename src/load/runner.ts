@@ -4,7 +4,7 @@ import { accessSync, constants, existsSync, statSync, writeFileSync } from "node
 import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
-import { blankRecord, StreamClient } from "./client.ts";
+import { blankRecord, serverMessage as errorBodyMessage, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
@@ -145,12 +145,26 @@ export async function resolveModel(
 ): Promise<string> {
   const res = await client.get("/v1/models", timeoutMs);
   if (given) return given;
-  if (res.status !== 200)
-    throw new TargetError(`GET /v1/models answered HTTP ${res.status}; pass --model`, { status: res.status });
+  if (res.status !== 200) {
+    const said = errorBodyMessage(res.body);
+    throw new TargetError(`GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}; pass --model`, {
+      status: res.status,
+      hint:
+        res.status === 401 || res.status === 403 ? "the server wants a key (--api-key, or OPENAI_API_KEY)" : undefined,
+    });
+  }
+  let list: unknown;
   try {
-    const id = JSON.parse(res.body)?.data?.[0]?.id;
-    if (typeof id === "string") return id;
-  } catch {}
+    list = JSON.parse(res.body);
+  } catch {
+    const t = res.body.trim();
+    const seen = !t ? "an empty body" : /^<(!doctype|html)/i.test(t) ? "an HTML page" : "text that is not JSON";
+    throw new TargetError(`GET /v1/models answered ${seen}, not a model list; pass --model`, {
+      hint: "is --base-url an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp)?",
+    });
+  }
+  const id = (list as { data?: Array<{ id?: unknown }> })?.data?.[0]?.id;
+  if (typeof id === "string") return id;
   throw new TargetError("GET /v1/models listed no model; pass --model");
 }
 
@@ -364,7 +378,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       reads,
       cpuPerReadUs: reads > 0 ? (cpuSeconds * 1e6) / reads : 0,
       cpuUtilization: util,
-      saturated: reasons.length > 0,
+      // Nothing completed: no number here could be the client's ceiling.
+      saturated: reasons.length > 0 && phase.records.some((x) => x.errorClass === null),
       reason: reasons.length ? reasons.join("; ") : undefined,
       workers,
       transport: client.transport,
@@ -669,7 +684,10 @@ class RunState {
         if (rec.status >= 400 && rec.status < 500 && rec.status !== 429 && rec.status !== 408)
           this.fatal = new TargetError(`the server rejected the request: ${rec.errorMessage}`, {
             status: rec.status,
-            hint: "check --model and --endpoint",
+            hint:
+              rec.status === 401 || rec.status === 403
+                ? "the server wants a key (--api-key, or OPENAI_API_KEY)"
+                : "check --model and --endpoint",
           });
         else if (rec.errorClass === "connect")
           this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {

@@ -6,7 +6,7 @@ import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { CLI_ENTRY } from "../cli/entry.ts";
-import { TargetError } from "../errors.ts";
+import { InterruptedError, TargetError } from "../errors.ts";
 import { runBench } from "./runner.ts";
 
 export interface SimProcess {
@@ -43,6 +43,27 @@ export function idleCommand(argv: string[], idle: boolean): { cmd: string; args:
 
 const BIN = CLI_ENTRY;
 
+// Sim process groups still running; SIGKILLed when this process exits, whatever the path (an error,
+// a second Ctrl-C's process.exit), so no sim is left re-parented to init.
+const simGroups = new Set<number>();
+let exitHook = false;
+function trackSim(pgid: number): void {
+  simGroups.add(pgid);
+  if (exitHook) return;
+  exitHook = true;
+  process.on("exit", () => {
+    for (const g of simGroups) killGroup(g, "SIGKILL");
+  });
+}
+
+function killGroup(pgid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, sig);
+  } catch {
+    // already gone
+  }
+}
+
 /** Starts `inferscope sim --port 0 --json …` in its own process and waits for its URL. */
 export async function spawnSimProcess(args: string[], opts: SpawnSimOptions = {}): Promise<SimProcess> {
   const timeoutMs = opts.timeoutMs ?? 30_000;
@@ -54,6 +75,14 @@ export async function spawnSimProcess(args: string[], opts: SpawnSimOptions = {}
   const child: ChildProcess = spawn(cmd, cmdArgs, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env },
+    // Its own process group, killed whole on every way out (see simGroups): a Ctrl-C in the terminal
+    // reaches us, not it, and we stop it.
+    detached: true,
+  });
+  const pgid = child.pid;
+  if (pgid !== undefined) trackSim(pgid);
+  child.once("exit", () => {
+    if (pgid !== undefined) simGroups.delete(pgid);
   });
   let stderr = "";
   child.stderr!.on("data", (d) => {
@@ -78,15 +107,18 @@ export async function spawnSimProcess(args: string[], opts: SpawnSimOptions = {}
       clearTimeout(t);
       reject(new TargetError(`inferscope sim exited (${code}) before listening: ${stderr.trim()}`));
     });
+  }).catch((e) => {
+    if (pgid !== undefined) killGroup(pgid, "SIGKILL");
+    throw e;
   });
   return {
     url,
     pid: child.pid!,
     scheduling: idle ? "idle" : "normal",
     async stop() {
-      if (child.exitCode !== null) return;
-      child.kill("SIGTERM");
-      const killer = setTimeout(() => child.kill("SIGKILL"), 3000);
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      killGroup(child.pid!, "SIGTERM");
+      const killer = setTimeout(() => killGroup(child.pid!, "SIGKILL"), 3000);
       await once(child, "exit").catch(() => {});
       clearTimeout(killer);
     },
@@ -113,6 +145,8 @@ export interface SelfTestResult {
   simScheduling: "idle" | "normal" | "external";
   outputLen: number;
   points: SelfTestPoint[];
+  /** Interrupted: only the points before the interrupt. */
+  partial?: boolean;
 }
 
 export interface SelfTestOptions {
@@ -122,30 +156,48 @@ export interface SelfTestOptions {
   requestsPerStream?: number;
   /** Use this server instead of spawning one. */
   url?: string;
+  /** Stops the test: the sim is stopped and the points measured so far come back with `partial`. */
+  signal?: AbortSignal;
 }
 
 export async function runSelfTest(o: SelfTestOptions = {}): Promise<SelfTestResult> {
   const outputLen = o.outputLen ?? 256;
   const sim = o.url ? null : await spawnSimProcess(["--speed", "zero"], { idle: true });
+  if (o.signal?.aborted) {
+    await sim?.stop();
+    throw o.signal.reason instanceof InterruptedError ? o.signal.reason : new InterruptedError();
+  }
   const url = o.url ?? sim!.url;
   const points: SelfTestPoint[] = [];
+  let partial = false;
   try {
     for (const streams of o.streams ?? [1, 100, 1000]) {
+      if (o.signal?.aborted) {
+        partial = true;
+        break;
+      }
       const perStream = o.requestsPerStream ?? (streams === 1 ? 200 : streams === 100 ? 4 : 2);
       const run = (numPrompts: number) =>
-        runBench({
-          baseUrl: url,
-          concurrency: streams,
-          numPrompts,
-          randomInputLen: 16,
-          randomOutputLen: outputLen,
-          ignoreEos: true,
-          noServerMetrics: true,
-          connectTimeoutMs: 10_000,
-        });
+        runBench(
+          {
+            baseUrl: url,
+            concurrency: streams,
+            numPrompts,
+            randomInputLen: 16,
+            randomOutputLen: outputLen,
+            ignoreEos: true,
+            noServerMetrics: true,
+            connectTimeoutMs: 10_000,
+          },
+          { signal: o.signal, graceMs: 1000 },
+        );
       // A short unmeasured pass first: the ceiling of compiled code, not of the JIT warming up.
       await run(Math.max(streams, Math.ceil((streams * perStream) / 4)));
       const res = await run(streams * perStream);
+      if (res.partial || o.signal?.aborted) {
+        partial = true;
+        break;
+      }
       const s = res.summary;
       points.push({
         streams,
@@ -163,7 +215,13 @@ export async function runSelfTest(o: SelfTestOptions = {}): Promise<SelfTestResu
   } finally {
     await sim?.stop();
   }
-  return { simUrl: url, simScheduling: sim?.scheduling ?? "external", outputLen, points };
+  return {
+    simUrl: url,
+    simScheduling: sim?.scheduling ?? "external",
+    outputLen,
+    points,
+    ...(partial ? { partial } : {}),
+  };
 }
 
 export function formatSelfTest(r: SelfTestResult): string {

@@ -95,6 +95,17 @@ async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<Ra
     ? undefined
     : new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const dispatcher = opts.dispatcher ?? own!;
+  // One deadline for the whole scrape, as Prometheus' scrape_timeout: a server that sends a byte a
+  // second resets every per-read timer, so only a limit on the complete response ends it.
+  const deadline = new AbortController();
+  const progress = { bytes: 0 };
+  const timer = setTimeout(() => deadline.abort(), timeoutMs);
+  const overdue = () =>
+    new TargetError(
+      `cannot scrape ${url}: no complete response within ${secs(timeoutMs)} (--timeout); ` +
+        `${progress.bytes ? `${progress.bytes} bytes of body received` : "no body received"}`,
+      { url, code: "E_TIMEOUT" },
+    );
   try {
     let res: Dispatcher.ResponseData;
     try {
@@ -104,31 +115,51 @@ async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<Ra
         headers: { accept: ACCEPT, "accept-encoding": "gzip", ...opts.headers },
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
+        signal: deadline.signal,
       });
     } catch (err) {
+      if (deadline.signal.aborted) throw overdue();
       throw targetError(url, err, timeoutMs);
     }
     const contentType = header(res.headers["content-type"]);
     const encoding = header(res.headers["content-encoding"])?.toLowerCase();
     let body: Buffer;
     try {
-      body = await readBody(res.body, encoding === "gzip" || encoding === "x-gzip", maxBytes, url);
+      body = await readBody(res.body, encoding === "gzip" || encoding === "x-gzip", maxBytes, url, progress);
     } catch (err) {
+      if (deadline.signal.aborted) throw overdue();
       if (err instanceof InputError || err instanceof TargetError) throw err;
       throw targetError(url, err, timeoutMs);
+    }
+    if (res.statusCode >= 300 && res.statusCode < 400) {
+      const to = header(res.headers.location);
+      throw new TargetError(
+        `${url}: HTTP ${res.statusCode} redirect${to ? ` to ${to}` : ""}; scrapes do not follow redirects`,
+        { url, status: res.statusCode, hint: to ? `scrape the target itself: ${to}` : undefined },
+      );
     }
     if (res.statusCode >= 400) {
       const msg = serverMessage(body, contentType);
       throw new TargetError(`${url}: HTTP ${res.statusCode}${msg ? `: ${msg}` : ""}`, {
         url,
         status: res.statusCode,
-        hint: res.statusCode === 404 ? "check the metrics path (trtllm-serve uses /prometheus/metrics)" : undefined,
+        hint:
+          res.statusCode === 404
+            ? "check the metrics path (trtllm-serve uses /prometheus/metrics)"
+            : res.statusCode === 401 || res.statusCode === 403
+              ? "send credentials with --header 'Authorization: Bearer …'"
+              : undefined,
       });
     }
     return { source: url, body, contentType, atMs: now(), elapsedMs: now() - t0 };
   } finally {
+    clearTimeout(timer);
     if (own) await own.close().catch(() => {});
   }
+}
+
+function secs(ms: number): string {
+  return `${Number((ms / 1000).toPrecision(3))} s`;
 }
 
 function header(v: string | string[] | undefined): string | undefined {
@@ -138,16 +169,16 @@ function header(v: string | string[] | undefined): string | undefined {
 function targetError(url: string, err: unknown, timeoutMs: number): TargetError {
   const e = err as { code?: string; message?: string; cause?: { code?: string } };
   const code = e?.code ?? e?.cause?.code;
-  const secs = `${timeoutMs / 1000} s`;
+  const limit = `${secs(timeoutMs)} (--timeout)`;
   const words: Record<string, string> = {
     ECONNREFUSED: "connection refused (is the server running, and on this port?)",
     ENOTFOUND: "host not found",
     EAI_AGAIN: "host name lookup failed",
     ECONNRESET: "connection reset by the server",
     EHOSTUNREACH: "host unreachable",
-    UND_ERR_CONNECT_TIMEOUT: `no connection within ${secs}`,
-    UND_ERR_HEADERS_TIMEOUT: `timed out after ${secs} waiting for the response headers`,
-    UND_ERR_BODY_TIMEOUT: `timed out after ${secs} waiting for the body`,
+    UND_ERR_CONNECT_TIMEOUT: `no connection within ${limit}`,
+    UND_ERR_HEADERS_TIMEOUT: `timed out after ${limit} waiting for the response headers`,
+    UND_ERR_BODY_TIMEOUT: `timed out after ${limit} waiting for the body`,
     UND_ERR_SOCKET: "the server closed the connection",
     UND_ERR_INVALID_ARG: "invalid URL",
     ERR_INVALID_URL: "invalid URL",
@@ -161,12 +192,16 @@ async function readBody(
   gzip: boolean,
   maxBytes: number,
   source: string,
+  progress?: { bytes: number },
 ): Promise<Buffer> {
-  if (!gzip) return readCapped(stream, maxBytes, source);
+  if (!gzip) return readCapped(stream, maxBytes, source, progress);
   const gunzip = createGunzip();
   const pump = (async () => {
     try {
-      for await (const chunk of stream) if (!gunzip.write(chunk)) await onceDrain(gunzip);
+      for await (const chunk of stream) {
+        if (progress) progress.bytes += chunk.length;
+        if (!gunzip.write(chunk)) await onceDrain(gunzip);
+      }
       gunzip.end();
     } catch (err) {
       gunzip.destroy(err as Error);
@@ -192,12 +227,14 @@ async function readCapped(
   stream: AsyncIterable<Buffer | string> & { destroy?: (e?: Error) => void },
   maxBytes: number,
   source: string,
+  progress?: { bytes: number },
 ): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const c of stream) {
     const b = typeof c === "string" ? Buffer.from(c) : c;
     total += b.length;
+    if (progress) progress.bytes = total;
     if (total > maxBytes) {
       stream.destroy?.();
       throw new InputError(
@@ -410,6 +447,8 @@ export async function fetchServerInfo(metricsUrl: string, opts: FetchOptions = {
         headers: { accept: "application/json", ...opts.headers },
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
+        // The whole answer within the limit: a trickling server must not hold the audit.
+        signal: AbortSignal.timeout(timeoutMs),
       });
       const body = await readCapped(res.body, 1 << 20, path);
       if (res.statusCode >= 400) return {};

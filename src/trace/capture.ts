@@ -67,10 +67,31 @@ async function call(
       body: body === undefined ? undefined : JSON.stringify(body),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
+      // The whole answer within the limit: a server trickling bytes resets per-read timers forever.
+      signal: AbortSignal.timeout(timeoutMs),
     });
     return { status: r.statusCode, text: await r.body.text() };
   } catch (e) {
-    throw new TargetError(`${method} ${new URL(path, url).href}: ${(e as Error).message}`, { url, cause: e });
+    const err = e as { name?: string; code?: string; cause?: { code?: string }; message?: string };
+    const code = err.code ?? err.cause?.code;
+    const what =
+      code === "ECONNREFUSED"
+        ? "connection refused (is the server running, and on this port?)"
+        : err.name === "TimeoutError" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+          ? `no complete answer within ${timeoutMs / 1000} s (--timeout)`
+          : (err.message ?? String(e));
+    throw new TargetError(`${method} ${new URL(path, url).href}: ${what}`, { url, cause: e });
+  }
+}
+
+/** A JSON answer, or a TargetError that says what came instead (an HTML page, an empty body). */
+function parseJson(text: string, what: string, url: string): any {
+  try {
+    return JSON.parse(text);
+  } catch {
+    const t = text.trim();
+    const seen = !t ? "an empty body" : /^<(!doctype|html)/i.test(t) ? "an HTML page" : JSON.stringify(t.slice(0, 60));
+    throw new TargetError(`${what}: expected JSON, got ${seen} (is ${url} an OpenAI-compatible server?)`, { url });
   }
 }
 
@@ -93,7 +114,7 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
     const r = await call(url, "/v1/models", "GET", undefined, timeoutMs);
     if (r.status !== 200)
       throw new TargetError(`GET /v1/models: HTTP ${r.status}: ${serverMessage(r.text)}`, { url, status: r.status });
-    model = JSON.parse(r.text)?.data?.[0]?.id;
+    model = parseJson(r.text, "GET /v1/models", url)?.data?.[0]?.id;
     if (!model) throw new TargetError("GET /v1/models listed no model; pass --model", { url });
   }
   const before = await listTraces(opts.dir);
@@ -131,7 +152,7 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
           url,
           status: r.status,
         });
-      tokens += Number(JSON.parse(r.text)?.usage?.completion_tokens ?? 0);
+      tokens += Number(parseJson(r.text, "POST /v1/completions", url)?.usage?.completion_tokens ?? 0);
     };
     await Promise.all(Array.from({ length: concurrency }, one));
   } catch (e) {

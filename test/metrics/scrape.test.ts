@@ -8,7 +8,9 @@ import { Readable } from "node:stream";
 import { after, before, test } from "node:test";
 import { gzipSync } from "node:zlib";
 import { ExitCode, InputError, ParseError, TargetError } from "../../src/errors.ts";
+import { auditMetrics } from "../../src/metrics/audit.ts";
 import { ACCEPT, fetchServerInfo, metricsPath, scrape } from "../../src/metrics/scrape.ts";
+import { startFaultServer } from "../helpers/faults.ts";
 import {
   endlessRoute,
   type FixtureServer,
@@ -125,10 +127,69 @@ test("a server that never answers times out at the given limit", async () => {
   await rejectsWith(
     scrape(`${server.url}/hang`, { timeoutMs: 300 }),
     TargetError,
-    /timed out after 0.3 s waiting for the response headers/,
+    /no complete response within 0.3 s \(--timeout\); no body received/,
     ExitCode.unreachable,
   );
   assert.ok(Date.now() - t0 < 3000);
+});
+
+test("a server that sends headers, then a byte a second, times out at the limit (the whole scrape)", async () => {
+  const slow = await startFaultServer("trickle");
+  try {
+    for (const run of [
+      () => scrape(slow.url, { timeoutMs: 1500 }),
+      () => auditMetrics(slow.url, { timeoutMs: 1500, windowMs: 100 }),
+    ]) {
+      const t0 = Date.now();
+      await rejectsWith(
+        run(),
+        TargetError,
+        /no complete response within 1.5 s \(--timeout\); \d+ bytes of body received/,
+        ExitCode.unreachable,
+      );
+      assert.ok(Date.now() - t0 < 4000, `took ${Date.now() - t0} ms`);
+    }
+  } finally {
+    await slow.close();
+  }
+});
+
+test("extra headers (a bearer token) reach the metrics endpoint and the info endpoints", async () => {
+  const seen: Array<string | undefined> = [];
+  const s = await startFixtureServer({
+    "/metrics": (req) => {
+      seen.push(req.headers.authorization);
+      return { body: "# TYPE x_total counter\nx_total 1\n" };
+    },
+    "/v1/models": (req) => {
+      seen.push(req.headers.authorization);
+      return { headers: { "content-type": "application/json" }, body: '{"data":[{"id":"m"}]}' };
+    },
+  });
+  try {
+    await auditMetrics(`${s.url}/metrics`, { windowMs: 50, headers: { authorization: "Bearer k-123" } });
+    assert.ok(seen.length >= 3, String(seen.length));
+    assert.ok(
+      seen.every((h) => h === "Bearer k-123"),
+      JSON.stringify(seen),
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test("a redirect is named with its target, not parsed as an empty or broken body", async () => {
+  const r = await startFaultServer("redirect");
+  try {
+    await rejectsWith(
+      scrape(`${r.url}/metrics`),
+      TargetError,
+      /HTTP 301 redirect to http:\/\/127\.0\.0\.1:1\/elsewhere; scrapes do not follow redirects/,
+      ExitCode.unreachable,
+    );
+  } finally {
+    await r.close();
+  }
 });
 
 test("HTTP errors carry the status and the server's own message", async () => {

@@ -4,7 +4,7 @@ import { runAB } from "../../experiment/ab.ts";
 import { renderAB } from "../../experiment/render.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { addSecret } from "../../store/redact.ts";
-import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, numArg } from "./experiment-args.ts";
 
 interface ABFlags {
@@ -25,6 +25,7 @@ interface ABFlags {
   opName?: string;
   resamples?: number;
   readyTimeout?: string;
+  stallTimeout?: string;
   grace?: string;
   logDir?: string;
   db?: string;
@@ -59,6 +60,7 @@ export function register(program: Command): void {
       .option("--op-name <name>", "what one operation is called (default all-reduce)")
       .option("--resamples <n>", "bootstrap resamples (default 2000)", intArg)
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
+      .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
       .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
@@ -80,19 +82,20 @@ export function register(program: Command): void {
         warmup: o.warmup,
         seed: o.seed,
         model: o.model,
+        stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
       },
       seed: o.seed,
       apiKey: o.apiKey,
       opsPerToken: o.opsPerToken,
       opName: o.opName,
       resamples: o.resamples,
-      readyTimeoutMs: o.readyTimeout ? parseDurationMs(o.readyTimeout) : undefined,
-      graceMs: o.grace ? parseDurationMs(o.grace) : undefined,
+      readyTimeoutMs: durationFlag("--ready-timeout", o.readyTimeout),
+      graceMs: durationFlag("--grace", o.grace),
       logDir: o.logDir,
       db: o.db,
       resume: o.resume,
       signal: interruptSignal(),
-      onProgress: progress ? (e) => process.stderr.write(`[ab] ${e.message.split("\n")[0]}\n`) : undefined,
+      onProgress: progress ? (e) => process.stderr.write(`[ab] ${safeLine(e.message.split("\n")[0]!)}\n`) : undefined,
     });
     emit(result, o, renderAB);
   });

@@ -3,7 +3,7 @@ import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { createLogUpdate } from "log-update";
-import { InputError, InterruptedError, UsageError } from "../../errors.ts";
+import { InputError, InterruptedError, TargetError, UsageError } from "../../errors.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
@@ -16,7 +16,15 @@ import type {
   GoodputSlo,
   PercentileMetric,
 } from "../../load/types.ts";
-import { emit, jsonReplacer, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import {
+  emit,
+  interruptOnSignals,
+  jsonReplacer,
+  parseDurationMs,
+  progressEnabled,
+  terminalSafe,
+  withCommon,
+} from "../common.ts";
 
 const num = (name: string) => (v: string) => {
   const n = Number(v);
@@ -174,7 +182,12 @@ export function register(program: Command): void {
     .option("--records <path>", "stream per-request records (JSONL) here")
     .option("--label <text>", "label stored in the result")
     .option("--api-key <key>", "bearer token (default $OPENAI_API_KEY)")
-    .option("--stall-timeout <d>", "fail a stream with no bytes for this long", duration("--stall-timeout"), 60_000)
+    .option(
+      "--stall-timeout <d>",
+      "fail a stream with no data (tokens) for this long; keepalive comments do not count",
+      duration("--stall-timeout"),
+      60_000,
+    )
     .option("--connect-timeout <d>", "connect timeout", duration("--connect-timeout"), 5000)
     .option("--no-continuous-usage", "do not ask for per-chunk usage (continuous_usage_stats)")
     .option("--extra-body <json>", "JSON merged into every request body")
@@ -201,8 +214,17 @@ export function register(program: Command): void {
   withCommon(cmd).action(async (...args: any[]) => {
     const o = args[args.length - 2] as any;
     if (o.selfTest) {
-      const r = await runSelfTest({});
-      emit(r, o, formatSelfTest);
+      const { signal, dispose } = interruptOnSignals();
+      try {
+        const r = await runSelfTest({ signal });
+        emit(r, o, formatSelfTest);
+        if (r.partial)
+          throw new InterruptedError(
+            `${(signal.reason as Error)?.message ?? "interrupted"}: the self-test's sim is stopped; ${r.points.length} of 3 levels measured (printed above)`,
+          );
+      } finally {
+        dispose();
+      }
       return;
     }
     const rates = o.requestRate ?? o.rate;
@@ -259,9 +281,7 @@ export function register(program: Command): void {
       workers: o.workers as number | "auto",
       transport: o.httpClient as "auto" | "h1" | "undici",
     };
-    const ac = new AbortController();
-    const onSigint = () => ac.abort();
-    process.once("SIGINT", onSigint);
+    const ac = interruptOnSignals();
     const progress = progressPrinter(progressEnabled(o));
     try {
       const isSweep = o.sweep === "auto" || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1;
@@ -290,7 +310,7 @@ export function register(program: Command): void {
           partial: s.partial,
         };
         if (o.json) process.stdout.write(`${JSON.stringify(json, jsonReplacer, 2)}\n`);
-        else process.stdout.write(`${sweepTable(s)}\n`);
+        else process.stdout.write(`${sweepTable(terminalSafe(s))}\n`);
         if (s.partial) throw new InterruptedError("interrupted: partial sweep printed");
         return;
       }
@@ -317,10 +337,24 @@ export function register(program: Command): void {
         }
         if (!o.json) process.stderr.write(`result written to ${name}\n`);
       }
-      if (res.partial) throw new InterruptedError("interrupted: partial results written");
+      // Nothing measured is not a benchmark: exit 3 with the first failure's own words.
+      if (!res.partial && res.summary.completed === 0) {
+        const first = res.requests.find((r) => !r.warmup && r.errorClass !== null) ?? res.requests[0];
+        const why = first ? `${first.errorClass}: ${first.errorMessage}` : "no request was sent";
+        throw new TargetError(`every request failed (${why}); nothing was measured`, {
+          hint: `check the server at ${opts.baseUrl} (--base-url)${first?.errorClass === "stall" ? " or raise --stall-timeout" : ""}`,
+        });
+      }
+      if (res.partial) {
+        const files = [opts.saveResult, opts.recordsPath].filter(Boolean);
+        const why = (ac.signal.reason as Error)?.message ?? "interrupted";
+        throw new InterruptedError(
+          `${why}: partial results ${files.length ? `written to ${files.join(" and ")}` : "printed above (no output file was asked for)"}`,
+        );
+      }
     } finally {
       progress.done();
-      process.removeListener("SIGINT", onSigint);
+      ac.dispose();
     }
   });
 }

@@ -11,7 +11,7 @@ import { fleetAudit, fleetWatch } from "../../metrics/prometheus.ts";
 import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts";
 import type { Snapshot } from "../../metrics/types.ts";
 import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
-import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { emit, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCommon } from "../common.ts";
 
 function duration(flag: string) {
   return (v: string) => {
@@ -193,7 +193,7 @@ export function register(program: Command): void {
       report = await auditMetrics(url, {
         ...fetchOpts(o),
         windowMs: o.window,
-        onProgress: progress ? (m) => process.stderr.write(`[audit] ${m}\n`) : undefined,
+        onProgress: progress ? (m) => process.stderr.write(`[audit] ${safeLine(m)}\n`) : undefined,
       });
     }
     emit(report, o, (r) => formatAudit(r, { color: Boolean(process.stdout.isTTY) }));
@@ -236,8 +236,9 @@ export function register(program: Command): void {
     const [url, o] = args as [string | undefined, Record<string, any>];
     const tty = Boolean(process.stdout.isTTY) && !o.json;
     const label = o.prometheus ? `${o.prometheus} ${o.selector ?? ""}`.trim() : (url ?? "");
-    const onFrame = (f: WatchFrame) => {
-      if (o.json) process.stdout.write(`${JSON.stringify(f)}\n`);
+    const onFrame = (frame: WatchFrame) => {
+      const f = terminalSafe(frame);
+      if (o.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
       else if (tty) logUpdate(formatWatchPanel(f, label));
       else process.stdout.write(`${formatWatchLine(f)}\n`);
     };

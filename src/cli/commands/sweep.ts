@@ -4,7 +4,7 @@ import { renderLoadSweep, renderSweep } from "../../experiment/render.ts";
 import { runLengthSweep, runLoadSweep, type TargetOptions } from "../../experiment/sweep.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { addSecret } from "../../store/redact.ts";
-import { emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, listArg } from "./experiment-args.ts";
 
 function target<C extends Command<any, any, any>>(cmd: C) {
@@ -18,6 +18,7 @@ function target<C extends Command<any, any, any>>(cmd: C) {
     .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", intArg)
     .option("--seed <n>", "seeds prompts and level order (default 0)", intArg)
     .option("--ready-timeout <duration>", "how long the server may take to become ready (default 10m)")
+    .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
     .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
     .option(
       "--resume <run-id>",
@@ -36,9 +37,10 @@ function common(o: Record<string, any>): TargetOptions {
     seed: o.seed,
     db: o.db,
     resume: o.resume,
-    readyTimeoutMs: o.readyTimeout ? parseDurationMs(o.readyTimeout) : undefined,
+    readyTimeoutMs: durationFlag("--ready-timeout", o.readyTimeout),
+    stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
     signal: interruptSignal(),
-    onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${e.message}\n`) : undefined,
+    onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${safeLine(e.message)}\n`) : undefined,
   };
 }
 
