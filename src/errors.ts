@@ -139,3 +139,30 @@ export function describeError(err: unknown): { message: string; exitCode: ExitCo
     hint: "this is a bug in inferscope; rerun with --debug and report the stack trace",
   };
 }
+
+/**
+ * One rule for every command's outcome (docs/architecture.md): 130 interrupted (partial results saved,
+ * run id printed); 2 bad input, caught before any work; 3 the target could not be reached or answered
+ * only errors (nothing measured: a study or sweep whose every phase failed is not a success); 1 the
+ * run measured something and found a regression or a failed check; 0 something was measured.
+ */
+export function outcomeExitCode(o: {
+  interrupted?: boolean;
+  badInput?: boolean;
+  /** Phases, levels or requests that produced a measurement. */
+  measured: number;
+  findings?: number;
+}): ExitCodeValue {
+  if (o.interrupted) return ExitCode.interrupted;
+  if (o.badInput) return ExitCode.usage;
+  if (o.measured === 0) return ExitCode.unreachable;
+  if ((o.findings ?? 0) > 0) return ExitCode.findings;
+  return ExitCode.ok;
+}
+
+/** The error to throw when nothing was measured: exit 3 with the first failure's words and the flag to check. */
+export function nothingMeasured(firstFailure: string | undefined, flag: string): TargetError {
+  return new TargetError(`nothing was measured: ${firstFailure ?? "every attempt failed"}`, {
+    hint: `check the server (${flag})`,
+  });
+}

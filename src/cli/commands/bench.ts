@@ -16,6 +16,7 @@ import type {
   GoodputSlo,
   PercentileMetric,
 } from "../../load/types.ts";
+import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import {
   emit,
   interruptOnSignals,
@@ -181,6 +182,7 @@ export function register(program: Command): void {
     .option("--save-detailed", "include per-request lists (ttfts, itls, …) in the result JSON")
     .option("--records <path>", "stream per-request records (JSONL) here")
     .option("--label <text>", "label stored in the result")
+    .option("--db <path>", "also save the run to this run store (see `inferscope runs`)")
     .option("--api-key <key>", "bearer token (default $OPENAI_API_KEY)")
     .option(
       "--stall-timeout <d>",
@@ -282,6 +284,12 @@ export function register(program: Command): void {
       transport: o.httpClient as "auto" | "h1" | "undici",
     };
     const ac = interruptOnSignals();
+    const claims: OutputClaim[] = [];
+    const claim = (path: string, flag: string) => {
+      const c = claimOutput(path, flag);
+      claims.push(c);
+      return c;
+    };
     const progress = progressPrinter(progressEnabled(o));
     try {
       const isSweep = o.sweep === "auto" || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1;
@@ -322,17 +330,34 @@ export function register(program: Command): void {
       }
       // The default file name needs the model: the directory is checked now, the file written after.
       if (o.saveResult === true) checkWritable(".", "the result file here", true);
+      // A bad --db fails before anything is sent, as a bad --records does.
+      // SQLite is loaded only when asked for.
+      const store = o.db ? await import("../../load/store-run.ts") : null;
+      if (store) store.checkStore(o.db);
+      // Output files are written beside their names and renamed into place; another run writing the
+      // same file makes this one refuse to start.
+      if (opts.recordsPath) opts.recordsPath = claim(opts.recordsPath, "--records").tempPath;
+      if (opts.saveResult) opts.saveResult = claim(opts.saveResult, "--save-result").tempPath;
       const res = await runBench(opts, { signal: ac.signal, onProgress: progress.onProgress });
       progress.done();
+      for (const c of claims) c.commit();
+      opts.recordsPath = o.records;
+      opts.saveResult = typeof o.saveResult === "string" ? o.saveResult : undefined;
+      const saved = store ? store.storeBenchRun(o.db, opts, res) : null;
+      if (saved && !o.json) process.stderr.write(`run ${saved.id} saved in ${saved.path}\n`);
       // Results are printed first, so a failed write (disk full) does not lose them.
       if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
       else emit(res, o, formatConsole);
       if (o.saveResult === true) {
         const { writeFileSync } = await import("node:fs");
         const name = defaultResultName(opts, res.setup.model_id);
+        const c = claimOutput(name, "--save-result");
         try {
-          writeFileSync(name, `${JSON.stringify(toVllmJson(res, opts.saveDetailed ?? false), null, 2)}\n`);
+          writeFileSync(c.tempPath, `${JSON.stringify(toVllmJson(res, opts.saveDetailed ?? false), null, 2)}\n`);
+          c.commit();
         } catch (e: any) {
+          c.abort();
+          if (e instanceof InputError) throw e;
           throw new InputError(`${name}: cannot write result: ${e?.message ?? e}`);
         }
         if (!o.json) process.stderr.write(`result written to ${name}\n`);
@@ -346,13 +371,15 @@ export function register(program: Command): void {
         });
       }
       if (res.partial) {
-        const files = [opts.saveResult, opts.recordsPath].filter(Boolean);
+        const files = [opts.saveResult, opts.recordsPath, saved && `run ${saved.id} (${saved.path})`].filter(Boolean);
         const why = (ac.signal.reason as Error)?.message ?? "interrupted";
         throw new InterruptedError(
           `${why}: partial results ${files.length ? `written to ${files.join(" and ")}` : "printed above (no output file was asked for)"}`,
         );
       }
     } finally {
+      // An error mid-run keeps what was written, under the name asked for.
+      for (const c of claims) c.commit();
       progress.done();
       ac.dispose();
     }

@@ -11,6 +11,7 @@ import { fleetAudit, fleetWatch } from "../../metrics/prometheus.ts";
 import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts";
 import type { Snapshot } from "../../metrics/types.ts";
 import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
+import { claimOutput } from "../../output-file.ts";
 import { emit, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCommon } from "../common.ts";
 
 function duration(flag: string) {
@@ -156,11 +157,20 @@ export function register(program: Command): void {
     ),
   ).action(async (...args: any[]) => {
     const [target, o] = args as [string, Record<string, any>];
-    const raw = await fetchRaw(target, fetchOpts(o));
-    const snap = parseRaw(raw, o.strict);
-    if (o.out) await writeFile(o.out, raw.body);
-    if (o.json) emit(snap, o, () => "");
-    else emit(summarizeExposition(snap), o, formatFamilies);
+    // Claimed before the scrape: a bad path or a file another run is writing fails first.
+    const out = o.out ? claimOutput(o.out, "--out") : null;
+    try {
+      const raw = await fetchRaw(target, fetchOpts(o));
+      const snap = parseRaw(raw, o.strict);
+      if (out) {
+        await writeFile(out.tempPath, raw.body);
+        out.commit();
+      }
+      if (o.json) emit(snap, o, () => "");
+      else emit(summarizeExposition(snap), o, formatFamilies);
+    } finally {
+      out?.abort();
+    }
   });
 
   fetchFlags(
