@@ -110,7 +110,7 @@ export function explainFit(f: FitResult): string[] {
   out.push(`Fit on ${f.measurementsUsed} measurement(s): ${f.summary}`);
   for (const pr of f.parameters) {
     out.push(
-      `${pr.label}: prior ${pr.prior.mean.toFixed(pr.digits)} ± ${pr.prior.sd.toFixed(pr.digits)}, fitted ${pr.posterior.mean.toFixed(pr.digits)} ± ${pr.posterior.sd.toFixed(pr.digits)} ${pr.unit} — ${pr.pinned ? "pinned down by the data" : `NOT pinned down (${pr.why})`}.`,
+      `${pr.label}: prior ${pr.prior.mean.toFixed(pr.digits)} ± ${pr.prior.sd.toFixed(pr.digits)}${pr.priorFrom ? ` (${pr.priorFrom})` : ""} → posterior ${pr.posterior.mean.toFixed(pr.digits)} ± ${pr.posterior.sd.toFixed(pr.digits)} ${pr.unit} — ${pr.pinned ? "pinned down by the data" : `NOT pinned down (${pr.why})`}.`,
     );
   }
   for (const d of f.derived) out.push(`${d.label}: ${d.text}`);

@@ -8,6 +8,7 @@ import type { Measurement, Variant } from "./measurements.ts";
 import { describeVariant } from "./measurements.ts";
 import type { Prediction } from "./predict.ts";
 import { arKey, predictResolved, prefillEstimate } from "./predict.ts";
+import { calibrationPriors, formatFactorOf } from "./priors.ts";
 import type { CalibParam, Calibration, ModelInput, Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import {
@@ -31,6 +32,8 @@ export interface FitParam {
   unit: string;
   digits: number;
   prior: { mean: number; sd: number };
+  /** Where the prior came from: the corpus posterior for this deployment, or a reference range. */
+  priorFrom?: string;
   posterior: { mean: number; sd: number };
   pinned: boolean;
   why?: string;
@@ -135,10 +138,11 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   const cc = collectiveCounts(r);
   const eta = ref.measured ? ETA_M_MEASURED : ETA_M_SPEC;
 
-  // ---- parameters and priors
+  // ---- parameters and priors: the corpus posterior for this deployment (priors.ts), updated here
+  const cp = calibrationPriors(r);
   const names: string[] = ["invEta", "arLatUs", "arUsPerKB", "skewUs", "fixedMs", "prefillScale"];
   const prior: { mean: number; sd: number }[] = [];
-  prior.push({ mean: 1 / eta.mid, sd: (1 / eta.low - 1 / eta.high) / 4 });
+  prior.push(cp.invEta);
   const bestNccl = ar?.candidates?.filter((c) => c.enabled).sort((a, b) => a.timeUs - b.timeUs)[0];
   const perKB = bestNccl
     ? 1024 / (1000 * bestNccl.algBwGBs)
@@ -146,14 +150,20 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       ? 1024 / (1000 * Math.max(1, r.link.perDirectionGBs * 0.7))
       : 0;
   const isoMid = ar ? Math.max(0.5, ar.isolatedUs.mid - (perKB * cc.bytesEach) / 1024) : 0;
-  prior.push({ mean: isoMid, sd: ar ? Math.max(1, (ar.isolatedUs.high - ar.isolatedUs.low) / 4) : 0.01 });
+  // The collectives model's per-call split, scaled by the corpus's fitted factor for this link (its spread added).
+  const af = cp.arFactor;
+  const scaled = (mean: number, sd: number) => ({
+    mean: mean * af.mean,
+    sd: Math.hypot(sd * af.mean, mean * af.mean * af.logSd),
+  });
+  prior.push(ar ? scaled(isoMid, Math.max(1, (ar.isolatedUs.high - ar.isolatedUs.low) / 4)) : { mean: 0, sd: 0.01 });
   prior.push({ mean: perKB, sd: Math.max(1e-4, perKB * 0.5) });
-  prior.push({ mean: ar ? SKEW_US.mid : 0, sd: ar ? (SKEW_US.high - SKEW_US.low) / 4 : 0.01 });
-  const kMid = (kernels.perStep * (r.cudaGraphs ? ec.kernelGraphUs : ec.kernelEagerUs).mid) / 1000;
-  const kLow = (kernels.perStep * (r.cudaGraphs ? ec.kernelGraphUs : ec.kernelEagerUs).low) / 1000;
-  const kHigh = (kernels.perStep * (r.cudaGraphs ? ec.kernelGraphUs : ec.kernelEagerUs).high) / 1000;
-  prior.push({ mean: kMid + ec.engineMs.mid, sd: (kHigh + ec.engineMs.high - kLow - ec.engineMs.low) / 4 });
+  prior.push(ar ? scaled(SKEW_US.mid, (SKEW_US.high - SKEW_US.low) / 4) : { mean: 0, sd: 0.01 });
+  prior.push(cp.fixedMs);
   prior.push({ mean: 1, sd: 0.35 });
+  // MoE: routed-expert reads have their own fitted 1/η (small-M expert GEMMs, engine maturity).
+  const iExp = cp.invEtaExperts ? names.push("invEtaExperts") - 1 : -1;
+  if (cp.invEtaExperts) prior.push(cp.invEtaExperts);
   const baseKey = arKey(r);
   const arModelBase = ar?.latencyUs.mid ?? 0;
   const variantIndex = new Map<string, { idx: number; variant: Variant }>();
@@ -190,10 +200,18 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     const rb: Resolved = { ...r, batch, contextLen: ctx };
     const exp = r.arch.moe ? expertsOnBusiestDevice(r.arch.moe.experts, r.arch.moe.topk, batch, r.ep).mid : 0;
     const loads = decodeLoads(rb, exp, batch, ctx);
+    // Bytes at the corpus format factors; routed experts on their own parameter (MoE).
     let bytes = 0;
-    for (const l of loads) if (l.group !== "attentionCore") bytes += l.bytes / (l.group === "kv" ? 1 : ggufEff);
+    let expertBytes = 0;
+    for (const l of loads) {
+      if (l.group === "attentionCore") continue;
+      const b = l.bytes * formatFactorOf(rb, l);
+      if (l.group === "experts" && iExp >= 0) expertBytes += b;
+      else bytes += b;
+    }
     const coef = zeros();
     coef[0] = bytes / (ref.gbs * 1e6);
+    if (iExp >= 0) coef[iExp] = expertBytes / (ref.gbs * 1e6);
     const ccb = collectiveCounts(rb, batch);
     const nAll = ar && !input.zeroComm ? ccb.perToken + ccb.embedding + ccb.logitsGather : 0;
     coef[1] = nAll / 1000;
@@ -323,6 +341,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       }
       case "context-slope": {
         const perTok = kvReadPerGpu(r, 1000).bytesPerSeq - kvReadPerGpu(r, 0).bytesPerSeq;
+        // KV reads stream at the device's 1/η (no format factor).
         const coef = zeros();
         coef[0] = (perTok * r.batch) / (ref.gbs * 1e6);
         const sd = sdFromCi(m.ci) ?? Math.max(0.005, 0.2 * Math.abs(m.msPerKToken));
@@ -476,6 +495,11 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       unit: "",
       digits: 3,
     },
+    invEtaExperts: {
+      label: "1/η of routed-expert reads (bandwidth × small-M expert-GEMM efficiency × engine maturity)",
+      unit: "",
+      digits: 3,
+    },
     arLatUs: { label: "all-reduce latency per call, isolated", unit: "µs", digits: 1 },
     arUsPerKB: { label: "all-reduce bandwidth term", unit: "µs/KiB", digits: 3 },
     skewUs: { label: "in-loop skew/sync per all-reduce", unit: "µs", digits: 1 },
@@ -499,7 +523,11 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     }
     // Pinned when the data carry at least as much information as the prior (posterior variance ≤ half the prior's).
     // (or, when the prior was already tight, when the data still narrow it and it is known to ±10 %).
-    const pinned = sensitive && (shrink <= Math.SQRT1_2 || (shrink <= 0.9 && sd <= 0.1 * Math.abs(theta[j])));
+    // A parameter that moved only together with another (|correlation| > 0.6) is part of a combination, not pinned.
+    const pinned =
+      sensitive &&
+      Math.abs(best) <= 0.6 &&
+      (shrink <= Math.SQRT1_2 || (shrink <= 0.9 && sd <= 0.1 * Math.abs(theta[j])));
     if (!pinned) {
       if (!sensitive) why = "no measurement depends on it; the prior stands";
       else if (partner >= 0 && Math.abs(best) > 0.6)
@@ -524,6 +552,13 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       unit: meta.unit,
       digits: meta.digits,
       prior: prior[j],
+      priorFrom: ["invEta", "invEtaExperts", "fixedMs"].includes(name)
+        ? cp.source
+        : ["arLatUs", "skewUs"].includes(name) && ar
+          ? `collectives model × the corpus's fitted link factor ×${cp.arFactor.mean.toFixed(2)} (${cp.source})`
+          : name.startsWith("dAR:")
+            ? "the collectives model's difference for this variant"
+            : "reference range",
       posterior: { mean: theta[j], sd },
       pinned,
       why,
@@ -539,6 +574,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   const calibration: FullCalibration = {
     params: {
       invEta: par("invEta"),
+      ...(iExp >= 0 ? { invEtaExperts: par("invEtaExperts") } : {}),
       arLatUs: par("arLatUs"),
       arUsPerKB: par("arUsPerKB"),
       skewUs: par("skewUs"),

@@ -8,6 +8,7 @@ import {
   deviceClass,
   expertM,
   fittedFactor,
+  formatFactorOf,
   formatFamily,
   predictive,
   referenceKernelUs,
@@ -201,7 +202,14 @@ function paramSet(r: Resolved, which: Which, ar: AllReduceChoice | null, a2a: Ra
     };
     const invEta = v("invEta");
     // Against a measured copy bandwidth, streaming cannot beat the probe: cap η at 1.
-    if (invEta !== undefined) P.etaM = Math.min(referenceBandwidthGBs(r).measured ? 1 : 1.2, 1 / Math.max(0.2, invEta));
+    if (invEta !== undefined) {
+      P.etaM = Math.min(referenceBandwidthGBs(r).measured ? 1 : 1.2, 1 / Math.max(0.2, invEta));
+      // The fit's bytes carry the corpus format factors; routed experts their own fitted 1/η.
+      const f = corpusFit();
+      P.loadScale = (l) => formatFactorOf(r, l, f);
+      const ie = v("invEtaExperts");
+      if (ie !== undefined) P.expertScale = Math.max(0.2, ie) * P.etaM;
+    }
     const fixed = v("fixedMs");
     if (fixed !== undefined) P.fixedMs = Math.max(0, fixed);
   }

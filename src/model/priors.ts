@@ -883,3 +883,66 @@ function invertWithLogDet(A: number[][]): { inv: number[][]; logDet: number } {
     }
   return { inv, logDet };
 }
+
+// ---------------------------------------------------------------- priors for a calibration (model fit)
+
+/** Fitted format factor of one tensor group (1 for 16-bit). */
+export function formatFactorOf(r: Resolved, l: GroupLoad, f: CorpusFit = corpusFit()): number {
+  if (l.group === "kv" || l.group === "attentionCore") return 1;
+  const key = formatKey(r, l);
+  const fam = formatFamily(key);
+  return fam ? fittedFactor(f, { [fam]: 1, [`fmt/${key}`]: 1 }).mean : 1;
+}
+
+export interface CalibrationPriors {
+  /** 1/η_m against the reference bandwidth (spec or measured). */
+  invEta: { mean: number; sd: number };
+  /** Routed-expert reads: 1/η_m · small-M shortfall · maturity. */
+  invEtaExperts?: { mean: number; sd: number };
+  /** Fixed per-step cost (kernels + routing kernels + engine), ms. */
+  fixedMs: { mean: number; sd: number };
+  /** Multiplier on the collectives model's per-call cost for this link. */
+  arFactor: { mean: number; logSd: number };
+  source: string;
+}
+
+/** The corpus posterior for this deployment, as priors for `model fit` (the same distributions, updated there). */
+export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): CalibrationPriors {
+  const sp = stepParts(r);
+  const pr = predictive(f, sp, false);
+  const g = sp.groups;
+  const ref = referenceBandwidthGBs(r);
+  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const eta = fittedFactor(f, etaCoef);
+  let fixed = 0;
+  let fixedSd = 0;
+  sp.parts.forEach((p, i) => {
+    if ("kern" in p.coef) {
+      fixed += pr.parts[i].ms;
+      fixedSd += pr.parts[i].ms * pr.parts[i].logSd;
+    }
+  });
+  const u = sp.maturityU ?? 0.5;
+  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
+  // Unknown release: the maturity weight's own spread (u ~ U(0, 1)) widens the fixed-cost prior.
+  if (sp.maturityU === null) {
+    const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1 });
+    fixedSd = Math.hypot(fixedSd, fixed * Math.abs(Math.log(m.mean)) * Math.sqrt(1 / 12));
+  }
+  let invEtaExperts: CalibrationPriors["invEtaExperts"];
+  if (g.moe) {
+    const sM = 1 / Math.sqrt(expertM(r));
+    const e = fittedFactor(f, { ...etaCoef, moe: sM, [`moe/${g.moe}`]: sM, ...matCoef });
+    invEtaExperts = { mean: e.mean, sd: e.mean * e.logSd };
+  }
+  const ar = g.link
+    ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
+    : { mean: 1, logSd: 0 };
+  return {
+    invEta: { mean: eta.mean, sd: eta.mean * eta.logSd },
+    invEtaExperts,
+    fixedMs: { mean: fixed, sd: Math.max(fixedSd, 0.01 * fixed) },
+    arFactor: ar,
+    source: `corpus fit (${f.rowsUsed.length} public measurements): device ${g.device}, kernels ${g.kernels}${g.moe ? `, MoE ${g.moe}` : ""}${g.link ? `, link ${g.link}` : ""}`,
+  };
+}

@@ -17,7 +17,7 @@ export interface Calibration {
   /** The measured bandwidth 1/η_m was fitted against (applies when the input gives none). */
   measuredBandwidthGBs?: number;
 }
-export type CalibParam = "invEta" | "arLatUs" | "arUsPerKB" | "skewUs" | "fixedMs" | "prefillScale";
+export type CalibParam = "invEta" | "invEtaExperts" | "arLatUs" | "arUsPerKB" | "skewUs" | "fixedMs" | "prefillScale";
 
 export interface ModelInput {
   model: string | Architecture;

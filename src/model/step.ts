@@ -343,6 +343,10 @@ export interface ParamSet {
   expertsLocal: number;
   /** Calibrated per-step fixed time replacing kernels + engine. */
   fixedMs?: number;
+  /** Per-group multiplier on the read time (fitted format factors); replaces the GGUF kernel efficiency. */
+  loadScale?: (l: GroupLoad) => number;
+  /** Extra multiplier on routed-expert reads (calibrated small-M shortfall and maturity). */
+  expertScale?: number;
 }
 
 export interface StepEval {
@@ -410,7 +414,9 @@ export function evalDecode(
   let kvBytes = 0;
   let flops = 0;
   for (const l of loads) {
-    const memMs = l.bytes / (bw * 1e6 * (l.group === "kv" ? 1 : ggufEff));
+    const memMs = P.loadScale
+      ? (l.bytes / (bw * 1e6)) * P.loadScale(l) * (l.group === "experts" ? (P.expertScale ?? 1) : 1)
+      : l.bytes / (bw * 1e6 * (l.group === "kv" ? 1 : ggufEff));
     const compMs = l.flops / (peakTflops(r, l.format) * 1e9 * P.etaC);
     flops += l.flops;
     if (l.group === "kv" || l.group === "attentionCore") {

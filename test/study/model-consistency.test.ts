@@ -84,7 +84,8 @@ test("a genuine disagreement is still flagged, saying whether the per-call cost 
   bare.model = await phaseModel(bare);
   assert.equal(bare.model.arFromTrace, false);
   const m2 = base();
-  m2.trace = traceOf(86.6);
+  // A trace whose non-communication time (20 ms) the uncalibrated model cannot reach.
+  m2.trace = traceOf(86.6, 20);
   m2.model = bare.model;
   const r2 = assemble(m2, meta(m2));
   assert.match(r2.summary.findings.find(disagreement)!, /its collective cost is not pinned by these measurements/);
