@@ -249,6 +249,9 @@ export function register(program: Command): void {
       } catch (e) {
         throw new UsageError(`--extra-body is not JSON: ${(e as Error).message}`);
       }
+      // It is merged into the request object: an array or a number would be silently dropped.
+      if (extraBody === null || typeof extraBody !== "object" || Array.isArray(extraBody))
+        throw new UsageError(`--extra-body must be a JSON object, e.g. '{"temperature": 0}', got ${o.extraBody}`);
     }
     const opts: BenchOptions = {
       baseUrl: o.baseUrl,

@@ -16,12 +16,21 @@ import { emit, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCom
 
 function duration(flag: string) {
   return (v: string) => {
+    let ms: number;
     try {
-      return parseDurationMs(v);
+      ms = parseDurationMs(v);
     } catch {
       throw new UsageError(`${flag}: not a duration: "${v}" (examples: 500ms, 10s, 2m)`);
     }
+    // A zero window measures nothing; a zero interval would scrape in a busy loop.
+    if (!(ms > 0)) throw new UsageError(`${flag} must be longer than 0, got "${v}"`);
+    return ms;
   };
+}
+
+/** Plain decimal for a delta of floats: 0.00362, not 0.0036200000000000676. */
+function num(x: number): string | number {
+  return Number.isFinite(x) && !Number.isInteger(x) ? String(Number(x.toPrecision(12))) : x;
 }
 
 function positiveInt(flag: string) {
@@ -104,7 +113,7 @@ function formatDiff(d: SnapshotDiff, all: boolean): string {
     for (const c of counters)
       t.push([
         `${c.name}${labels(c.labels)}`,
-        c.delta,
+        num(c.delta),
         Number.isFinite(c.rate) ? c.rate.toFixed(3) : "–",
         c.reset ? "reset" : c.added ? "new" : "",
       ]);
@@ -131,7 +140,7 @@ function formatDiff(d: SnapshotDiff, all: boolean): string {
   const gauges = d.gauges.filter((g) => all || g.change !== 0);
   if (gauges.length) {
     const t = new Table({ head: ["gauge", "before", "after", "change"], style: { head: [], border: [] } });
-    for (const g of gauges) t.push([`${g.name}${labels(g.labels)}`, g.before, g.after, g.change]);
+    for (const g of gauges) t.push([`${g.name}${labels(g.labels)}`, num(g.before), num(g.after), num(g.change)]);
     lines.push(t.toString());
   }
   if (d.removed.length) lines.push(`${d.removed.length} series disappeared`);
@@ -190,6 +199,10 @@ export function register(program: Command): void {
   ).action(async (...args: any[]) => {
     const [url, o] = args as [string | undefined, Record<string, any>];
     let report: AuditReport;
+    if (o.prometheus && url)
+      throw new UsageError("give a metrics URL or --prometheus, not both", {
+        hint: "fleet mode reads through Prometheus: select the servers with --selector",
+      });
     if (o.prometheus) {
       report = await fleetAudit({
         prometheusUrl: o.prometheus,
@@ -252,6 +265,7 @@ export function register(program: Command): void {
       else if (tty) logUpdate(formatWatchPanel(f, label));
       else process.stdout.write(`${formatWatchLine(f)}\n`);
     };
+    if (o.prometheus && url) throw new UsageError("give a metrics URL or --prometheus, not both");
     const { signal, dispose } = sigintSignal();
     try {
       if (o.prometheus)

@@ -1,5 +1,5 @@
 // `inferscope runs list | show ID | compare ID ID | export ID`: the run store from the command line.
-import { writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { UsageError } from "../../errors.ts";
@@ -8,7 +8,24 @@ import { compareRuns, listRunsView, openStore, type Store, showRun } from "../..
 import { emit, withCommon } from "../common.ts";
 import { intArg } from "./experiment-args.ts";
 
+/** Reading commands never create a store, nor turn some other file (even an empty one) into one. */
+function checkExisting(db: string): void {
+  if (!existsSync(db)) throw new UsageError(`--db ${db}: no run store here (no such file)`);
+  const st = statSync(db);
+  if (st.isDirectory()) throw new UsageError(`--db ${db}: is a directory; give the run store file`);
+  const head = Buffer.alloc(16);
+  const fd = openSync(db, "r");
+  try {
+    readSync(fd, head, 0, 16, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (head.toString("latin1") !== "SQLite format 3\0")
+    throw new UsageError(`--db ${db}: not a run store (${st.size === 0 ? "an empty file" : "not an SQLite database"})`);
+}
+
 function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
+  if (db !== undefined) checkExisting(db);
   const s = openStore(db);
   try {
     return fn(s);
@@ -16,6 +33,8 @@ function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
     s.close();
   }
 }
+
+const RUN_KINDS = ["ab", "sweep-lengths", "sweep-concurrency", "sweep-rate", "bench", "study"];
 
 const dbOpt = <C extends Command<any, any, any>>(c: C) =>
   withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
@@ -30,6 +49,8 @@ export function register(program: Command): void {
       .option("--limit <n>", "at most this many (default 50)", intArg),
   ).action((...args: any[]) => {
     const o = args.at(-2);
+    if (o.kind !== undefined && !RUN_KINDS.includes(o.kind))
+      throw new UsageError(`--kind: unknown run kind "${o.kind}" (one of ${RUN_KINDS.join(", ")})`);
     const rows = withStore(o.db, (s) => listRunsView(s, { kind: o.kind, limit: o.limit ?? 50 }));
     emit(rows, o, (rs) => {
       if (!rs.length) return "no runs saved yet";
