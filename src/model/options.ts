@@ -26,6 +26,8 @@ export interface ModelCliOptions {
   interconnect?: string;
   topo?: string;
   engine?: string;
+  /** Engine release or date (sets the engine-maturity factor). */
+  engineVersion?: string;
   eager?: boolean;
   ncclProto?: string;
   ncclAlgo?: string;
@@ -114,6 +116,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     dp: intOpt("--dp", o.dp),
     interconnect,
     engine,
+    engineVersion: o.engineVersion,
     cudaGraphs: o.eager ? false : undefined,
     ncclProto: o.ncclProto,
     ncclAlgo: o.ncclAlgo,

@@ -50,7 +50,11 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
       "pcie4, pcie5, pcie5x8, pcie5-sys (cross-socket), nvlink3/4/5, nvlink-bridge, xgmi",
     )
     .option("--topo <file>", "`nvidia-smi topo -m` output to derive the interconnect from")
-    .option("--engine <name>", "vllm, sglang, trtllm, llamacpp, gptfast (default vllm)")
+    .option("--engine <name>", "vllm, sglang, trtllm, llamacpp, gptfast, mlx (default vllm)")
+    .option(
+      "--engine-version <v>",
+      "engine release (v0.11.0, b6918, 0.28.2) or date (2025-08): sets the engine-maturity factor; without it the interval covers the spread across releases",
+    )
     .option("--eager", "no CUDA graphs (vLLM --enforce-eager)")
     .option("--nccl-proto <list>", "NCCL_PROTO value, e.g. LL, Simple, ^LL128")
     .option("--nccl-algo <list>", "NCCL_ALGO value, e.g. Ring, Tree")
