@@ -8,8 +8,8 @@ import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { request } from "undici";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { undici } from "../lazy.ts";
 import { addSecret, redactString } from "../store/redact.ts";
 
 // ---------------------------------------------------------------- variant syntax
@@ -345,7 +345,7 @@ function formatTail(lines: string[]): string {
 }
 
 async function httpGet(url: string, timeoutMs: number, headers: Record<string, string>) {
-  const r = await request(url, { method: "GET", headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const r = await undici().request(url, { method: "GET", headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const body = await r.body.text();
   return { status: r.statusCode, body };
 }
@@ -537,7 +537,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
       const models = await httpGet(`${handle.url}/v1/models`, 30_000, headers);
       if (models.status !== 200) return fail(`GET /v1/models answered ${models.status}: ${models.body.slice(0, 300)}`);
       handle.model = (JSON.parse(models.body) as { data?: Array<{ id?: string }> }).data?.[0]?.id ?? null;
-      const r = await request(`${handle.url}/v1/completions`, {
+      const r = await undici().request(`${handle.url}/v1/completions`, {
         method: "POST",
         headers: { "content-type": "application/json", ...headers },
         body: JSON.stringify({ model: handle.model, prompt: "Hello", max_tokens: 1, stream: false }),

@@ -3,9 +3,9 @@
 // written into reusable typed arrays.
 
 import { performance } from "node:perf_hooks";
-import type { Dispatcher } from "undici";
-import { Pool, request as undiciRequest } from "undici";
+import type { Dispatcher, Pool } from "undici";
 import { TargetError, UsageError } from "../errors.ts";
+import { undici } from "../lazy.ts";
 import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
@@ -391,7 +391,7 @@ export class StreamClient {
         : null;
     this.pool =
       this.transport === "undici"
-        ? new Pool(this.origin, {
+        ? new (undici().Pool)(this.origin, {
             connections: opts.connections ?? null,
             pipelining: 1,
             keepAliveTimeout: 60_000,
@@ -504,7 +504,7 @@ export async function httpGet(
   const headers: Record<string, string> = {};
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   try {
-    const res = await undiciRequest(url, {
+    const res = await undici().request(url, {
       method: "GET",
       headers,
       headersTimeout: timeoutMs,

@@ -1,7 +1,8 @@
 // Fleet mode: the audit and the live view through the Prometheus HTTP API (instant and range queries)
 // instead of scraping one server. Also Prometheus' own rate() extrapolation, for exact cross-checks.
-import { Agent, type Dispatcher, request } from "undici";
+import type { Agent, Dispatcher } from "undici";
 import { InputError, TargetError } from "../errors.ts";
+import { undici } from "../lazy.ts";
 import { type AuditReport, analyzeWindow, type HistogramWindow, type WindowReader } from "./audit.ts";
 import { type Concept, conceptInfo, type FamilyLike, type Source, sourceMetrics } from "./concepts.ts";
 import { detectEngines, type EngineCatalog } from "./engines/index.ts";
@@ -43,7 +44,7 @@ export class PrometheusClient {
     this.own = !opts.dispatcher;
     this.agent =
       opts.dispatcher ??
-      new Agent({
+      new (undici().Agent)({
         connect: { timeout: this.timeoutMs },
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
@@ -61,7 +62,7 @@ export class PrometheusClient {
     const url = `${this.base}${path}?${qs}`;
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, {
+      res = await undici().request(url, {
         dispatcher: this.agent,
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,

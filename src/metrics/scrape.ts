@@ -1,8 +1,9 @@
 // Fetching an exposition: HTTP(S) with undici (own Agent, explicit timeouts, gzip, size cap), a file, or stdin.
 import { readFile, stat } from "node:fs/promises";
 import { createGunzip, gunzipSync } from "node:zlib";
-import { Agent, type Dispatcher, request } from "undici";
+import type { Dispatcher } from "undici";
 import { InputError, ParseError, TargetError } from "../errors.ts";
+import { undici } from "../lazy.ts";
 import { parseExposition } from "./parse.ts";
 import type { Exposition, ExpositionFormat, MetricFamily, Snapshot } from "./types.ts";
 
@@ -93,7 +94,7 @@ async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<Ra
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
   const own = opts.dispatcher
     ? undefined
-    : new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    : new (undici().Agent)({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const dispatcher = opts.dispatcher ?? own!;
   // One deadline for the whole scrape, as Prometheus' scrape_timeout: a server that sends a byte a
   // second resets every per-read timer, so only a limit on the complete response ends it.
@@ -109,7 +110,7 @@ async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<Ra
   try {
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, {
+      res = await undici().request(url, {
         dispatcher,
         method: "GET",
         headers: { accept: ACCEPT, "accept-encoding": "gzip", ...opts.headers },
@@ -438,11 +439,11 @@ export async function fetchServerInfo(metricsUrl: string, opts: FetchOptions = {
   const timeoutMs = Math.min(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS, 5000);
   const own = opts.dispatcher
     ? undefined
-    : new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    : new (undici().Agent)({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const dispatcher = opts.dispatcher ?? own!;
   const getJson = async (path: string): Promise<{ json?: unknown; server?: string }> => {
     try {
-      const res = await request(`${origin}${path}`, {
+      const res = await undici().request(`${origin}${path}`, {
         dispatcher,
         headers: { accept: "application/json", ...opts.headers },
         headersTimeout: timeoutMs,

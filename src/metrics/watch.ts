@@ -1,6 +1,6 @@
 // Live view of one server (or a fleet through Prometheus): token rates, running/waiting, KV usage and
 // windowed ITL/TTFT quantiles. Frames are computed by the pure audit over a sliding window of scrapes.
-import { Agent } from "undici";
+import { undici } from "../lazy.ts";
 import { type AuditReport, analyzeAudit, fmtSeconds } from "./audit.ts";
 import type { Concept } from "./concepts.ts";
 import { DEFAULT_TIMEOUT_MS, type FetchOptions, scrape } from "./scrape.ts";
@@ -131,7 +131,12 @@ export async function watchMetrics(target: string, opts: WatchOptions): Promise<
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const agent =
     opts.dispatcher ??
-    new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connections: 1 });
+    new (undici().Agent)({
+      connect: { timeout: timeoutMs },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      connections: 1,
+    });
   const history: Snapshot[] = [];
   let frames = 0;
   try {

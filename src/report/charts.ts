@@ -1,6 +1,4 @@
 // Vega-Lite chart specs for the report, compiled and rendered to SVG in Node (no canvas, no network).
-import * as vega from "vega";
-import * as vl from "vega-lite";
 import type { StudyResult } from "./types.ts";
 
 export interface ChartSpec {
@@ -344,6 +342,8 @@ export function chartSpecs(r: StudyResult): ChartSpec[] {
 
 /** Compiles a Vega-Lite spec and renders it to an SVG string, headless. */
 export async function renderSvg(spec: Record<string, unknown>): Promise<string> {
+  // Loaded here, not at import: vega and vega-lite take ~300 ms, and only reports draw charts.
+  const [vega, vl] = await Promise.all([import("vega"), import("vega-lite")]);
   const compiled = vl.compile(spec as any).spec;
   // A loader that refuses all I/O: specs carry inline data only.
   const loader = vega.loader();

@@ -4,8 +4,9 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { homedir, hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { InputError, UsageError } from "../errors.ts";
+import { sqlite } from "../lazy.ts";
 import { redact } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
 
@@ -144,7 +145,8 @@ export function openStore(path: string = defaultDbPath()): Store {
   let db: Database.Database;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    db = new Database(file);
+    const Sqlite = sqlite();
+    db = new Sqlite(file);
     db.pragma("journal_mode = WAL");
     // In WAL mode NORMAL survives a killed process (not a power cut), at a fraction of FULL's cost.
     db.pragma("synchronous = NORMAL");

@@ -3,8 +3,8 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { request } from "undici";
 import { InputError, TargetError } from "../errors.ts";
+import { undici } from "../lazy.ts";
 import { type AnalyzeOptions, analyzeTrace, type TraceAnalysis } from "./analyze.ts";
 
 export interface CaptureOptions extends AnalyzeOptions {
@@ -61,7 +61,7 @@ async function call(
   timeoutMs: number,
 ): Promise<{ status: number; text: string }> {
   try {
-    const r = await request(new URL(path, url), {
+    const r = await undici().request(new URL(path, url), {
       method,
       headers: body === undefined ? {} : { "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
