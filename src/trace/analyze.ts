@@ -6,6 +6,7 @@ import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKin
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
+import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
 
@@ -15,6 +16,9 @@ export interface AnalyzeOptions {
   /** Gap threshold for gap mode (µs); default max(100, 10 × median gap). */
   gapUs?: number;
   topN?: number;
+  /** Graph-capture traces (the trace recorded while the CUDA/HIP graphs were captured): they give
+   * graph-replayed kernels the launching op and module that the replay trace lacks. */
+  capture?: string[];
   /** Progress callback: (file, bytes read, file size). */
   onProgress?: (file: string, read: number, total: number) => void;
 }
@@ -88,6 +92,7 @@ export async function analyzeFile(
   file: string,
   rankHint: number,
   opts: AnalyzeOptions = {},
+  captured?: readonly CapturedLaunch[],
 ): Promise<{ rank: RankAnalysis; kernelClasses: TraceAnalysis["kernelClasses"]; warnings: string[] }> {
   const builder = new ModelBuilder(opts.rules, KERNEL_CLASSES, isStepAnnotation);
   const stats = await readTraceFile(file, (ev) => builder.add(ev), {
@@ -118,8 +123,9 @@ export async function analyzeFile(
     );
 
   const launchIdx = linkLaunches(model);
-  const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES);
   const order = orderByStart(model.gpu.start);
+  const replay = captured?.length ? matchReplays(model, launchIdx, order, captured) : undefined;
+  const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES, replay?.origin);
   const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
   const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
   if (stats.truncated && steps.length) {
@@ -133,6 +139,14 @@ export async function analyzeFile(
   }
   const clipped = steps.filter((s) => s.clipped).length;
   const notes = [...seg.notes];
+  if (replay && replay.replayedKernels > 0 && replay.matched === 0)
+    warnings.push(
+      `${file}: the capture trace(s) given match none of its ${replay.replayedKernels} graph-replayed kernels: not the capture of these graphs (a different model, batch size or build?)`,
+    );
+  if (replay)
+    notes.push(
+      `${replay.matched} of ${replay.replayedKernels} graph-replayed kernels matched to their launch in the capture trace(s)`,
+    );
   if (ev.decidedByOp)
     notes.push(
       `${ev.decidedByOp} kernels classified by their launching CPU op or module (the name alone was unknown or ambiguous)`,
@@ -222,8 +236,10 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
   const ranks: RankAnalysis[] = [];
   const kernelClasses: TraceAnalysis["kernelClasses"] = {};
   const warnings: string[] = [];
+  const captured: CapturedLaunch[] = [];
+  for (const c of opts.capture ?? []) captured.push(...(await readCapture(c, opts)));
   for (let i = 0; i < paths.length; i++) {
-    const r = await analyzeFile(paths[i]!, i, opts);
+    const r = await analyzeFile(paths[i]!, i, opts, captured);
     ranks.push(r.rank);
     Object.assign(kernelClasses, r.kernelClasses);
     warnings.push(...r.warnings);
@@ -299,6 +315,24 @@ export function rankSkew(ranks: RankAnalysis[]): RankSkew {
     ...(slowestRank !== undefined && n ? { slowestRank } : {}),
     ...(stragglerRank !== undefined ? { stragglerRank } : {}),
   };
+}
+
+/** Reads a graph-capture trace into its captured launches (kernel name, op and module chains). */
+async function readCapture(file: string, opts: AnalyzeOptions): Promise<CapturedLaunch[]> {
+  const builder = new ModelBuilder(opts.rules, KERNEL_CLASSES, (n) => n.startsWith("capture_"), {
+    launchKernelNames: true,
+  });
+  const stats = await readTraceFile(file, (ev) => builder.add(ev), {
+    skipCategories: SKIP,
+    keepNamePrefix: { python_function: MODULE_PREFIX },
+  });
+  if (!stats.sawTraceEvents) throw new InputError(`${file}: not a profiler trace: the JSON has no "traceEvents" array`);
+  const launches = capturedLaunches(builder.finish());
+  if (launches.length === 0)
+    throw new InputError(`${file}: no kernel launches with kernel names: not a graph-capture trace`, {
+      hint: "pass the trace recorded while the CUDA/HIP graphs were captured (its launch calls carry args.kernel)",
+    });
+  return launches;
 }
 
 /** Reads a --rules file (YAML or JSON) and validates it. */

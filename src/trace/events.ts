@@ -68,7 +68,12 @@ export interface RuntimeTable {
   tid: Int32Array;
   /** External id of the CPU op around the call, NaN if none. */
   ext: Float64Array;
+  /** The kernel a launch call names (`args.kernel`, written in graph-capture traces), as a name
+   * id, NO_NAME if none; only kept when the builder is asked to (for capture traces). */
+  kernel?: Uint32Array;
 }
+
+export const NO_NAME = 0xffffffff;
 
 export interface Annotation {
   name: string;
@@ -163,11 +168,15 @@ export class ModelBuilder {
   private unsafeIds = 0;
   private readonly kindClassKey: string[] = KIND_NAMES;
 
+  private readonly launchKernel?: Column<Uint32Array>;
+
   constructor(
     rules: RuleFile | undefined,
     classNames: readonly string[],
     private readonly annotationFilter?: (name: string) => boolean,
+    opts: { launchKernelNames?: boolean } = {},
   ) {
+    if (opts.launchKernelNames) this.launchKernel = new Column((n) => new Uint32Array(n));
     this.classifier = new Classifier(rules);
     this.classIndex = new Map(classNames.map((c, i) => [c, i]));
   }
@@ -253,6 +262,8 @@ export class ModelBuilder {
       r.name.push(this.internPlain(name));
       r.tid.push(toInt(ev.tid));
       r.ext.push(this.id(args["External id"] ?? args["external id"]));
+      if (this.launchKernel)
+        this.launchKernel.push(typeof args.kernel === "string" ? this.internPlain(args.kernel) : NO_NAME);
       return;
     }
     if (cat === "cpu_op" || cat === "operator") {
@@ -327,6 +338,7 @@ export class ModelBuilder {
       name: r.name.seal(),
       tid: r.tid.seal(),
       ext: r.ext.seal(),
+      ...(this.launchKernel ? { kernel: this.launchKernel.seal() } : {}),
     };
     let cpuOpExt = this.cpuExt.seal();
     let cpuOpName = this.cpuName.seal();

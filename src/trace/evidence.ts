@@ -2,7 +2,8 @@
 // that launched it (External id of the kernel, or of its launch call, and the ops enclosing that
 // one), and the nn.Module frames around the launch. A specific name rule decides; where the name is
 // unknown or only a weak hint, the innermost launching op that maps to a class decides, then the
-// innermost module. Kernels replayed from a CUDA/HIP graph have no op of their own: names decide.
+// innermost module. Kernels replayed from a CUDA/HIP graph have no op of their own: their launch in
+// a graph-capture trace, where given, supplies it; else names decide.
 // Each kernel records what decided it.
 import { classifyModule, classifyOp, decideClass, type KernelClass } from "./classify.ts";
 import { findSorted, KIND_KERNEL, MODULE_PREFIX, type TraceModel } from "./events.ts";
@@ -19,11 +20,22 @@ export interface KernelEvidence {
 
 const MAX_DEPTH = 12;
 
-/** Decides each kernel's class; rewrites `model.gpu.cls` and `model.nameClass` (dominant per name). */
+/** Where a graph-replayed kernel was launched at capture time: its op and module chains, innermost first. */
+export interface ReplayOrigin {
+  ops: readonly string[];
+  modules: readonly string[];
+}
+
+/**
+ * Decides each kernel's class; rewrites `model.gpu.cls` and `model.nameClass` (dominant per name).
+ * `replayOrigin` (GPU row → its launch in a graph-capture trace) gives graph-replayed kernels the
+ * op and module evidence the replay itself lacks.
+ */
 export function attributeClasses(
   model: TraceModel,
   launchIdx: Int32Array,
   classNames: readonly KernelClass[],
+  replayOrigin?: ReadonlyMap<number, ReplayOrigin>,
 ): KernelEvidence {
   const { gpu, runtime } = model;
   const classIndex = new Map(classNames.map((c, i) => [c as string, i]));
@@ -110,7 +122,17 @@ export function attributeClasses(
     }
     const li = launchIdx[k]!;
     let d: { cls: number; ev: number } | null = null;
-    if (li < 0 || !isGraphLaunch(li)) {
+    const origin = replayOrigin?.get(k);
+    if (origin) {
+      const c = model.nameClass[nm]!;
+      const r = decideClass(
+        { class: c.class as KernelClass, rule: c.rule, ...(c.weak ? { weak: true } : {}) },
+        origin.ops,
+        origin.modules,
+      );
+      if (r.by.startsWith("op ") || r.by.startsWith("module "))
+        d = { cls: classIndex.get(r.class) ?? 0, ev: intern(`${r.by} (graph capture)`) };
+    } else if (li < 0 || !isGraphLaunch(li)) {
       let ext = gpu.ext[k]!;
       if (Number.isNaN(ext) && li >= 0) ext = runtime.ext[li]!;
       const row = Number.isNaN(ext) ? -1 : findSorted(model.cpuOpExt, ext);
@@ -192,13 +214,13 @@ function moduleName(full: string): string {
   return full.slice(full.startsWith(MODULE_PREFIX) ? MODULE_PREFIX.length : 0).replace(/_\d+$/, "");
 }
 
-interface ModuleIndex {
+export interface ModuleIndex {
   parent: Int32Array;
   /** The innermost module on thread `tid` whose span contains t, or -1. */
   innermost(tid: number, t: number): number;
 }
 
-function indexModules(model: TraceModel): ModuleIndex {
+export function indexModules(model: TraceModel): ModuleIndex {
   const { ts, end, tid } = model.modules;
   const parent = nestingParents(ts, end, tid);
   const n = ts.length;
@@ -226,4 +248,21 @@ function indexModules(model: TraceModel): ModuleIndex {
       return r;
     },
   };
+}
+
+/** Names of a CPU op row and the ops enclosing it, innermost first (`parent` from enclosingOps). */
+export function opChain(model: TraceModel, parent: Int32Array, row: number): string[] {
+  const out: string[] = [];
+  for (let r = row, d = 0; r >= 0 && d < MAX_DEPTH; r = parent[r]!, d++) out.push(model.names[model.cpuOpName[r]!]!);
+  return out;
+}
+
+/** The nn.Module names around time t on thread tid, innermost first, without "nn.Module: " and _N. */
+export function moduleChain(model: TraceModel, tid: number, t: number, index?: ModuleIndex): string[] {
+  if (model.modules.name.length === 0) return [];
+  const ix = index ?? indexModules(model);
+  const out: string[] = [];
+  for (let r = ix.innermost(tid, t), d = 0; r >= 0 && d < MAX_DEPTH; r = ix.parent[r]!, d++)
+    out.push(moduleName(model.names[model.modules.name[r]!]!));
+  return out;
 }

@@ -265,3 +265,41 @@ test("targets on every corpus trace: 'other' ≤ 5 % of GPU kernel time, and no 
   // The vLLM capture traces carry no step annotation (only the capture itself): gaps are the fallback.
   assert.equal((await analysis("captureVllmFull")).stepMode, "gap");
 });
+
+test("graph-capture traces give replayed kernels their launching op: every replayed kernel matched, classes unchanged", async () => {
+  const pairs: Array<[Key, Key, Record<string, string>]> = [
+    [
+      "vllmDecodeFull",
+      "captureVllmFull",
+      {
+        _topk_forward: "op TopK (graph capture)",
+        reduce_segments: "op vllm::unified_attention_with_output (graph capture)",
+      },
+    ],
+    ["vllmPiecewise", "captureVllmPiecewise", { _topk_forward: "op TopK (graph capture)" }],
+    ["sglangDecode", "captureSglang", {}],
+  ];
+  for (const [exec, cap, expected] of pairs) {
+    const plain = await analysis(exec);
+    const a = await analyzeTrace([TRACES[exec]], { capture: [TRACES[cap]] });
+    const replayed = a.steps.reduce((x, s) => x + s.graphKernels, 0);
+    assert.ok(replayed > 0, exec);
+    // memcpy nodes of a graph have no launch call in the capture; every replayed kernel is matched
+    assert.ok(
+      a.notes.some((n) => /^(\d+) of \1 graph-replayed kernels matched/.test(n)),
+      `${exec}: ${a.notes.join("; ")}`,
+    );
+    for (const [name, by] of Object.entries(expected)) assert.equal(a.kernelClasses[name]!.decidedBy, by, name);
+    // the op evidence agrees with the names here: the class totals do not move
+    assert.deepEqual(a.overall.kernelUsByClass, plain.overall.kernelUsByClass, exec);
+  }
+  // the wrong capture is said to be wrong; a file that is not a trace is an error
+  const wrong = await analyzeTrace([TRACES.vllmDecodeFull], { capture: [TRACES.sglangDecode] });
+  assert.match(wrong.warnings.join("\n"), /match none of its 421 graph-replayed kernels/);
+  await assert.rejects(
+    analyzeTrace([TRACES.vllmDecodeFull], {
+      capture: [join(INF, "vllm_decode_full/capture_traces/execution_details.json")],
+    }),
+    /no kernel launches with kernel names: not a graph-capture trace/,
+  );
+});

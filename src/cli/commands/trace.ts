@@ -18,6 +18,7 @@ const trace = {
 
 interface AnalyzeFlags extends CommonOptions {
   rules?: string;
+  capture: string[];
   stepsBy: string;
   gapUs?: number;
   top: number;
@@ -88,7 +89,13 @@ export function register(program: Command): void {
         "idle gap that separates steps in gap mode (default: max(100, 10 × median gap))",
         posNum("--gap-us"),
       )
-      .option("--top <n>", "top kernels to list", posInt("--top"), 20),
+      .option("--top <n>", "top kernels to list", posInt("--top"), 20)
+      .option(
+        "--capture <file>",
+        "graph-capture trace (recorded while the CUDA/HIP graphs were captured): gives graph-replayed kernels their launching op; repeatable",
+        (v: string, prev: string[]) => [...prev, v],
+        [] as string[],
+      ),
   ).action(async (...args: any[]) => {
     const files = args[0] as string[];
     const o = args[1] as AnalyzeFlags;
@@ -100,6 +107,7 @@ export function register(program: Command): void {
       stepMode: o.stepsBy as StepMode,
       gapUs: o.gapUs,
       topN: o.top,
+      capture: o.capture,
       onProgress: progress(progressEnabled(o)),
     });
     emit(a, o, (x) => R!.formatAnalysis(x));
