@@ -1,0 +1,66 @@
+// The package as users get it: build into a staging folder, npm pack it, install the tarball in an
+// empty folder, then run the installed bin and import the library. better-sqlite3's native build
+// takes minutes, so install scripts are skipped and the checkout's built addon (same pinned version)
+// is copied in; nothing here needs tsx.
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+
+test("npm pack → install in an empty folder: inferscope --version, model predict --json, import from inferscope", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "inferscope-pack-"));
+  try {
+    const stage = join(dir, "stage");
+    execFileSync(process.execPath, ["scripts/build.mjs", "--out", join(stage, "dist")], { stdio: "pipe" });
+    for (const f of ["package.json", "README.md", "docs"]) cpSync(f, join(stage, f), { recursive: true });
+    const tgz = execFileSync(npm, ["pack", "--ignore-scripts", "--silent", "--pack-destination", dir], {
+      cwd: stage,
+      encoding: "utf8",
+    }).trim();
+    const app = join(dir, "app");
+    mkdirSync(app);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+    execFileSync(npm, ["install", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", join(dir, tgz)], {
+      cwd: app,
+      stdio: "pipe",
+    });
+    const addon = "node_modules/better-sqlite3/build/Release/better_sqlite3.node";
+    mkdirSync(join(app, addon, ".."), { recursive: true });
+    cpSync(addon, join(app, addon));
+    assert.ok(!existsSync(join(app, "node_modules/tsx")), "tsx must not be a runtime dependency");
+    assert.ok(existsSync(join(app, "node_modules/inferscope/dist/index.d.ts")), "declarations shipped");
+    assert.ok(!existsSync(join(app, "node_modules/inferscope/src")), "sources are not shipped");
+
+    const bin = join(app, "node_modules/.bin/inferscope");
+    const v = spawnSync(bin, ["--version"], { encoding: "utf8" });
+    assert.equal(v.status, 0, v.stderr);
+    assert.equal(
+      v.stdout.trim(),
+      JSON.parse(execFileSync("node", ["-p", "JSON.stringify(require('./package.json'))"], { encoding: "utf8" }))
+        .version,
+    );
+
+    const args = ["model", "predict", "--model", "glm-5", "--quant", "nvfp4", "--gpu", "rtx-pro-6000", "--gpus", "8"];
+    const p = spawnSync(bin, [...args, "--tp", "8", "--interconnect", "pcie5", "--json"], { encoding: "utf8" });
+    assert.equal(p.status, 0, p.stderr);
+    assert.equal(JSON.parse(p.stdout).kind, "inferscope.model.prediction");
+
+    const lib = spawnSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        'import { predict, runBench, startSim, load } from "inferscope"; console.log([typeof predict, typeof runBench, typeof startSim, typeof load.computeMetrics].join(","));',
+      ],
+      { cwd: app, encoding: "utf8" },
+    );
+    assert.equal(lib.status, 0, lib.stderr);
+    assert.equal(lib.stdout.trim(), "function,function,function,function");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
