@@ -3,6 +3,7 @@
 // statistics use, and runs a block while watching that its server stays up.
 import { InterruptedError, TargetError } from "../errors.ts";
 import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
+import type { ServerTimings } from "../load/types.ts";
 import type { StoredRequest } from "../store/index.ts";
 import { processAlive, type ServerExit, type ServerHandle } from "./variants.ts";
 
@@ -48,6 +49,8 @@ export interface BlockSample {
   error: string | null;
   /** Gaps between chunks (vLLM ITL list), ms. */
   itlMs?: number[];
+  /** The server's own timings (llama.cpp `timings`, TGI headers), when it reports them. */
+  server?: ServerTimings | null;
 }
 
 export interface BlockResult {
@@ -84,6 +87,7 @@ export function sampleFromRecord(r: RequestRecord): BlockSample {
     promptTokens: r.promptTokens,
     error: ok ? null : `${r.errorClass}${r.errorMessage ? `: ${r.errorMessage}` : ""}`,
     itlMs: ok ? chunkItls(r) : undefined,
+    server: r.server ?? null,
   };
 }
 
@@ -131,7 +135,13 @@ export function toStored(s: BlockSample): StoredRequest {
     outputTokens: s.outputTokens,
     promptTokens: s.promptTokens,
     error: s.error,
-    data: s.itlMs ? { itlMs: s.itlMs.map((x) => Math.round(x * 1000) / 1000) } : undefined,
+    data:
+      s.itlMs || s.server
+        ? {
+            ...(s.itlMs ? { itlMs: s.itlMs.map((x) => Math.round(x * 1000) / 1000) } : {}),
+            ...(s.server ? { server: s.server } : {}),
+          }
+        : undefined,
   };
 }
 
@@ -146,6 +156,7 @@ export function fromStored(r: StoredRequest): BlockSample {
     promptTokens: r.promptTokens ?? 0,
     error: r.error ?? null,
     itlMs: Array.isArray(r.data?.itlMs) ? (r.data.itlMs as number[]) : undefined,
+    server: r.data?.server && typeof r.data.server === "object" ? (r.data.server as ServerTimings) : null,
   };
 }
 

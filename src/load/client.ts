@@ -9,7 +9,7 @@ import { undici } from "../lazy.ts";
 import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
-import { interpretChunk, type SseMessage, SseParser } from "./sse.ts";
+import { interpretChunk, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
 
@@ -60,6 +60,7 @@ export function blankRecord(): RequestRecord {
     ttftMs: Number.NaN,
     e2elMs: Number.NaN,
     chunks: undefined as any,
+    server: null,
   };
 }
 
@@ -151,10 +152,14 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     statusMessage?: string,
   ): void {
     this.head(statusCode, statusMessage ?? "", String(headers["content-type"] ?? ""));
+    if (headers["x-time-per-token"] !== undefined || headers["x-inference-time"] !== undefined)
+      this.rec.server = tgiTimings(headers);
   }
 
   onHead(status: number, statusText: string, headers: H1Headers): void {
     this.head(status, statusText, headers.contentType);
+    const h = headers.fields;
+    if (h["x-time-per-token"] !== undefined || h["x-inference-time"] !== undefined) this.rec.server = tgiTimings(h);
   }
 
   private head(statusCode: number, statusMessage: string, contentType: string): void {
@@ -248,6 +253,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       this.fail("stream-error", f.errorMessage ?? m.data.slice(0, 300));
       return;
     }
+    if (f.timings) this.rec.server = f.timings;
     this.apply(f, m.bytes);
   };
 

@@ -105,6 +105,19 @@ export function formatConsole(res: BenchResult): string {
     if (v.spec_decode?.acceptance_length != null)
       L.push(row("Spec decode acceptance length:", f2(v.spec_decode.acceptance_length)));
   }
+  if (res.serverTimings) {
+    const s = res.serverTimings;
+    L.push(center(` Server's own timing (${s.source}) `, "-"));
+    if (s.server_step_ms !== null) L.push(row("Server decode per step (ms):", f2(s.server_step_ms)));
+    L.push(row("Server per-token field (ms):", f2(s.server_per_token_ms)));
+    L.push(row("Client TPOT, same requests (ms):", f2(s.client_tpot_ms)));
+    const d = s.step_diff_pct ?? s.diff_pct;
+    L.push(row("Client − server per token (%):", `${d >= 0 ? "+" : ""}${d.toFixed(2)}`));
+    if (s.client_overhead_ms_per_token !== null)
+      L.push(row("Client-side time per token (ms):", f2(s.client_overhead_ms_per_token)));
+    if (s.server_prompt_ms !== null) L.push(row("Server prompt time (ms):", f2(s.server_prompt_ms)));
+    if (s.ttft_minus_prompt_ms !== null) L.push(row("TTFT − server prompt (ms):", f2(s.ttft_minus_prompt_ms)));
+  }
   L.push("=".repeat(50));
   if (ins.error_samples.length) {
     L.push("Errors (first 10):");

@@ -59,6 +59,8 @@ function keyId(b: Buffer, s: number, e: number): number {
     case 5:
       return c === 0x65 && eq(b, s, "error") ? K_BAIL : K_NONE;
     case 7:
+      // llama.cpp's `timings` (last chunk): the slow path reads it.
+      if (c === 0x74) return eq(b, s, "timings") ? K_BAIL : K_NONE;
       if (c !== 0x63) return K_NONE;
       return eq(b, s, "choices") ? K_CHOICES : eq(b, s, "content") ? K_CONTENT : K_NONE;
     case 8:

@@ -14,8 +14,13 @@ export {
 } from "./runner.ts";
 export { arrivalTimesMs, Rng, requestsForDuration, sweepRates } from "./schedule.ts";
 export { formatSelfTest, runSelfTest, type SelfTestResult, spawnSimProcess } from "./selftest.ts";
+export {
+  type ServerTimingSummary,
+  serverTimingLine,
+  summarizeServerTimings,
+} from "./server-timings.ts";
 export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
-export { interpretChunk, SseParser } from "./sse.ts";
+export { interpretChunk, llamacppTimings, SseParser, tgiTimings } from "./sse.ts";
 export {
   type BenchSummary,
   chunkItls,

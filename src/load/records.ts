@@ -2,7 +2,7 @@
 // runs, copied to exact-size arrays when it ends; a JSONL writer that appends each record as it completes.
 import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import { InputError } from "../errors.ts";
-import type { ChunkColumns, ErrorClass, RequestRecord } from "./types.ts";
+import type { ChunkColumns, ErrorClass, RequestRecord, ServerTimings } from "./types.ts";
 
 /** A growable column store for one in-flight request; reused after `take()`. */
 export class ChunkScratch {
@@ -237,6 +237,8 @@ export class RecordStore {
   private readonly finishIds = new Map<string, number>();
   /** Error messages are rare: kept by row. */
   private readonly messages = new Map<number, string>();
+  /** Server-reported timings (llama.cpp, TGI): kept by row when present. */
+  private readonly server = new Map<number, ServerTimings>();
   /** Chunk columns not in the arena (e.g. empty ones): kept by row. */
   private readonly foreign = new Map<number, ChunkColumns>();
 
@@ -273,6 +275,7 @@ export class RecordStore {
     this.flags[i] = (r.warmup ? 1 : 0) | (r.outputTokensFromUsage ? 2 : 0);
     this.errCls[i] = Math.max(0, ERROR_CLASSES.indexOf(r.errorClass));
     if (r.errorMessage !== null) this.messages.set(i, r.errorMessage);
+    if (r.server) this.server.set(i, r.server);
     let f = -1;
     if (r.finishReason !== null) {
       f = this.finishIds.get(r.finishReason) ?? -1;
@@ -303,6 +306,7 @@ export class RecordStore {
     r.outputTokensFromUsage = (this.flags[i]! & 2) !== 0;
     r.errorClass = ERROR_CLASSES[this.errCls[i]!] ?? null;
     r.errorMessage = this.messages.get(i) ?? null;
+    r.server = this.server.get(i) ?? null;
     r.finishReason = this.finish[i]! >= 0 ? this.finishNames[this.finish[i]!]! : null;
     r.chunks =
       this.chunkBlock[i]! >= 0
@@ -351,6 +355,7 @@ export function recordToJson(r: RequestRecord): Record<string, unknown> {
     finishReason: r.finishReason,
     ttftMs: round3(r.ttftMs),
     e2elMs: round3(r.e2elMs),
+    server: r.server ?? null,
     chunks: {
       tMs: Array.from(c.tMs, (x) => Math.round(x * 1000) / 1000),
       bytes: Array.from(c.bytes),
@@ -396,6 +401,7 @@ export function recordFromJson(o: any): RequestRecord {
     finishReason: o.finishReason ?? null,
     ttftMs: num(o.ttftMs ?? o.firstChunkMs),
     e2elMs: num(o.e2elMs ?? o.lastChunkMs),
+    server: o.server && typeof o.server === "object" ? (o.server as ServerTimings) : null,
     chunks: {
       tMs: col(Float64Array, c.tMs, 0),
       bytes: col(Uint32Array, c.bytes, 0),

@@ -9,6 +9,7 @@ import { setReadHook } from "./h1.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
+import { type ServerTimingSummary, summarizeServerTimings } from "./server-timings.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import { autoWorkers, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
@@ -50,6 +51,8 @@ export interface BenchResult {
   warnings: string[];
   client: ClientHealth;
   server: ServerView | null;
+  /** The server's own per-request timings beside the client's (llama.cpp `timings`, TGI headers). */
+  serverTimings: ServerTimingSummary | null;
   /** True when interrupted: only what finished is included. */
   partial: boolean;
   percentiles: number[];
@@ -419,6 +422,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         warnings,
         client: h,
         server: before && after ? serverDelta(before, after) : null,
+        serverTimings: summarizeServerTimings(recs),
         partial,
         percentiles: r.percentiles,
         percentileMetrics: opts.percentileMetrics ?? ["ttft", "tpot", "itl"],
@@ -859,6 +863,7 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
     warnings: res.warnings,
     client: res.client,
     server: res.server,
+    server_timings: res.serverTimings,
     partial: res.partial,
   };
   return out;

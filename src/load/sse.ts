@@ -2,6 +2,8 @@
 // Pure: no I/O, no clock. It cuts messages at line boundaries on bytes, so a UTF-8 sequence is never
 // split (0x0A never occurs inside one) and only complete lines are decoded.
 
+import type { ServerTimings } from "./types.ts";
+
 const LF = 0x0a;
 const CR = 0x0d;
 const COLON = 0x3a;
@@ -192,6 +194,8 @@ export interface ChunkFacts {
   /** Text, only when asked for. */
   text?: string;
   errorMessage?: string;
+  /** llama.cpp's per-request `timings` object, when the chunk carries one. */
+  timings?: ServerTimings;
 }
 
 function emptyFacts(kind: ChunkFacts["kind"]): ChunkFacts {
@@ -264,10 +268,54 @@ export function interpretChunk(data: string, keepText = false): ChunkFacts {
       if (typeof c.finish_reason === "string") f.finishReason = c.finish_reason;
     }
   }
+  const t = obj.timings;
+  if (t && typeof t === "object") f.timings = llamacppTimings(t);
   const u = obj.usage;
   if (u && typeof u === "object") {
     if (typeof u.completion_tokens === "number") f.completionTokens = u.completion_tokens;
     if (typeof u.prompt_tokens === "number") f.promptTokens = u.prompt_tokens;
   }
   return f;
+}
+
+const numOrUndef = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+/** llama.cpp's `timings` object (older builds wrote null for divisions by zero). */
+export function llamacppTimings(t: Record<string, unknown>): ServerTimings {
+  const out: ServerTimings = { source: "llamacpp-timings" };
+  const set = (k: keyof ServerTimings, v: unknown) => {
+    const n = numOrUndef(v);
+    if (n !== undefined) (out as unknown as Record<string, number>)[k] = n;
+  };
+  set("promptTokens", t.prompt_n);
+  set("promptMs", t.prompt_ms);
+  set("cachedTokens", t.cache_n);
+  set("decodeTokens", t.predicted_n);
+  set("decodeMs", t.predicted_ms);
+  set("decodePerTokenMs", t.predicted_per_token_ms);
+  return out;
+}
+
+/** TGI's timing headers (`x-queue-time`, `x-inference-time`, `x-time-per-token`, … in ms), or null. */
+export function tgiTimings(h: Record<string, string | string[] | undefined>): ServerTimings | null {
+  const v = (k: string) => {
+    const x = h[k];
+    const n = Number(Array.isArray(x) ? x[0] : x);
+    return x !== undefined && Number.isFinite(n) ? n : undefined;
+  };
+  const perToken = v("x-time-per-token");
+  const inference = v("x-inference-time");
+  if (perToken === undefined && inference === undefined) return null;
+  const out: ServerTimings = { source: "tgi-headers" };
+  if (perToken !== undefined) out.decodePerTokenMs = perToken;
+  if (inference !== undefined) out.inferenceMs = inference;
+  const q = v("x-queue-time");
+  if (q !== undefined) out.queueMs = q;
+  const tot = v("x-total-time");
+  if (tot !== undefined) out.totalMs = tot;
+  const p = v("x-prompt-tokens");
+  if (p !== undefined) out.promptTokens = p;
+  const g = v("x-generated-tokens");
+  if (g !== undefined) out.decodeTokens = g;
+  return out;
 }

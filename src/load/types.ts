@@ -37,6 +37,25 @@ export const CHUNK_USAGE = 2;
 export const CHUNK_FINISH = 4;
 
 /** The raw facts of one request. Times are ms; run-relative ones count from the run's origin. */
+/**
+ * What the server itself reported about one request: llama.cpp's `timings` object (last stream chunk)
+ * or TGI's `x-*` timing headers. Fields a server does not send are absent. Times in ms.
+ */
+export interface ServerTimings {
+  source: "llamacpp-timings" | "tgi-headers";
+  promptTokens?: number;
+  promptMs?: number;
+  cachedTokens?: number;
+  decodeTokens?: number;
+  /** llama.cpp predicted_ms: from the first generated token to the last (n − 1 decode steps). */
+  decodeMs?: number;
+  /** The server's own per-token figure as it reports it (llama.cpp predicted_per_token_ms = predicted_ms ÷ n). */
+  decodePerTokenMs?: number;
+  queueMs?: number;
+  inferenceMs?: number;
+  totalMs?: number;
+}
+
 export interface RequestRecord {
   /** Index into the workload (stable across runs with the same seed). */
   index: number;
@@ -77,6 +96,8 @@ export interface RequestRecord {
   ttftMs: number;
   e2elMs: number;
   chunks: ChunkColumns;
+  /** The server's own timings for this request, when it reports them. */
+  server?: ServerTimings | null;
 }
 
 export interface GoodputSlo {

@@ -244,9 +244,23 @@ export interface Gap {
   command: string;
 }
 
+/** What the caller knows about the deployment, so recovery hints fit it (the study passes its discovery). */
+export interface AuditContext {
+  /** TP > 1 on an engine with NCCL/RCCL collectives; null when unknown. */
+  collectives?: boolean | null;
+  deviceKind?: "gpu" | "cpu" | null;
+  /** The model argument for `model` commands (a catalog name, config.json or .gguf path). */
+  model?: string | null;
+  /** The hardware flags for `model` commands (e.g. "--cpu-bandwidth 12GB/s --cpu-cores 2"). */
+  hardwareFlags?: string | null;
+  /** The user's server command, for `ab` hints. */
+  serverCmd?: string | null;
+}
+
 export interface AuditInfo {
   /** The metrics URL (or file) audited. */
   target: string;
+  context?: AuditContext;
   server?: ServerInfo;
   via?: "scrape" | "prometheus";
   /** Fleet mode: the selector the Prometheus data was filtered by. */
@@ -506,10 +520,24 @@ function gapsFor(
   models: string[],
 ): Gap[] {
   const url = info.via === "prometheus" ? "<server URL>" : originOf(info.target);
-  const model = models[0] ? shellQuote(models[0]) : "<model>";
+  const ctx = info.context ?? {};
+  const model = ctx.model ? shellQuote(ctx.model) : models[0] ? shellQuote(models[0]) : "<model>";
+  // Device flags that fit the deployment: never a GPU for a CPU host.
+  const device =
+    ctx.hardwareFlags ??
+    (ctx.deviceKind === "cpu"
+      ? "--cpu-bandwidth <GB/s> --cpu-cores <n>"
+      : ctx.deviceKind === "gpu"
+        ? "--gpu <gpu> --gpus <n> --tp <n>"
+        : engine?.id === "llamacpp"
+          ? "--hardware <file.yaml>"
+          : "--gpu <gpu> --gpus <n> --tp <n>");
+  const cmd = ctx.serverCmd ? shellQuote(ctx.serverCmd) : "'<your server command>'";
   const byId = new Map(concepts.map((c) => [c.concept, c]));
   const gaps: Gap[] = [];
   const hasOp = concepts.some((c) => c.observable && c.granularity === "operation");
+  // Collectives exist only with TP > 1 on an engine that uses NCCL/RCCL (llama.cpp's layer split does not).
+  const collectives = engine?.usesNccl === false ? false : (ctx.collectives ?? null);
   if (!hasOp) {
     gaps.push(
       engine?.profiler
@@ -520,18 +548,19 @@ function gapsFor(
             command: `inferscope trace capture ${url} --steps 20`,
           }
         : {
-            what: "per-operation timing (GEMM, attention, all-reduce kernels)",
+            what: "per-operation timing (matmuls, attention)",
             why: "no metric times individual operations, and this engine has no profiler endpoint",
             method: "analytical decode-step model, explained term by term",
-            command: `inferscope model explain --model ${model} --gpu <gpu> --gpus <n> --tp <n>`,
+            command: `inferscope model explain --model ${model} ${device}`,
           },
     );
-    gaps.push({
-      what: "all-reduce (collective) time per token",
-      why: "communication is inside the step; no metric separates it",
-      method: "A/B experiment that changes only the NCCL protocol, with server restarts and confidence intervals",
-      command: `inferscope ab --server-cmd '<your server command>' --variant base: --variant ll:NCCL_PROTO=LL`,
-    });
+    if (collectives !== false)
+      gaps.push({
+        what: "all-reduce (collective) time per token",
+        why: `communication is inside the step; no metric separates it${collectives === null ? " (applies with TP > 1)" : ""}`,
+        method: "A/B experiment that changes only the NCCL protocol, with server restarts and confidence intervals",
+        command: `inferscope ab --server-cmd ${cmd} --variant base: --variant ll:NCCL_PROTO=LL`,
+      });
   }
   const step = byId.get("step_time");
   if (!step?.observable || step.granularity !== "step") {
@@ -548,7 +577,7 @@ function gapsFor(
     what: "step breakdown (compute / communication / overhead)",
     why: "metrics give totals, never the parts of a step",
     method: "analytical model from the architecture, hardware and parallelism, calibrated on the measurements",
-    command: `inferscope model predict --model ${model} --gpu <gpu> --gpus <n> --tp <n>`,
+    command: `inferscope model predict --model ${model} ${device}`,
   });
   const itl = byId.get("itl");
   if (itl?.resolution?.interpolated || (!itl?.observable && byId.get("tpot")?.observable)) {
@@ -561,6 +590,17 @@ function gapsFor(
       command: `inferscope bench --base-url ${url} --concurrency 1 --num-prompts 20`,
     });
   }
+  // The engine's own ways (llama.cpp's per-response timings and /slots, …).
+  for (const h of engine?.hints ?? [])
+    gaps.push({
+      what: h.what,
+      why: h.why,
+      method: h.method,
+      command: h.command
+        .replace(/\{url\}/g, url)
+        .replace(/\{model\}/g, model)
+        .replace(/\{device\}/g, device),
+    });
   return gaps;
 }
 
@@ -731,6 +771,8 @@ export interface AuditOptions extends FetchOptions {
   onProgress?: (message: string) => void;
   /** Skip /v1/models and /version. */
   noInfo?: boolean;
+  /** What is known about the deployment, so the recovery hints fit it. */
+  context?: AuditContext;
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -748,7 +790,7 @@ export async function auditMetrics(target: string, opts: AuditOptions = {}): Pro
   const b = await scrape(target, opts);
   const server = await infoP;
   const formats = isUrl(target) ? await probeFormats(target, a, opts) : undefined;
-  const report = analyzeAudit(a, b, { target, server, via: "scrape", formats });
+  const report = analyzeAudit(a, b, { target, server, via: "scrape", formats, context: opts.context });
   const counts = formats?.filter((f) => f.families !== undefined).map((f) => f.families);
   if (counts && counts.length === 2 && counts[0] !== counts[1])
     report.warnings.push(

@@ -349,7 +349,7 @@ export function customGpu(spec: CustomGpuSpec): Gpu {
   return {
     id: spec.name ?? (base ? `${base.id}-custom` : "custom"),
     name: spec.name ?? (base ? `${base.name} (custom numbers)` : "custom device"),
-    kind: base?.kind ?? "gpu",
+    kind: base?.kind ?? (arch === "cpu" ? "cpu" : "gpu"),
     memoryGB: mem,
     bandwidthGBs: bw,
     measuredBandwidthGBs: measured,

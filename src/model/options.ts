@@ -16,6 +16,13 @@ export interface ModelCliOptions {
   gpuBandwidth?: string;
   gpuTflopsBf16?: string;
   gpuMemory?: string;
+  /** A catalog CPU (epyc-9654, m3-max, …), or the name of a CPU host described by the numbers below. */
+  cpu?: string;
+  /** A CPU host's memory bandwidth (e.g. 40GB/s). */
+  cpuBandwidth?: string;
+  /** A CPU host's cores (its dense TFLOPS are estimated from them when not given). */
+  cpuCores?: string;
+  cpuMemory?: string;
   measuredBandwidth?: string;
   hardware?: string;
   gpus?: string;
@@ -65,6 +72,25 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     gpu = hw.gpu;
     gpus ??= hw.gpus;
     interconnect ??= hw.interconnect;
+  } else if (o.cpuBandwidth || o.cpuCores) {
+    if (!o.cpuBandwidth)
+      throw new UsageError("a CPU host needs its memory bandwidth: --cpu-bandwidth 40GB/s (with --cpu-cores N)");
+    const cores = intOpt("--cpu-cores", o.cpuCores);
+    // AVX2 FMA: 2 units × 8 FP32 lanes × 2 flops × ~3 GHz ≈ 0.1 TFLOPS a core (decode is bandwidth-bound anyway).
+    gpu = {
+      name: o.cpu ?? "CPU host",
+      arch: "cpu",
+      bandwidth: o.cpuBandwidth,
+      tflopsBf16: (cores && cores > 0 ? cores : 1) * 0.1,
+      memory: o.cpuMemory,
+    };
+  } else if (o.cpu) {
+    const c = findGpu(o.cpu);
+    if (c?.kind !== "cpu")
+      throw new UsageError(`--cpu "${o.cpu}" is not a catalog CPU`, {
+        hint: "give a catalog CPU (inferscope model catalog), or describe the host: --cpu-bandwidth 40GB/s --cpu-cores 16",
+      });
+    gpu = o.cpu;
   } else if (o.gpuBandwidth || o.gpuTflopsBf16 || o.gpuMemory) {
     const spec: CustomGpuSpec = {
       base: o.gpu && findGpu(o.gpu) ? o.gpu : undefined,
@@ -77,7 +103,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
   } else {
     if (!o.gpu)
       throw new UsageError(
-        "--gpu is required (a catalog name such as rtx-pro-6000, or --gpu-bandwidth/--gpu-tflops-bf16/--gpu-memory, or --hardware file.yaml)",
+        "--gpu is required (a catalog name such as rtx-pro-6000, or --gpu-bandwidth/--gpu-tflops-bf16/--gpu-memory, or --hardware file.yaml; for a CPU: --cpu NAME or --cpu-bandwidth/--cpu-cores)",
       );
     gpu = o.gpu;
   }

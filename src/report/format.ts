@@ -1,5 +1,5 @@
 // Number and text formatting shared by every report writer (pure).
-import type { Quantity } from "./types.ts";
+import type { Deployment, DeploymentField, Quantity } from "./types.ts";
 
 /** Significant-figure formatting that keeps small and large numbers readable. */
 export function fmt(x: number | undefined, digits = 3): string {
@@ -67,4 +67,54 @@ export function redactSecrets(text: string): string {
       .replace(/\b(Bearer\s+)\S+/gi, "$1***")
       .replace(/\bsk-[A-Za-z0-9_-]{8,}/g, "sk-***")
   );
+}
+
+const PROVENANCE_WORD: Record<string, string> = {
+  detected: "detected",
+  given: "given",
+  profile: "embedded profile",
+  unknown: "unknown",
+};
+
+/** One line naming the deployment; a field nobody gave or detected reads "unknown", never a default. */
+export function deploymentTitle(d: Deployment): string {
+  const base = (p: string) => p.replace(/^.*[\\/]/, "");
+  const model = d.modelName ?? (d.model ? base(d.model) : null) ?? d.servedModel ?? "unknown model";
+  const device = d.gpu ? ((d.gpus ?? 1) > 1 ? `${d.gpus}× ${d.gpu}` : d.gpu) : "unknown hardware";
+  const parts = [`${model} (${d.quant ?? "quantization unknown"}) on ${device}`];
+  if (d.deviceKind !== "cpu") parts.push(d.tp !== null ? `TP ${d.tp}` : "TP unknown");
+  if (d.interconnect && d.interconnect !== "none") parts.push(d.interconnect);
+  parts.push(d.engine ? `${d.engine}${d.engineVersion ? ` ${d.engineVersion}` : ""}` : "engine unknown");
+  return parts.join(", ");
+}
+
+/** Rows of (field, value, where it came from) for the report's deployment table. */
+export function deploymentRows(d: Deployment): Array<{ field: string; value: string; source: string }> {
+  const rows: Array<[DeploymentField, string, unknown]> = [
+    ["engine", "engine", d.engine],
+    ["engineVersion", "engine version", d.engineVersion],
+    ["servedModel", "served model", d.servedModel],
+    ["model", "model input", d.model],
+    ["modelName", "architecture", d.modelName],
+    ["quant", "quantization", d.quant],
+    ["deviceKind", "device kind", d.deviceKind],
+    ["gpu", "device", d.gpu],
+    ["gpus", "devices", d.gpus],
+    ["tp", "tensor parallel", d.tp],
+    ["interconnect", "interconnect", d.interconnect],
+    ["maxModelLen", "max model length", d.maxModelLen],
+  ];
+  return rows.map(([k, label, v]) => {
+    const src = d.sources?.[k];
+    const known = v !== null && v !== undefined;
+    return {
+      field: label,
+      value: known ? String(v) : "unknown",
+      source: src
+        ? `${PROVENANCE_WORD[src.source] ?? src.source}${src.from ? ` (${src.from})` : ""}`
+        : known
+          ? ""
+          : "unknown",
+    };
+  });
 }

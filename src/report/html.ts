@@ -1,7 +1,7 @@
 // The self-contained HTML report: one file, inline CSS, inline SVG charts, no scripts, no network.
 import type { RenderedChart } from "./charts.ts";
-import { esc, fmt, fmtP, fmtPct, fmtQ } from "./format.ts";
-import type { Ceiling, PhaseRecord, Quantity, StudyResult } from "./types.ts";
+import { deploymentRows, deploymentTitle, esc, fmt, fmtP, fmtPct, fmtQ } from "./format.ts";
+import type { Ceiling, ExperimentPlan, PhaseRecord, Quantity, ServerTimingSection, StudyResult } from "./types.ts";
 
 const CSS = `
 :root{--fg:#1d232a;--muted:#5b6570;--line:#dde2e7;--bg:#f6f7f9;--card:#fff;--acc:#d95f02}
@@ -100,7 +100,7 @@ function phaseRow(p: PhaseRecord): string {
 export function renderHtml(r: StudyResult, rendered: RenderedChart[]): string {
   const m = r.meta;
   const dep = m.deployment;
-  const title = `inferscope study — ${dep.model} on ${dep.gpus}× ${dep.gpu}`;
+  const title = `inferscope study — ${deploymentTitle(dep)}`;
   const parts: string[] = [];
 
   // Summary
@@ -129,6 +129,17 @@ ${figures(rendered.filter((c) => c.id === "decomposition"))}
 ${decomp}
 <p class="how">${esc(r.summary.decompositionBasis)}</p>
 ${r.summary.ceiling ? `<h3>Ceiling</h3><p><b>${esc(fmtQ(r.summary.ceiling.tokensPerSecond))}</b> — ${esc(r.summary.ceiling.scenario)} (${esc(r.summary.ceiling.assumption)}) ${badge(r.summary.ceiling.tokensPerSecond.method)}</p>` : ""}
+</section>`);
+
+  // Deployment: every field with where it came from
+  parts.push(`<section id="deployment"><h2>Deployment</h2>
+<p>${esc(deploymentTitle(dep))}</p>
+<table><thead><tr><th>field</th><th>value</th><th>source</th></tr></thead><tbody>${deploymentRows(dep)
+    .map(
+      (x) =>
+        `<tr><td>${esc(x.field)}</td><td${x.value === "unknown" ? ' class="skip"' : ""}>${esc(x.value)}</td><td class="how">${esc(x.source)}</td></tr>`,
+    )
+    .join("")}</tbody></table>
 </section>`);
 
   // Audit
@@ -164,6 +175,7 @@ ${qTable([
 ])}
 ${L.server ? `<p class="how">Server's own view over the same window (from /metrics <code>_sum/_count</code> deltas): TTFT mean ${esc(fmt(L.server.ttftMeanMs))} ms, ITL mean ${esc(fmt(L.server.itlMeanMs))} ms${L.server.steps !== undefined ? `, ${esc(L.server.steps)} engine steps` : ""}. ${esc(L.server.note ?? "")}</p>` : ""}
 ${notes(L.notes)}
+${r.serverTimings ? serverTimingsHtml(r.serverTimings) : ""}
 ${charts(rendered, "latency")}
 </section>`);
   } else
@@ -190,8 +202,9 @@ ${charts(rendered, "sweep")}
   // A/B
   if (r.ab) {
     const ab = r.ab;
-    parts.push(`<section id="ab"><h2>A/B: communication protocol, server restarted per arm</h2>
+    parts.push(`<section id="ab"><h2>A/B: ${esc(ab.arms.map((a) => a.name).join(" vs "))}, server restarted per arm</h2>
 <p><b>${esc(ab.verdict)}</b></p>
+${ab.mechanism ? `<p class="how">What it tests: ${esc(ab.mechanism)}.${ab.chosenBecause ? ` Chosen: ${esc(ab.chosenBecause)}.` : ""}</p>` : ""}
 <table><thead><tr><th>arm</th><th>change</th><th>per-token ms [95 % CI]</th><th>TTFT ms</th><th>E2E ms</th><th>samples</th></tr></thead><tbody>${ab.arms
       .map(
         (a) =>
@@ -201,13 +214,18 @@ ${charts(rendered, "sweep")}
 ${qTable([
   ["Δ per token (baseline − treatment)", ab.deltaPerTokenMs],
   ["Δ TTFT", ab.deltaTtftMs],
-  [`Δ per all-reduce (÷ ${ab.callsPerToken ?? "?"} calls/token)`, ab.deltaPerCallUs],
+  ...(ab.deltaPerCallUs
+    ? ([[`Δ per all-reduce (÷ ${ab.callsPerToken ?? "?"} calls/token)`, ab.deltaPerCallUs]] as Array<
+        [string, Quantity | undefined]
+      >)
+    : []),
 ])}
 <p class="how">Welch's t p = ${esc(fmtP(ab.pWelch))}; Mann–Whitney p = ${esc(fmtP(ab.pMannWhitney))}${ab.order?.length ? `; block order ${esc(ab.order.join(" "))}` : ""}.</p>
 ${notes(ab.notes)}
 ${charts(rendered, "ab")}
 </section>`);
   } else parts.push(`<section id="ab"><h2>A/B comparison</h2>${unavailable(r, "ab", "The A/B experiment")}</section>`);
+  if (r.experiments) parts.push(experimentsHtml(r.experiments));
 
   // Trace
   if (r.trace) {
@@ -276,7 +294,7 @@ ${m.target.profile ? `<tr><td>sim profile</td><td><code>${esc(m.target.profile)}
 ${m.target.url ? `<tr><td>URL</td><td><code>${esc(m.target.url)}</code></td></tr>` : ""}
 ${m.target.serverCommand ? `<tr><td>server command (secrets redacted)</td><td><code>${esc(m.target.serverCommand)}</code></td></tr>` : ""}
 <tr><td>time scale</td><td>${esc(m.timeScale)}${m.timeScale !== 1 ? " — the sim ran this many times faster than real time; every client-measured time was multiplied back into simulated time (the sim's /metrics and trace record simulated time already)" : ""}</td></tr>
-<tr><td>deployment</td><td>${esc(`${dep.model} · ${dep.quant} · ${dep.gpus}× ${dep.gpu} · TP ${dep.tp} · ${dep.interconnect} · ${dep.engine}`)}</td></tr>
+<tr><td>deployment</td><td>${esc(deploymentTitle(dep))}</td></tr>
 <tr><td>seed</td><td>${esc(m.seed)}</td></tr>
 ${m.runId ? `<tr><td>run id</td><td><code>${esc(m.runId)}</code> (rebuild with <code>inferscope report ${esc(m.runId)}</code>)</td></tr>` : ""}
 </tbody></table>
@@ -292,6 +310,7 @@ ${m.runId ? `<tr><td>run id</td><td><code>${esc(m.runId)}</code> (rebuild with <
 
   const nav = [
     ["summary", "Summary"],
+    ["deployment", "Deployment"],
     ["audit", "Metrics"],
     ["latency", "Latency"],
     ["sweep", "Sweep"],
@@ -319,4 +338,23 @@ ${m.runId ? `<tr><td>run id</td><td><code>${esc(m.runId)}</code> (rebuild with <
 ${parts.join("\n")}
 </main></body></html>
 `;
+}
+
+function serverTimingsHtml(t: ServerTimingSection): string {
+  return `<h3>The server's own timing per request (${esc(t.source)})</h3>
+${qTable([
+  ["server decode per token", t.serverDecodeMsPerToken],
+  ["client TPOT (same requests)", t.clientTpotMs],
+  ["server prompt time", t.serverPromptMs],
+  ["client TTFT (same requests)", t.clientTtftMs],
+])}
+<p class="how">Client − server per token: median ${esc(fmt(t.diffPct))} % (median |Δ| ${esc(fmt(t.absDiffPct))} %) over ${esc(t.requests)} requests${t.ttftOverheadMs !== undefined ? `; client TTFT − server prompt time: median ${esc(fmt(t.ttftOverheadMs))} ms (transit, queueing, tokenisation and the client)` : ""}.</p>
+${notes(t.notes)}`;
+}
+
+function experimentsHtml(x: ExperimentPlan): string {
+  return `<section id="experiments"><h3>Experiments considered${x.engine ? ` for ${esc(x.engine)}` : ""}</h3>
+<p class="how">${esc(x.reason)}</p>
+${x.candidates.length ? `<table><thead><tr><th>knob</th><th>change</th><th>mechanism</th><th>applies</th></tr></thead><tbody>${x.candidates.map((c) => `<tr><td>${esc(c.id)}${x.chosen === c.id ? " (run)" : ""}</td><td><code>${esc(c.variant)}</code></td><td class="how">${esc(c.mechanism)}</td><td class="${c.applies ? "ok" : "skip"}">${esc(c.why)}</td></tr>`).join("")}</tbody></table>` : ""}
+</section>`;
 }

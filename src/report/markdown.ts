@@ -1,5 +1,5 @@
 // report.md: the same content as index.html as Markdown tables (charts live in the HTML).
-import { fmt, fmtP, fmtPct, fmtQ, mdEsc } from "./format.ts";
+import { deploymentRows, deploymentTitle, fmt, fmtP, fmtPct, fmtQ, mdEsc } from "./format.ts";
 import type { Quantity, StudyResult } from "./types.ts";
 
 function table(head: string[], rows: string[][]): string {
@@ -23,9 +23,9 @@ export function renderMarkdown(r: StudyResult): string {
   const m = r.meta;
   const d = m.deployment;
   const out: string[] = [];
-  out.push(`# inferscope study — ${mdEsc(d.model)} on ${d.gpus}× ${mdEsc(d.gpu)}\n`);
+  out.push(`# inferscope study — ${mdEsc(deploymentTitle(d))}\n`);
   out.push(
-    `${mdEsc(d.quant)} · TP ${d.tp} · ${mdEsc(d.interconnect)} · ${mdEsc(d.engine)} · target ${m.target.kind}${m.target.profile ? ` (${mdEsc(m.target.profile)})` : ""} · ${m.startedAt} · ${fmt(m.durationMs / 1000)} s${m.quick ? " · quick run" : ""}\n`,
+    `target ${m.target.kind}${m.target.profile ? ` (${mdEsc(m.target.profile)})` : ""} · ${m.startedAt} · ${fmt(m.durationMs / 1000)} s${m.quick ? " · quick run" : ""}\n`,
   );
   if (m.timeScale !== 1)
     out.push(
@@ -66,6 +66,13 @@ export function renderMarkdown(r: StudyResult): string {
       `**Ceiling:** ${mdEsc(fmtQ(r.summary.ceiling.tokensPerSecond))} — ${mdEsc(r.summary.ceiling.scenario)} (${mdEsc(r.summary.ceiling.assumption)}; ${r.summary.ceiling.tokensPerSecond.method})\n`,
     );
 
+  out.push("## Deployment\n");
+  out.push(
+    table(
+      ["field", "value", "source"],
+      deploymentRows(d).map((x) => [mdEsc(x.field), mdEsc(x.value), mdEsc(x.source)]),
+    ),
+  );
   out.push("## What the metrics endpoint exposes\n");
   if (r.audit) {
     out.push(
@@ -111,6 +118,22 @@ export function renderMarkdown(r: StudyResult): string {
         `Server view (/metrics deltas): TTFT mean ${fmt(L.server.ttftMeanMs)} ms, ITL mean ${fmt(L.server.itlMeanMs)} ms. ${mdEsc(L.server.note ?? "")}\n`,
       );
     for (const n of L.notes) out.push(`> ${mdEsc(n)}\n`);
+    const st = r.serverTimings;
+    if (st) {
+      out.push(`### The server's own timing per request (${mdEsc(st.source)})\n`);
+      out.push(
+        qRows([
+          ["server decode per token", st.serverDecodeMsPerToken],
+          ["client TPOT (same requests)", st.clientTpotMs],
+          ["server prompt time", st.serverPromptMs],
+          ["client TTFT (same requests)", st.clientTtftMs],
+        ]),
+      );
+      out.push(
+        `Client − server per token: median ${fmt(st.diffPct)} % (median |Δ| ${fmt(st.absDiffPct)} %) over ${st.requests} requests${st.ttftOverheadMs !== undefined ? `; client TTFT − server prompt time: median ${fmt(st.ttftOverheadMs)} ms` : ""}.\n`,
+      );
+      for (const n of st.notes) out.push(`> ${mdEsc(n)}\n`);
+    }
   } else out.push(missing(r, "bench", "The batch-1 benchmark"));
 
   out.push("## Length sweep\n");
@@ -134,6 +157,10 @@ export function renderMarkdown(r: StudyResult): string {
   out.push("## A/B comparison\n");
   if (r.ab) {
     out.push(`**${mdEsc(r.ab.verdict)}**\n`);
+    if (r.ab.mechanism)
+      out.push(
+        `What it tests: ${mdEsc(r.ab.mechanism)}.${r.ab.chosenBecause ? ` Chosen: ${mdEsc(r.ab.chosenBecause)}.` : ""}\n`,
+      );
     out.push(
       table(
         ["arm", "change", "per-token ms [95 % CI]", "TTFT ms", "E2E ms", "samples"],
@@ -157,6 +184,23 @@ export function renderMarkdown(r: StudyResult): string {
     out.push(`Welch p = ${fmtP(r.ab.pWelch)}; Mann–Whitney p = ${fmtP(r.ab.pMannWhitney)}.\n`);
     for (const n of r.ab.notes) out.push(`> ${mdEsc(n)}\n`);
   } else out.push(missing(r, "ab", "The A/B experiment"));
+  if (r.experiments) {
+    const x = r.experiments;
+    out.push(`### Experiments considered${x.engine ? ` for ${mdEsc(x.engine)}` : ""}\n`);
+    out.push(`${mdEsc(x.reason)}\n`);
+    if (x.candidates.length)
+      out.push(
+        table(
+          ["knob", "change", "mechanism", "applies"],
+          x.candidates.map((c) => [
+            `${mdEsc(c.id)}${x.chosen === c.id ? " (run)" : ""}`,
+            mdEsc(c.variant),
+            mdEsc(c.mechanism),
+            mdEsc(c.why),
+          ]),
+        ),
+      );
+  }
 
   out.push("## Profiler trace\n");
   if (r.trace) {

@@ -1,16 +1,14 @@
 // The terminal summary printed at the end of `inferscope study`.
 import Table from "cli-table3";
 import pc from "picocolors";
-import { fmtQ } from "./format.ts";
+import { deploymentTitle, fmtQ } from "./format.ts";
 import type { StudyResult } from "./types.ts";
 
 export function renderTerminal(r: StudyResult, opts: { color?: boolean; outDir?: string } = {}): string {
   const c = opts.color ? pc : pc.createColors(false);
   const d = r.meta.deployment;
   const lines: string[] = [];
-  lines.push(
-    c.bold(`inferscope study — ${d.model} (${d.quant}) on ${d.gpus}× ${d.gpu}, TP ${d.tp}, ${d.interconnect}`),
-  );
+  lines.push(c.bold(`inferscope study — ${deploymentTitle(d)}`));
   if (r.meta.timeScale !== 1)
     lines.push(c.dim(`sim time-scale ${r.meta.timeScale}×: times below are converted back to simulated time`));
   const t = new Table({ head: ["headline", "value [interval]", "how"], style: { head: [], border: [] } });

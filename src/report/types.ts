@@ -25,15 +25,50 @@ export interface PhaseRecord {
   durationMs: number;
 }
 
-export interface Deployment {
-  model: string;
-  quant: string;
-  gpu: string;
-  gpus: number;
-  tp: number;
-  interconnect: string;
-  engine: string;
+/** Where a deployment fact came from: the server said it, the user gave it, the embedded sim's profile, or nobody. */
+export type Provenance = "detected" | "given" | "profile" | "unknown";
+
+export interface FieldSource {
+  source: Provenance;
+  /** The evidence: "GET /props build_info", "--tp", "server command -t 2", "profile glm5-…". */
+  from?: string;
 }
+
+/** The deployment as the report shows it. A field nobody gave or detected is null (shown as "unknown"). */
+export interface Deployment {
+  model: string | null;
+  quant: string | null;
+  /** The device: a catalog GPU or CPU, or a described host. */
+  gpu: string | null;
+  gpus: number | null;
+  tp: number | null;
+  interconnect: string | null;
+  engine: string | null;
+  engineVersion?: string | null;
+  /** "gpu" or "cpu" when known. */
+  deviceKind?: "gpu" | "cpu" | null;
+  /** The model id the server serves (/v1/models). */
+  servedModel?: string | null;
+  maxModelLen?: number | null;
+  /** The architecture's own name (GGUF general.name, config.json, catalog). */
+  modelName?: string | null;
+  /** Per field: where its value came from (absent in results stored before provenance was recorded). */
+  sources?: Partial<Record<DeploymentField, FieldSource>>;
+}
+
+export type DeploymentField =
+  | "model"
+  | "quant"
+  | "gpu"
+  | "gpus"
+  | "tp"
+  | "interconnect"
+  | "engine"
+  | "engineVersion"
+  | "deviceKind"
+  | "servedModel"
+  | "maxModelLen"
+  | "modelName";
 
 export interface StudyMeta {
   tool: { name: string; version: string };
@@ -131,6 +166,40 @@ export interface AbSection {
   verdict: string;
   order?: string[];
   notes: string[];
+  /** What the experiment tests (from the engine's knob registry, or "given by --variant"). */
+  mechanism?: string;
+  /** Why this experiment was chosen (or "given by --variant"). */
+  chosenBecause?: string;
+  /** Whether the change acts on a collective (only then is a per-all-reduce figure derived). */
+  collective?: boolean;
+}
+
+/** The experiments the study considered for this engine and deployment. */
+export interface ExperimentPlan {
+  engine: string | null;
+  chosen: string | null;
+  /** Why the chosen one, or why none. */
+  reason: string;
+  candidates: Array<{ id: string; variant: string; mechanism: string; applies: boolean; why: string }>;
+}
+
+/** Server-reported per-request timings beside the client's (llama.cpp `timings`, TGI `x-*` headers). */
+export interface ServerTimingSection {
+  source: string;
+  requests: number;
+  /** Median over requests of the server's decode time per token (its own definition, named in `how`). */
+  serverDecodeMsPerToken: Quantity;
+  /** Median over the same requests of the client TPOT, (E2EL − TTFT)/(n − 1). */
+  clientTpotMs: Quantity;
+  /** Median of (client TPOT − server per-token) / server, %. */
+  diffPct: number;
+  /** Median |client − server| / server, %. */
+  absDiffPct: number;
+  serverPromptMs?: Quantity;
+  clientTtftMs?: Quantity;
+  /** Median client TTFT − server prompt time: transit, queueing and client overhead before the first token. */
+  ttftOverheadMs?: number;
+  notes: string[];
 }
 
 export interface TraceSection {
@@ -206,6 +275,8 @@ export interface StudyResult {
   latency?: LatencySection;
   sweep?: SweepSection;
   ab?: AbSection;
+  experiments?: ExperimentPlan;
+  serverTimings?: ServerTimingSection;
   trace?: TraceSection;
   model?: ModelSection;
   ceilings: Ceiling[];

@@ -1,4 +1,5 @@
 // Turns the phases' measurements into the StudyResult the report writers render (pure: no I/O).
+import type { ChosenExperiment, Discovery, ModelInputs } from "../discover/index.ts";
 import { compareSamples } from "../experiment/stats.ts";
 import { fmt } from "../report/format.ts";
 import type {
@@ -28,6 +29,12 @@ import type { AbMeasure, BenchMeasure, ModelMeasure, SweepMeasure, TraceMeasure 
 import type { StudyPlan } from "./plan.ts";
 
 export interface Measurements {
+  /** What discovery found (engine, model, device; each with its source). */
+  discovery?: Discovery;
+  /** What the model phase passes to the model resolver (as `model predict` would), or what is missing. */
+  modelInputs?: ModelInputs;
+  /** The A/B the study runs: the --variant arms or the engine registry's first fit. */
+  experiment?: ChosenExperiment;
   timeScale: number;
   plan: StudyPlan;
   seed: number;
@@ -133,6 +140,11 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       `Batch-1 benchmark: ${b.requests} streaming requests one at a time (${m.plan.inputLen}-token prompt, ${b.outputLen} output tokens, ignore_eos), per-chunk client timestamps; per-token time = chunk gap ÷ tokens in the chunk.`,
     );
     ceilings.push(ceilingRow("measured (as run)", "this server, batch 1", itlI, "measured", "client per-token gap"));
+    const st = b.serverTimings;
+    if (st)
+      findings.push(
+        `The server's own timing (${st.source}): decode ${fmt(st.serverDecodeMsPerToken.value)} ms/token vs client TPOT ${fmt(st.clientTpotMs.value)} ms (${st.diffPct >= 0 ? "+" : ""}${fmt(st.diffPct)} %), median of ${st.requests} requests${st.ttftOverheadMs !== undefined ? `; TTFT exceeds the server's prompt time by ${fmt(st.ttftOverheadMs)} ms` : ""}.`,
+      );
   }
 
   // ---- sweep
@@ -274,7 +286,10 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
   if (m.ab && m.ab.arms.length >= 2) {
     const [base, treat] = m.ab.arms as [AbMeasure["arms"][number], AbMeasure["arms"][number]];
     const cmp = compareSamples(base.perTokenMs, treat.perTokenMs, { seed: m.seed + 11 });
-    const calls = tr ? Math.round(tr.callsPerStep) : m.model?.callsPerToken;
+    // Per-all-reduce attribution only for a change that acts on a collective, with a count to divide by.
+    const collective = m.experiment ? m.experiment.collective : true;
+    const rawCalls = tr && tr.callsPerStep > 0 ? Math.round(tr.callsPerStep) : m.model?.callsPerToken;
+    const calls = collective && rawCalls ? rawCalls : undefined;
     const callsSrc = tr ? "counted in the trace" : "from the model's architecture";
     const armQ = (a: AbMeasure["arms"][number]) => {
       const s = compareSamples(a.perTokenMs, a.perTokenMs, { seed: m.seed + 13 }).a;
@@ -319,6 +334,9 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       verdict,
       order: m.ab.order,
       notes: m.ab.notes,
+      mechanism: m.experiment?.mechanism,
+      chosenBecause: m.experiment?.plan.reason,
+      collective,
     };
     findings.push(`A/B with restarts: ${verdict}.`);
     // seed-scenario §3.5: which arm does the un-tweaked baseline look like?
@@ -352,6 +370,8 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     for (const [component, ts] of Object.entries(groups) as Array<
       ["communication" | "compute" | "overhead", typeof m.model.terms]
     >) {
+      // A single device has no collectives: no communication row of zeros.
+      if (component === "communication" && ts.length === 0) continue;
       const sum = (f: (t: (typeof ts)[number]) => number) => ts.reduce((a, t) => a + f(t), 0) * k;
       decomposition.push({
         component,
@@ -415,6 +435,8 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
   return {
     schema: "inferscope.study/1",
     meta,
+    experiments: m.experiment?.plan,
+    serverTimings: m.bench?.serverTimings,
     summary: { headlines, decomposition, decompositionBasis, ceiling, findings },
     audit:
       m.audit && x !== 1

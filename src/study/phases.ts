@@ -4,24 +4,29 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { hasCollectives, type ModelInputs } from "../discover/index.ts";
 import { runAB } from "../experiment/ab.ts";
 import { theilSenBootstrap } from "../experiment/stats.ts";
+import { parseVariant, shellQuote, type VariantSpec } from "../experiment/variants.ts";
 import { runBench } from "../load/runner.ts";
+import type { ServerTimingSummary } from "../load/server-timings.ts";
 import { requestTpot, tokenItls } from "../load/summarize.ts";
 import type { RequestRecord } from "../load/types.ts";
-import { type AuditReport, auditMetrics } from "../metrics/audit.ts";
+import { type AuditContext, type AuditReport, auditMetrics } from "../metrics/audit.ts";
 import {
   ceilings,
   type FitResult,
   fit,
+  inputFromOptions,
   type Measurement,
   type ModelInput,
+  type Variant as ModelVariant,
   type Prediction,
   predict,
   whatif,
 } from "../model/index.ts";
 import { fmt } from "../report/format.ts";
-import type { AuditSection, Ceiling, ModelSection, Quantity, WhatIf } from "../report/types.ts";
+import type { AuditSection, Ceiling, ModelSection, Quantity, ServerTimingSection, WhatIf } from "../report/types.ts";
 import { openStore, type Store } from "../store/index.ts";
 import { captureTrace } from "../trace/capture.ts";
 import type { Measurements } from "./assemble.ts";
@@ -41,9 +46,14 @@ interface Common {
 
 export async function phaseAudit(
   url: string,
-  o: Common & { until: Promise<void>; timeScale?: number },
+  o: Common & { until: Promise<void>; timeScale?: number; context?: AuditContext },
 ): Promise<AuditSection> {
-  const rep = await auditMetrics(`${url}/metrics`, { windowMs: 0, sleep: () => o.until });
+  const rep = await auditMetrics(`${url}/metrics`, {
+    windowMs: 0,
+    sleep: () => o.until,
+    context: o.context,
+    headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : undefined,
+  });
   return auditSection(rep, o.timeScale ?? 1);
 }
 
@@ -106,6 +116,45 @@ export interface BenchMeasure {
    * multiplied by the scale; 0 when the sim runs in real time or the server view is missing.
    */
   clientOverheadMs: number;
+  /** The server's own per-request timings beside the client's, when the engine reports them. */
+  serverTimings?: ServerTimingSection;
+}
+
+/** The bench's server-timing summary as a report section (medians over the same requests). */
+export function serverTimingSection(s: ServerTimingSummary): ServerTimingSection {
+  const step = s.server_step_ms;
+  const q = (value: number, how: string, method: Quantity["method"] = "measured"): Quantity => ({
+    value,
+    unit: "ms",
+    method,
+    how,
+  });
+  const notes = [`Definition: ${s.definition}.`];
+  if (step !== null)
+    notes.push(
+      `The server's own per-token field is ${fmt(s.server_per_token_ms)} ms (${fmt(s.diff_pct)} % from the client): it divides n − 1 steps by n, so it reads low by 1/n; the step figure above uses TPOT's n − 1.`,
+    );
+  if (s.client_overhead_ms_per_token !== null)
+    notes.push(
+      `Per token, the client sees ${fmt(s.client_overhead_ms_per_token)} ms more than the server's decode step: streaming, loopback and the client's own work, separated from the engine's time.`,
+    );
+  return {
+    source: s.source,
+    requests: s.requests,
+    serverDecodeMsPerToken: q(
+      step ?? s.server_per_token_ms,
+      step !== null
+        ? "median over requests of the server's predicted_ms ÷ (n − 1)"
+        : "median over requests of the server's own per-token figure",
+    ),
+    clientTpotMs: q(s.client_tpot_ms, "median over the same requests of (E2EL − TTFT)/(n − 1)"),
+    diffPct: s.step_diff_pct ?? s.diff_pct,
+    absDiffPct: s.step_abs_diff_pct ?? s.abs_diff_pct,
+    serverPromptMs: s.server_prompt_ms !== null ? q(s.server_prompt_ms, "median of the server's prompt_ms") : undefined,
+    clientTtftMs: s.client_ttft_ms !== null ? q(s.client_ttft_ms, "median client TTFT, same requests") : undefined,
+    ttftOverheadMs: s.ttft_minus_prompt_ms ?? undefined,
+    notes,
+  };
 }
 
 /** Client time → simulated time: the sim's part is scaled back; the client's own wall overhead is not. */
@@ -166,6 +215,7 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
       : undefined,
     warnings,
     clientSaturated: res.client.saturated,
+    serverTimings: res.serverTimings ? serverTimingSection(res.serverTimings) : undefined,
   };
 }
 
@@ -340,9 +390,10 @@ export interface AbMeasure {
 }
 
 /**
- * A/B on the communication knob: the server restarted per block, baseline (NCCL's own protocol
- * choice) against NCCL_PROTO=LL, blocks in a seeded ABBA order (experiment/runAB). Raw per-request
- * samples are read back from the run store so the study can scale them to simulated time.
+ * A/B on the chosen knob (m.experiment: the --variant arms, or the engine registry's first fit — on the
+ * seed, NCCL's own protocol choice against NCCL_PROTO=LL): the server restarted per block, blocks in a
+ * seeded ABBA order (experiment/runAB). Raw per-request samples are read back from the run store so
+ * the study can scale them to simulated time.
  */
 export async function phaseAb(
   serverCmd: string,
@@ -352,12 +403,15 @@ export async function phaseAb(
 ): Promise<AbMeasure> {
   const x = m.timeScale;
   const overhead = m.bench?.clientOverheadMs ?? 0;
+  const arms = m.experiment?.arms;
+  if (!arms) throw new Unavailable("no experiment chosen");
+  const specs = arms.map((a) => parseVariant(a));
   const ownStore = o.store ? null : openStore(join(mkdtempSync(join(tmpdir(), "inferscope-study-")), "ab.db"));
   const store = (o.store ?? ownStore)!;
   try {
     const res = await runAB({
       serverCmd,
-      variants: ["default:", "ll:NCCL_PROTO=LL"],
+      variants: [...arms],
       repeats: plan.ab.repeats,
       workload: {
         numPrompts: plan.ab.requestsPerBlock,
@@ -380,35 +434,57 @@ export async function phaseAb(
     const detail = store.getRun(res.runId);
     const variantOf = new Map(detail.blocks.filter((b) => b.status === "complete").map((b) => [b.id, b.variant]));
     const reqs = store.getRequests(res.runId).filter((r) => r.ok && r.blockId !== null && variantOf.has(r.blockId));
-    const arms = [
-      { name: "default", change: "no NCCL_PROTO: NCCL chooses" },
-      { name: "ll", change: "NCCL_PROTO=LL" },
-    ].map((a) => {
-      const mine = reqs.filter((r) => variantOf.get(r.blockId!) === a.name);
-      return {
-        ...a,
-        perTokenMs: mine
-          .map((r) => r.tpotMs)
-          .filter((v): v is number => v !== null && Number.isFinite(v))
-          .map((v) => v * x),
-        ttftMs: mine
-          .map((r) => r.ttftMs)
-          .filter((v): v is number => v !== null)
-          .map((v) => unscale(v, x, overhead)),
-        e2eMs: mine
-          .map((r) => r.e2elMs)
-          .filter((v): v is number => v !== null)
-          .map((v) => unscale(v, x, overhead)),
-      };
-    });
+    const armsOut = specs
+      .map((v) => ({ name: v.name, change: changeOf(v) }))
+      .map((a) => {
+        const mine = reqs.filter((r) => variantOf.get(r.blockId!) === a.name);
+        return {
+          ...a,
+          perTokenMs: mine
+            .map((r) => r.tpotMs)
+            .filter((v): v is number => v !== null && Number.isFinite(v))
+            .map((v) => v * x),
+          ttftMs: mine
+            .map((r) => r.ttftMs)
+            .filter((v): v is number => v !== null)
+            .map((v) => unscale(v, x, overhead)),
+          e2eMs: mine
+            .map((r) => r.e2elMs)
+            .filter((v): v is number => v !== null)
+            .map((v) => unscale(v, x, overhead)),
+        };
+      });
     const notes = [
       `Each block restarted the server; ${plan.ab.warmup} warm-up request(s) per block excluded. Stored as A/B run ${res.runId}.`,
       ...res.errors.map((e) => `block ${e.block} (${e.variant}): ${e.message}`),
     ];
-    return { arms, order: res.config.design.map((b) => b.variant), notes, runId: res.runId };
+    return { arms: armsOut, order: res.config.design.map((b) => b.variant), notes, runId: res.runId };
   } finally {
     ownStore?.close();
   }
+}
+
+/** An arm as the model's Variant, or null when it changes something the model does not represent. */
+export function modelVariant(v: VariantSpec): ModelVariant | null {
+  const out: ModelVariant = {};
+  for (const [k, x] of Object.entries(v.env)) {
+    if (k === "NCCL_PROTO") out.ncclProto = x;
+    else if (k === "NCCL_ALGO") out.ncclAlgo = x;
+    else return null;
+  }
+  for (const a of v.args) {
+    if (a === "--disable-custom-all-reduce") out.customAllReduce = false;
+    else if (a === "--enforce-eager" || a === "--disable-cuda-graph") out.cudaGraphs = false;
+    else return null;
+  }
+  return out;
+}
+
+/** What an arm changes, in words ("NCCL_PROTO=LL", "--threads 2", "the server command as given"). */
+function changeOf(v: VariantSpec): string {
+  const parts = [...Object.entries(v.env).map(([k, x]) => `${k}=${x}`), ...v.args.map(shellQuote)];
+  if (parts.length) return parts.join(" ");
+  return "the server as given (no change)";
 }
 
 export interface ModelMeasure {
@@ -422,7 +498,29 @@ export interface ModelMeasure {
   arFromTrace: boolean;
 }
 
-const WHATIFS = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-ar", "kv=fp8", "tp=4"];
+const WHATIFS_COMM = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-ar", "kv=fp8", "tp=4"];
+const WHATIFS_SINGLE = ["kv=fp8"];
+
+/** Model options from a Deployment record whose fields are all known (older callers, tests). */
+export function optionsFromDeployment(d: Measurements["deployment"]): ModelInputs {
+  const missing: string[] = [];
+  if (!d.model) missing.push("the model (--model)");
+  if (!d.gpu) missing.push("the hardware (--gpu, --cpu or --hardware)");
+  if (missing.length) return { options: null, missing, assumptions: [] };
+  return {
+    options: {
+      model: d.model!,
+      quant: d.quant ?? undefined,
+      gpu: d.gpu!,
+      gpus: d.gpus !== null ? String(d.gpus) : undefined,
+      tp: d.tp !== null ? String(d.tp) : undefined,
+      interconnect: d.interconnect ?? undefined,
+      engine: d.engine ?? undefined,
+    },
+    missing: [],
+    assumptions: [],
+  };
+}
 
 /**
  * The analytical model: predicted from catalog inputs alone, then fitted (model/fit) to this run's
@@ -430,23 +528,20 @@ const WHATIFS = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-
  * so its what-ifs rest on this deployment's numbers. Residuals show what the model could not match.
  */
 export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
-  const d = m.deployment;
   const outLen = m.plan.bench.outputLen;
-  const input: ModelInput = {
-    model: d.model,
-    quant: d.quant,
-    gpu: d.gpu,
-    gpus: d.gpus,
-    tp: d.tp,
-    interconnect: d.interconnect,
-    engine: d.engine as ModelInput["engine"],
-    batch: 1,
-    inputLen: m.plan.inputLen,
-    outputLen: outLen,
-    contextLen: m.plan.inputLen + Math.round(outLen / 2),
-  };
+  // The same resolver as `model predict`: catalog, config.json, .gguf, catalog CPUs and described devices.
+  const mi = m.modelInputs ?? optionsFromDeployment(m.deployment);
+  if (!mi.options) throw new Unavailable(`the model needs ${mi.missing.join("; ")}`);
+  let input: ModelInput;
   let pred: Prediction;
   try {
+    input = {
+      ...inputFromOptions(mi.options),
+      batch: 1,
+      inputLen: m.plan.inputLen,
+      outputLen: outLen,
+      contextLen: m.plan.inputLen + Math.round(outLen / 2),
+    };
     pred = predict(input);
   } catch (err) {
     throw new Unavailable(`the model cannot describe this deployment: ${(err as Error).message}`);
@@ -486,16 +581,18 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
       source: src,
     });
   }
-  if (m.ab && m.ab.arms.length >= 2) {
+  // Only an A/B whose arms the model can represent (NCCL protocol/algorithm, custom all-reduce, graphs).
+  const armsModel = m.experiment?.arms?.map((t) => modelVariant(parseVariant(t))) ?? [{}, { ncclProto: "LL" }];
+  if (m.ab && m.ab.arms.length >= 2 && armsModel.length >= 2 && armsModel[0] && armsModel[1]) {
     const [a, b] = m.ab.arms as [AbMeasure["arms"][number], AbMeasure["arms"][number]];
     const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
     if (a.perTokenMs.length && b.perTokenMs.length)
       meas.push({
         kind: "ab",
-        variantA: {},
-        variantB: { ncclProto: "LL" },
+        variantA: armsModel[0],
+        variantB: armsModel[1],
         deltaMsPerToken: mean(b.perTokenMs) - mean(a.perTokenMs),
-        label: "A/B NCCL_PROTO=LL − default, per token",
+        label: `A/B ${b.change} − ${a.name}, per token`,
         source: src,
       });
   }
@@ -530,7 +627,11 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     method,
     how,
   });
-  const notes: string[] = [];
+  const notes: string[] = [...mi.assumptions];
+  if (!mi.options.quant && !/\.gguf$/i.test(mi.options.model ?? ""))
+    notes.push(
+      `Quantization neither given nor detected: the model used ${pred.quantization.recipe} (the checkpoint's declared format, else BF16); give --quant to change it.`,
+    );
   let fitted: FitResult | undefined;
   if (meas.length) {
     try {
@@ -589,7 +690,8 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
   };
   const base = cp.decode.tokensPerSecond.mid;
   const whatIfs: WhatIf[] = [];
-  for (const w of whatif(calibrated, WHATIFS)) {
+  const comm = c.countPerToken > 0;
+  for (const w of whatif(calibrated, comm ? WHATIFS_COMM : WHATIFS_SINGLE)) {
     if (w.scenario === "baseline") continue;
     whatIfs.push({
       scenario: w.scenario,
@@ -631,5 +733,27 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     arFromTrace: Boolean(
       fitted && tr && fitted.residuals.some((r) => r.label.startsWith("all-reduce per call (trace)")),
     ),
+  };
+}
+
+/** The audit's hint context from what discovery found: commands that fit this engine and deployment. */
+export function auditContext(m: Measurements, serverCmd?: string): AuditContext {
+  const o = m.modelInputs?.options;
+  const d = m.discovery;
+  let hardwareFlags: string | null = null;
+  if (o?.hardware) hardwareFlags = `--hardware ${shellQuote(o.hardware)}`;
+  else if (o?.cpuBandwidth)
+    hardwareFlags = `--cpu-bandwidth ${o.cpuBandwidth}${o.cpuCores ? ` --cpu-cores ${o.cpuCores}` : ""}`;
+  else if (o?.cpu) hardwareFlags = `--cpu ${shellQuote(o.cpu)}`;
+  else if (o?.gpu)
+    hardwareFlags = `--gpu ${shellQuote(o.gpu)}${o.gpus ? ` --gpus ${o.gpus}` : ""}${o.tp ? ` --tp ${o.tp}` : ""}`;
+  if (hardwareFlags && o?.engine) hardwareFlags += ` --engine ${o.engine}`;
+  const tp = d?.tp.value ?? m.deployment.tp;
+  return {
+    collectives: d ? hasCollectives(d) : tp === null ? null : tp > 1,
+    deviceKind: d?.deviceKind.value ?? m.deployment.deviceKind ?? null,
+    model: o?.model ?? null,
+    hardwareFlags,
+    serverCmd: serverCmd ?? null,
   };
 }

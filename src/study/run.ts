@@ -6,16 +6,40 @@ import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_ENTRY } from "../cli/entry.ts";
-import { InferscopeError, InputError, InterruptedError, plainReason, UsageError } from "../errors.ts";
-import { type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
+import {
+  type ChosenExperiment,
+  chooseExperiment,
+  deploymentRecord,
+  discover,
+  type GivenDeployment,
+  type HostFacts,
+  modelInputsFor,
+  type ProfileDeployment,
+} from "../discover/index.ts";
+import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
+import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
+import { engineById } from "../metrics/engines/index.ts";
+import { findModel } from "../model/architecture.ts";
+import { findGpu } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
+import { loadModelArg } from "../model/io.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
+import { loadProfile } from "../sim/profile.ts";
 import { addSecret, collectEnvironment, openStore, redact, type Store } from "../store/index.ts";
 import { assemble, type Measurements } from "./assemble.ts";
 import { deploymentOf } from "./deployment.ts";
-import { phaseAb, phaseAudit, phaseBench, phaseModel, phaseSweep, phaseTrace, Unavailable } from "./phases.ts";
+import {
+  auditContext,
+  phaseAb,
+  phaseAudit,
+  phaseBench,
+  phaseModel,
+  phaseSweep,
+  phaseTrace,
+  Unavailable,
+} from "./phases.ts";
 import { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
 
 export const DEFAULT_PROFILE = "glm5-8x-rtxpro6000-pcie";
@@ -32,7 +56,12 @@ export interface StudyOptions {
   profile?: string;
   /** Extra `--set key=value` overrides for the embedded sim (hidden parameters; tests draw them). */
   simSet?: Record<string, string | number>;
-  deployment?: Partial<Deployment>;
+  /** What the user gave about the deployment (flags); everything else is detected or unknown. */
+  given?: GivenDeployment;
+  /** The A/B arms in `ab`'s --variant grammar (two, baseline first); default: the engine registry's first fit. */
+  variants?: string[];
+  /** Host facts instead of reading this machine (tests); null: treat the server as remote. */
+  host?: HostFacts | null;
   quick?: boolean;
   /** Report directory; omit to skip writing files. */
   outDir?: string;
@@ -100,7 +129,11 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   const profile = opts.profile ?? DEFAULT_PROFILE;
   const plan: StudyPlan = { ...defaultPlan(quick), ...opts.plan };
   const wanted = new Set<PhaseName>(opts.phases ?? PHASES);
-  const deployment: Deployment = { ...SEED_DEPLOYMENT, ...opts.deployment };
+  const given: GivenDeployment = opts.given ?? {};
+  checkGiven(given, opts.variants);
+  const profileDep = embedded ? profileDeployment(profile) : undefined;
+  // Until the server has answered: what was given, and the profile for the embedded sim.
+  let deployment: Deployment = initialDeployment(given, profileDep);
   if (opts.apiKey) addSecret(opts.apiKey);
   const progress = (phase: string, msg: string) => opts.onProgress?.(phase, msg);
   // The report directory is made now: a path that cannot hold it must not cost a whole study.
@@ -119,6 +152,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   const t0 = performance.now();
   const phases: PhaseRecord[] = [];
   const m: Measurements = { timeScale, plan, seed, deployment, kind };
+  if (profileDep) m.modelInputs = { options: profileModelOptions(profileDep), missing: [], assumptions: [] };
 
   let store: Store | null = null;
   let runId: string | undefined;
@@ -193,12 +227,41 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     const url = baseUrl!;
     m.url = url;
 
+    // What the server is: engine, version, model, and (for a local server) the host it runs on.
+    const found = await phase("discover", async () => {
+      const r = await discover({
+        url,
+        serverCmd: embedded ? undefined : opts.serverCmd,
+        given,
+        profile: profileDep,
+        apiKey: opts.apiKey,
+        signal: opts.signal,
+        host: embedded ? null : opts.host,
+      });
+      return { ...r, answers: { status: r.answers.status, metricEngines: r.answers.metricEngines } };
+    });
+    if (found) {
+      const rec = deploymentRecord(found.discovery);
+      deployment = rec;
+      m.deployment = rec;
+      m.discovery = found.discovery;
+      m.modelInputs = modelInputsFor(found.discovery, given, found.host);
+      m.experiment = experimentOrError(found.discovery, opts.variants);
+      for (const n of found.discovery.notes) progress("discover", n);
+    }
+
     // The audit's window is the batch-1 bench: its second scrape waits for the bench to finish.
     let benchDone: () => void = () => {};
     const benchFinished = new Promise<void>((r) => (benchDone = r));
     const auditP = wanted.has("audit")
       ? phase("audit", () =>
-          phaseAudit(url, { apiKey: opts.apiKey, until: benchFinished, signal: opts.signal, timeScale }),
+          phaseAudit(url, {
+            apiKey: opts.apiKey,
+            until: benchFinished,
+            signal: opts.signal,
+            timeScale,
+            context: auditContext(m, embedded ? undefined : opts.serverCmd),
+          }),
         )
       : Promise.resolve(undefined).then(() => {
           skip("audit", "not requested");
@@ -221,9 +284,14 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     else skip("sweep", "not requested");
 
     if (wanted.has("trace"))
-      m.trace = await phase("trace", () =>
-        phaseTrace(url, plan, m, { dir: profilerDir, apiKey: opts.apiKey, signal: opts.signal }),
-      );
+      m.trace = await phase("trace", () => {
+        const e = m.deployment.engine ? engineById(m.deployment.engine) : undefined;
+        if (!embedded && e && !e.profiler)
+          throw new Unavailable(
+            `${e.name} has no profiler endpoint (/start_profile): per-operation time comes from the model instead`,
+          );
+        return phaseTrace(url, plan, m, { dir: profilerDir, apiKey: opts.apiKey, signal: opts.signal });
+      });
     else skip("trace", "not requested");
 
     // The A/B restarts the server per arm, so the baseline server goes first.
@@ -233,9 +301,14 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     }
     if (wanted.has("ab"))
       m.ab = await phase("ab", () => {
+        const ex = m.experiment;
+        if (!ex?.arms)
+          throw new Unavailable(
+            ex ? `no experiment: ${ex.plan.reason}` : "no experiment: the server was not described",
+          );
         if (!serverCmd)
           throw new Unavailable(
-            "the server was given by --url, so inferscope cannot restart it with NCCL_PROTO=LL; pass --server-cmd to run the A/B",
+            `the server was given by --url, so inferscope cannot restart it for the A/B (${ex.arms[1]}); pass --server-cmd to run it`,
           );
         return phaseAb(serverCmd, plan, m, {
           apiKey: opts.apiKey,
@@ -271,7 +344,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
         profile: embedded ? profile : undefined,
       },
       timeScale,
-      deployment,
+      deployment: m.deployment,
       flags: opts.flags ?? {},
       environment: environmentStrings(),
       phases,
@@ -314,6 +387,16 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       throw Object.assign(failure, { message: `${failure.message}; partial report in ${report.dir}` });
   }
   if (failure) throw failure;
+  // A study that measured nothing is not a success (exit 3), though its report says why.
+  const measuring = phases.filter((p) => p.name !== "discover" && p.name !== "model");
+  if (measuring.length > 0 && !measuring.some((p) => p.status === "ok") && measuring.some((p) => p.status === "failed"))
+    throw new TargetError(
+      `the study measured nothing: ${measuring
+        .filter((p) => p.status === "failed")
+        .map((p) => `${p.name}: ${p.reason}`)
+        .join("; ")}${report ? `; report in ${report.dir}` : ""}`,
+      { url: m.url },
+    );
   return { result, report, runId };
 }
 
@@ -346,4 +429,109 @@ export async function rebuildReport(
     store.close();
   }
   return { result, report: await writeReport(result, opts.outDir) };
+}
+
+/** The embedded sim's deployment: the seed's for the default profile, else read from the profile. */
+export function profileDeployment(name: string): ProfileDeployment {
+  if (name === DEFAULT_PROFILE) {
+    const d = SEED_DEPLOYMENT;
+    return { name, ...d, model: d.model ?? undefined } as ProfileDeployment;
+  }
+  const p = loadProfile(name);
+  const gpuName = p.hardware.catalogGpu ?? p.hardware.gpu;
+  const gpu = findGpu(gpuName);
+  const ic = p.hardware.interconnect;
+  const interconnect =
+    ic === "pcie" ? `pcie${gpu?.pcie.gen ?? 5}` : ic === "nvlink" ? `nvlink${gpu?.scaleUp?.gen ?? 4}` : ic;
+  return {
+    name: p.name,
+    model: findModel(p.model.servedName)?.name,
+    gpu: gpu ? gpu.id : gpuName,
+    gpus: p.hardware.gpuCount,
+    tp: p.engine.tensorParallelSize,
+    interconnect,
+    engine: "vllm",
+  };
+}
+
+function profileModelOptions(p: ProfileDeployment): import("../model/options.ts").ModelCliOptions {
+  return {
+    model: p.model,
+    quant: p.quant,
+    gpu: p.gpu,
+    gpus: p.gpus !== undefined ? String(p.gpus) : undefined,
+    tp: p.tp !== undefined ? String(p.tp) : undefined,
+    interconnect: p.interconnect,
+    engine: p.engine,
+  };
+}
+
+/** The deployment before the server has answered: the given fields, the profile's, and unknown for the rest. */
+function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined): Deployment {
+  const pick = <T>(gv: T | undefined, pv: T | undefined, flag: string) =>
+    gv !== undefined
+      ? { value: gv, src: { source: "given" as const, from: flag } }
+      : pv !== undefined
+        ? { value: pv, src: { source: "profile" as const, from: `profile ${p!.name}` } }
+        : { value: null, src: { source: "unknown" as const } };
+  const f = {
+    model: pick(g.model, p?.model, "--model"),
+    quant: pick(g.quant, p?.quant, "--quant"),
+    gpu: pick(g.gpu ?? g.cpu ?? g.hardware, p?.gpu, g.gpu ? "--gpu" : g.cpu ? "--cpu" : "--hardware"),
+    gpus: pick(g.gpus, p?.gpus, "--gpus"),
+    tp: pick(g.tp, p?.tp, "--tp"),
+    interconnect: pick(g.interconnect, p?.interconnect, "--interconnect"),
+    engine: pick(g.engine, p?.engine, "--engine"),
+  };
+  const d: Deployment = {
+    model: f.model.value,
+    quant: f.quant.value,
+    gpu: f.gpu.value,
+    gpus: f.gpus.value,
+    tp: f.tp.value,
+    interconnect: f.interconnect.value,
+    engine: f.engine.value,
+    sources: {},
+  };
+  for (const [k, v] of Object.entries(f)) d.sources![k as keyof typeof f] = v.src;
+  return d;
+}
+
+/** Given flags that name nothing real fail now, before any server starts. */
+function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
+  if (g.model) loadModelArg(g.model);
+  if (g.gpu && !findGpu(g.gpu) && !g.gpuBandwidth)
+    throw new UsageError(`--gpu "${g.gpu}" is not in the catalog`, {
+      hint: "`inferscope model catalog` lists the GPUs and CPUs; or describe it: --gpu-bandwidth 936GB/s --gpu-tflops-bf16 71",
+    });
+  if (g.cpu && findGpu(g.cpu)?.kind !== "cpu" && !g.cpuBandwidth)
+    throw new UsageError(`--cpu "${g.cpu}" is not a catalog CPU`, {
+      hint: "`inferscope model catalog` lists the CPUs; or describe the host: --cpu-bandwidth 40GB/s --cpu-cores 16",
+    });
+  if (g.engine && !engineById(g.engine))
+    throw new UsageError(`unknown --engine "${g.engine}"`, {
+      hint: "one of vllm, sglang, tgi, llamacpp, trtllm, triton, dynamo",
+    });
+  if (g.tp !== undefined && g.gpus !== undefined && g.tp > g.gpus)
+    throw new UsageError(`--tp ${g.tp} needs at least ${g.tp} GPUs, but --gpus is ${g.gpus}`);
+  if (variants?.length) {
+    if (variants.length !== 2)
+      throw new UsageError(
+        `the study's A/B takes exactly two --variant arms (baseline first), got ${variants.length}`,
+        {
+          hint: "for more arms use `inferscope ab --variant … --variant … --variant …`",
+        },
+      );
+    const names = variants.map((v) => parseVariant(v).name);
+    if (names[0] === names[1]) throw new UsageError(`the two --variant arms are both named "${names[0]}"`);
+    for (const v of variants)
+      if (parseVariant(v).url)
+        throw new UsageError(
+          `--variant ${v}: the study restarts the server per arm; URL arms belong to \`inferscope ab\``,
+        );
+  }
+}
+
+function experimentOrError(d: import("../discover/index.ts").Discovery, variants?: string[]): ChosenExperiment {
+  return chooseExperiment(d, variants);
 }

@@ -5,11 +5,13 @@ import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
 import { emit, numberArg, progressEnabled } from "../common.ts";
 
+const collect = (v: string, prev: string[]) => [...prev, v];
+
 export function register(program: Command): void {
   program
     .command("study")
     .description(
-      "Run the whole investigation (metrics audit, batch-1 bench, length sweep, profiler trace, A/B on NCCL_PROTO, model, ceilings) and write a report",
+      "Run the whole investigation (discovery, metrics audit, batch-1 bench, length sweep, profiler trace, an A/B that fits the engine, model, ceilings) and write a report",
     )
     .option("--url <url>", "an already-running OpenAI-compatible server (no restarts: the A/B is skipped)")
     .option(
@@ -17,13 +19,35 @@ export function register(program: Command): void {
       "command that starts the server; {port} or $PORT is filled in (restarted per A/B arm)",
     )
     .option("--profile <name>", "embedded sim profile (when neither --url nor --server-cmd)", "glm5-8x-rtxpro6000-pcie")
-    .option("--model <name>", "model for the analytical model (catalog name or config.json)", "glm-5")
-    .option("--quant <q>", "weight quantization", "nvfp4")
-    .option("--gpu <name>", "GPU (catalog name)", "rtx-pro-6000")
-    .option("--gpus <n>", "GPU count", numberArg("--gpus", { integer: true, min: 1 }), 8)
-    .option("--tp <n>", "tensor-parallel size", numberArg("--tp", { integer: true, min: 1 }), 8)
-    .option("--interconnect <x>", "interconnect (pcie5, pcie4, nvlink4, …)", "pcie5")
-    .option("--engine <name>", "serving engine", "vllm")
+    .option(
+      "--variant <spec>",
+      "an A/B arm, as in `ab` (name:ENV=V --flag); give two, baseline first (default: the engine's first applicable experiment)",
+      collect,
+      [] as string[],
+    )
+    .option(
+      "--model <name|path>",
+      "model: catalog name, config.json / folder, or .gguf (default: detected from the server)",
+    )
+    .option("--quant <q>", "weight quantization (default: from the GGUF header or config.json)")
+    .option("--gpu <name>", "GPU (catalog name), or a name for --gpu-bandwidth numbers")
+    .option("--gpu-bandwidth <bw>", "custom GPU memory bandwidth, e.g. 936GB/s")
+    .option("--gpu-tflops-bf16 <n>", "custom GPU dense BF16 TFLOPS")
+    .option("--gpus <n>", "GPU count", numberArg("--gpus", { integer: true, min: 1 }))
+    .option(
+      "--tp <n>",
+      "tensor-parallel size (default: from the server command)",
+      numberArg("--tp", { integer: true, min: 1 }),
+    )
+    .option("--interconnect <x>", "interconnect (pcie5, pcie4, nvlink4, …)")
+    .option("--cpu <name>", "a catalog CPU (epyc-9654, m3-max, …) or the name of a CPU host described below")
+    .option("--cpu-bandwidth <bw>", "CPU host memory bandwidth, e.g. 40GB/s")
+    .option("--cpu-cores <n>", "CPU host cores", numberArg("--cpu-cores", { integer: true, min: 1 }))
+    .option("--hardware <file>", "YAML/JSON hardware file ({gpu: {bandwidth, tflopsBf16, memory}, gpus, interconnect})")
+    .option(
+      "--engine <name>",
+      "serving engine (default: detected: vllm, sglang, tgi, llamacpp, trtllm, triton, dynamo)",
+    )
     .option("--quick", "small workloads: about a minute on the embedded sim")
     .option("--out <dir>", "report directory", "./inferscope-report")
     .option("--db <path>", "run store (SQLite) path")
@@ -45,6 +69,10 @@ export function register(program: Command): void {
       const flags: Record<string, string | number | boolean | null> = {};
       for (const [k, v] of Object.entries(o)) {
         if (k === "apiKey" || k === "json" || k === "debug" || v === undefined) continue;
+        if (Array.isArray(v)) {
+          if (v.length) flags[k] = v.join(" | ");
+          continue;
+        }
         flags[k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v as string | number | boolean;
       }
       const out = await runStudy({
@@ -53,15 +81,22 @@ export function register(program: Command): void {
         profilerDir: o.profilerDir,
         signal: interruptSignal(),
         profile: o.profile,
-        deployment: {
+        given: {
           model: o.model,
           quant: o.quant,
           gpu: o.gpu,
+          gpuBandwidth: o.gpuBandwidth,
+          gpuTflopsBf16: o.gpuTflopsBf16,
           gpus: o.gpus,
           tp: o.tp,
           interconnect: o.interconnect,
-          engine: o.engine,
+          engine: o.engine?.toLowerCase().replace(/[^a-z]/g, ""),
+          cpu: o.cpu,
+          cpuBandwidth: o.cpuBandwidth,
+          cpuCores: o.cpuCores,
+          hardware: o.hardware,
         },
+        variants: o.variant.length ? o.variant : undefined,
         quick: o.quick,
         outDir: o.out,
         dbPath: o.store === false ? null : o.db,

@@ -9,6 +9,60 @@ export interface Quirk {
   text: string;
 }
 
+/** A condition a knob needs; `applicability()` (src/discover/experiments.ts) explains each one that fails. */
+export type KnobNeed =
+  /** More than one device in a tensor-parallel group: there are collectives to change. */
+  | "collectives"
+  /** The server runs on a GPU. */
+  | "gpu"
+  /** The server runs on a CPU. */
+  | "cpu"
+  /** The server command sets a thread count below the host's cores. */
+  | "threads-below-cores";
+
+/**
+ * One experiment an engine supports: a change to the server's environment or flags (the `ab`
+ * --variant grammar, without the name), what mechanism it tests, and when it applies.
+ * `{cores}` in the change is the host's core count.
+ */
+export interface Knob {
+  id: string;
+  /** Short name of the treatment arm in the A/B (default: the id). */
+  arm?: string;
+  /** `ENV=V` and/or `--flag value`, appended to the server command for the treatment arm. */
+  change: string;
+  mechanism: string;
+  needs: KnobNeed[];
+  /** The change acts on a collective (all-reduce): the A/B delta is also shown per all-reduce. */
+  collective?: boolean;
+  /** What the knob moves: per-token decode time or the first token. */
+  affects: "decode" | "prefill";
+}
+
+/** A recovery hint that works on this engine (shown by the audit and the study). */
+export interface EngineHint {
+  what: string;
+  why: string;
+  method: string;
+  /** `{url}`, `{model}`, `{device}` and `{cmd}` are filled in. */
+  command: string;
+  needs?: KnobNeed[];
+}
+
+/** Where an engine reports per-request timings of its own. */
+export interface ServerTimingSpec {
+  /** "llamacpp-timings" (last stream chunk) or "tgi-headers" (x-* response headers). */
+  kind: "llamacpp-timings" | "tgi-headers";
+  note: string;
+}
+
+/** Endpoints that describe the server (engine, version, model), probed by discovery. */
+export interface InfoEndpoint {
+  path: string;
+  /** What it reveals. */
+  gives: string;
+}
+
 export interface EngineCatalog {
   id: EngineId;
   name: string;
@@ -26,6 +80,15 @@ export interface EngineCatalog {
   shardLabels: string[];
   /** How a profiler trace can be taken, when the engine has one behind HTTP. */
   profiler?: { enable: string };
+  /** Whether its multi-device decode uses NCCL/RCCL collectives (llama.cpp's layer split does not). */
+  usesNccl: boolean;
+  /** Experiments worth running on this engine, best first (the study runs the first that applies). */
+  knobs: Knob[];
+  /** Engine-specific ways to recover what the metrics do not show. */
+  hints?: EngineHint[];
+  serverTimings?: ServerTimingSpec;
+  /** Engine-specific info endpoints beyond /version and /v1/models. */
+  info?: InfoEndpoint[];
   /** Where a concept is missing, what the engine offers instead (shown in the audit). */
   missing?: Partial<Record<Concept, string>>;
   quirks: Quirk[];

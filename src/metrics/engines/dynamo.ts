@@ -44,6 +44,19 @@ export const dynamo: EngineCatalog = {
   missing: {
     step_time: "the frontend sees requests only; scrape a worker for the engine's own metrics",
   },
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+  ],
   quirks: [
     {
       when: (n) => n.hasPrefix("dynamo_"),

@@ -8,7 +8,16 @@ import { tgi } from "./tgi.ts";
 import { triton, trtllm } from "./trtllm.ts";
 import { vllm } from "./vllm.ts";
 
-export type { EngineCatalog, EngineId, Quirk } from "./catalog.ts";
+export type {
+  EngineCatalog,
+  EngineHint,
+  EngineId,
+  InfoEndpoint,
+  Knob,
+  KnobNeed,
+  Quirk,
+  ServerTimingSpec,
+} from "./catalog.ts";
 export { NameIndex } from "./catalog.ts";
 
 export const engines: Record<EngineId, EngineCatalog> = { vllm, sglang, tgi, llamacpp, trtllm, triton, dynamo };

@@ -72,6 +72,51 @@ export const llamacpp: EngineCatalog = {
     itl: "only per request in timings.predicted_per_token_ms; the window mean is under decode",
     kv_usage: "kv_cache_usage_ratio was removed (llama.cpp#13660)",
   },
+  usesNccl: false,
+  knobs: [
+    {
+      id: "threads",
+      change: "--threads {cores}",
+      mechanism:
+        "CPU decode streams the weights through the cores: more threads draw more memory bandwidth, until spin-waits contend with other work",
+      needs: ["cpu", "threads-below-cores"],
+      affects: "decode",
+    },
+    {
+      id: "flash-attn",
+      change: "--flash-attn",
+      mechanism: "the fused flash-attention kernel against separate QK, softmax and V operations",
+      needs: [],
+      affects: "decode",
+    },
+    {
+      id: "ubatch-size",
+      change: "--ubatch-size 128",
+      mechanism:
+        "the physical batch of prompt processing (default 512): smaller batches need less scratch memory but more passes",
+      needs: [],
+      affects: "prefill",
+    },
+  ],
+  hints: [
+    {
+      what: "server-side time per request (prefill, decode per token)",
+      why: "/metrics has only cumulative counters",
+      method: "the timings object llama.cpp puts in each response's last chunk, summarised beside the client's timing",
+      command: "inferscope bench --base-url {url} --concurrency 1 --num-prompts 20",
+    },
+    {
+      what: "per-slot state (context in use, tokens decoded, processing or idle)",
+      why: "the metrics aggregate all slots",
+      method: "GET /slots (start the server with --slots; recent builds enable it by default)",
+      command: "curl -s {url}/slots",
+    },
+  ],
+  info: [{ path: "/props", gives: "build_info (version), model_path, total_slots, n_ctx" }],
+  serverTimings: {
+    kind: "llamacpp-timings",
+    note: "timings.prompt_ms, predicted_ms, predicted_n, predicted_per_token_ms in the last stream chunk",
+  },
   quirks: [
     {
       when: (n) => n.has("llamacpp:prompt_tokens_seconds") || n.has("llamacpp:predicted_tokens_seconds"),

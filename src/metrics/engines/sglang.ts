@@ -99,6 +99,39 @@ export const sglang: EngineCatalog = {
     step_time: "only cumulative GPU busy time: sglang:gpu_execution_seconds_total{category}",
     step_tokens: "only cumulative sglang:realtime_tokens_total{mode}",
   },
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+    {
+      id: "disable-cuda-graph",
+      change: "--disable-cuda-graph",
+      mechanism:
+        "CUDA graphs: without them every decode kernel is launched from the host; the difference is the launch overhead",
+      needs: ["gpu"],
+      affects: "decode",
+    },
+    {
+      id: "disable-custom-all-reduce",
+      change: "--disable-custom-all-reduce",
+      mechanism: "SGLang's custom all-reduce kernel against NCCL",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+  ],
+  info: [
+    { path: "/get_server_info", gives: "version, model_path, tp_size, max_total_num_tokens (older builds)" },
+    { path: "/server_info", gives: "the same, newer builds" },
+  ],
   quirks: [
     {
       when: (n) => n.names().some((x) => /^sglang[:_]routing_key_/.test(x)),

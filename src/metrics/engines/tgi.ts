@@ -62,6 +62,32 @@ export const tgi: EngineCatalog = {
     itl: "no per-token gaps; tgi_request_mean_time_per_token_duration is per-request mean",
     step_tokens: "tgi_batch_current_size counts requests, not tokens",
   },
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+    {
+      id: "cuda-graphs-off",
+      change: "--cuda-graphs 0",
+      mechanism:
+        "TGI's CUDA graphs (captured per batch size); 0 turns them off, so the difference is the launch overhead",
+      needs: ["gpu"],
+      affects: "decode",
+    },
+  ],
+  info: [{ path: "/info", gives: "model_id, model_dtype, version, sha, max_total_tokens, max_input_tokens" }],
+  serverTimings: {
+    kind: "tgi-headers",
+    note: "x-queue-time, x-inference-time, x-time-per-token (ms) on non-streaming responses",
+  },
   quirks: [
     {
       when: (n) => n.has("tgi_request_count") || n.has("tgi_request_success"),

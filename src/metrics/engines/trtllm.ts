@@ -76,6 +76,19 @@ export const trtllm: EngineCatalog = {
   missing: {
     itl: "no per-token gap histogram; trtllm_time_per_output_token_seconds is per-request TPOT",
   },
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+  ],
   quirks: [
     {
       when: (n) => n.hasPrefix("trtllm_"),
@@ -169,6 +182,19 @@ export const triton: EngineCatalog = {
   },
   replicaLabels: [],
   shardLabels: ["model", "version"],
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+  ],
   quirks: [
     {
       when: (n) => n.has("nv_inference_request_duration_us"),

@@ -133,6 +133,36 @@ export const vllm: EngineCatalog = {
     step_time:
       "V1 has no per-step timing in Prometheus (newest main streams forward-pass times over ZMQ, not /metrics)",
   },
+  usesNccl: true,
+  knobs: [
+    {
+      id: "nccl-proto-ll",
+      arm: "ll",
+      change: "NCCL_PROTO=LL",
+      mechanism:
+        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+    {
+      id: "disable-custom-all-reduce",
+      change: "--disable-custom-all-reduce",
+      mechanism:
+        "vLLM's own one-shot/two-shot all-reduce kernel against NCCL (it needs NVLink or PCIe P2P; without them vLLM already uses NCCL)",
+      needs: ["collectives", "gpu"],
+      collective: true,
+      affects: "decode",
+    },
+    {
+      id: "enforce-eager",
+      change: "--enforce-eager",
+      mechanism:
+        "CUDA graphs: eager mode launches every kernel from the host, so the difference is the launch overhead graphs remove",
+      needs: ["gpu"],
+      affects: "decode",
+    },
+  ],
   quirks: [
     {
       when: (n) => n.has("vllm:iteration_tokens_total"),
