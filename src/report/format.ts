@@ -78,7 +78,8 @@ const PROVENANCE_WORD: Record<string, string> = {
 
 /** One line naming the deployment; a field nobody gave or detected reads "unknown", never a default. */
 export function deploymentTitle(d: Deployment): string {
-  const base = (p: string) => p.replace(/^.*[\\/]/, "");
+  // A model file is named by its file name; a catalog or hub name as it is.
+  const base = (p: string) => (/\.(gguf|json)$/i.test(p) ? p.replace(/^.*[\\/]/, "") : p);
   const model = d.modelName ?? (d.model ? base(d.model) : null) ?? d.servedModel ?? "unknown model";
   const device = d.gpu ? ((d.gpus ?? 1) > 1 ? `${d.gpus}× ${d.gpu}` : d.gpu) : "unknown hardware";
   const parts = [`${model} (${d.quant ?? "quantization unknown"}) on ${device}`];

@@ -302,13 +302,13 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     if (wanted.has("ab"))
       m.ab = await phase("ab", () => {
         const ex = m.experiment;
+        if (!serverCmd)
+          throw new Unavailable(
+            `the server was given by --url, so inferscope cannot restart it for an A/B${ex?.arms ? ` (${ex.arms[1]})` : ""}; pass --server-cmd to run one`,
+          );
         if (!ex?.arms)
           throw new Unavailable(
             ex ? `no experiment: ${ex.plan.reason}` : "no experiment: the server was not described",
-          );
-        if (!serverCmd)
-          throw new Unavailable(
-            `the server was given by --url, so inferscope cannot restart it for the A/B (${ex.arms[1]}); pass --server-cmd to run it`,
           );
         return phaseAb(serverCmd, plan, m, {
           apiKey: opts.apiKey,

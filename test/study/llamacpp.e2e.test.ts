@@ -1,0 +1,173 @@
+// A real engine as a user's server: llama.cpp's CPU llama-server from ../shared/engines/llama.cpp,
+// started over loopback. The study detects it (engine, version, the GGUF's model, this CPU host),
+// runs the user's two --variant arms, and says nothing of the seed deployment; bench puts the
+// server's own per-request timings beside the client's; the audit reads llama.cpp's counters; the
+// calibrated model's decode range holds the measured decode time.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, test } from "node:test";
+import type { StudyResult } from "../../src/report/types.ts";
+
+const DIR = resolve("../shared/engines/llama.cpp");
+const SERVER = join(DIR, "llama-server");
+const SMALL = join(DIR, "small.gguf");
+
+/** Why the binary cannot run here (no file, no AVX2/FMA/F16C), or undefined. */
+function skipReason(): string | undefined {
+  let why: string | undefined;
+  if (!existsSync(SERVER) || !existsSync(SMALL)) why = `${SERVER} or ${SMALL} is missing`;
+  else {
+    const flags =
+      readFileSync("/proc/cpuinfo", "utf8")
+        .match(/^flags\s*:(.*)$/m)?.[1]
+        ?.split(/\s+/) ?? [];
+    const lack = ["avx2", "fma", "f16c"].filter((f) => !flags.includes(f));
+    if (lack.length) why = `this CPU lacks ${lack.join(", ")}: the portable llama-server needs AVX2, FMA and F16C`;
+  }
+  if (why && process.env.INFERSCOPE_REQUIRE_E2E) throw new Error(`${why}, but INFERSCOPE_REQUIRE_E2E is set`);
+  return why;
+}
+const SKIP = skipReason();
+
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const p = spawn(process.execPath, ["bin/inferscope.mjs", ...args]);
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    p.on("close", (status) => done({ status, stdout, stderr }));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+let server: ChildProcess | undefined;
+let url = "";
+
+before(async () => {
+  if (SKIP) return;
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  server = spawn(
+    SERVER,
+    ["-m", SMALL, "--alias", "small-random-llama", "--host", "127.0.0.1", "--port", String(port), "--metrics"].concat([
+      "--threads",
+      "1",
+      "-c",
+      "4096",
+      "-np",
+      "4",
+    ]),
+    { stdio: "ignore" },
+  );
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() - t0 > 30_000) throw new Error("llama-server did not become healthy in 30 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+});
+
+after(() => {
+  // b4748 aborts (134) on SIGTERM (llama.cpp#12180): stopping it is all that matters here.
+  server?.kill("SIGKILL");
+});
+
+test("bench: per request, client TPOT within 3 % of llama.cpp's predicted_per_token_ms (median)", {
+  skip: SKIP,
+}, async () => {
+  const r = await cli(
+    ["bench", "--base-url", url, "--num-prompts", "6", "--concurrency", "1", "--random-input-len", "32"].concat([
+      "--random-output-len",
+      "128",
+      "--ignore-eos",
+      "--json",
+    ]),
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const s = JSON.parse(r.stdout).inferscope.server_timings;
+  assert.ok(s, "server timings summarised");
+  assert.equal(s.source, "llamacpp-timings");
+  assert.equal(s.requests, 6);
+  assert.ok(s.abs_diff_pct <= 3, `median |client TPOT − server| / server = ${s.abs_diff_pct} %`);
+  // The step figure (predicted_ms ÷ (n − 1)) has TPOT's definition: closer still.
+  assert.ok(s.step_abs_diff_pct <= 3, `step: ${s.step_abs_diff_pct} %`);
+  assert.ok(s.server_prompt_ms > 0 && s.ttft_minus_prompt_ms > 0);
+});
+
+test("metrics audit recognises llama.cpp and reads its counters", { skip: SKIP }, async () => {
+  const r = await cli(["metrics", "audit", `${url}/metrics`, "--window", "1s", "--json"]);
+  assert.equal(r.status, 0, r.stderr);
+  const a = JSON.parse(r.stdout);
+  assert.equal(a.engine.id, "llamacpp");
+  const decode = a.concepts.find((c: { concept: string }) => c.concept === "decode");
+  assert.equal(decode.observable, true);
+  const gen = a.concepts.find((c: { concept: string }) => c.concept === "generation_tokens");
+  assert.ok(gen.observable && gen.value.after > 0, JSON.stringify(gen));
+  const text = JSON.stringify(a.gaps);
+  assert.doesNotMatch(text, /NCCL|--gpu /, "no NCCL experiment and no GPU flags for llama.cpp");
+  assert.match(text, /slots/);
+});
+
+test("study --server-cmd llama-server --variant t1 --variant t2: detected, A/B run, no seed words, calibrated range holds the measurement", {
+  skip: SKIP,
+}, async () => {
+  const out = join(mkdtempSync(join(tmpdir(), "inferscope-llama-")), "report");
+  const cmd = `${SERVER} -m ${SMALL} --alias small-random-llama --host 127.0.0.1 --port {port} --metrics -t 1 -c 4096 -np 4`;
+  const r = await cli(
+    ["study", "--server-cmd", cmd, "--variant", "t1:", "--variant", "t2: --threads 2", "--quick"].concat([
+      "--out",
+      out,
+      "--no-store",
+      "--json",
+    ]),
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const res = JSON.parse(readFileSync(join(out, "results.json"), "utf8")) as StudyResult;
+  const d = res.meta.deployment;
+  assert.equal(d.engine, "llamacpp");
+  assert.equal(d.sources?.engine?.source, "detected");
+  assert.match(d.engineVersion ?? "", /^b4748/);
+  assert.equal(d.modelName, "small-random-llama", "the model named by its GGUF header");
+  assert.match(d.sources?.modelName?.from ?? "", /GGUF/);
+  assert.equal(d.quant, "gguf");
+  assert.equal(d.deviceKind, "cpu");
+  assert.equal(d.sources?.deviceKind?.source, "detected");
+  // The A/B: the user's arms, with a verdict; no per-all-reduce figure (no collectives).
+  assert.deepEqual(
+    res.ab!.arms.map((a) => a.name),
+    ["t1", "t2"],
+  );
+  assert.ok(res.ab!.verdict.length > 0);
+  assert.equal(res.ab!.deltaPerCallUs, undefined);
+  const trace = res.meta.phases.find((p) => p.name === "trace")!;
+  assert.equal(trace.status, "unavailable", trace.reason);
+  for (const f of ["report.md", "index.html", "results.json"]) {
+    const text = readFileSync(join(out, f), "utf8");
+    for (const w of ["nvfp4", "rtx-pro-6000", "NCCL", "8×"]) assert.ok(!text.includes(w), `${f} says "${w}"`);
+  }
+  // The server's own timing beside the client's.
+  assert.equal(res.serverTimings?.source, "llamacpp-timings");
+  // (d) The model, calibrated on this run, brackets the measured decode time.
+  const measured = res.latency!.itlMs.value;
+  const cal = res.model!.calibratedStepMs!;
+  assert.ok(
+    cal.low! <= measured && measured <= cal.high!,
+    `calibrated [${cal.low}, ${cal.high}] vs measured ${measured}`,
+  );
+});
