@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -80,9 +80,7 @@ test("study: a report directory that cannot exist fails at once, before any phas
   assert.equal(r.status, ExitCode.usage, r.stderr);
   assert.match(r.stderr, /a-file\/report: cannot write the report there: not a directory/);
   assert.doesNotMatch(r.stderr, /internal error|\n\s+at /);
-  const runs = cli(["runs", "list", "--db", db, "--json"]);
-  assert.equal(runs.status, 0, runs.stderr);
-  assert.deepEqual(JSON.parse(runs.stdout), [], "nothing was started or stored");
+  assert.ok(!existsSync(db), "nothing was started or stored");
   rmSync(dir, { recursive: true, force: true });
 });
 

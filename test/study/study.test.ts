@@ -152,6 +152,8 @@ test("study --url: phases that need a restart or a trace directory are reported 
       url: sim.url,
       phases: ["bench", "ab", "trace", "model"],
       dbPath: null,
+      // A --url server says nothing of its hardware: the model needs it given.
+      given: { gpu: "rtx-pro-6000", gpus: 8, tp: 8, interconnect: "pcie5", quant: "nvfp4" },
       plan: { bench: { requests: 3, outputLen: 32, warmup: 0 } },
     });
     const ph = Object.fromEntries(result.meta.phases.map((p) => [p.name, p]));
