@@ -39,6 +39,18 @@ export interface Knob {
   affects: "decode" | "prefill";
 }
 
+/** The NCCL protocol knob every NCCL-based engine shares (the seed scenario's experiment). */
+export const NCCL_PROTO_LL: Knob = {
+  id: "nccl-proto-ll",
+  arm: "ll",
+  change: "NCCL_PROTO=LL",
+  mechanism:
+    "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
+  needs: ["collectives", "gpu"],
+  collective: true,
+  affects: "decode",
+};
+
 /** A recovery hint that works on this engine (shown by the audit and the study). */
 export interface EngineHint {
   what: string;

@@ -1,6 +1,6 @@
 // NVIDIA Dynamo frontend (`dynamo_frontend_*`); workers add `dynamo_component_*` next to the engine's own names.
 import type { FamilyLike } from "../concepts.ts";
-import { detectBySignature, type EngineCatalog, NameIndex } from "./catalog.ts";
+import { detectBySignature, type EngineCatalog, NameIndex, NCCL_PROTO_LL } from "./catalog.ts";
 
 export const dynamo: EngineCatalog = {
   id: "dynamo",
@@ -45,18 +45,7 @@ export const dynamo: EngineCatalog = {
     step_time: "the frontend sees requests only; scrape a worker for the engine's own metrics",
   },
   usesNccl: true,
-  knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
-  ],
+  knobs: [NCCL_PROTO_LL],
   quirks: [
     {
       when: (n) => n.hasPrefix("dynamo_"),

@@ -1,6 +1,6 @@
 // SGLang (`sglang:` prefix; labels model_name, engine_type, tp_rank, pp_rank, dp_rank, …).
 import type { FamilyLike } from "../concepts.ts";
-import { detectBySignature, type EngineCatalog } from "./catalog.ts";
+import { detectBySignature, type EngineCatalog, NCCL_PROTO_LL } from "./catalog.ts";
 
 export const sglang: EngineCatalog = {
   id: "sglang",
@@ -101,16 +101,7 @@ export const sglang: EngineCatalog = {
   },
   usesNccl: true,
   knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
+    NCCL_PROTO_LL,
     {
       id: "disable-cuda-graph",
       change: "--disable-cuda-graph",

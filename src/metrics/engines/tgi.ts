@@ -1,6 +1,6 @@
 // Hugging Face TGI (`tgi_` prefix, Rust metrics exporter: counters have no `_total`).
 import type { FamilyLike } from "../concepts.ts";
-import { detectBySignature, type EngineCatalog } from "./catalog.ts";
+import { detectBySignature, type EngineCatalog, NCCL_PROTO_LL } from "./catalog.ts";
 
 export const tgi: EngineCatalog = {
   id: "tgi",
@@ -64,16 +64,7 @@ export const tgi: EngineCatalog = {
   },
   usesNccl: true,
   knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
+    NCCL_PROTO_LL,
     {
       id: "cuda-graphs-off",
       change: "--cuda-graphs 0",

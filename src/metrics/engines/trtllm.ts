@@ -1,6 +1,6 @@
 // TensorRT-LLM (`trtllm-serve`, `trtllm_` prefix at /prometheus/metrics) and Triton (`nv_` prefix, port 8002).
 import type { FamilyLike } from "../concepts.ts";
-import { detectBySignature, type EngineCatalog } from "./catalog.ts";
+import { detectBySignature, type EngineCatalog, NCCL_PROTO_LL } from "./catalog.ts";
 
 export const trtllm: EngineCatalog = {
   id: "trtllm",
@@ -77,18 +77,7 @@ export const trtllm: EngineCatalog = {
     itl: "no per-token gap histogram; trtllm_time_per_output_token_seconds is per-request TPOT",
   },
   usesNccl: true,
-  knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
-  ],
+  knobs: [NCCL_PROTO_LL],
   quirks: [
     {
       when: (n) => n.hasPrefix("trtllm_"),
@@ -183,18 +172,7 @@ export const triton: EngineCatalog = {
   replicaLabels: [],
   shardLabels: ["model", "version"],
   usesNccl: true,
-  knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
-  ],
+  knobs: [NCCL_PROTO_LL],
   quirks: [
     {
       when: (n) => n.has("nv_inference_request_duration_us"),

@@ -1,6 +1,6 @@
 // vLLM: V1 names (`vllm:` prefix, `model_name` + `engine` labels) and the V0 legacy names.
 import type { FamilyLike } from "../concepts.ts";
-import { detectBySignature, type EngineCatalog, NameIndex } from "./catalog.ts";
+import { detectBySignature, type EngineCatalog, NameIndex, NCCL_PROTO_LL } from "./catalog.ts";
 
 const V0_ONLY = [
   "vllm:time_in_queue_requests",
@@ -135,16 +135,7 @@ export const vllm: EngineCatalog = {
   },
   usesNccl: true,
   knobs: [
-    {
-      id: "nccl-proto-ll",
-      arm: "ll",
-      change: "NCCL_PROTO=LL",
-      mechanism:
-        "NCCL's low-latency protocol against its own choice, for the small all-reduces of a decode step (latency-bound at batch 1)",
-      needs: ["collectives", "gpu"],
-      collective: true,
-      affects: "decode",
-    },
+    NCCL_PROTO_LL,
     {
       id: "disable-custom-all-reduce",
       change: "--disable-custom-all-reduce",
