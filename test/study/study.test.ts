@@ -49,7 +49,15 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
   assert.equal(res.schema, "inferscope.study/1");
   assert.deepEqual(printed.summary, res.summary);
   for (const p of res.meta.phases) assert.equal(p.status, "ok", `${p.name}: ${p.status} ${p.reason ?? ""}`);
-  assert.deepEqual(res.meta.phases.map((p) => p.name).sort(), ["ab", "audit", "bench", "discover", "model", "sweep", "trace"]);
+  assert.deepEqual(res.meta.phases.map((p) => p.name).sort(), [
+    "ab",
+    "audit",
+    "bench",
+    "discover",
+    "model",
+    "sweep",
+    "trace",
+  ]);
   // Seed scenario (profile glm5-8x-rtxpro6000-pcie, NCCL's default = Simple): 157 all-reduces per
   // step; the LL arm is faster; the decomposition adds up to the step.
   assert.equal(res.trace!.allReduceCallsPerStep, 157);
