@@ -2,7 +2,7 @@
 // for a local server, this host — combined into one set of facts, each saying where it came from.
 // A fact that nobody gave and nothing detected stays null: the report shows "unknown", never a default.
 import { engineById } from "../metrics/engines/index.ts";
-import type { DeploymentField, FieldSource, Provenance } from "../report/types.ts";
+import type { Deployment, DeploymentField, FieldSource, Provenance } from "../report/types.ts";
 import type { CommandFacts } from "./command.ts";
 import type { ServerAnswers } from "./probe.ts";
 
@@ -322,21 +322,7 @@ export function hasCollectives(d: Discovery): boolean | null {
 }
 
 /** The report's Deployment record: values, and per field where it came from. */
-export function deploymentRecord(d: Discovery): {
-  model: string | null;
-  quant: string | null;
-  gpu: string | null;
-  gpus: number | null;
-  tp: number | null;
-  interconnect: string | null;
-  engine: string | null;
-  engineVersion: string | null;
-  deviceKind: "gpu" | "cpu" | null;
-  servedModel: string | null;
-  maxModelLen: number | null;
-  modelName: string | null;
-  sources: Partial<Record<DeploymentField, FieldSource>>;
-} {
+export function deploymentRecord(d: Discovery): Deployment {
   const facts: Record<DeploymentField, Fact<unknown>> = {
     model: d.model,
     quant: d.quant,

@@ -7,7 +7,6 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_ENTRY } from "../cli/entry.ts";
 import {
-  type ChosenExperiment,
   chooseExperiment,
   deploymentRecord,
   discover,
@@ -246,7 +245,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       m.deployment = rec;
       m.discovery = found.discovery;
       m.modelInputs = modelInputsFor(found.discovery, given, found.host);
-      m.experiment = experimentOrError(found.discovery, opts.variants);
+      m.experiment = chooseExperiment(found.discovery, opts.variants);
       for (const n of found.discovery.notes) progress("discover", n);
     }
 
@@ -530,8 +529,4 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
           `--variant ${v}: the study restarts the server per arm; URL arms belong to \`inferscope ab\``,
         );
   }
-}
-
-function experimentOrError(d: import("../discover/index.ts").Discovery, variants?: string[]): ChosenExperiment {
-  return chooseExperiment(d, variants);
 }
