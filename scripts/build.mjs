@@ -1,5 +1,7 @@
 // npm run build: tsc compiles src/ to dist/ (ESM + .d.ts), then every non-TypeScript file under src/
-// (sim profiles, the worker boot file, data added later) is copied beside the code that reads it.
+// (sim profiles, the worker boot file, data added later) is copied beside the code that reads it, and
+// the compiled model fits the measurement corpus once: dist/model/priors-fit.json, stamped with a hash
+// of the corpus and the fit's code, so `model predict` loads the priors instead of fitting per process.
 //   node scripts/build.mjs [--out DIR] [--if-stale]
 // --if-stale skips the build when dist/ is newer than every file under src/ (npm start, bench:startup).
 import { spawnSync } from "node:child_process";
@@ -16,7 +18,7 @@ import {
 } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);
@@ -69,8 +71,23 @@ for (const f of walk(src)) {
   cpSync(f, join(tmp, relative(src, f)));
   copied++;
 }
+// The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs.
+let pre;
+try {
+  const priors = await import(pathToFileURL(join(tmp, "model", "priors.js")).href);
+  pre = priors.precomputedPriors();
+  writeFileSync(priors.PRIORS_CACHE_FILE, `${JSON.stringify(pre)}\n`);
+  const check = priors.readPrecomputedPriors();
+  if (!check.ok) throw new Error(`they do not load back: ${check.detail}`);
+} catch (e) {
+  rmSync(tmp, { recursive: true, force: true });
+  console.error(`build: precomputing the priors failed (${e instanceof Error ? e.message : e}); dist/ left as it was`);
+  process.exit(1);
+}
 chmodSync(join(tmp, "cli", "main.js"), 0o755);
 writeFileSync(join(tmp, ".build-stamp"), `${new Date().toISOString()}\n`);
 rmSync(out, { recursive: true, force: true });
 renameSync(tmp, out);
-console.error(`build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files)`);
+console.error(
+  `build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files + priors of ${pre.fit.rowsUsed.length} corpus rows)`,
+);

@@ -1,10 +1,12 @@
 // The measurement corpus (src/model/corpus/*.yaml): public batch-1 decode measurements as data, each a model input
 // plus its measured ms per token. Parsed and checked here (errors name file, line and column); the priors are fitted
-// from it (priors.ts). The shipped corpus is read once per process.
+// from it (priors.ts). The shipped corpus is read once per process, and only when the build's precomputed fit
+// (priors-cache.ts) does not match it; yaml loads on that first parse.
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import YAML, { isMap, isSeq, LineCounter, type Node as YNode } from "yaml";
+import type { Node as YNode } from "yaml";
 import { InputError } from "../errors.ts";
+import { yaml } from "../lazy.ts";
 import type { Engine } from "./collectives.ts";
 import type { ModelInput } from "./resolve.ts";
 import { ENGINES } from "./resolve.ts";
@@ -47,8 +49,9 @@ const DATE = /^\d{4}-\d{2}(-\d{2})?$/;
 
 /** Parses and checks a corpus document; every problem names the file, line and column. */
 export function parseCorpus(text: string, file: string): Corpus {
+  const { isMap, isSeq, LineCounter, parseDocument } = yaml();
   const lc = new LineCounter();
-  const doc = YAML.parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
   const at = (node: YNode | null | undefined) => {
     const off = node?.range?.[0] ?? 0;
     const p = lc.linePos(off);

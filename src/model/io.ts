@@ -2,8 +2,8 @@
 // files. The only module here that touches the file system; everything it returns is plain data for pure code.
 import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
-import YAML from "yaml";
 import { InputError, UsageError } from "../errors.ts";
+import { yaml } from "../lazy.ts";
 import type { Architecture } from "./architecture.ts";
 import { fromHfConfig } from "./architecture.ts";
 import { GgufNeedMore, ggufToArchitecture, parseGgufHeader } from "./gguf.ts";
@@ -99,7 +99,7 @@ export function loadHardwareFile(file: string): { gpu: CustomGpuSpec; gpus?: num
   const text = readText(file);
   let doc: unknown;
   try {
-    doc = YAML.parse(text, { prettyErrors: true });
+    doc = yaml().parse(text, { prettyErrors: true });
   } catch (err) {
     const e = err as { linePos?: { line: number; col: number }[]; message: string };
     const pos = e.linePos?.[0];

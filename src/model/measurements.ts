@@ -1,7 +1,7 @@
 // Measurements the fit accepts, and parsers for their file forms: our JSON/YAML list, a vLLM-style
 // `bench --save-result` JSON, and nccl-tests `all_reduce_perf` text (collectives.md §6). Pure: text in, records out.
-import YAML from "yaml";
 import { InputError } from "../errors.ts";
+import { yaml } from "../lazy.ts";
 import { ncclLatencyTable, parseNcclTests } from "../trace/nccl.ts";
 
 /** A server/launch configuration that differs between A/B arms. */
@@ -116,7 +116,7 @@ export function parseMeasurementsText(text: string, file = "measurements"): Meas
     }
   } else {
     try {
-      doc = YAML.parse(text);
+      doc = yaml().parse(text);
     } catch (err) {
       const e = err as { linePos?: { line: number; col: number }[]; message: string };
       const p = e.linePos?.[0];

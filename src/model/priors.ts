@@ -14,12 +14,15 @@
 // the parameters by Gauss–Newton MAP; the posterior covariance gives each prediction its 80 % interval. A group the
 // corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
 
+import { fileURLToPath } from "node:url";
 import { requireModel } from "./architecture.ts";
 import type { AllReduceChoice } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
-import { shippedCorpus, supportDates } from "./corpus.ts";
+import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
 import type { Gpu } from "./hardware.ts";
+import type { CachedFit, FitCacheFile, FitCacheRead } from "./priors-cache.ts";
+import { FIT_CACHE_NAME, fitCacheFile, fitStamp, readFitCache } from "./priors-cache.ts";
 import type { Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import type { GroupLoad, KernelCount } from "./step.ts";
@@ -191,7 +194,7 @@ let supportCache: Map<string, string> | undefined;
 export function familySupportSince(r: Resolved): string | undefined {
   if (!supportCache) {
     supportCache = new Map();
-    for (const [k, v] of supportDates()) {
+    for (const [k, v] of shippedCache()?.supportDates ?? supportDates()) {
       const [engine, model] = k.split("|");
       const key = `${engine}|${modelFamily(requireModel(model))}`;
       const prev = supportCache.get(key);
@@ -676,10 +679,42 @@ export function fitCorpus(
 
 let shippedFit: CorpusFit | undefined;
 
-/** The fit on the shipped corpus (once per process). */
+/** The fit on the shipped corpus (once per process): the build's precomputed one when its stamp matches. */
 export function corpusFit(): CorpusFit {
-  shippedFit ??= fitCorpus(shippedCorpus());
+  shippedFit ??= shippedCache()?.fit ?? fitCorpus(shippedCorpus());
   return shippedFit;
+}
+
+// ---------------------------------------------------------------- the precomputed fit (priors-cache.ts)
+
+const THIS_FILE = fileURLToPath(import.meta.url);
+/** Where the build puts the precomputed fit: beside this module (dist/model/); src/ has none. */
+export const PRIORS_CACHE_FILE = fileURLToPath(new URL(`./${FIT_CACHE_NAME}`, import.meta.url));
+
+let cacheRead: FitCacheRead | undefined;
+
+/** Reads and checks PRIORS_CACHE_FILE now (no memo; the build checks what it wrote). */
+export function readPrecomputedPriors(): FitCacheRead {
+  return readFitCache(PRIORS_CACHE_FILE, THIS_FILE, CORPUS_FILE);
+}
+
+/** How the shipped fit's cache was judged, once per process; INFERSCOPE_PRIORS_CACHE=0 turns it off. */
+export function shippedCacheStatus(): FitCacheRead {
+  cacheRead ??=
+    process.env.INFERSCOPE_PRIORS_CACHE === "0"
+      ? { ok: false, reason: "missing", detail: "INFERSCOPE_PRIORS_CACHE=0" }
+      : readPrecomputedPriors();
+  return cacheRead;
+}
+
+function shippedCache(): CachedFit | undefined {
+  const r = shippedCacheStatus();
+  return r.ok ? r.value : undefined;
+}
+
+/** What the build writes to PRIORS_CACHE_FILE: a fresh fit of the shipped corpus, stamped with its inputs. */
+export function precomputedPriors(): FitCacheFile {
+  return fitCacheFile(fitCorpus(shippedCorpus()), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE));
 }
 
 // ---------------------------------------------------------------- the prediction

@@ -1,0 +1,93 @@
+// The precomputed corpus fit (priors-cache.ts): a cache file round-trips to exactly the fit a fresh run computes, and
+// any change to the corpus or to the fit's code makes it stale, so a process never predicts from an outdated fit.
+// (test/package/priors-cache.test.ts checks the file the real build writes into dist/.)
+import assert from "node:assert/strict";
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { CORPUS_FILE, parseCorpus, supportDates } from "../../src/model/corpus.ts";
+import { fitCorpus, PRIORS_CACHE_FILE, precomputedPriors, shippedCacheStatus } from "../../src/model/priors.ts";
+import { fitCacheFile, fitCodeFiles, fitStamp, readFitCache } from "../../src/model/priors-cache.ts";
+
+const ENTRY = fileURLToPath(new URL("../../src/model/priors.ts", import.meta.url));
+
+/** A fit independent of the process's memoised corpus and rows: parsed again from the file. */
+function freshFit() {
+  const c = parseCorpus(readFileSync(CORPUS_FILE, "utf8"), CORPUS_FILE);
+  return { fit: fitCorpus(c), supportDates: supportDates(c) };
+}
+
+test("the fit's code is every module priors.ts reaches: step, resolve, hardware, architecture, corpus, …", () => {
+  const names = fitCodeFiles(ENTRY).map((f) => relative(dirname(ENTRY), f));
+  for (const n of ["priors.ts", "step.ts", "resolve.ts", "hardware.ts", "architecture.ts", "corpus.ts", "engines.ts"])
+    assert.ok(names.includes(n), `${n} missing from ${names.join(", ")}`);
+  // Modules the fit never runs stay out, so editing them does not throw the cache away.
+  for (const n of ["predict.ts", "whatif.ts", "fit.ts"]) assert.ok(!names.includes(n), n);
+});
+
+test("a cache file loads back to exactly a fresh fit (θ, covariance, spreads, parameters, support dates)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "inferscope-priors-"));
+  try {
+    const file = join(dir, "priors-fit.json");
+    writeFileSync(file, JSON.stringify(precomputedPriors()));
+    const r = readFitCache(file, ENTRY, CORPUS_FILE);
+    assert.ok(r.ok, r.ok ? "" : r.detail);
+    const fresh = freshFit();
+    assert.deepStrictEqual(r.value.fit, fresh.fit);
+    assert.deepStrictEqual(r.value.supportDates, fresh.supportDates);
+    assert.ok(r.value.fit.names.length > 20 && r.value.fit.rowsUsed.length === 40);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a changed corpus or fit code makes the cache stale; missing or damaged files are refused, never thrown", () => {
+  const dir = mkdtempSync(join(tmpdir(), "inferscope-priors-"));
+  try {
+    // A copy of the fit's code and corpus in the same layout: the stamp does not depend on where dist/ lives.
+    const srcRoot = join(dirname(ENTRY), "..");
+    const copyRoot = join(dir, "src");
+    for (const f of [...fitCodeFiles(ENTRY), CORPUS_FILE]) {
+      const to = join(copyRoot, relative(srcRoot, f));
+      mkdirSync(dirname(to), { recursive: true });
+      cpSync(f, to);
+    }
+    const entry = join(copyRoot, "model", "priors.ts");
+    const corpus = join(copyRoot, relative(srcRoot, CORPUS_FILE));
+    const file = join(dir, "priors-fit.json");
+    const fresh = freshFit();
+    writeFileSync(file, JSON.stringify(fitCacheFile(fresh.fit, fresh.supportDates, fitStamp(ENTRY, CORPUS_FILE))));
+    assert.ok(readFitCache(file, entry, corpus).ok, "same content elsewhere: same stamp");
+
+    const text = readFileSync(corpus, "utf8");
+    writeFileSync(corpus, text.replace("value: 7.28", "value: 7.29"));
+    assert.notEqual(readFileSync(corpus, "utf8"), text, "the corpus edit took");
+    const c = readFitCache(file, entry, corpus);
+    assert.ok(!c.ok && c.reason === "stale", JSON.stringify(c));
+    writeFileSync(corpus, text);
+    assert.ok(readFitCache(file, entry, corpus).ok);
+
+    appendFileSync(join(copyRoot, "model", "step.ts"), "\n// a change to the step model\n");
+    const s = readFitCache(file, entry, corpus);
+    assert.ok(!s.ok && s.reason === "stale", JSON.stringify(s));
+
+    const m = readFitCache(join(dir, "none.json"), ENTRY, CORPUS_FILE);
+    assert.ok(!m.ok && m.reason === "missing");
+    writeFileSync(file, '{"kind":"inferscope.priors-fit",');
+    const d = readFitCache(file, ENTRY, CORPUS_FILE);
+    assert.ok(!d.ok && d.reason === "invalid", JSON.stringify(d));
+    writeFileSync(file, JSON.stringify({ ...precomputedPriors(), format: 0 }));
+    const v = readFitCache(file, ENTRY, CORPUS_FILE);
+    assert.ok(!v.ok && v.reason === "invalid", JSON.stringify(v));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("from src/ (tsx) there is no cache: the shipped fit is computed on the fly", () => {
+  assert.equal(dirname(PRIORS_CACHE_FILE), dirname(ENTRY));
+  const s = shippedCacheStatus();
+  assert.ok(!s.ok && s.reason === "missing", JSON.stringify(s));
+});
