@@ -11,6 +11,8 @@ import { generateTrace } from "./gen-trace.ts";
 
 interface ChildResult {
   ms: number;
+  /** CPU time of the analysis (user + system): less sensitive than wall time to other load. */
+  cpuMs: number;
   jsonBytes: number;
   maxRssMB: number;
   kernels: number;
@@ -21,10 +23,13 @@ interface ChildResult {
 if (process.argv[2] === "--child") {
   const { analyzeTrace } = await import("../src/trace/index.ts");
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   const a = await analyzeTrace([process.argv[3]!]);
   const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
   const out: ChildResult = {
     ms,
+    cpuMs: (c.user + c.system) / 1000,
     jsonBytes: a.ranks[0]!.info.jsonBytes,
     maxRssMB: process.resourceUsage().maxRSS / 1024,
     kernels: a.overall.kernels,

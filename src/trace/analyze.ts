@@ -4,7 +4,7 @@ import { basename } from "node:path";
 import { InputError } from "../errors.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
-import { MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
+import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
@@ -98,6 +98,7 @@ export async function analyzeFile(
   const stats = await readTraceFile(file, (ev) => builder.add(ev), {
     skipCategories: SKIP,
     keepNamePrefix: { python_function: MODULE_PREFIX },
+    fields: EVENT_FIELDS,
     onProgress: opts.onProgress ? (r, t) => opts.onProgress!(file, r, t) : undefined,
   });
   const model = builder.finish();
@@ -325,6 +326,7 @@ async function readCapture(file: string, opts: AnalyzeOptions): Promise<Captured
   const stats = await readTraceFile(file, (ev) => builder.add(ev), {
     skipCategories: SKIP,
     keepNamePrefix: { python_function: MODULE_PREFIX },
+    fields: EVENT_FIELDS,
   });
   if (!stats.sawTraceEvents) throw new InputError(`${file}: not a profiler trace: the JSON has no "traceEvents" array`);
   const launches = capturedLaunches(builder.finish());

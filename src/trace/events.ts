@@ -1,6 +1,7 @@
 // The trace model: GPU activities (kernels, memcpy, memset), runtime/driver calls, CPU ops and
 // annotations, held in compact typed columns so millions of events fit in a few tens of MB.
 import { type ActivityKind, Classifier, type RuleFile } from "./classify.ts";
+import type { EventFields } from "./fastevent.ts";
 import type { RawEvent } from "./reader.ts";
 
 /** Growable column made of fixed-size chunks (no copy on growth); `seal()` returns one array. */
@@ -115,6 +116,12 @@ export interface TraceModel {
   processNames: Map<number, string>;
   unsafeIds: number;
 }
+
+/** Every event field `ModelBuilder.add` reads: the reader may leave the others out. */
+export const EVENT_FIELDS: EventFields = {
+  event: ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"],
+  args: ["name", "correlation", "External id", "external id", "stream", "device", "kernel"],
+};
 
 const LAUNCH_LIKE = /launch|memcpy|memset|graph/i;
 export const MODULE_PREFIX = "nn.Module: ";

@@ -5,6 +5,7 @@ import { createReadStream } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { createGunzip } from "node:zlib";
 import { InputError } from "../errors.ts";
+import { type EventFields, FastEventParser } from "./fastevent.ts";
 
 export interface RawEvent {
   ph?: string;
@@ -54,6 +55,9 @@ export interface ReadOptions {
   /** Largest metadata value kept, in bytes. */
   maxMetadataBytes?: number;
   chunkBytes?: number;
+  /** Only these fields of each event are needed (the rest may be left out of the objects passed
+   * to the consumer): lets the reader build them in one pass over the bytes, without JSON.parse. */
+  fields?: EventFields;
 }
 
 const MAX_WARNINGS = 20;
@@ -90,8 +94,10 @@ export class TraceScanner {
   private markCol = 1;
   private key = "";
   private topArray = false;
-  private readonly skip: ReadonlySet<string>;
-  private readonly keep: ReadonlyMap<string, Buffer>;
+  /** The skipped categories as bytes, and each one's keep-prefix (same order). */
+  private readonly skipBytes: Uint8Array[];
+  private readonly skipKeep: Array<Buffer | undefined>;
+  private readonly fast?: FastEventParser;
   private readonly maxMeta: number;
 
   constructor(
@@ -99,8 +105,13 @@ export class TraceScanner {
     opts: ReadOptions = {},
     private readonly file = "",
   ) {
-    this.skip = opts.skipCategories ?? new Set();
-    this.keep = new Map(Object.entries(opts.keepNamePrefix ?? {}).map(([c, p]) => [c, Buffer.from(p, "utf8")]));
+    const skip = opts.skipCategories ?? new Set<string>();
+    const keep = new Map(Object.entries(opts.keepNamePrefix ?? {}).map(([c, p]) => [c, Buffer.from(p, "utf8")]));
+    // The peeked category is the bytes read as latin1: a name with characters above U+00FF never matches.
+    const skipList = [...skip].filter((c) => Buffer.from(c, "latin1").toString("latin1") === c);
+    this.skipBytes = skipList.map((c) => Buffer.from(c, "latin1"));
+    this.skipKeep = skipList.map((c) => keep.get(c));
+    if (opts.fields) this.fast = new FastEventParser(opts.fields);
     this.maxMeta = opts.maxMetadataBytes ?? 16 * 1024 * 1024;
     this.stats = {
       bytes: 0,
@@ -159,6 +170,13 @@ export class TraceScanner {
           for (; i < n; i++) {
             const c = buf[i]!;
             if (c === 0x7b) {
+              if (this.fast) {
+                const e = this.fastEvent(buf, i, n);
+                if (e > 0) {
+                  i = e - 1; // the loop's i++ moves past the event
+                  continue;
+                }
+              }
               this.state = S_EVENT;
               this.mark = i;
               this.markLine = this.line;
@@ -465,13 +483,43 @@ export class TraceScanner {
     return out;
   }
 
+  /** The event at buf[s] read by the fast path: returns the index after it, or -1 when the
+   * general path must read it (unusual bytes, or the event goes on in the next chunk). Skipping by
+   * category is decided from the same bytes, by the same rules, as in `onEvent`. */
+  private fastEvent(buf: Buffer, s: number, n: number): number {
+    const f = this.fast!;
+    // Peeked with the chunk end as bound first: a skipped event is then only checked, not built.
+    let skip = this.skipBytes.length ? peekSkip(buf, s, n, this.skipBytes) : -1;
+    let ev = f.event(buf, s, n, this.base, this.line, this.lineStart, skip < 0);
+    if (ev === undefined) return -1;
+    const e = f.p;
+    if (skip >= 0) {
+      if (e - 6 < s + 160) skip = peekSkip(buf, s, e, this.skipBytes);
+      const prefix = skip >= 0 ? this.skipKeep[skip] : undefined;
+      if (skip >= 0 && (!prefix || !nameStartsWith(buf, s, e, prefix))) {
+        this.line = f.line;
+        this.lineStart = f.lineStart;
+        this.stats.events++;
+        this.stats.skippedByCategory++;
+        return e;
+      }
+      ev = f.event(buf, s, n, this.base, this.line, this.lineStart, true)!;
+    }
+    this.line = f.line;
+    this.lineStart = f.lineStart;
+    this.stats.events++;
+    this.stats.parsed++;
+    this.emit(ev);
+    return e;
+  }
+
   private onEvent(buf: Buffer, s: number, e: number): void {
     const st = this.stats;
     st.events++;
-    if (this.skip.size) {
-      const cat = peekCategory(buf, s, e);
-      if (cat !== undefined && this.skip.has(cat)) {
-        const prefix = this.keep.get(cat);
+    if (this.skipBytes.length) {
+      const skip = peekSkip(buf, s, e, this.skipBytes);
+      if (skip >= 0) {
+        const prefix = this.skipKeep[skip];
         if (!prefix || !nameStartsWith(buf, s, e, prefix)) {
           st.skippedByCategory++;
           return;
@@ -514,29 +562,37 @@ export class TraceScanner {
   }
 }
 
-// Finds the value of "cat" in the first bytes of an event without decoding it.
 function countBackslashes(buf: Buffer, at: number, lo: number): number {
   let k = 0;
   while (at - k >= lo && buf[at - k] === 0x5c) k++;
   return k;
 }
 
-function peekCategory(buf: Buffer, s: number, e: number): string | undefined {
+// Finds the value of "cat" in the first bytes of an event without decoding it; returns the index
+// of the skipped category it equals, or -1.
+function peekSkip(buf: Buffer, s: number, e: number, skip: readonly Uint8Array[]): number {
   const lim = Math.min(e - 6, s + 160);
   for (let k = s; k < lim; k++) {
     if (buf[k] === 0x22 && buf[k + 1] === 0x63 && buf[k + 2] === 0x61 && buf[k + 3] === 0x74 && buf[k + 4] === 0x22) {
       let j = k + 5;
       while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d))
         j++;
-      if (buf[j] !== 0x22) return undefined;
+      if (buf[j] !== 0x22) return -1;
       const v0 = j + 1;
       let v1 = v0;
       while (v1 < e && buf[v1] !== 0x22 && buf[v1] !== 0x5c) v1++;
-      if (buf[v1] !== 0x22) return undefined;
-      return buf.toString("latin1", v0, v1);
+      if (buf[v1] !== 0x22) return -1;
+      const len = v1 - v0;
+      outer: for (let x = 0; x < skip.length; x++) {
+        const c = skip[x]!;
+        if (c.length !== len) continue;
+        for (let y = 0; y < len; y++) if (c[y] !== buf[v0 + y]) continue outer;
+        return x;
+      }
+      return -1;
     }
   }
-  return undefined;
+  return -1;
 }
 
 const NAME_KEY = Buffer.from('"name"', "latin1");
