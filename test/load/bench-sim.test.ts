@@ -21,7 +21,10 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
   });
   after(() => sim?.stop());
 
-  test("mean ITL within 2 % of the step time, TTFT within 1 ms of the server's", async (t) => {
+  // Timing is judged against the server's own /metrics for the same requests, with bounds that grow by the noise
+  // this run measured (the client's event-loop delay, the spread of send → response head), never a fixed
+  // wall-clock tolerance: on a loaded host every delivery is late, but only by what those measures show.
+  test("client ITL and TTFT match the server's for the same requests, within the noise the run measured", async (t) => {
     const res = await runBench({
       baseUrl: sim.url,
       concurrency: 1,
@@ -48,6 +51,9 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
         gaps++;
       }
       ttftTruth += (profile.cost.frontendMs + model.stepMs(prefillBatch(P))) / SCALE;
+      // The sim answers with its head on arrival: it reaches the client before the first token (an ordering, not
+      // a timing: catches a client that stamps the head late or the first token early).
+      assert.ok(r.headersMs <= r.ttftMs, `head at ${r.headersMs} ms after the first token at ${r.ttftMs} ms`);
     }
     const clientItl = gapSum / gaps;
     stepTruth /= gaps;
@@ -57,9 +63,24 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     const sv = res.server!;
     assert.ok(sv && sv.itl_mean_ms !== null && sv.ttft_mean_ms !== null, "server view present");
     assert.equal(sv.generation_tokens, res.summary.total_output_tokens);
+    // Noise this run measured: how late the client's loop ran at worst, and how much the loopback path (send →
+    // response head, both ways under the same load at the same moments) varied between requests.
+    const eldMax = res.client.eventLoopDelayMs.max;
+    const heads = measured.map((r) => r.headersMs);
+    const headSpread = Math.max(...heads) - Math.min(...heads);
+    const noise = eldMax + Math.max(...heads);
+    t.diagnostic(
+      `ITL client ${clientItl.toFixed(3)} server ${sv.itl_mean_ms!.toFixed(3)} profile ${stepTruth.toFixed(3)} ms; ` +
+        `TTFT client mean ${clientTtft.toFixed(3)} server ${sv.ttft_mean_ms!.toFixed(3)} profile ${ttftTruth.toFixed(3)} ms; ` +
+        `noise: loop delay max ${eldMax.toFixed(2)} ms, send → head ${Math.min(...heads).toFixed(3)}–${Math.max(...heads).toFixed(3)} ms`,
+    );
+    // ITL: a request's gaps add up to its last token's arrival − its first's, so client and server differ by how
+    // much later the last token was delivered than the first: at most the worst delivery delay, twice per request.
+    // (Catches gaps counted or timed on another clock — the usage trailer as a token, wall vs simulated time.)
+    const itlBound = 0.005 * sv.itl_mean_ms! + (2 * noise * measured.length) / gaps;
     assert.ok(
-      Math.abs(clientItl - sv.itl_mean_ms!) / sv.itl_mean_ms! < 0.02,
-      `client ITL ${clientItl} vs server ${sv.itl_mean_ms}`,
+      Math.abs(clientItl - sv.itl_mean_ms!) <= itlBound,
+      `client ITL ${clientItl} vs server ${sv.itl_mean_ms} (± ${itlBound})`,
     );
     // The console says the server's rows are wall clock and gives the sim's own (simulated) ITL.
     const text = formatConsole(res);
@@ -68,41 +89,24 @@ describe("batch-1 timing against the sim's truth", { timeout: 120_000 }, () => {
     assert.ok(Math.abs(simItl - sv.itl_mean_ms! * SCALE) < 0.01 * SCALE, `console simulated ITL ${simItl}`);
     // The client cannot see a token before the server emits it.
     assert.ok(clientTtft >= sv.ttft_mean_ms! - 0.05, `client TTFT ${clientTtft} < server ${sv.ttft_mean_ms}`);
-    t.diagnostic(
-      `ITL client ${clientItl.toFixed(3)} server ${sv.itl_mean_ms!.toFixed(3)} profile ${stepTruth.toFixed(3)} ms; ` +
-        `TTFT client mean ${clientTtft.toFixed(3)} median ${(res.summary.median_ttft_ms as number).toFixed(3)} server ${sv.ttft_mean_ms!.toFixed(3)} profile ${ttftTruth.toFixed(3)} ms`,
-    );
-    // Against the profile itself, when the simulator kept to its own schedule (it cannot on an overloaded host).
-    if (Math.abs(sv.itl_mean_ms! - stepTruth) / stepTruth < 0.01)
-      assert.ok(Math.abs(clientItl - stepTruth) / stepTruth < 0.02, `client ITL ${clientItl} vs profile ${stepTruth}`);
-    else t.diagnostic("the simulator fell behind its profile (loaded host): profile comparison skipped");
-    // TTFT to the millisecond needs a host that is not starved: the client's own loop-delay record says so.
-    const quiet = res.client.eventLoopDelayMs.p99 <= 2;
     // The sim stamps arrival when it has parsed the request's headers (its own HTTP handling overlaps the
-    // profile's frontend cost), so the client's TTFT is the server's plus the loopback both ways.
-    // The median: one request that a loaded host stalls (a test file beside this one) moves a mean of 15
-    // by a millisecond, and says nothing about how the client times the others.
-    const medianTtft = res.summary.median_ttft_ms as number;
-    // The sim answers with its response head on arrival, so send → head is the request's transit and
-    // the head's way back, under the same load at the same moment: not the client's timing error. On a
-    // quiet host it is ~0.1 ms; beside other test files it reached 0.5 ms.
-    const transit = res.summary.inferscope.tt_ack_ms.median;
-    t.diagnostic(`send → response head median ${transit.toFixed(3)} ms`);
-    assert.ok(transit < 0.5 * medianTtft, "the sim sends its head before the first token");
-    if (quiet)
-      assert.ok(
-        medianTtft - sv.ttft_mean_ms! - transit < 1,
-        `client TTFT median ${medianTtft} vs server ${sv.ttft_mean_ms} + transit ${transit}`,
-      );
-    if (quiet && Math.abs(sv.ttft_mean_ms! - ttftTruth) < 0.5)
-      assert.ok(
-        Math.abs(medianTtft - transit - ttftTruth) < 1,
-        `client TTFT median ${medianTtft} less transit ${transit} vs profile ${ttftTruth}`,
-      );
-    if (!quiet)
-      t.diagnostic(
-        `host starved (client loop delay p99 ${res.client.eventLoopDelayMs.p99.toFixed(1)} ms): 1 ms TTFT checks skipped`,
-      );
+    // profile's frontend cost), so the client's TTFT is the server's plus the loopback both ways — which the same
+    // request's send → head measured. What is left is the first token's delivery delay against the head's: within
+    // the client's worst loop delay and the spread of the loopback path (≈ 0.3 ms on a quiet host; a client that
+    // stamps the first token late, or adds a round trip, is caught beyond that).
+    const ttftLessTransit = measured.reduce((a, r) => a + r.ttftMs - r.headersMs, 0) / measured.length;
+    const ttftBound = 0.25 + eldMax + headSpread;
+    t.diagnostic(
+      `client TTFT less send → head ${ttftLessTransit.toFixed(3)} ms vs server ${sv.ttft_mean_ms!.toFixed(3)} (± ${ttftBound.toFixed(3)})`,
+    );
+    assert.ok(
+      Math.abs(ttftLessTransit - sv.ttft_mean_ms!) <= ttftBound,
+      `client TTFT less transit ${ttftLessTransit} vs server ${sv.ttft_mean_ms} (± ${ttftBound})`,
+    );
+    // The server against its profile: timers only fire late, so only the step jitter (σ 2 %, a mean of three
+    // here) can put it below; how much later it runs on a loaded host test/sim/metrics-scale bounds with the
+    // engine's own stamps, so here that is reported, not asserted.
+    assert.ok(sv.ttft_mean_ms! >= ttftTruth * 0.95, `server TTFT ${sv.ttft_mean_ms} below its profile ${ttftTruth}`);
   });
 });
 
