@@ -86,6 +86,41 @@ export function parseDurationMs(text: string): number {
   return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit]!;
 }
 
+// RFC 9110 field names are tokens; values may not hold CR, LF, NUL or other controls (tab allowed).
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE_BAD = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
+/** A header value from a flag (--api-key, --header): a line break would split the request, so refuse it here. */
+export function headerValueFlag(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const bad = HEADER_VALUE_BAD.exec(value)?.[0];
+  if (bad) {
+    const shown = bad === "\r" ? "\\r" : bad === "\n" ? "\\n" : escapeControl(bad);
+    const what = bad === "\r" || bad === "\n" ? "a line break" : "a control character";
+    throw new UsageError(`${flag}: the value holds ${what} (${shown}), which cannot go in an HTTP header`, {
+      hint: "check for a pasted newline or a quoting slip",
+    });
+  }
+  return value;
+}
+
+/** Repeatable `--header 'Name: value'` flags as a header record; a bad name or a line break is refused naming the flag. */
+export function headerFlags(flag: string, list: string[] | undefined): Record<string, string> | undefined {
+  if (!list?.length) return undefined;
+  const out: Record<string, string> = {};
+  for (const h of list) {
+    const i = h.indexOf(":");
+    if (i <= 0) throw new UsageError(`${flag}: expected "Name: value", got "${escapeControl(h)}"`);
+    const name = h.slice(0, i).trim();
+    if (!HEADER_NAME.test(name))
+      throw new UsageError(
+        `${flag}: "${escapeControl(name)}" is not a header name (letters, digits and !#$%&'*+.^_\`|~-)`,
+      );
+    out[name.toLowerCase()] = headerValueFlag(flag, h.slice(i + 1).trim())!;
+  }
+  return out;
+}
+
 /** An optional duration flag's value in ms; a bad one is a usage error naming the flag (not an "internal error"). */
 export function durationFlag(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;

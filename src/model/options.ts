@@ -1,5 +1,8 @@
 // Builds a ModelInput from command-line options (strings), reading the files they name through io.ts.
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { UsageError } from "../errors.ts";
+import { checkInputFile } from "../input-file.ts";
 import type { Engine } from "./collectives.ts";
 import type { CustomGpuSpec } from "./hardware.ts";
 import { findGpu, parseBandwidthGBs } from "./hardware.ts";
@@ -63,6 +66,14 @@ function numOpt(flag: string, v: string | undefined): number | undefined {
 export function inputFromOptions(o: ModelCliOptions): ModelInput {
   if (!o.model)
     throw new UsageError("--model is required (a catalog name such as glm-5, a config.json path, or a .gguf file)");
+  // Files first, each named by its flag: a directory or a missing file is refused before any work.
+  for (const [flag, path] of [
+    ["--hardware", o.hardware],
+    ["--topo", o.topo],
+    ["--calibration", o.calibration],
+  ] as const)
+    if (path !== undefined) checkInputFile(flag, path);
+  checkModelArg(o.model);
   const model = loadModelArg(o.model);
   let gpu: ModelInput["gpu"];
   let gpus = intOpt("--gpus", o.gpus);
@@ -130,6 +141,9 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     if (!calibration?.params)
       throw new UsageError(`${o.calibration}: not a calibration (expected the JSON of \`model fit --json\`)`);
   }
+  const pp = intOpt("--pp", o.pp);
+  const dp = intOpt("--dp", o.dp);
+  checkParallelism({ tp, pp, dp, gpus, gpusFrom: o.gpus !== undefined ? "--gpus" : "--hardware" });
   return {
     model,
     quant: o.quant,
@@ -138,14 +152,14 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     gpus,
     tp,
     ep: intOpt("--ep", o.ep),
-    pp: intOpt("--pp", o.pp),
-    dp: intOpt("--dp", o.dp),
+    pp,
+    dp,
     interconnect,
     engine,
     engineVersion: o.engineVersion,
     cudaGraphs: o.eager ? false : undefined,
-    ncclProto: o.ncclProto,
-    ncclAlgo: o.ncclAlgo,
+    ncclProto: ncclListFlag("--nccl-proto", o.ncclProto),
+    ncclAlgo: ncclListFlag("--nccl-algo", o.ncclAlgo),
     customAllReduce: o.customAllReduce,
     batch: intOpt("--batch", o.batch),
     contextLen: intOpt("--context", o.context),
@@ -154,4 +168,125 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     measuredBandwidthGBs: o.measuredBandwidth ? parseBandwidthGBs(o.measuredBandwidth) : undefined,
     calibration,
   };
+}
+
+/** A --model path that names a folder must hold config.json; a path that looks like a file must exist. */
+export function checkModelArg(arg: string): void {
+  let dir = false;
+  try {
+    dir = statSync(arg).isDirectory();
+  } catch {
+    // A catalog name, or a missing file (loadModelArg says so).
+    if (/[/\\]|\.json$|\.gguf$/i.test(arg)) checkInputFile("--model", arg);
+    return;
+  }
+  if (dir && !existsSync(join(arg, "config.json")))
+    throw new UsageError(`--model ${arg}: is a directory without config.json`, {
+      hint: "give a catalog name, a Hugging Face model folder (with config.json), a config.json, or a .gguf file",
+    });
+  if (!dir) checkInputFile("--model", arg);
+}
+
+/**
+ * The parallel layout against the GPU count: one replica spans TP × PP GPUs, so TP × PP must divide
+ * --gpus (TP 3 on 8 GPUs leaves 2 idle: not a deployment any engine makes), and TP × PP × DP must fit.
+ */
+export function checkParallelism(p: {
+  tp?: number;
+  pp?: number;
+  dp?: number;
+  gpus?: number;
+  /** The flag the GPU count came from (--gpus, or --hardware's `gpus`). */
+  gpusFrom?: string;
+}): void {
+  for (const [flag, v] of [
+    ["--tp", p.tp],
+    ["--pp", p.pp],
+    ["--dp", p.dp],
+    ["--gpus", p.gpus],
+  ] as const)
+    if (v === 0) throw new UsageError(`${flag} must be ≥ 1, got 0`);
+  if (p.gpus === undefined) return;
+  const tp = p.tp ?? 1;
+  const pp = p.pp ?? 1;
+  const dp = p.dp ?? 1;
+  const from = p.gpusFrom ?? "--gpus";
+  const replica = tp * pp;
+  const layout = pp > 1 ? `TP ${tp} × PP ${pp} = ${replica} GPUs per replica` : `--tp ${tp}`;
+  if (p.gpus % replica !== 0) {
+    const lower = Math.floor(p.gpus / replica) * replica;
+    throw new UsageError(`${layout} does not divide ${from} ${p.gpus}: ${p.gpus % replica} GPU(s) would be left idle`, {
+      hint: `one replica is ${replica} GPUs: give ${from === "--gpus" ? "--gpus" : "--gpus (overriding the hardware file)"} ${replica}${lower > replica ? ` (or ${lower} with --dp ${lower / replica})` : ""}, or a --tp that divides ${p.gpus}`,
+    });
+  }
+  if (replica * dp > p.gpus)
+    throw new UsageError(`TP ${tp} × PP ${pp} × DP ${dp} = ${replica * dp} GPUs, but ${from} is ${p.gpus}`);
+}
+
+const NCCL_FUNCS = ["Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"] as const;
+const NCCL_LISTS = {
+  "--nccl-proto": { env: "NCCL_PROTO", names: ["LL", "LL128", "Simple"], example: "^LL128;allreduce:LL" },
+  "--nccl-algo": {
+    env: "NCCL_ALGO",
+    names: ["Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"],
+    example: "ring;allreduce:tree,ring",
+  },
+} as const;
+
+/**
+ * Checks an NCCL_PROTO / NCCL_ALGO value as NCCL (≥ 2.24) parses it, and returns what the model uses: the
+ * all-reduce's list. Grammar: `[^]a,b[;func:[^]a,b]…`: comma lists, case-insensitive names, `^` excludes,
+ * entries after the first prefixed by a collective (allreduce, allgather, …), later entries win. NCCL
+ * refuses unknown names (older releases ignored them, silently changing nothing); so do we, naming the flag.
+ * A value with no all-reduce entry leaves the all-reduce on auto (undefined).
+ */
+export function ncclListFlag(
+  flag: keyof typeof NCCL_LISTS,
+  value: string | undefined,
+  label: string = flag,
+): string | undefined {
+  if (value === undefined) return undefined;
+  const { env, names, example } = NCCL_LISTS[flag];
+  const bad = (why: string): never => {
+    throw new UsageError(`${label} "${value}": ${why}`, {
+      hint: `${env} takes a comma list of ${names.join(", ")} (any case), ^ to exclude, and per-collective entries such as "${example}"`,
+    });
+  };
+  const entries = value.split(";").filter((e) => e !== "");
+  if (!entries.length) bad("empty");
+  let allReduce: string | undefined;
+  entries.forEach((entry, i) => {
+    const parts = entry.split(":").filter((x) => x !== "");
+    if (parts.length > 2) bad(`"${entry}" has more than one ":"`);
+    let func: string | undefined;
+    let list = parts[0] ?? "";
+    if (parts.length === 2) {
+      func = NCCL_FUNCS.find((f) => f.toLowerCase() === parts[0]!.toLowerCase());
+      if (!func) bad(`unknown collective "${parts[0]}" (one of ${NCCL_FUNCS.join(", ")})`);
+      list = parts[1]!;
+    } else if (i > 0) bad(`every entry after the first needs a collective prefix (e.g. allreduce:${entry})`);
+    const exclude = list.startsWith("^");
+    const items = (exclude ? list.slice(1) : list).split(",").filter((x) => x !== "");
+    const canon = items.map((x) => {
+      const n = names.find((a) => a.toLowerCase() === x.toLowerCase());
+      if (!n)
+        bad(
+          /\s/.test(x)
+            ? `"${x}" has spaces (NCCL splits on commas only)`
+            : `unknown ${env === "NCCL_PROTO" ? "protocol" : "algorithm"} "${x}" (one of ${names.join(", ")})`,
+        );
+      return n!;
+    });
+    if (!canon.length) bad(`"${entry}" names nothing`);
+    // NCCL marks a collective forced only when a name matched, which every accepted entry has.
+    if (func === undefined || func === "AllReduce") allReduce = `${exclude ? "^" : ""}${canon.join(",")}`;
+  });
+  // A plain list is passed on as written (it is what reports show); a per-collective one as its all-reduce part.
+  return entries.length === 1 && !value.includes(":") ? value : allReduce;
+}
+
+/** NCCL_PROTO / NCCL_ALGO in a server's environment (a --variant arm), checked as NCCL parses them. */
+export function checkNcclEnv(env: Record<string, string | undefined>, where: string): void {
+  if (env.NCCL_PROTO !== undefined) ncclListFlag("--nccl-proto", env.NCCL_PROTO, `${where}: NCCL_PROTO`);
+  if (env.NCCL_ALGO !== undefined) ncclListFlag("--nccl-algo", env.NCCL_ALGO, `${where}: NCCL_ALGO`);
 }

@@ -1,7 +1,9 @@
 // inferscope sim: an embedded vLLM-compatible server whose timing follows a deployment model.
+import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
 import { request as httpRequest } from "node:http";
+import { isIP } from "node:net";
 import { performance } from "node:perf_hooks";
-import { UsageError } from "../errors.ts";
+import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
@@ -187,8 +189,36 @@ async function warmUp(model: StepModel, modelName: string, maxModelLen: number):
   engine.close();
 }
 
+/** A listen address: an IP or a host name; "999.1.1.1" (looks like IPv4, is not) is refused at once. */
+function checkHost(host: string): void {
+  if (isIP(host)) return;
+  if (/^[\d.]+$/.test(host) || host.includes(":") || !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(host))
+    throw new UsageError(`--host ${host} is not an IP address or host name`, {
+      hint: "e.g. --host 127.0.0.1 (the default), ::1, or with --allow-remote 0.0.0.0",
+    });
+}
+
+/**
+ * The profiler directory, checked at start (not at the first /stop_profile): made if missing, and it
+ * must be a writable directory. `from` is the flag or variable that named it.
+ */
+function checkProfilerDir(dir: string, from: string): void {
+  try {
+    if (existsSync(dir) && !statSync(dir).isDirectory())
+      throw new UsageError(`${from} ${dir}: is a file, not a directory`, {
+        hint: "give the directory the traces go to; it is made if missing",
+      });
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`${from} ${dir}: cannot write traces there: ${plainReason(e)}`);
+  }
+}
+
 export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const host = opts.host ?? "127.0.0.1";
+  checkHost(host);
   if (!LOOPBACK.has(host) && !opts.allowRemote)
     throw new UsageError(`--host ${host} is not a loopback address`, {
       hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
@@ -199,6 +229,11 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const seed = opts.seed ?? 0;
   const { profile, model } = resolveSim(opts);
   const env = opts.env ?? process.env;
+  if (opts.profilerDir ?? env.VLLM_TORCH_PROFILER_DIR)
+    checkProfilerDir(
+      (opts.profilerDir ?? env.VLLM_TORCH_PROFILER_DIR)!,
+      opts.profilerDir ? "--profiler-dir" : "$VLLM_TORCH_PROFILER_DIR",
+    );
   const faultSpec = parseFaults(opts.faults);
   const faults = new FaultInjector(faultSpec, seed);
   const modelName = opts.servedModelName ?? profile.model.servedName;
@@ -261,6 +296,8 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
         );
       else if (err.code === "EADDRNOTAVAIL") reject(new UsageError(`cannot listen on ${host}: address not available`));
       else if (err.code === "EACCES") reject(new UsageError(`no permission to listen on ${host}:${opts.port}`));
+      else if (err.code === "ENOTFOUND" || err.code === "EAI_AGAIN")
+        reject(new UsageError(`--host ${host}: no such host (the name does not resolve here)`));
       else reject(err);
     };
     server.http.once("error", onErr);

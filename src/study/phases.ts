@@ -304,6 +304,8 @@ export async function phaseTrace(
     steps: plan.trace.steps,
     model: m.servedModel,
     timeoutMs: 120_000,
+    // /start_profile and /stop_profile sit behind the same key as the API (vLLM --api-key).
+    apiKey: o.apiKey,
   });
   const a = cap.analysis;
   const isComm = (c: string) => c === "communication";

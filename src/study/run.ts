@@ -17,11 +17,13 @@ import {
 } from "../discover/index.ts";
 import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
 import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
+import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { findModel } from "../model/architecture.ts";
 import { findGpu } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { loadModelArg } from "../model/io.ts";
+import { checkModelArg, checkNcclEnv, checkParallelism } from "../model/options.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
@@ -121,6 +123,21 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     });
   if (opts.timeScale !== undefined && !(opts.timeScale > 0 && opts.timeScale <= 1000))
     throw new UsageError(`--time-scale must be in (0, 1000], got ${opts.timeScale}`);
+  // The profiler directory is read here while a --url server writes it; a started server (or the
+  // embedded sim) gets a fresh one from us, so a given one would be silently ignored.
+  if (opts.profilerDir !== undefined) {
+    if (!opts.url)
+      throw new UsageError(
+        "--profiler-dir needs --url: it names the profiler directory of a server that is already running",
+        {
+          hint: opts.serverCmd
+            ? "with --server-cmd the study makes its own directory and sets VLLM_TORCH_PROFILER_DIR for the server; drop --profiler-dir"
+            : "add --url http://HOST:PORT of the server writing traces there, or drop --profiler-dir (the embedded sim traces into its own directory)",
+        },
+      );
+    checkNotFile("--profiler-dir", opts.profilerDir);
+  }
+  if (opts.dbPath) checkRunStore("--db", opts.dbPath);
   const quick = Boolean(opts.quick);
   const seed = opts.seed ?? 1;
   const embedded = !opts.url && !opts.serverCmd;
@@ -412,6 +429,8 @@ export async function rebuildReport(
   id: string,
   opts: { dbPath?: string; outDir: string },
 ): Promise<{ result: StudyResult; report: WrittenReport }> {
+  // A reader: never creates a store, nor opens a directory or another file as one.
+  checkRunStore("--db", opts.dbPath, { mustExist: true });
   const store = openStore(opts.dbPath);
   let result: StudyResult;
   try {
@@ -498,7 +517,10 @@ function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined)
 
 /** Given flags that name nothing real fail now, before any server starts. */
 function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
-  if (g.model) loadModelArg(g.model);
+  if (g.model) {
+    checkModelArg(g.model);
+    loadModelArg(g.model);
+  }
   if (g.gpu && !findGpu(g.gpu) && !g.gpuBandwidth)
     throw new UsageError(`--gpu "${g.gpu}" is not in the catalog`, {
       hint: "`inferscope model catalog` lists the GPUs and CPUs; or describe it: --gpu-bandwidth 936GB/s --gpu-tflops-bf16 71",
@@ -511,8 +533,10 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
     throw new UsageError(`unknown --engine "${g.engine}"`, {
       hint: "one of vllm, sglang, tgi, llamacpp, trtllm, triton, dynamo",
     });
+  if (g.hardware !== undefined) checkInputFile("--hardware", g.hardware);
   if (g.tp !== undefined && g.gpus !== undefined && g.tp > g.gpus)
     throw new UsageError(`--tp ${g.tp} needs at least ${g.tp} GPUs, but --gpus is ${g.gpus}`);
+  checkParallelism({ tp: g.tp, gpus: g.gpus });
   if (variants?.length) {
     if (variants.length !== 2)
       throw new UsageError(
@@ -523,10 +547,13 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
       );
     const names = variants.map((v) => parseVariant(v).name);
     if (names[0] === names[1]) throw new UsageError(`the two --variant arms are both named "${names[0]}"`);
-    for (const v of variants)
-      if (parseVariant(v).url)
+    for (const v of variants) {
+      const spec = parseVariant(v);
+      if (spec.url)
         throw new UsageError(
           `--variant ${v}: the study restarts the server per arm; URL arms belong to \`inferscope ab\``,
         );
+      checkNcclEnv(spec.env, `--variant ${spec.name}`);
+    }
   }
 }

@@ -3,7 +3,7 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { InputError, TargetError } from "../errors.ts";
+import { InputError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
 import { type AnalyzeOptions, analyzeTrace, type TraceAnalysis } from "./analyze.ts";
 
@@ -20,6 +20,8 @@ export interface CaptureOptions extends AnalyzeOptions {
   timeoutMs?: number;
   /** How long /stop_profile may take (vLLM flushes traces before answering). */
   stopTimeoutMs?: number;
+  /** Sent as `Authorization: Bearer …` on every call, /start_profile and /stop_profile included. */
+  apiKey?: string;
 }
 
 export interface CaptureResult {
@@ -59,11 +61,14 @@ async function call(
   method: "GET" | "POST",
   body: unknown,
   timeoutMs: number,
+  apiKey?: string,
 ): Promise<{ status: number; text: string }> {
+  const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   try {
     const r = await undici().request(new URL(path, url), {
       method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
@@ -95,6 +100,14 @@ function parseJson(text: string, what: string, url: string): any {
   }
 }
 
+/** A 401/403 says what to send; other statuses carry no hint. */
+function authHint(status: number, apiKey: string | undefined): string | undefined {
+  if (status !== 401 && status !== 403) return undefined;
+  return apiKey
+    ? "the server refused the key given (--api-key or $OPENAI_API_KEY)"
+    : "the server wants a key: pass --api-key KEY (or set $OPENAI_API_KEY)";
+}
+
 function serverMessage(text: string): string {
   try {
     const j = JSON.parse(text);
@@ -104,22 +117,40 @@ function serverMessage(text: string): string {
   }
 }
 
+/** Only http(s) servers: anything else is bad input (exit 2), not an unreachable target. */
+function checkServerUrl(url: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new UsageError(`"${url}" is not a URL (the server's base URL, e.g. http://127.0.0.1:8000)`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:")
+    throw new UsageError(`${url} is not an http(s) URL (the server's base URL, e.g. http://127.0.0.1:8000)`);
+}
+
 export async function captureTrace(url: string, opts: CaptureOptions): Promise<CaptureResult> {
   const steps = opts.steps ?? 32;
   const concurrency = opts.concurrency ?? 1;
   const timeoutMs = opts.timeoutMs ?? 120_000;
   if (!Number.isInteger(steps) || steps < 1) throw new InputError(`--steps must be a positive integer (got ${steps})`);
+  checkServerUrl(url);
+  const key = opts.apiKey;
   let model = opts.model;
   if (!model) {
-    const r = await call(url, "/v1/models", "GET", undefined, timeoutMs);
+    const r = await call(url, "/v1/models", "GET", undefined, timeoutMs, key);
     if (r.status !== 200)
-      throw new TargetError(`GET /v1/models: HTTP ${r.status}: ${serverMessage(r.text)}`, { url, status: r.status });
+      throw new TargetError(`GET /v1/models: HTTP ${r.status}: ${serverMessage(r.text)}`, {
+        url,
+        status: r.status,
+        hint: authHint(r.status, key),
+      });
     model = parseJson(r.text, "GET /v1/models", url)?.data?.[0]?.id;
     if (!model) throw new TargetError("GET /v1/models listed no model; pass --model", { url });
   }
   const before = await listTraces(opts.dir);
   const started = Date.now();
-  const s = await call(url, "/start_profile", "POST", undefined, timeoutMs);
+  const s = await call(url, "/start_profile", "POST", undefined, timeoutMs, key);
   if (s.status === 404)
     throw new TargetError("POST /start_profile: 404: the server's profiler is not enabled", {
       url,
@@ -127,7 +158,11 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
       hint: "start vLLM with --profiler-config (≥ v0.13) or VLLM_TORCH_PROFILER_DIR=<dir> (older), or the simulator with --profiler-dir",
     });
   if (s.status >= 300)
-    throw new TargetError(`POST /start_profile: HTTP ${s.status}: ${serverMessage(s.text)}`, { url, status: s.status });
+    throw new TargetError(`POST /start_profile: HTTP ${s.status}: ${serverMessage(s.text)}`, {
+      url,
+      status: s.status,
+      hint: authHint(s.status, key),
+    });
   let tokens = 0;
   let workloadError: unknown;
   try {
@@ -146,11 +181,13 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
           stream: false,
         },
         timeoutMs,
+        key,
       );
       if (r.status !== 200)
         throw new TargetError(`POST /v1/completions: HTTP ${r.status}: ${serverMessage(r.text)}`, {
           url,
           status: r.status,
+          hint: authHint(r.status, key),
         });
       tokens += Number(parseJson(r.text, "POST /v1/completions", url)?.usage?.completion_tokens ?? 0);
     };
@@ -159,10 +196,14 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
     workloadError = e;
   }
   // Always stop the profiler, even when the workload failed.
-  const t = await call(url, "/stop_profile", "POST", undefined, opts.stopTimeoutMs ?? 15 * 60_000);
+  const t = await call(url, "/stop_profile", "POST", undefined, opts.stopTimeoutMs ?? 15 * 60_000, key);
   if (workloadError) throw workloadError;
   if (t.status >= 300)
-    throw new TargetError(`POST /stop_profile: HTTP ${t.status}: ${serverMessage(t.text)}`, { url, status: t.status });
+    throw new TargetError(`POST /stop_profile: HTTP ${t.status}: ${serverMessage(t.text)}`, {
+      url,
+      status: t.status,
+      hint: authHint(t.status, key),
+    });
   // vLLM answers /stop_profile once flushed; poll briefly for servers that write afterwards.
   let fresh: string[] = [];
   const deadline = started + timeoutMs;

@@ -2,9 +2,11 @@
 import type { Command } from "@commander-js/extra-typings";
 import { runAB } from "../../experiment/ab.ts";
 import { renderAB } from "../../experiment/render.ts";
-import { interruptSignal } from "../../experiment/variants.ts";
+import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
+import { checkRunStore } from "../../input-file.ts";
+import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
-import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, numArg } from "./experiment-args.ts";
 
 interface ABFlags {
@@ -68,6 +70,10 @@ export function register(program: Command): void {
   ).action(async (...args: any[]) => {
     const o = args.at(-2) as ABFlags;
     addSecret(o.apiKey);
+    // Refused before any server starts: a header-splitting key, a --db that is no store, NCCL_PROTO=WAT.
+    headerValueFlag("--api-key", o.apiKey);
+    checkRunStore("--db", o.db);
+    for (const v of o.variant) checkNcclEnv(parseVariant(v).env, `--variant ${v}`);
     const progress = progressEnabled(o);
     const result = await runAB({
       serverCmd: o.serverCmd,

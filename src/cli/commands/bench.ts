@@ -4,6 +4,7 @@ import { Option } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { createLogUpdate } from "log-update";
 import { InputError, InterruptedError, TargetError, UsageError } from "../../errors.ts";
+import { checkInputFile, checkRunStore } from "../../input-file.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
@@ -19,6 +20,7 @@ import type {
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import {
   emit,
+  headerValueFlag,
   interruptOnSignals,
   jsonReplacer,
   parseDurationMs,
@@ -253,11 +255,17 @@ export function register(program: Command): void {
       if (extraBody === null || typeof extraBody !== "object" || Array.isArray(extraBody))
         throw new UsageError(`--extra-body must be a JSON object, e.g. '{"temperature": 0}', got ${o.extraBody}`);
     }
+    // Files named on the command line, and header values, before anything is sent.
+    if (o.datasetPath !== undefined) checkInputFile("--dataset-path", o.datasetPath, "prompts file");
+    checkRunStore("--db", o.db);
     const opts: BenchOptions = {
       baseUrl: o.baseUrl,
       model: o.model,
       endpoint: o.endpoint as Endpoint,
-      apiKey: o.apiKey ?? process.env.OPENAI_API_KEY,
+      apiKey: headerValueFlag(
+        o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
+        o.apiKey ?? process.env.OPENAI_API_KEY,
+      ),
       numPrompts: o.numPrompts,
       durationMs: o.duration,
       dataset: o.datasetName as DatasetName,

@@ -12,7 +12,7 @@ import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts
 import type { Snapshot } from "../../metrics/types.ts";
 import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
 import { claimOutput } from "../../output-file.ts";
-import { emit, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCommon } from "../common.ts";
+import { emit, headerFlags, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCommon } from "../common.ts";
 
 function duration(flag: string) {
   return (v: string) => {
@@ -60,19 +60,8 @@ function fetchFlags<C extends Command<any, any, any>>(cmd: C) {
     );
 }
 
-function headers(list: string[] | undefined): Record<string, string> | undefined {
-  if (!list?.length) return undefined;
-  const out: Record<string, string> = {};
-  for (const h of list) {
-    const i = h.indexOf(":");
-    if (i <= 0) throw new UsageError(`--header: expected "Name: value", got "${h}"`);
-    out[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
-  }
-  return out;
-}
-
 function fetchOpts(o: { timeout?: number; maxBytes?: number; header?: string[] }) {
-  return { timeoutMs: o.timeout, maxBytes: o.maxBytes, headers: headers(o.header) };
+  return { timeoutMs: o.timeout, maxBytes: o.maxBytes, headers: headerFlags("--header", o.header) };
 }
 
 /** Ctrl-C stops the loop; the command then returns normally (exit 0). */

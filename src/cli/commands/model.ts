@@ -1,6 +1,7 @@
 // `inferscope model predict|explain|whatif|fit|catalog`: flags → src/model → print.
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { checkInputFiles } from "../../input-file.ts";
 import type { Measurement } from "../../model/measurements.ts";
 import type { ModelCliOptions } from "../../model/options.ts";
 import { SCENARIO_HELP } from "../../model/whatif.ts";
@@ -88,6 +89,7 @@ async function readMeasurements(files: string[] | undefined): Promise<Measuremen
     throw new UsageError(
       "--measurements FILE is required (JSON/YAML list, bench --save-result JSON, or nccl-tests output)",
     );
+  checkInputFiles("--measurements", files, "measurements file");
   const { loadMeasurements } = await model.io();
   return files.flatMap((f) => loadMeasurements(f));
 }

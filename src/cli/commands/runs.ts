@@ -1,31 +1,18 @@
 // `inferscope runs list | show ID | compare ID ID | export ID`: the run store from the command line.
-import { closeSync, existsSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { UsageError } from "../../errors.ts";
 import { fmt } from "../../experiment/ab.ts";
+import { checkRunStore } from "../../input-file.ts";
+import { claimOutput } from "../../output-file.ts";
 import { compareRuns, listRunsView, openStore, type Store, showRun } from "../../store/index.ts";
 import { emit, withCommon } from "../common.ts";
 import { intArg } from "./experiment-args.ts";
 
-/** Reading commands never create a store, nor turn some other file (even an empty one) into one. */
-function checkExisting(db: string): void {
-  if (!existsSync(db)) throw new UsageError(`--db ${db}: no run store here (no such file)`);
-  const st = statSync(db);
-  if (st.isDirectory()) throw new UsageError(`--db ${db}: is a directory; give the run store file`);
-  const head = Buffer.alloc(16);
-  const fd = openSync(db, "r");
-  try {
-    readSync(fd, head, 0, 16, 0);
-  } finally {
-    closeSync(fd);
-  }
-  if (head.toString("latin1") !== "SQLite format 3\0")
-    throw new UsageError(`--db ${db}: not a run store (${st.size === 0 ? "an empty file" : "not an SQLite database"})`);
-}
-
 function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
-  if (db !== undefined) checkExisting(db);
+  // Reading commands never create a store, nor turn some other file (even an empty one) into one.
+  checkRunStore("--db", db, { mustExist: true });
   const s = openStore(db);
   try {
     return fn(s);
@@ -158,7 +145,16 @@ export function register(program: Command): void {
     const format = o.format ?? "json";
     if (format !== "json" && format !== "csv") throw new UsageError(`--format must be json or csv, got "${format}"`);
     const text = withStore(o.db, (s) => s.exportRun(id, format));
-    if (o.output) writeFileSync(o.output, text);
-    else process.stdout.write(text);
+    if (o.output) {
+      // Claimed like every output file: a directory is refused, a reader never sees half a file.
+      const c = claimOutput(o.output, "--output");
+      try {
+        writeFileSync(c.tempPath, text);
+        c.commit();
+      } catch (e) {
+        c.abort();
+        throw e;
+      }
+    } else process.stdout.write(text);
   });
 }

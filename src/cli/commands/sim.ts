@@ -1,5 +1,6 @@
 // `inferscope sim`: run the vLLM-compatible simulated server (or print its hidden truth).
 import { type Command, Option } from "@commander-js/extra-typings";
+import { checkInputFile } from "../../input-file.ts";
 import { explainSim, renderExplanation } from "../../sim/explain.ts";
 import { listProfiles, parseSetting, type SimOptions, startSim } from "../../sim/index.ts";
 import { emit, numberArg } from "../common.ts";
@@ -69,6 +70,7 @@ export function register(program: Command): void {
         emit(listProfiles(), o, (l) => l.join("\n"));
         return;
       }
+      if (o.profileFile !== undefined) checkInputFile("--profile-file", o.profileFile, "profile file");
       const overrides: Record<string, unknown> = {};
       for (const s of o.set) {
         const [k, v] = parseSetting(s);

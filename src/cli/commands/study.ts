@@ -3,7 +3,7 @@ import type { Command } from "@commander-js/extra-typings";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
-import { emit, numberArg, progressEnabled } from "../common.ts";
+import { emit, headerValueFlag, numberArg, progressEnabled } from "../common.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -102,7 +102,10 @@ export function register(program: Command): void {
         dbPath: o.store === false ? null : o.db,
         timeScale: o.timeScale,
         seed: o.seed,
-        apiKey: o.apiKey ?? process.env.OPENAI_API_KEY,
+        apiKey: headerValueFlag(
+          o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
+          o.apiKey ?? process.env.OPENAI_API_KEY,
+        ),
         flags,
         onProgress: show
           ? (phase, msg) =>

@@ -2,9 +2,11 @@
 import type { Command } from "@commander-js/extra-typings";
 import { renderLoadSweep, renderSweep } from "../../experiment/render.ts";
 import { runLengthSweep, runLoadSweep, type TargetOptions } from "../../experiment/sweep.ts";
-import { interruptSignal } from "../../experiment/variants.ts";
+import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
+import { checkRunStore } from "../../input-file.ts";
+import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
-import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, listArg } from "./experiment-args.ts";
 
 function target<C extends Command<any, any, any>>(cmd: C) {
@@ -28,6 +30,9 @@ function target<C extends Command<any, any, any>>(cmd: C) {
 
 function common(o: Record<string, any>): TargetOptions {
   addSecret(o.apiKey);
+  headerValueFlag("--api-key", o.apiKey);
+  checkRunStore("--db", o.db);
+  if (o.variant) checkNcclEnv(parseVariant(o.variant).env, `--variant ${o.variant}`);
   return {
     url: o.url,
     serverCmd: o.serverCmd,

@@ -3,8 +3,10 @@ import { readFile } from "node:fs/promises";
 import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { checkInputFile, checkInputFiles, checkNotFile } from "../../input-file.ts";
+import { addSecret } from "../../store/redact.ts";
 import type { StepMode } from "../../trace/steps.ts";
-import { type CommonOptions, emit, parseDurationMs, progressEnabled, withCommon } from "../common.ts";
+import { type CommonOptions, durationFlag, emit, headerValueFlag, progressEnabled, withCommon } from "../common.ts";
 
 // Loaded by the subcommand that uses them: `trace FILE --json` needs neither the HTTP client of
 // capture nor the table renderer.
@@ -29,6 +31,7 @@ interface CaptureFlags extends CommonOptions {
   concurrency: number;
   model?: string;
   timeout: string;
+  apiKey?: string;
   rules?: string;
   stepsBy: string;
 }
@@ -61,6 +64,21 @@ function progress(on: boolean) {
     );
     if (read >= total) process.stderr.write("\n");
   };
+}
+
+/**
+ * A subcommand's options with the ones the parent swallowed: `trace` has --json, --rules and --steps-by
+ * too, and commander gives a flag after `trace capture URL` to the parent (a --json that printed tables).
+ */
+function subOpts<T>(args: any[]): T {
+  const cmd = args.at(-1) as Command;
+  const own = cmd.opts() as Record<string, unknown>;
+  const parent = cmd.parent;
+  if (!parent) return own as T;
+  const mine = new Set(cmd.options.map((x) => x.attributeName()));
+  for (const [k, v] of Object.entries(parent.opts()))
+    if (mine.has(k) && parent.getOptionValueSource(k) === "cli" && cmd.getOptionValueSource(k) !== "cli") own[k] = v;
+  return own as T;
 }
 
 const stepsBy = () =>
@@ -100,6 +118,9 @@ export function register(program: Command): void {
     const files = args[0] as string[];
     const o = args[1] as AnalyzeFlags;
     if (!files.length) throw new UsageError("give trace files to analyse, or a subcommand (capture, nccl, topo)");
+    checkInputFiles(undefined, files, "trace file");
+    if (o.rules !== undefined) checkInputFile("--rules", o.rules, "rules file");
+    checkInputFiles("--capture", o.capture, "trace file");
     const [{ analyzeTrace, loadRuleFile }, R] = await Promise.all([trace.analyze(), o.json ? null : trace.report()]);
     const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
     const a = await analyzeTrace(files, {
@@ -128,17 +149,20 @@ export function register(program: Command): void {
       .option("--concurrency <n>", "concurrent requests (the decode batch)", posInt("--concurrency"), 1)
       .option("--model <name>", "model name (default: the first of /v1/models)")
       .option("--timeout <duration>", "limit for the workload and for the trace file to appear", "120s")
+      .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY), sent to every endpoint")
       .option("--rules <file>", "extra kernel classification rules (YAML/JSON)")
       .addOption(stepsBy()),
   ).action(async (...args: any[]) => {
     const url = args[0] as string;
-    const o = args[1] as CaptureFlags;
-    let timeoutMs: number;
-    try {
-      timeoutMs = parseDurationMs(o.timeout);
-    } catch (e) {
-      throw new UsageError(`--timeout: ${(e as Error).message}`);
-    }
+    const o = subOpts<CaptureFlags>(args);
+    const timeoutMs = durationFlag("--timeout", o.timeout)!;
+    checkNotFile("--dir", o.dir);
+    if (o.rules !== undefined) checkInputFile("--rules", o.rules, "rules file");
+    const apiKey = headerValueFlag(
+      o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
+      o.apiKey ?? process.env.OPENAI_API_KEY,
+    );
+    addSecret(apiKey);
     const [{ loadRuleFile }, { captureTrace }, R] = await Promise.all([
       trace.analyze(),
       trace.capture(),
@@ -153,6 +177,7 @@ export function register(program: Command): void {
       timeoutMs,
       rules,
       stepMode: o.stepsBy as StepMode,
+      apiKey,
     });
     emit(r, o, (x) => `captured ${x.files.join(", ")} (${x.tokens} tokens)\n${R!.formatAnalysis(x.analysis)}`);
   });
@@ -166,7 +191,8 @@ export function register(program: Command): void {
       .argument("<file>", "nccl-tests stdout (or - for stdin)"),
   ).action(async (...args: any[]) => {
     const file = args[0] as string;
-    const o = args[1] as CommonOptions;
+    const o = subOpts<CommonOptions>(args);
+    checkInputFile(undefined, file, "nccl-tests output file");
     const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
     const [{ ncclLatencyTable, parseNcclTests }, R] = await Promise.all([trace.nccl(), o.json ? null : trace.report()]);
     const r = parseNcclTests(text, file);
@@ -191,7 +217,8 @@ export function register(program: Command): void {
       ),
   ).action(async (...args: any[]) => {
     const file = args[0] as string;
-    const o = args[1] as TopoFlags;
+    const o = subOpts<TopoFlags>(args);
+    checkInputFile(undefined, file, "nvidia-smi topo output file");
     const text = file === "-" ? await readStdin() : await readFile(file, "utf8");
     const [{ diagnose, parseTopology }, R] = await Promise.all([trace.topo(), o.json ? null : trace.report()]);
     const topo = parseTopology(text, file);
