@@ -216,7 +216,7 @@ export function checkParallelism(p: {
   if (p.gpus % replica !== 0) {
     const lower = Math.floor(p.gpus / replica) * replica;
     throw new UsageError(`${layout} does not divide ${from} ${p.gpus}: ${p.gpus % replica} GPU(s) would be left idle`, {
-      hint: `one replica is ${replica} GPUs: give ${from === "--gpus" ? "--gpus" : "--gpus (overriding the hardware file)"} ${replica}${lower > replica ? ` (or ${lower} with --dp ${lower / replica})` : ""}, or a --tp that divides ${p.gpus}`,
+      hint: `one replica is ${replica} GPUs: give --gpus ${replica}${lower > replica ? ` (or ${lower} with --dp ${lower / replica})` : ""}${from === "--gpus" ? "" : " to override the hardware file"}, or a --tp that divides ${p.gpus}`,
     });
   }
   if (replica * dp > p.gpus)
