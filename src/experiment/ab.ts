@@ -294,7 +294,7 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-function openStoreFrom(db: string | Store | undefined): { store: Store; owned: boolean } {
+export function openStoreFrom(db: string | Store | undefined): { store: Store; owned: boolean } {
   if (db && typeof db === "object") return { store: db, owned: false };
   return { store: openStore(db), owned: true };
 }

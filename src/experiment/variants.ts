@@ -269,6 +269,8 @@ export interface ServerSpec {
   /** Shell command; `{port}` is replaced and `$PORT` is set. */
   cmd: string;
   env?: Record<string, string>;
+  /** Variables removed from the server's environment (a tune knob's empty item: "unset"). */
+  unsetEnv?: string[];
   args?: string[];
   /** Default: a free port. */
   port?: number;
@@ -369,6 +371,11 @@ export function serverScript(command: string): string {
     : `${watchdog}\n{ ${command}\n} </dev/null 3<&-`;
 }
 
+function withoutKeys(env: NodeJS.ProcessEnv, keys: readonly string[] | undefined): NodeJS.ProcessEnv {
+  for (const k of keys ?? []) delete env[k];
+  return env;
+}
+
 /** Starts one server and resolves once it answers /health and a probe completion. */
 export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const port = spec.port ?? (await freePort());
@@ -385,7 +392,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   try {
     child = spawn("/bin/sh", ["-c", serverScript(command)], {
       cwd: spec.cwd,
-      env: { ...process.env, ...env, PORT: String(port) },
+      env: withoutKeys({ ...process.env, ...env, PORT: String(port) }, spec.unsetEnv),
       detached: true, // own session and process group: we signal the whole group, Ctrl-C in the terminal does not
       // fd 3 is the watchdog's lifeline (see serverScript); we never write to it.
       stdio: ["ignore", "pipe", "pipe", "pipe"],

@@ -472,7 +472,7 @@ export function profileDeployment(name: string): ProfileDeployment {
   };
 }
 
-function profileModelOptions(p: ProfileDeployment): import("../model/options.ts").ModelCliOptions {
+export function profileModelOptions(p: ProfileDeployment): import("../model/options.ts").ModelCliOptions {
   return {
     model: p.model,
     quant: p.quant,

@@ -10,6 +10,7 @@ export const commandLoaders: Record<string, () => Promise<CommandModule>> = {
   bench: () => import("./bench.ts"),
   ab: () => import("./ab.ts"),
   sweep: () => import("./sweep.ts"),
+  tune: () => import("./tune.ts"),
   model: () => import("./model.ts"),
   trace: () => import("./trace.ts"),
   sim: () => import("./sim.ts"),
