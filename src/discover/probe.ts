@@ -1,7 +1,7 @@
 // Asks a running server what it is: the info endpoints engines serve, /v1/models, the /metrics
 // families and the response headers. I/O only; every answer is kept raw for the pure detectors
 // (detect.ts). An endpoint that is missing, slow or broken is simply absent from the answers.
-import { Agent, request } from "undici";
+import { undici } from "../lazy.ts";
 import { detectEngines } from "../metrics/engines/index.ts";
 import { scrape } from "../metrics/scrape.ts";
 
@@ -36,6 +36,7 @@ export interface ProbeOptions {
 export async function probeServer(baseUrl: string, o: ProbeOptions = {}): Promise<ServerAnswers> {
   const origin = new URL(baseUrl).origin;
   const timeoutMs = o.timeoutMs ?? 3000;
+  const { Agent, request } = undici();
   const agent = new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const auth: Record<string, string> = o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {};
   const out: ServerAnswers = { origin, json: {}, status: {}, headers: {} };

@@ -1,0 +1,71 @@
+// The precomputed priors the real build writes (scripts/build.mjs → dist/model/priors-fit.json): they are exactly a
+// fresh fit of the corpus by the sources in this checkout, the compiled CLI loads them (and predicts the same as
+// when it fits on the fly), and a corpus changed after the build is refitted rather than served stale.
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { CORPUS_FILE, parseCorpus, supportDates } from "../../src/model/corpus.ts";
+import { fitCorpus } from "../../src/model/priors.ts";
+
+const root = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+
+test("the build's precomputed priors equal a fresh fit, load in the compiled CLI, and a changed corpus is refitted", async () => {
+  // Inside the checkout (git-ignored /dist.tmp-*/) so the compiled code resolves its dependencies.
+  const out = join(root, `dist.tmp-priors-test-${process.pid}`);
+  try {
+    execFileSync(process.execPath, ["scripts/build.mjs", "--out", out], { cwd: root, stdio: "pipe" });
+    const cacheFile = join(out, "model", "priors-fit.json");
+    const built = await import(pathToFileURL(join(out, "model", "priors.js")).href);
+    assert.equal(built.PRIORS_CACHE_FILE, cacheFile);
+    const status = built.shippedCacheStatus();
+    assert.ok(status.ok, status.detail);
+
+    // The compiled process's shipped fit is the cached one, and it is exactly what the sources fit now.
+    const c = parseCorpus(readFileSync(CORPUS_FILE, "utf8"), CORPUS_FILE);
+    const fresh = fitCorpus(c);
+    assert.deepStrictEqual(built.corpusFit(), fresh);
+    assert.deepStrictEqual(status.value.supportDates, supportDates(c));
+
+    const cli = join(out, "cli", "main.js");
+    const args = [cli, "model", "predict", "--model", "glm-5", "--quant", "nvfp4", "--gpu", "rtx-pro-6000"];
+    args.push("--gpus", "8", "--tp", "8", "--interconnect", "pcie5", "--json");
+    const run = (env: Record<string, string> = {}) => {
+      const r = spawnSync(process.execPath, args, { encoding: "utf8", env: { ...process.env, ...env } });
+      assert.equal(r.status, 0, r.stderr);
+      return r.stdout;
+    };
+    const cached = run();
+    assert.equal(JSON.parse(cached).kind, "inferscope.model.prediction");
+    assert.equal(run({ INFERSCOPE_PRIORS_CACHE: "0" }), cached, "the same prediction when fitted on the fly");
+
+    // A corpus edited after the build: the stamp no longer matches, the CLI fits the edited corpus.
+    const corpus = join(out, "model", "corpus", "validation-public.yaml");
+    const text = readFileSync(corpus, "utf8");
+    const edited = text.replace(
+      /value: ([\d.]+), unit: ms\/token/g,
+      (_m, v) => `value: ${Number(v) * 2}, unit: ms/token`,
+    );
+    assert.notEqual(edited, text);
+    writeFileSync(corpus, edited);
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import * as p from ${JSON.stringify(pathToFileURL(join(out, "model", "priors.js")).href)}; const s = p.shippedCacheStatus(); console.log(JSON.stringify({ ok: s.ok, reason: s.reason }));`,
+      ],
+      { encoding: "utf8" },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { ok: false, reason: "stale" });
+    // Every ms/token figure doubled: the refitted step is slower than the cached fit's.
+    const refit = JSON.parse(run()).decode.stepMs.mid;
+    const before = JSON.parse(cached).decode.stepMs.mid;
+    assert.ok(refit > 1.3 * before, `step ${refit} ms after the edit vs ${before} ms`);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
