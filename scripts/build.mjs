@@ -37,7 +37,12 @@ function walk(dir) {
   return files;
 }
 
-const inputs = [...walk(src), join(root, "tsconfig.json"), join(root, "tsconfig.build.json")];
+const inputs = [
+  ...walk(src),
+  join(root, "tsconfig.json"),
+  join(root, "tsconfig.build.json"),
+  fileURLToPath(import.meta.url),
+];
 if (argv.includes("--if-stale") && existsSync(stamp)) {
   const built = statSync(stamp).mtimeMs;
   if (inputs.every((f) => statSync(f).mtimeMs <= built)) process.exit(0);

@@ -2,7 +2,6 @@
 import { writeFile } from "node:fs/promises";
 import type { Command } from "@commander-js/extra-typings";
 import Table from "cli-table3";
-import logUpdate from "log-update";
 import { UsageError } from "../../errors.ts";
 import { type AuditReport, auditMetrics, formatAudit } from "../../metrics/audit.ts";
 import { diffSnapshots, type SnapshotDiff } from "../../metrics/diff.ts";
@@ -247,11 +246,13 @@ export function register(program: Command): void {
   ).action(async (...args: any[]) => {
     const [url, o] = args as [string | undefined, Record<string, any>];
     const tty = Boolean(process.stdout.isTTY) && !o.json;
+    // log-update (~60 ms to load) only for the live panel: scrape, audit and diff never pay for it.
+    const logUpdate = tty ? (await import("log-update")).default : null;
     const label = o.prometheus ? `${o.prometheus} ${o.selector ?? ""}`.trim() : (url ?? "");
     const onFrame = (frame: WatchFrame) => {
       const f = terminalSafe(frame);
       if (o.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
-      else if (tty) logUpdate(formatWatchPanel(f, label));
+      else if (logUpdate) logUpdate(formatWatchPanel(f, label));
       else process.stdout.write(`${formatWatchLine(f)}\n`);
     };
     if (o.prometheus && url) throw new UsageError("give a metrics URL or --prometheus, not both");
@@ -281,7 +282,7 @@ export function register(program: Command): void {
       }
     } finally {
       dispose();
-      if (tty) logUpdate.done();
+      logUpdate?.done();
     }
   });
 }
