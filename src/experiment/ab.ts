@@ -439,9 +439,10 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
         break;
       }
       // Name the variant (the --variant the user gave) in every error that does not already.
-      const message = e.message.startsWith(`variant "${v.name}"`) ? e.message : `variant "${v.name}": ${e.message}`;
+      const said = abWords(e.message, v);
+      const message = said.startsWith(`variant "${v.name}"`) ? said : `variant "${v.name}": ${said}`;
       errors.push({ variant: v.name, block: planned.index, message });
-      if (e instanceof TargetError && e.hint && !hints.has(v.name)) hints.set(v.name, e.hint);
+      if (e instanceof TargetError && e.hint && !hints.has(v.name)) hints.set(v.name, abWords(e.hint, v));
       failedVariants.add(v.name);
       progress({ phase: "block-failed", blockIndex: planned.index, variant: v.name, message });
       if (!(e instanceof TargetError)) throw e; // a bug or bad input: stop
@@ -477,6 +478,15 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
     );
   }
   return result;
+}
+
+/** The bench engine names its own flags (--base-url, --connect-timeout); an A/B's are --variant and --server-cmd. */
+function abWords(text: string, v: { name: string; url?: string }): string {
+  const target = v.url ? `--variant ${v.name}=URL` : "--server-cmd";
+  return text
+    .replace("(--base-url, --url)", `(${target})`)
+    .replaceAll("--base-url", target)
+    .replace(" (--connect-timeout)", "");
 }
 
 function asError(e: unknown): Error {

@@ -137,6 +137,14 @@ function targetFlag(o: TargetOptions): string {
   return o.serverCmd ? "(--server-cmd)" : "(--url)";
 }
 
+/** The bench engine's words in the flags a sweep user typed: --url (or --server-cmd), no --connect-timeout. */
+function sweepWords(text: string | undefined, o: TargetOptions): string | undefined {
+  return text
+    ?.replace("(--base-url, --url)", targetFlag(o))
+    .replaceAll("--base-url", o.serverCmd ? "--server-cmd" : "--url")
+    .replace(" (--connect-timeout)", "");
+}
+
 function storeFrom(db: string | Store | undefined): { store: Store; owned: boolean } {
   if (db && typeof db === "object") return { store: db, owned: false };
   return { store: openStore(db), owned: true };
@@ -378,14 +386,9 @@ async function session<C extends Record<string, unknown>>(
       store.finishRun(runId, done.size ? "partial" : "failed", e.message);
       if (e instanceof TargetError)
         throw new TargetError(
-          `${e.message}\n  ${done.size} of ${total} ${plan.unit} are saved in run ${runId} (${store.path}); continue with --resume ${runId}`,
-          // The bench engine's hints name its own flags; a sweep's target is --url or --server-cmd.
-          {
-            url: e.url,
-            status: e.status,
-            hint: e.hint?.replace("(--base-url, --url)", targetFlag(targetOpts)),
-            cause: e,
-          },
+          `${sweepWords(e.message, targetOpts)}\n  ${done.size} of ${total} ${plan.unit} are saved in run ${runId} (${store.path}); continue with --resume ${runId}`,
+          // The bench engine's words name its own flags; a sweep's target is --url or --server-cmd.
+          { url: e.url, status: e.status, hint: sweepWords(e.hint, targetOpts), cause: e },
         );
       throw e;
     }
