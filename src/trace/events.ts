@@ -173,6 +173,8 @@ export class ModelBuilder {
   private readonly threadNames = new Map<number, string>();
   private readonly processNames = new Map<number, string>();
   private unsafeIds = 0;
+  private lastCatRaw = "";
+  private lastCat = "";
   private readonly kindClassKey: string[] = KIND_NAMES;
 
   private readonly launchKernel?: Column<Uint32Array>;
@@ -227,7 +229,12 @@ export class ModelBuilder {
       if (ph === "i" && ev.name === "Record Window End" && typeof ev.ts === "number") this.windowEndTs = ev.ts;
       return;
     }
-    const cat = catRaw.toLowerCase();
+    // Categories repeat (the reader hands out the same string objects): lower-case each once.
+    let cat = this.lastCat;
+    if (catRaw !== this.lastCatRaw) {
+      cat = this.lastCat = catRaw.toLowerCase();
+      this.lastCatRaw = catRaw;
+    }
     this.categories[cat] = (this.categories[cat] ?? 0) + 1;
     const ts = typeof ev.ts === "number" ? ev.ts : Number(ev.ts);
     if (!Number.isFinite(ts)) return;

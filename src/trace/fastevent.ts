@@ -16,6 +16,9 @@ export interface EventFields {
 // double JSON.parse's correctly rounded conversion gives, as long as m < 2^53 (≤ 15 digits).
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
 const MAX_DEPTH = 32;
+/** 1 for the bytes a string may hold on the fast path: printable ASCII but '"' and '\\'. */
+const PLAIN = new Uint8Array(256);
+for (let c = 0x20; c < 0x80; c++) if (c !== 0x22 && c !== 0x5c) PLAIN[c] = 1;
 /** Returned by `scalar` when the value is not one the fast path reads. */
 const FAIL = Symbol("fail");
 /** Returned by `event` when asked only to validate. */
@@ -118,13 +121,8 @@ export class FastEventParser {
         // "key"
         if (b[p] !== 0x22) return undefined;
         const ka = ++p;
-        for (;;) {
-          if (p >= n) return undefined;
-          c = b[p]!;
-          if (c === 0x22) break;
-          if (c < 0x20 || c === 0x5c || c > 0x7f) return undefined;
-          p++;
-        }
+        while (p < n && PLAIN[b[p]!] === 1) p++;
+        if (p >= n || b[p] !== 0x22) return undefined;
         const ke = p++;
         while (p < n && ((c = b[p]!) === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d)) {
           p++;
@@ -147,13 +145,8 @@ export class FastEventParser {
         c = b[p]!;
         if (c === 0x22) {
           const va = ++p;
-          for (;;) {
-            if (p >= n) return undefined;
-            c = b[p]!;
-            if (c === 0x22) break;
-            if (c < 0x20 || c === 0x5c || c > 0x7f) return undefined;
-            p++;
-          }
+          while (p < n && PLAIN[b[p]!] === 1) p++;
+          if (p >= n || b[p] !== 0x22) return undefined;
           if (k >= 0) out![table.names[k]!] = this.text(b, va, p);
           p++;
         } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
@@ -378,12 +371,9 @@ function literal(b: Buffer, p: number, n: number): unknown {
 
 /** From the opening quote at b[p] to after the closing one (printable ASCII, no escapes), or -1. */
 function skipString(b: Buffer, p: number, n: number): number {
-  for (p++; p < n; p++) {
-    const c = b[p]!;
-    if (c === 0x22) return p + 1;
-    if (c < 0x20 || c === 0x5c || c > 0x7f) return -1;
-  }
-  return -1;
+  p++;
+  while (p < n && PLAIN[b[p]!] === 1) p++;
+  return p < n && b[p] === 0x22 ? p + 1 : -1;
 }
 
 /** Past a JSON number at b[p] (grammar checked), or -1; its end must be seen before n. */

@@ -503,7 +503,9 @@ export class TraceScanner {
         this.stats.skippedByCategory++;
         return e;
       }
-      ev = f.event(buf, s, n, this.base, this.line, this.lineStart, true)!;
+      // Kept after all: build it (a kept field holding a container sends it to the general path).
+      ev = f.event(buf, s, n, this.base, this.line, this.lineStart, true);
+      if (ev === undefined) return -1;
     }
     this.line = f.line;
     this.lineStart = f.lineStart;
@@ -615,7 +617,9 @@ function nameStartsWith(buf: Buffer, s: number, e: number, prefix: Buffer): bool
   let j = k + NAME_KEY.length;
   while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d)) j++;
   if (buf[j] !== 0x22 || j + 1 + prefix.length > e) return false;
-  return buf.compare(prefix, 0, prefix.length, j + 1, j + 1 + prefix.length) === 0;
+  // A JS loop: a native compare per event costs more than the few bytes it compares.
+  for (let x = 0; x < prefix.length; x++) if (buf[j + 1 + x] !== prefix[x]) return false;
+  return true;
 }
 
 const GZIP_MAGIC = [0x1f, 0x8b];
