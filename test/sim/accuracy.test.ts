@@ -4,6 +4,7 @@ import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { decodeBatch, prefillBatch, resolveSim } from "../../src/sim/index.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
+import { endSlackMs } from "../helpers/timing.ts";
 import { get, post, sample } from "./util.ts";
 
 const SCALE = 5;
@@ -12,7 +13,14 @@ const REQUESTS = 4;
 
 describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, time-scale 5)", () => {
   let sim: SpawnedSim;
-  const served: Array<{ prompt: number; completion: number; gaps: number; span: number; ttft: number }> = [];
+  const served: Array<{
+    prompt: number;
+    completion: number;
+    gaps: number;
+    span: number;
+    ttft: number;
+    each: number[];
+  }> = [];
   let metrics = "";
 
   before(async () => {
@@ -37,19 +45,28 @@ describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, ti
         gaps: t.length - 1,
         span: t.at(-1)! - t[0]!,
         ttft: t[0]! - r.t0,
+        each: t.slice(1).map((x, i) => x - t[i]!),
       });
     }
     metrics = (await get(sim.url, "/metrics")).body;
   });
   after(() => sim?.stop());
 
-  test("client-observed mean ITL equals the profile's step time within 2 %", () => {
+  test("client-observed mean ITL equals the profile's step time within 2 % and the noise the gaps show", (t) => {
     const { model } = resolveSim({ env: { NCCL_PROTO: "LL" } });
     const truth = model.stepMs(decodeBatch(1, TOKENS / 2)) / SCALE;
-    const mean = served.reduce((a, s) => a + s.span, 0) / served.reduce((a, s) => a + s.gaps, 0);
+    const gaps = served.reduce((a, s) => a + s.gaps, 0);
+    const mean = served.reduce((a, s) => a + s.span, 0) / gaps;
+    // A late first or last token (a loaded host) moves a request's mean; the chain catches up in between, so the
+    // bound grows by the lateness the gaps show at the ends (test/helpers/timing.ts), not by a fixed margin. Still
+    // caught: a step time 2.5 % off the profile, or gaps in another time base.
+    const slack = served.reduce((a, s) => a + endSlackMs(s.each, () => truth), 0) / gaps;
+    t.diagnostic(
+      `client mean ITL ${mean.toFixed(4)} ms vs profile ${truth.toFixed(4)} ms; end noise ±${slack.toFixed(4)} ms`,
+    );
     assert.ok(
-      Math.abs(mean / truth - 1) < 0.02,
-      `client mean ITL ${mean.toFixed(4)} ms vs truth ${truth.toFixed(4)} ms`,
+      Math.abs(mean - truth) <= 0.02 * truth + slack,
+      `client mean ITL ${mean.toFixed(4)} ms vs truth ${truth.toFixed(4)} ms (± 2 % + ${slack.toFixed(4)})`,
     );
     // The server's own histogram mean agrees too, in simulated time (what the profiled deployment
     // would export: the client's wall gap × the scale), and the exposition says which scale.
@@ -57,9 +74,10 @@ describe("accuracy against the hidden truth (real sim process, NCCL_PROTO=LL, ti
     const serverMean =
       (1000 * sample(metrics, "vllm:inter_token_latency_seconds_sum")) /
       sample(metrics, "vllm:inter_token_latency_seconds_count");
+    // The server's lateness at a request's ends reaches the client too, so the client's gaps bound it as well.
     assert.ok(
-      Math.abs(serverMean / (truth * SCALE) - 1) < 0.02,
-      `server mean ITL ${serverMean} vs simulated ${truth * SCALE}`,
+      Math.abs(serverMean - truth * SCALE) <= (0.02 * truth + slack) * SCALE,
+      `server mean ITL ${serverMean} vs simulated ${truth * SCALE} (± 2 % + ${slack * SCALE})`,
     );
     // TTFT = frontend + prefill step: never below the truth (timers only fire late). A loaded
     // machine delays some requests, so the upper checks use the best client sample and a wide
