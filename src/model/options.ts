@@ -1,8 +1,9 @@
 // Builds a ModelInput from command-line options (strings), reading the files they name through io.ts.
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { UsageError } from "../errors.ts";
+import { InputError, UsageError } from "../errors.ts";
 import { checkInputFile } from "../input-file.ts";
+import { type Architecture, findModel } from "./architecture.ts";
 import type { Engine } from "./collectives.ts";
 import type { CustomGpuSpec } from "./hardware.ts";
 import { findGpu, parseBandwidthGBs } from "./hardware.ts";
@@ -73,8 +74,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     ["--calibration", o.calibration],
   ] as const)
     if (path !== undefined) checkInputFile(flag, path);
-  checkModelArg(o.model);
-  const model = loadModelArg(o.model);
+  const model = modelArg(o.model);
   let gpu: ModelInput["gpu"];
   let gpus = intOpt("--gpus", o.gpus);
   let interconnect: ModelInput["interconnect"] = o.interconnect;
@@ -170,14 +170,20 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
   };
 }
 
-/** A --model path that names a folder must hold config.json; a path that looks like a file must exist. */
+/**
+ * A --model value: a path that exists (a folder must hold config.json), else a catalog name or
+ * Hugging Face id ("zai-org/GLM-5" has a slash but is no path), else a missing file named with its flag.
+ */
 export function checkModelArg(arg: string): void {
   let dir = false;
   try {
     dir = statSync(arg).isDirectory();
   } catch {
-    // A catalog name, or a missing file (loadModelArg says so).
-    if (/[/\\]|\.json$|\.gguf$/i.test(arg)) checkInputFile("--model", arg);
+    if (findModel(arg)) return;
+    if (/[/\\]|\.json$|\.gguf$/i.test(arg))
+      throw new InputError(`--model ${arg}: no such file or directory, and not a catalog model`, {
+        hint: "give a catalog name or Hugging Face id (`inferscope model catalog models`), a model folder, a config.json or a .gguf file",
+      });
     return;
   }
   if (dir && !existsSync(join(arg, "config.json")))
@@ -185,6 +191,12 @@ export function checkModelArg(arg: string): void {
       hint: "give a catalog name, a Hugging Face model folder (with config.json), a config.json, or a .gguf file",
     });
   if (!dir) checkInputFile("--model", arg);
+}
+
+/** The --model value as the resolver takes it: an architecture read from a file, or a catalog name. */
+export function modelArg(arg: string): string | Architecture {
+  checkModelArg(arg);
+  return existsSync(arg) ? loadModelArg(arg) : arg;
 }
 
 /**

@@ -19,11 +19,11 @@ import { InferscopeError, InputError, InterruptedError, plainReason, TargetError
 import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
 import { engineById } from "../metrics/engines/index.ts";
-import { findModel } from "../model/architecture.ts";
-import { findGpu } from "../model/hardware.ts";
+import { type Architecture, findModel, listModels, requireModel } from "../model/architecture.ts";
+import { findGpu, parseInterconnect } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
-import { loadModelArg } from "../model/io.ts";
-import { checkModelArg, checkNcclEnv, checkParallelism } from "../model/options.ts";
+import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
+import { recipe } from "../model/quantization.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
@@ -515,12 +515,27 @@ function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined)
   return d;
 }
 
+/** Runs a catalog lookup; its UsageError is re-raised naming the flag the value came from. */
+function flagged<T>(flag: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof UsageError && !e.message.startsWith(flag))
+      throw new UsageError(`${flag}: ${e.message}`, { hint: e.hint });
+    throw e;
+  }
+}
+
 /** Given flags that name nothing real fail now, before any server starts. */
 function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
+  // Each named value is resolved now as the model phase will, so a typo costs seconds, not a study.
+  let arch: Architecture | undefined;
   if (g.model) {
-    checkModelArg(g.model);
-    loadModelArg(g.model);
+    const m = modelArg(g.model);
+    arch = typeof m === "string" ? flagged("--model", () => requireModel(m)) : m;
   }
+  if (g.quant && g.quant.toLowerCase() !== "gguf") flagged("--quant", () => recipe(g.quant!, arch ?? listModels()[0]!));
+  if (g.interconnect) flagged("--interconnect", () => parseInterconnect(g.interconnect!));
   if (g.gpu && !findGpu(g.gpu) && !g.gpuBandwidth)
     throw new UsageError(`--gpu "${g.gpu}" is not in the catalog`, {
       hint: "`inferscope model catalog` lists the GPUs and CPUs; or describe it: --gpu-bandwidth 936GB/s --gpu-tflops-bf16 71",

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { type SimHandle, startSim } from "../../src/sim/index.ts";
 import type { Measurements } from "../../src/study/assemble.ts";
-import { phaseTrace } from "../../src/study/phases.ts";
+import { phaseAudit, phaseTrace } from "../../src/study/phases.ts";
 import { defaultPlan } from "../../src/study/plan.ts";
 import { captureTrace } from "../../src/trace/capture.ts";
 import { runCli, STACK } from "../helpers/cli.ts";
@@ -78,6 +78,20 @@ test("the study's trace phase passes its --api-key to /start_profile and /stop_p
   assert.ok(t, "a trace was measured");
   const paths = seen.map((s) => s.path);
   assert.ok(paths.includes("/start_profile") && paths.includes("/stop_profile"), paths.join(" "));
+  assert.ok(
+    seen.every((s) => s.keyed),
+    JSON.stringify(seen),
+  );
+});
+
+test("the study's audit phase sends its --api-key to /metrics (and /v1/models, /version)", async () => {
+  seen.length = 0;
+  const a = await phaseAudit(url, { apiKey: KEY, until: Promise.resolve() });
+  assert.ok(a, "the audit ran");
+  assert.ok(
+    seen.some((s) => s.path === "/metrics"),
+    seen.map((s) => s.path).join(" "),
+  );
   assert.ok(
     seen.every((s) => s.keyed),
     JSON.stringify(seen),

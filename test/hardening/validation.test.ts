@@ -54,6 +54,21 @@ const CASES: Array<[string, string[], RegExp]> = [
     ["study", "--variant", "a:", "--variant", "b:NCCL_PROTO=WAT"],
     /--variant b: NCCL_PROTO "WAT"/,
   ],
+  // Study flags resolved at once, as the model phase will (they used to cost 20 s and exit 0).
+  ["study --model wat", ["study", "--url", dead, "--model", "wat"], /--model: unknown model "wat"/],
+  ["study --quant wat", ["study", "--url", dead, "--quant", "wat"], /--quant: unknown quantization "wat"/],
+  [
+    "study --interconnect wat",
+    ["study", "--url", dead, "--interconnect", "wat"],
+    /--interconnect: unknown interconnect "wat"/,
+  ],
+  ["study --gpu wat", ["study", "--url", dead, "--gpu", "wat"], /--gpu "wat" is not in the catalog/],
+  ["study --engine wat", ["study", "--url", dead, "--engine", "wat"], /unknown --engine "wat"/],
+  [
+    "model --model a/missing-path",
+    ["model", "predict", "--model", "nope/none", "--gpu", "rtx-pro-6000"],
+    /--model nope\/none: no such file or directory, and not a catalog model/,
+  ],
   // Flags that only mean something with another.
   ["study --profiler-dir without --url", ["study", "--profiler-dir", sub], /--profiler-dir needs --url/],
   [
@@ -163,6 +178,23 @@ test("trace capture --json and --steps-by reach the subcommand (the parent no lo
   const r = await runCli(["trace", "nccl", join("test", "trace", "fixtures", "nccl-allreduce-2022.txt"), "--json"]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(JSON.parse(r.stdout).layout, "2022");
+});
+
+test("--model takes a Hugging Face id from the catalog although it has a slash", async () => {
+  const r = await runCli([
+    "model",
+    "predict",
+    ...MODEL.slice(2),
+    "--model",
+    "zai-org/GLM-5",
+    "--gpus",
+    "8",
+    "--tp",
+    "8",
+    "--json",
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).architecture.name, "glm-5");
 });
 
 test("NCCL_PROTO / NCCL_ALGO are parsed as NCCL does: lists, any case, ^, per-collective entries", () => {
