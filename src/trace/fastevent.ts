@@ -21,8 +21,6 @@ const PLAIN = new Uint8Array(256);
 for (let c = 0x20; c < 0x80; c++) if (c !== 0x22 && c !== 0x5c) PLAIN[c] = 1;
 /** Returned by `scalar` when the value is not one the fast path reads. */
 const FAIL = Symbol("fail");
-/** Returned by `event` when asked only to validate. */
-export const VALID: RawEvent = Object.freeze({}) as RawEvent;
 
 /** Keys looked up by their bytes (no string made): candidates by (length, first byte). */
 class KeyTable {
@@ -82,20 +80,12 @@ export class FastEventParser {
   }
 
   /** Parses the object starting at b[s] (a '{') within b[0, n). Returns the event with the kept
-   * fields (VALID when `keep` is false: checked, nothing built), or undefined to fall back.
+   * fields, or undefined to fall back.
    * One flat loop with the position in a local: the top-level object and `args` are read here,
    * deeper values by `nested`. */
-  event(
-    b: Buffer,
-    s: number,
-    n: number,
-    base: number,
-    line: number,
-    lineStart: number,
-    keep: boolean,
-  ): RawEvent | undefined {
+  event(b: Buffer, s: number, n: number, base: number, line: number, lineStart: number): RawEvent | undefined {
     this.base = base;
-    const ev: Record<string, unknown> | undefined = keep ? {} : undefined;
+    const ev: Record<string, unknown> = {};
     let out = ev;
     let table = this.top;
     let inArgs = false;
@@ -141,13 +131,13 @@ export class FastEventParser {
           }
         }
         if (p >= n) return undefined;
-        const k = out !== undefined ? table.find(b, ka, ke) : -1;
+        const k = table.find(b, ka, ke);
         c = b[p]!;
         if (c === 0x22) {
           const va = ++p;
           while (p < n && PLAIN[b[p]!] === 1) p++;
           if (p >= n || b[p] !== 0x22) return undefined;
-          if (k >= 0) out![table.names[k]!] = this.text(b, va, p);
+          if (k >= 0) out[table.names[k]!] = this.text(b, va, p);
           p++;
         } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
           // number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
@@ -206,12 +196,12 @@ export class FastEventParser {
               v = frac ? m / POW10[frac]! : m;
               if (neg) v = -v;
             } else v = Number(b.toString("latin1", na, p));
-            out![table.names[k]!] = v;
+            out[table.names[k]!] = v;
           }
         } else if (c === 0x7b && k >= 0 && !inArgs && k === this.argsKey) {
           // args: its kept keys go into their own object
           const args: Record<string, unknown> = {};
-          out![table.names[k]!] = args;
+          out[table.names[k]!] = args;
           out = args;
           table = this.args;
           inArgs = true;
@@ -244,7 +234,7 @@ export class FastEventParser {
         } else {
           const v = literal(b, p, n);
           if (v === FAIL) return undefined;
-          if (k >= 0) out![table.names[k]!] = v;
+          if (k >= 0) out[table.names[k]!] = v;
           p += v === false ? 5 : 4;
         }
       }
@@ -279,11 +269,40 @@ export class FastEventParser {
     }
   }
 
-  private done(p: number, line: number, lineStart: number, ev: Record<string, unknown> | undefined): RawEvent {
+  /** The end of the event at b[s] as the general scanner finds it (braces outside strings, strings
+   * to their unescaped quote; nothing checked: a skipped event is never parsed), or -1 when the
+   * chunk ends first. For events skipped by category. */
+  skip(b: Buffer, s: number, n: number, base: number, line: number, lineStart: number): number {
+    let depth = 1;
+    for (let p = s + 1; p < n; p++) {
+      const c = b[p]!;
+      if (c === 0x22) {
+        for (p++; p < n; p++) {
+          const d = b[p]!;
+          if (d === 0x22) break;
+          if (d === 0x5c) p++;
+        }
+        if (p >= n) return -1;
+      } else if (c === 0x7b) depth++;
+      else if (c === 0x7d) {
+        if (--depth === 0) {
+          this.line = line;
+          this.lineStart = lineStart;
+          return p + 1;
+        }
+      } else if (c === 0x0a) {
+        line++;
+        lineStart = base + p + 1;
+      }
+    }
+    return -1;
+  }
+
+  private done(p: number, line: number, lineStart: number, ev: Record<string, unknown>): RawEvent {
     this.p = p;
     this.line = line;
     this.lineStart = lineStart;
-    return (ev ?? VALID) as RawEvent;
+    return ev as RawEvent;
   }
 
   /** Checks and skips the object or array at b[p]; returns the index after it, or -1. Keeps the

@@ -488,12 +488,12 @@ export class TraceScanner {
    * category is decided from the same bytes, by the same rules, as in `onEvent`. */
   private fastEvent(buf: Buffer, s: number, n: number): number {
     const f = this.fast!;
-    // Peeked with the chunk end as bound first: a skipped event is then only checked, not built.
+    // Peeked with the chunk end as bound first: a skipped event's end is then found as the general
+    // scanner finds it, nothing parsed.
     let skip = this.skipBytes.length ? peekSkip(buf, s, n, this.skipBytes) : -1;
-    let ev = f.event(buf, s, n, this.base, this.line, this.lineStart, skip < 0);
-    if (ev === undefined) return -1;
-    const e = f.p;
     if (skip >= 0) {
+      const e = f.skip(buf, s, n, this.base, this.line, this.lineStart);
+      if (e < 0) return -1;
       if (e - 6 < s + 160) skip = peekSkip(buf, s, e, this.skipBytes);
       const prefix = skip >= 0 ? this.skipKeep[skip] : undefined;
       if (skip >= 0 && (!prefix || !nameStartsWith(buf, s, e, prefix))) {
@@ -503,16 +503,16 @@ export class TraceScanner {
         this.stats.skippedByCategory++;
         return e;
       }
-      // Kept after all: build it (a kept field holding a container sends it to the general path).
-      ev = f.event(buf, s, n, this.base, this.line, this.lineStart, true);
-      if (ev === undefined) return -1;
+      // Kept after all (e.g. an nn.Module frame): parsed below like any other event.
     }
+    const ev = f.event(buf, s, n, this.base, this.line, this.lineStart);
+    if (ev === undefined) return -1;
     this.line = f.line;
     this.lineStart = f.lineStart;
     this.stats.events++;
     this.stats.parsed++;
     this.emit(ev);
-    return e;
+    return f.p;
   }
 
   private onEvent(buf: Buffer, s: number, e: number): void {
