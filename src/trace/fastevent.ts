@@ -148,7 +148,9 @@ export class FastEventParser {
             if (++p >= n) return undefined;
             c = b[p]!;
           }
-          let m = 0;
+          // -0, a double: the mantissa's arithmetic is compiled for doubles from the start (ts and
+          // ids pass 2^31), not for small integers first and again after an overflow deopt.
+          let m = -0;
           let digits = 0;
           let frac = 0;
           if (c === 0x30) {
@@ -193,7 +195,7 @@ export class FastEventParser {
           if (k >= 0) {
             let v: number;
             if (!exp && digits <= 15 && frac <= 22) {
-              v = frac ? m / POW10[frac]! : m;
+              v = (frac ? m / POW10[frac]! : m) + 0; // + 0: the -0 start is not a digit
               if (neg) v = -v;
             } else v = Number(b.toString("latin1", na, p));
             out[table.names[k]!] = v;
