@@ -164,6 +164,12 @@ export function unscale(wallMs: number, x: number, overheadMs: number): number {
 
 const measured = (rs: RequestRecord[]) => rs.filter((r) => !r.warmup && r.errorClass === null);
 
+/** The first failed request in words ("stall: no stream data for …"): what a "nothing succeeded" error shows. */
+function firstFailure(rs: RequestRecord[]): string | undefined {
+  const f = rs.find((r) => r.errorClass !== null);
+  return f ? `${f.errorClass}${f.errorMessage ? `: ${f.errorMessage}` : ""}` : undefined;
+}
+
 export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, o: Common): Promise<BenchMeasure> {
   const x = m.timeScale;
   const res = await runBench(
@@ -182,7 +188,10 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
     { signal: o.signal },
   );
   const rs = measured(res.requests);
-  if (rs.length === 0) throw new Error(`no request succeeded (${res.warnings.join("; ") || "see the server log"})`);
+  if (rs.length === 0)
+    throw new Error(
+      `no request succeeded (${res.requests.length} failed; the first: ${firstFailure(res.requests) ?? "see the server log"})`,
+    );
   const sv = res.server;
   const clientTtft = rs.reduce((a, r) => a + r.ttftMs, 0) / rs.length;
   // Both in wall ms: server-view converts the sim's simulated seconds back by its time-scale gauge.
@@ -232,6 +241,7 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
   const x = m.timeScale;
   const o = m.bench?.clientOverheadMs ?? 0;
   const points: SweepMeasure["points"] = [];
+  let firstFail: string | undefined;
   for (const n of plan.sweep.lengths) {
     c.onProgress?.(`N = ${n}`);
     const res = await runBench(
@@ -252,8 +262,12 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
     );
     for (const r of measured(res.requests))
       points.push({ outputTokens: r.outputTokens, e2eMs: unscale(r.e2elMs, x, o) });
+    firstFail ??= firstFailure(res.requests);
   }
-  if (points.length < 3) throw new Error(`only ${points.length} sweep requests succeeded; need 3 for a fit`);
+  if (points.length < 3)
+    throw new Error(
+      `only ${points.length} sweep requests succeeded; need 3 for a fit${firstFail ? ` (the first failure: ${firstFail})` : ""}`,
+    );
   const xs = points.map((p) => p.outputTokens - 1);
   const ys = points.map((p) => p.e2eMs);
   const fit = theilSenBootstrap(xs, ys, { seed: m.seed, resamples: 1000 });

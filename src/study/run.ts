@@ -205,7 +205,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     } catch (err) {
       if (opts.signal?.aborted) throw err;
       const status = err instanceof Unavailable ? "unavailable" : "failed";
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = studyWords(err instanceof Error ? err.message : String(err));
       phases.push({ name, status, reason: redactSecrets(reason), durationMs: performance.now() - p0 });
       progress(name, `${status}: ${reason}`);
       return undefined;
@@ -411,7 +411,14 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
         .filter((p) => p.status === "failed")
         .map((p) => `${p.name}: ${p.reason}`)
         .join("; ")}${report ? `; report in ${report.dir}` : ""}`,
-      { url: m.url },
+      {
+        url: m.url,
+        hint: measuring.some((p) => /HTTP 40[13]\b/.test(p.reason ?? ""))
+          ? "the server wants a key: pass --api-key KEY (or set $OPENAI_API_KEY)"
+          : kind === "url"
+            ? "is --url an OpenAI-compatible server that is up and answering?"
+            : "the server started but answered nothing usable: see its log (the report's server section)",
+      },
     );
   return { result, report, runId };
 }
@@ -513,6 +520,21 @@ function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined)
   };
   for (const [k, v] of Object.entries(f)) d.sources![k as keyof typeof f] = v.src;
   return d;
+}
+
+/**
+ * The phases' engines (bench, scrape, capture) name their own flags; a study has --url, no
+ * --base-url, --timeout or --connect-timeout, so their limits are stated without a flag.
+ */
+function studyWords(text: string): string {
+  return (
+    text
+      .replace(/ \((?:--connect-timeout|--timeout|--stall-timeout)\)/g, "")
+      .replace("(--base-url, --url)", "(--url)")
+      .replaceAll("--base-url", "--url")
+      // The study's --model is the architecture, not the served name /v1/models would give.
+      .replaceAll("; pass --model", "")
+  );
 }
 
 /** Runs a catalog lookup; its UsageError is re-raised naming the flag the value came from. */
