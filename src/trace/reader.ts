@@ -166,17 +166,12 @@ export class TraceScanner {
           i = this.scanEvent(buf, i, n);
           break;
         case S_ARRAY: {
+          // The fast path reads events until one it cannot: that one (a '{') is read below.
+          if (this.fast) i = this.fastRun(buf, i, n);
           // Between events: whitespace and commas.
           for (; i < n; i++) {
             const c = buf[i]!;
             if (c === 0x7b) {
-              if (this.fast) {
-                const e = this.fastEvent(buf, i, n);
-                if (e > 0) {
-                  i = e - 1; // the loop's i++ moves past the event
-                  continue;
-                }
-              }
               this.state = S_EVENT;
               this.mark = i;
               this.markLine = this.line;
@@ -481,6 +476,24 @@ export class TraceScanner {
     const out = Buffer.concat([...this.carry, buf.subarray(0, e)]);
     this.carry = [];
     return out;
+  }
+
+  /** Events and the whitespace and commas between them, read by the fast path from buf[i]; returns
+   * where it stopped: at an event it leaves to the general path, or at anything else. A small loop
+   * of its own, so the hot path is compiled apart from the state machine. */
+  private fastRun(buf: Buffer, i: number, n: number): number {
+    for (; i < n; i++) {
+      const c = buf[i]!;
+      if (c === 0x7b) {
+        const e = this.fastEvent(buf, i, n);
+        if (e < 0) return i;
+        i = e - 1; // the loop's i++ moves past the event
+      } else if (c === 0x0a) {
+        this.line++;
+        this.lineStart = this.base + i + 1;
+      } else if (c !== 0x2c && c !== 0x20 && c !== 0x0d && c !== 0x09) return i;
+    }
+    return n;
   }
 
   /** The event at buf[s] read by the fast path: returns the index after it, or -1 when the
