@@ -23,7 +23,9 @@ export function withCommon<C extends Command<any, any, any>>(cmd: C) {
  * terminal; JSON escapes them by itself.
  */
 export function emit<T>(result: T, opts: CommonOptions, text: (r: T) => string): void {
-  if (opts.json) process.stdout.write(redactString(`${JSON.stringify(redact(result), jsonReplacer, 2)}\n`));
+  // JSON: each string is redacted on its own; redacting the serialised text let a pattern such as
+  // `HF_TOKEN=\S+` swallow the closing quote and print invalid JSON.
+  if (opts.json) process.stdout.write(`${JSON.stringify(redact(result), redactingReplacer, 2)}\n`);
   else {
     const s = redactString(text(terminalSafe(result)));
     if (s) process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
@@ -61,6 +63,10 @@ export function terminalSafe<T>(value: T): T {
 /** One line for the terminal from text that may hold a server's words: escaped and redacted. */
 export function safeLine(s: string): string {
   return redactString(escapeControl(s));
+}
+
+function redactingReplacer(key: string, value: unknown): unknown {
+  return typeof value === "string" ? redactString(value) : jsonReplacer(key, value);
 }
 
 /** JSON for results that may hold bigint, Map, ±Infinity or NaN. */
