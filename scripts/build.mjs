@@ -76,23 +76,33 @@ for (const f of walk(src)) {
   cpSync(f, join(tmp, relative(src, f)));
   copied++;
 }
-// The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs.
-let pre;
-try {
-  const priors = await import(pathToFileURL(join(tmp, "model", "priors.js")).href);
-  pre = priors.precomputedPriors();
-  writeFileSync(priors.PRIORS_CACHE_FILE, `${JSON.stringify(pre)}\n`);
-  const check = priors.readPrecomputedPriors();
-  if (!check.ok) throw new Error(`they do not load back: ${check.detail}`);
-} catch (e) {
+// The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs. In a child
+// process with NODE_PATH at this checkout's node_modules: an --out outside the checkout (the pack test's
+// staging folder) cannot resolve the fit's one dependency (yaml, required lazily) from where it lies.
+const fit = `
+import { writeFileSync } from "node:fs";
+const priors = await import(${JSON.stringify(pathToFileURL(join(tmp, "model", "priors.js")).href)});
+const pre = priors.precomputedPriors();
+writeFileSync(priors.PRIORS_CACHE_FILE, JSON.stringify(pre) + "\\n");
+const check = priors.readPrecomputedPriors();
+if (!check.ok) throw new Error("they do not load back: " + check.detail);
+console.log(pre.fit.rowsUsed.length);
+`;
+const fr = spawnSync(process.execPath, ["--input-type=module", "-e", fit], {
+  encoding: "utf8",
+  env: { ...process.env, NODE_PATH: join(root, "node_modules") },
+});
+if (fr.status !== 0) {
   rmSync(tmp, { recursive: true, force: true });
-  console.error(`build: precomputing the priors failed (${e instanceof Error ? e.message : e}); dist/ left as it was`);
+  const why = (fr.stderr || "").split("\n").find((l) => /Error/.test(l)) ?? fr.stderr;
+  console.error(`build: precomputing the priors failed (${why.trim()}); dist/ left as it was`);
   process.exit(1);
 }
+const priorRows = Number(fr.stdout.trim());
 chmodSync(join(tmp, "cli", "main.js"), 0o755);
 writeFileSync(join(tmp, ".build-stamp"), `${new Date().toISOString()}\n`);
 rmSync(out, { recursive: true, force: true });
 renameSync(tmp, out);
 console.error(
-  `build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files + priors of ${pre.fit.rowsUsed.length} corpus rows)`,
+  `build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files + priors of ${priorRows} corpus rows)`,
 );
