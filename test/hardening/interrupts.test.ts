@@ -101,6 +101,24 @@ test("bench, Ctrl-C with --records: exit 130, names the file it wrote", async ()
   assert.ok(existsSync(records));
 });
 
+test("two runs naming the same --records: the second refuses at start (exit 2), the first is untouched", async () => {
+  const records = join(dir, "shared.jsonl");
+  let pid = 0;
+  const first = runCli(
+    ["bench", "--base-url", sim.url, "--num-prompts", "40", "--random-output-len", "256", "--records", records],
+    { limitMs: 90_000, cwd: dir, onStart: (p) => (pid = p) },
+  );
+  await waitFor(() => (sim.openStreams() > 0 ? true : undefined), 60_000, "the first run to stream");
+  const second = await runCli(["bench", "--base-url", sim.url, "--num-prompts", "2", "--records", records]);
+  assert.equal(second.code, 2, second.stderr);
+  assert.match(second.stderr, /--records .*shared\.jsonl: another inferscope run \(pid \d+\) is writing this file/);
+  process.kill(pid, "SIGINT");
+  const r = await first;
+  assert.equal(r.code, 130, r.stderr);
+  assert.match(r.stderr, /partial results written to .*shared\.jsonl/);
+  assert.ok(existsSync(records), "the first run's file is in place");
+});
+
 test("metrics diff prints float deltas in plain decimals (0.00362, not 0.0036199999999999982)", async () => {
   const a = join(dir, "a.prom");
   const b = join(dir, "b.prom");
