@@ -45,6 +45,11 @@ const CASES: Array<[string, string[], RegExp]> = [
     /--nccl-algo "Ring,Star": unknown algorithm "Star"/,
   ],
   [
+    "model whatif --scenario proto=WAT",
+    ["model", "whatif", ...MODEL, "--gpus", "8", "--tp", "8", "--scenario", "nvlink+proto=WAT"],
+    /--scenario proto=WAT "WAT": unknown protocol "WAT"/,
+  ],
+  [
     "ab --variant with NCCL_PROTO=WAT",
     ["ab", "--server-cmd", "true", "--variant", "a:", "--variant", "b:NCCL_PROTO=WAT"],
     /--variant b:NCCL_PROTO=WAT: NCCL_PROTO "WAT": unknown protocol/,

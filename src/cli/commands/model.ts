@@ -94,6 +94,22 @@ async function readMeasurements(files: string[] | undefined): Promise<Measuremen
   return files.flatMap((f) => loadMeasurements(f));
 }
 
+/** `proto=WAT` in a what-if is the --nccl-proto mistake in another spelling: refused the same way. */
+function checkScenarioNccl(
+  scenarios: string[],
+  check: (flag: "--nccl-proto" | "--nccl-algo", value: string, label: string) => unknown,
+): void {
+  for (const s of scenarios)
+    for (const term of s.split("+")) {
+      const i = term.indexOf("=");
+      if (i < 0) continue;
+      const k = term.slice(0, i).trim().toLowerCase();
+      const v = term.slice(i + 1).trim();
+      if (k === "proto" || k === "nccl_proto") check("--nccl-proto", v, `--scenario ${term.trim()}`);
+      if (k === "algo" || k === "nccl_algo") check("--nccl-algo", v, `--scenario ${term.trim()}`);
+    }
+}
+
 export function register(program: Command): void {
   const cmd = program
     .command("model")
@@ -139,6 +155,7 @@ export function register(program: Command): void {
       const o = args[args.length - 2] as any;
       const [input, { ceilings, whatif }, R] = await Promise.all([toInput(o as Opts), model.whatif(), renderers(o)]);
       const scenarios = o.scenario ?? ["zero-comm", "custom-ar", "nvlink", "protocols", "kv=fp8", "batch=1,4,16,64"];
+      checkScenarioNccl(scenarios, (await model.options()).ncclListFlag);
       const rows = whatif(input, scenarios);
       const ceil = o.ceilings ? ceilings(input) : undefined;
       emit({ rows, ceilings: ceil }, o, (r) =>
