@@ -3,7 +3,8 @@ import type { RenderedChart } from "./charts.ts";
 import { deploymentRows, deploymentTitle, esc, fmt, fmtP, fmtPct, fmtQ } from "./format.ts";
 import type { Ceiling, ExperimentPlan, PhaseRecord, Quantity, ServerTimingSection, StudyResult } from "./types.ts";
 
-const CSS = `
+/** The report's styles, shared by every self-contained page (study and tune). */
+export const REPORT_CSS = `
 :root{--fg:#1d232a;--muted:#5b6570;--line:#dde2e7;--bg:#f6f7f9;--card:#fff;--acc:#d95f02}
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}
@@ -328,7 +329,7 @@ ${m.runId ? `<tr><td>run id</td><td><code>${esc(m.runId)}</code> (rebuild with <
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
 <title>${esc(title)}</title>
-<style>${CSS}</style></head>
+<style>${REPORT_CSS}</style></head>
 <body>
 <header><h1>${esc(title)}</h1>
 <p>${esc(`${dep.quant} · TP ${dep.tp} · ${dep.interconnect} · ${dep.engine}`)} · target: ${esc(m.target.kind)}${m.target.profile ? ` (${esc(m.target.profile)})` : ""}</p>

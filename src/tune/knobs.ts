@@ -206,8 +206,8 @@ export function pruneReason(settings: Setting[], ctx: PruneContext): string | nu
   return null;
 }
 
-/** The baseline's change list in the `ab` --variant grammar (for a confirming A/B), without the name. */
-export function variantText(c: Candidate): string {
+/** A candidate's changes in the `ab` --variant grammar (for a confirming A/B), without the name. */
+export function variantText(c: Pick<Candidate, "env" | "args">): string {
   const parts = [...Object.entries(c.env).map(([k, v]) => `${k}=${v}`)];
   const env = parts.join(",");
   const args = c.args.map(shellQuote).join(" ");

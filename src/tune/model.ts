@@ -37,6 +37,9 @@ export function tokensPerStep(k: number, a: number): number {
   return a >= 1 ? k + 1 : (1 - a ** (k + 1)) / (1 - a);
 }
 
+/** Prior sd (log) of the effect of a knob the model does not represent. */
+const UNKNOWN_SD = 2;
+
 // Without a measurement the acceptance is unknown; MTP/EAGLE drafts commonly accept 0.6–0.8 per token.
 const ACCEPTANCE_GUESS = 0.7;
 
@@ -130,7 +133,10 @@ export function planModel(
   const lower = OBJECTIVES[objective].lowerIsBetter;
   const unmapped = knobs.filter((k) => k.values.some((v) => mapKnobValue(k, v.value) === null)).map((k) => k.name);
   const knobSd = knobs.map((k) => {
-    if (unmapped.includes(k.name) || !base) return 0.5;
+    // Nothing is known of its effect: a prior this wide lets one measurement speak for itself (a
+    // thread count past the free cores can cost 50×), and never splits one candidate's surprise
+    // over knobs that were not measured alone.
+    if (unmapped.includes(k.name) || !base) return UNKNOWN_SD;
     return Math.max(...k.values.map((v) => mapKnobValue(k, v.value)?.sd ?? 0.5));
   });
   const notes = new Set<string>();
@@ -139,7 +145,7 @@ export function planModel(
       available: false,
       reason: why ?? "no model input",
       predictions: cands.map(() => ({ value: null, m: 0 })),
-      priors: { bias: 10, knob: knobSd, interaction: 0.05, tau0: 0.02, nu0: 2 },
+      priors: { bias: 10, knob: knobSd, interaction: 0.1, tau0: 0.05, nu0: 2 },
       unmapped,
       notes: [],
     };
@@ -181,7 +187,7 @@ export function planModel(
     p.value ? (Math.log(p.value.high) - Math.log(p.value.low)) / (2 * 1.2816) : Number.NaN;
   const s0 = logSd(predictions[0]!);
   knobs.forEach((k, ki) => {
-    if (knobSd[ki]! >= 0.5) return;
+    if (knobSd[ki]! >= UNKNOWN_SD) return;
     for (let lv = 1; lv < k.values.length; lv++) {
       const i = cands.findIndex((c) =>
         knobs.every((kk, j) => c.settings[kk.name] === kk.values[j === ki ? lv : 0]!.label),
@@ -199,8 +205,8 @@ export function planModel(
     priors: {
       bias: baseSd,
       knob: knobSd,
-      interaction: unmapped.length ? 0.05 : 0.03,
-      tau0: 0.02,
+      interaction: unmapped.length ? 0.1 : 0.03,
+      tau0: 0.05,
       nu0: 2,
     },
     unmapped,

@@ -21,7 +21,7 @@ export function renderTune(r: TuneResult): string {
     );
     if (r.best.gain)
       out.push(
-        `  measured gain over the baseline: ${f(r.best.gain.absolute.estimate)} ${u} [${f(r.best.gain.absolute.low)}, ${f(r.best.gain.absolute.high)}] = ${pct(r.best.gain.relative.estimate)} [${pct(r.best.gain.relative.low)}, ${pct(r.best.gain.relative.high)}]`,
+        `  measured gain over the baseline: ${f(r.best.gain.absolute.estimate)} ${u} [${f(r.best.gain.absolute.low)}, ${f(r.best.gain.absolute.high)}] = ${pct(r.best.gain.relative.estimate)} [${pct(r.best.gain.relative.low)}, ${pct(r.best.gain.relative.high)}]${r.best.gain.relative.low > 0 ? "" : " — not proven: the interval includes no gain"}`,
       );
     else if (r.best.id === "c0") out.push("  the baseline is the best configuration found");
     out.push(`  run it: ${r.best.command}`);

@@ -2,6 +2,7 @@
 // surrogate is refitted after every block, and candidates are raced out until one is separated
 // from the rest (or the rest are within tolerance, or the budget is spent). Every block is stored as
 // it finishes; the planner is a pure replay of the stored blocks, so --resume continues exactly.
+import { accessSync, constants, mkdirSync } from "node:fs";
 import { cpus, homedir } from "node:os";
 import { join } from "node:path";
 import { unmetNeed } from "../discover/experiments.ts";
@@ -14,7 +15,7 @@ import {
   hostFacts,
   modelInputsFor,
 } from "../discover/index.ts";
-import { InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
 import { openStoreFrom } from "../experiment/ab.ts";
 import {
   type BlockResult,
@@ -71,6 +72,8 @@ export interface TuneOptions {
   seed?: number;
   db?: string | Store;
   resume?: string;
+  /** Also write the report (index.html, report.md, results.json) into this directory. */
+  outDir?: string;
   readyTimeoutMs?: number;
   graceMs?: number;
   logDir?: string;
@@ -137,6 +140,9 @@ export interface TuneCandidate {
   id: string;
   name: string;
   settings: Record<string, string>;
+  env: Record<string, string>;
+  unset: string[];
+  args: string[];
   command: string;
   status: "best" | "alive" | "dropped" | "skipped";
   skipped: string | null;
@@ -144,6 +150,8 @@ export interface TuneCandidate {
   /** The refitted surrogate's 95 % interval (model + every measurement). */
   posterior: Interval3;
   measured: (Interval3 & { blocks: number; requests: number }) | null;
+  /** Measured gain over the baseline (positive = better), in the objective's unit and relative. */
+  gain: { absolute: Interval3; relative: Interval3 } | null;
   probabilityBest: number;
   dropped: { afterBlock: number; reason: string } | null;
 }
@@ -190,6 +198,8 @@ export interface TuneResult {
   errors: string[];
   warnings: string[];
   method: string;
+  /** Where the report was written (with --out). */
+  report?: { html: string };
 }
 
 const DEFAULT_WORKLOAD: Workload = {
@@ -402,10 +412,23 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
     const a = [...alive];
     if (r === 1) {
       // The baseline first (the gain is measured against it), then the most promising by the model.
+      // Ties (the model cannot tell them apart) go single changes first: each measured alone
+      // identifies its own correction, where a combination's surprise would be split over several.
       const pb = probabilityBest(post, a, 2000, cfg.seed + 1);
-      return a.sort((x, y) =>
-        x === 0 ? -1 : y === 0 ? 1 : pb.get(y)! - pb.get(x)! || post.mean[x]! - post.mean[y]! || x - y,
+      const changes = (c: number) => cfg.knobs.filter((k) => cands[c]!.settings[k.name] !== k.values[0]!.label).length;
+      const gain = (c: number) => Math.round(post.mean[c]! * 1e6);
+      const order = a.sort((x, y) =>
+        x === 0
+          ? -1
+          : y === 0
+            ? 1
+            : gain(x) - gain(y) || changes(x) - changes(y) || Math.round((pb.get(y)! - pb.get(x)!) * 100) || x - y,
       );
+      // The baseline again third and fifth: two replicates, so the restart-to-restart spread is
+      // measured before anything is decided on it.
+      if (order[0] === 0 && order.length >= 2) order.splice(2, 0, 0);
+      if (order.length >= 4) order.splice(4, 0, 0);
+      return order;
     }
     return shuffle(a, cfg.seed * 7919 + r);
   };
@@ -418,6 +441,8 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
     const measured = [...alive].filter((c) => blocksOf(c) > 0);
     if (!measured.length) return;
     leader = measured.reduce((b, c) => (post.mean[c]! < post.mean[b]! ? c : b));
+    // Nothing is dropped or stopped on the prior guess of the restart spread alone.
+    if (post.tauDf - model.priors.nu0 < 2) return;
     // Drop what is confidently worse than the leader: a one-sided test at δ/K on the posterior difference.
     for (const c of [...alive]) {
       if (c === leader) continue;
@@ -427,7 +452,7 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
         const pct = (Math.exp(OBJECTIVES[cfg.objective].lowerIsBetter ? d.mean : -d.mean) - 1) * 100;
         dropped.set(c, {
           afterBlock,
-          reason: `${blocksOf(c) ? "measured" : "predicted (model + fitted corrections, not measured)"} ${Math.abs(pct).toFixed(1)} % ${OBJECTIVES[cfg.objective].lowerIsBetter ? "slower" : "lower"} than ${name(leader)}; P(better) < ${(cfg.errorRate / K).toPrecision(2)}`,
+          reason: `${blocksOf(c) ? `${blocksOf(c)} block${blocksOf(c) > 1 ? "s" : ""} measured` : "not measured: predicted by the model + fitted corrections"}; posterior ${Math.abs(pct).toFixed(1)} % ${OBJECTIVES[cfg.objective].lowerIsBetter ? "slower" : "lower"} than ${name(leader)} then, P(better) < ${(cfg.errorRate / K).toPrecision(2)}`,
         });
       }
     }
@@ -452,7 +477,8 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
   };
 
   for (const b of done) {
-    queue = queue.filter((c) => c !== b.candidate);
+    const at = queue.indexOf(b.candidate);
+    if (at >= 0) queue.splice(at, 1);
     obs.push({ candidate: b.candidate, y: b.y, w: b.w });
     // A candidate that fails the SLO in a block cannot be the best at this SLO.
     if (!Number.isFinite(b.y)) {
@@ -564,6 +590,14 @@ function doneFromStore(store: Store, runId: string): DoneBlock[] {
 }
 
 async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Promise<TuneResult> {
+  // A directory that cannot hold the report must not cost a whole run.
+  if (opts.outDir)
+    try {
+      mkdirSync(opts.outDir, { recursive: true });
+      accessSync(opts.outDir, constants.W_OK);
+    } catch (e) {
+      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
+    }
   const runner = deps.blockRunner ?? benchBlockRunner;
   const start = deps.startServer ?? startServer;
   const apiKey = opts.apiKey ?? opts.workload?.apiKey ?? process.env.OPENAI_API_KEY;
@@ -759,6 +793,16 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   store.setSummary(runId, "tune", result);
   store.finishRun(runId, "complete", errors.length ? errors.join("\n") : null);
   progress("stop", result.stop.message);
+  if (opts.outDir) {
+    const { writeTuneReport } = await import("./report.ts");
+    try {
+      result.report = { html: (await writeTuneReport(result, opts.outDir)).html };
+    } catch (e) {
+      throw new InputError(`${opts.outDir}: cannot write the report: ${plainReason(e)}`, {
+        hint: `the run is stored; rebuild its report with: inferscope report ${runId} --out DIR`,
+      });
+    }
+  }
   return result;
 }
 
@@ -797,6 +841,21 @@ export function summarize(
     return { ym, v, blocks: bs.length, requests: bs.reduce((s, b) => s + b.requests - b.failedRequests, 0) };
   };
   const leader = state?.leader ?? null;
+  const m0 = measuredOf(0);
+  /** A candidate's measured gain over the baseline: only the two candidates' own blocks, τ² included. */
+  const gainOf = (c: number): { absolute: Interval3; relative: Interval3 } | null => {
+    const mb = measuredOf(c);
+    if (!m0 || !mb || c === 0) return null;
+    const d = m0.ym - mb.ym;
+    const s = Math.sqrt(m0.v + mb.v);
+    const rel = (x: number) => Math.exp(x) - 1;
+    const v0 = toUnit(m0.ym);
+    const absOf = (x: number) => (lower ? v0 - v0 / Math.exp(x) : v0 * (Math.exp(x) - 1));
+    return {
+      relative: { estimate: rel(d), low: rel(d - z95 * s), high: rel(d + z95 * s) },
+      absolute: { estimate: absOf(d), low: absOf(d - z95 * s), high: absOf(d + z95 * s) },
+    };
+  };
   const candidates: TuneCandidate[] = cfg.candidates.map((c, i) => {
     const pred: CandidatePrediction | undefined = cfg.model?.predictions[i];
     const m = measuredOf(i);
@@ -811,6 +870,9 @@ export function summarize(
       id: c.id,
       name: c.name,
       settings: c.settings,
+      env: c.env,
+      unset: c.unset,
+      args: c.args,
       command: commandFor(c, cfg.serverCmd),
       status,
       skipped: c.skipped,
@@ -819,6 +881,7 @@ export function summarize(
         ? interval(state.post.mean[i]!, state.post.sd[i]!)
         : { estimate: Number.NaN, low: Number.NaN, high: Number.NaN },
       measured: m ? { ...interval(m.ym, Math.sqrt(m.v)), blocks: m.blocks, requests: m.requests } : null,
+      gain: gainOf(i),
       probabilityBest: state?.pBest.get(i) ?? 0,
       dropped: state?.dropped.get(i) ?? null,
     };
@@ -827,23 +890,7 @@ export function summarize(
   if (leader !== null) {
     const c = cfg.candidates[leader]!;
     const mb = measuredOf(leader)!;
-    const m0 = measuredOf(0);
-    let gain: { absolute: Interval3; relative: Interval3 } | null = null;
-    if (m0 && leader !== 0) {
-      // Measured only: the two candidates' own blocks, restart-to-restart spread included.
-      const d = m0.ym - mb.ym;
-      const s = Math.sqrt(m0.v + mb.v);
-      const rel = (x: number) => Math.exp(x) - 1;
-      const v0 = toUnit(m0.ym);
-      const vb = toUnit(mb.ym);
-      const absOf = (x: number) => v0 - v0 / Math.exp(x);
-      gain = {
-        relative: { estimate: rel(d), low: rel(d - z95 * s), high: rel(d + z95 * s) },
-        absolute: lower
-          ? { estimate: v0 - vb, low: absOf(d - z95 * s), high: absOf(d + z95 * s) }
-          : { estimate: vb - v0, low: v0 * (Math.exp(d - z95 * s) - 1), high: v0 * (Math.exp(d + z95 * s) - 1) },
-      };
-    } else if (leader === 0) gain = null;
+    const gain = leader !== 0 ? gainOf(leader) : null;
     best = {
       id: c.id,
       name: c.name,
@@ -856,7 +903,6 @@ export function summarize(
       probabilityBest: state?.pBest.get(leader) ?? 0,
     };
   }
-  const m0 = measuredOf(0);
   const det = store.getRun(runId);
   const blocks = det.blocks
     .slice()
@@ -910,7 +956,7 @@ export function summarize(
       `Surrogate: log objective = model prediction + common bias + one correction per knob value + a per-candidate deviation ` +
       `(normal priors from the model's 80 % interval; sd ${cfg.model?.priors.interaction ?? 0.03} for combinations), block noise = restart-to-restart τ² ` +
       `(pooled over repeated candidates, prior τ₀ = ${cfg.model?.priors.tau0 ?? 0.01}) + the block's own request variance; refitted after every block. ` +
-      `Round 1 runs the baseline, then candidates by probability of being best; later rounds in a seeded random order. ` +
+      `Round 1 runs the baseline, the most promising candidate, the baseline twice more (restart replicates: nothing is dropped before two of them), then the rest by expected gain (ties: fewer changes first); later rounds in a seeded random order. ` +
       `A candidate is dropped when the posterior says it is worse than the leader at one-sided level δ/K = ${cfg.errorRate}/${K}; ` +
       `the run stops when one candidate remains, or none can beat the leader by more than ${(cfg.tolerance * 100).toFixed(1)} % at that level ` +
       `(the leader having ≥ ${cfg.minBlocks} blocks), or the budget is spent.`,

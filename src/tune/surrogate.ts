@@ -6,6 +6,7 @@
 // (what the model gets wrong about that knob), ε_c: what it gets wrong about this combination.
 // All priors are normal, so the posterior is exact (one Cholesky); τ² has a scaled-inverse-χ² prior
 // pooled over every candidate with repeated blocks.
+import { normalQuantile, studentTQuantile } from "../experiment/stats.ts";
 import { Rng } from "../sim/rng.ts";
 
 export interface SurrogateCandidate {
@@ -41,6 +42,7 @@ export interface Posterior {
   sd: number[];
   /** Posterior covariance of μ (K × K). */
   cov: Float64Array;
+  /** The restart-to-restart sd used: the pooled estimate widened by t(df)/z. */
   tau: number;
   /** Degrees of freedom behind τ (replicated blocks), prior included. */
   tauDf: number;
@@ -128,9 +130,12 @@ export function posterior(
   for (let c = 0; c < K; c++) prec[(epsAt + c) * (p + 1)] = 1 / priors.interaction ** 2;
   const rhs = new Float64Array(p);
   const { tau, df } = estimateTau(obs, priors);
+  // τ is estimated from few replicates: widen it by t(df)/z at 97.5 %, so that decisions made
+  // before the restart-to-restart spread is known are as cautious as its uncertainty demands.
+  const tauEff = tau * (studentTQuantile(0.975, df) / normalQuantile(0.975));
   for (const o of obs) {
     const r = row(o.candidate);
-    const wt = 1 / (tau ** 2 + o.w);
+    const wt = 1 / (tauEff ** 2 + o.w);
     const resid = o.y - cands[o.candidate]!.m;
     for (const [i] of r) {
       rhs[i] = rhs[i]! + wt * resid;
@@ -162,7 +167,7 @@ export function posterior(
     }
   const mean = rows.map((r, c) => cands[c]!.m + r.reduce((s, [i]) => s + theta[i]!, 0));
   const sd = mean.map((_, c) => Math.sqrt(Math.max(0, cov[c * K + c]!)));
-  return { mean, sd, cov, tau, tauDf: df };
+  return { mean, sd, cov, tau: tauEff, tauDf: df };
 }
 
 /** Posterior mean and sd of μ_a − μ_b. */

@@ -5,33 +5,17 @@
 // calibrated model's decode range holds the measured decode time.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { StudyResult } from "../../src/report/types.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason } from "../helpers/llamacpp.ts";
 
-const DIR = resolve("../shared/engines/llama.cpp");
-const SERVER = join(DIR, "llama-server");
-const SMALL = join(DIR, "small.gguf");
-
-/** Why the binary cannot run here (no file, no AVX2/FMA/F16C), or undefined. */
-function skipReason(): string | undefined {
-  let why: string | undefined;
-  if (!existsSync(SERVER) || !existsSync(SMALL)) why = `${SERVER} or ${SMALL} is missing`;
-  else {
-    const flags =
-      readFileSync("/proc/cpuinfo", "utf8")
-        .match(/^flags\s*:(.*)$/m)?.[1]
-        ?.split(/\s+/) ?? [];
-    const lack = ["avx2", "fma", "f16c"].filter((f) => !flags.includes(f));
-    if (lack.length) why = `this CPU lacks ${lack.join(", ")}: the portable llama-server needs AVX2, FMA and F16C`;
-  }
-  if (why && process.env.INFERSCOPE_REQUIRE_E2E) throw new Error(`${why}, but INFERSCOPE_REQUIRE_E2E is set`);
-  return why;
-}
-const SKIP = skipReason();
+const SERVER = LLAMA_SERVER;
+const SMALL = LLAMA_SMALL;
+const SKIP = llamaSkipReason();
 
 function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((done) => {

@@ -1,15 +1,17 @@
 // `inferscope tune` as a user runs it: the CLI, the embedded sim restarted as a real process per
 // block, the run store; Ctrl-C keeps every finished block and --resume finishes the run.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, test } from "node:test";
+import { after, type TestContext, test } from "node:test";
+import { pathToFileURL } from "node:url";
 import { processGroupMembers } from "../../src/experiment/variants.ts";
 import { openStore } from "../../src/store/index.ts";
 import { runCli, STACK, waitFor } from "../helpers/cli.ts";
 import { type Hidden, trueTpotMs } from "../helpers/tune-sim.ts";
 
+const CHROMIUM = "/usr/bin/chromium";
 const dir = mkdtempSync(join(tmpdir(), "inferscope-tune-cli-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -46,9 +48,12 @@ function serversLeft(db: string): number[] {
   }
 }
 
-test("tune on the seed profile finds NCCL_PROTO=LL with speculative decoding, proves it with a CI, leaves no server", async () => {
+test("tune on the seed profile finds NCCL_PROTO=LL with speculative decoding, proves it with a CI, leaves no server", async (t) => {
   const db = join(dir, "a.db");
-  const r = await runCli([...ARGS, "--json", "--db", db, "--log-dir", join(dir, "logs")], { limitMs: 180_000 });
+  const out_ = join(dir, "report");
+  const r = await runCli([...ARGS, "--json", "--db", db, "--log-dir", join(dir, "logs"), "--out", out_], {
+    limitMs: 180_000,
+  });
   assert.equal(r.code, 0, r.stderr);
   assert.doesNotMatch(r.stderr, STACK);
   const out = JSON.parse(r.stdout);
@@ -80,7 +85,52 @@ test("tune on the seed profile finds NCCL_PROTO=LL with speculative decoding, pr
   assert.match(out.best.command, /^NCCL_PROTO=LL .* sim .* --spec-tokens 2$/);
   for (const c of out.candidates) assert.ok(c.status === "best" || c.status === "dropped" || c.status === "alive");
   assert.deepEqual(serversLeft(db), [], "every started server is gone");
+  assert.equal(out.report.html, join(out_, "index.html"));
+  await checkReportInChromium(t, out.report.html, out.candidates.length);
+  // `inferscope report ID` rebuilds the same report from the store.
+  const again = await runCli(["report", out.runId, "--db", db, "--out", join(dir, "again"), "--json"]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal(JSON.parse(again.stdout).result.best.id, out.best.id);
+  assert.ok(existsSync(join(dir, "again", "index.html")) && existsSync(join(dir, "again", "report.md")));
 });
+
+/** The tune report in headless Chromium: no errors, no network, the chart drawn, one row per candidate. */
+async function checkReportInChromium(t: TestContext, html: string, candidates: number): Promise<void> {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.INFERSCOPE_REQUIRE_E2E) assert.fail(`${CHROMIUM} is missing and INFERSCOPE_REQUIRE_E2E is set`);
+    t.diagnostic(`SKIPPED the browser check: ${CHROMIUM} not installed`);
+    return;
+  }
+  const { chromium } = await import("playwright-core");
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const problems: string[] = [];
+    const requests: string[] = [];
+    page.on("console", (m) => {
+      if (m.type() === "error" || m.type() === "warning") problems.push(`${m.type()}: ${m.text()}`);
+    });
+    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+    page.on("request", (req) => {
+      if (!req.url().startsWith("file:")) requests.push(req.url());
+    });
+    await page.goto(pathToFileURL(html).href, { waitUntil: "load" });
+    assert.deepEqual(problems, []);
+    assert.deepEqual(requests, []);
+    assert.equal(await page.$$eval("#tune-candidates tbody tr", (rows) => rows.length), candidates);
+    const marks = await page.$$eval(
+      "#chart-tune svg g[class*='mark-'] path, #chart-tune svg g[class*='mark-'] line",
+      (m) => m.length,
+    );
+    assert.ok(marks >= candidates, `${marks} marks in the chart`);
+    assert.match((await page.textContent("#tune .cards"))!, /best configuration/);
+  } finally {
+    await browser.close();
+  }
+}
 
 test("Ctrl-C keeps the finished blocks and names the run; --resume finishes it; no server is left", async () => {
   const db = join(dir, "b.db");

@@ -1,4 +1,4 @@
-// `inferscope report ID`: rebuilds a study's report (HTML, Markdown, JSON) from the run store.
+// `inferscope report ID`: rebuilds a study's or a tune run's report (HTML, Markdown, JSON) from the run store.
 import type { Command } from "@commander-js/extra-typings";
 import { renderTerminal } from "../../report/index.ts";
 import { rebuildReport } from "../../study/index.ts";
@@ -7,14 +7,29 @@ import { emit } from "../common.ts";
 export function register(program: Command): void {
   program
     .command("report")
-    .description("Rebuild a study's report from the run store")
+    .description("Rebuild a study's or a tune run's report from the run store")
     .argument("<id>", "run id (see `inferscope runs list`)")
     .option("--db <path>", "run store (SQLite) path")
     .option("--out <dir>", "report directory (default ./inferscope-report-<id>)")
     .option("--json", "print machine-readable JSON instead of tables")
     .option("--debug", "show stack traces and internal detail on errors")
     .action(async (id, o) => {
-      const out = await rebuildReport(id, { dbPath: o.db, outDir: o.out ?? `./inferscope-report-${id}` });
+      const outDir = o.out ?? `./inferscope-report-${id}`;
+      if (id.startsWith("tune-")) {
+        const [{ rebuildTuneReport }, { renderTune }] = await Promise.all([
+          import("../../tune/report.ts"),
+          import("../../tune/render.ts"),
+        ]);
+        const t = await rebuildTuneReport(id, { dbPath: o.db, outDir });
+        emit(
+          o.json ? { runId: id, report: { dir: t.report.dir, html: t.report.html }, result: t.result } : t,
+          o,
+          () => `${renderTune(t.result)}
+report: ${t.report.html}`,
+        );
+        return;
+      }
+      const out = await rebuildReport(id, { dbPath: o.db, outDir });
       emit(
         o.json ? { runId: id, report: { dir: out.report.dir, html: out.report.html }, result: out.result } : out,
         o,

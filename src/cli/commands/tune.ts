@@ -93,6 +93,7 @@ export function register(program: Command): void {
       .option("--stall-timeout <duration>", "fail a stream with no data for this long (default 60s)")
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
+      .option("--out <dir>", "also write the report (index.html, report.md, results.json) here")
       .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
       .option("--resume <run-id>", "continue an interrupted tune run; finished blocks are kept"),
   ).action(async (...args: any[]) => {
@@ -145,9 +146,10 @@ export function register(program: Command): void {
       logDir: o.logDir,
       db: o.db,
       resume: o.resume,
+      outDir: o.out,
       signal: interruptSignal(),
       onProgress: progress ? (e) => process.stderr.write(`[tune] ${safeLine(e.message.split("\n")[0]!)}\n`) : undefined,
     });
-    emit(result, o, renderTune);
+    emit(result, o, (r) => (r.report ? `${renderTune(r)}\nreport: ${r.report.html}` : renderTune(r)));
   });
 }
