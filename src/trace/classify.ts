@@ -1,6 +1,6 @@
 // Kernel-name classification: one ordered rule table (data), first match wins. Pure.
-import { z } from "zod";
 import { InputError } from "../errors.ts";
+import { zod } from "../lazy.ts";
 
 export const KERNEL_CLASSES = [
   "communication",
@@ -266,26 +266,32 @@ export const OP_RULES: readonly OpRule[] = [
   },
 ];
 
-const ruleFileSchema = z.object({
-  rules: z.array(
-    z
-      .object({
-        id: z.string().min(1),
-        class: z.enum(KERNEL_CLASSES),
-        match: z.string().min(1),
-        ignoreCase: z.boolean().optional(),
-        unless: z.string().optional(),
-        kinds: z.array(z.enum(["kernel", "memcpy", "memset"])).optional(),
-        weak: z.boolean().optional(),
-        note: z.string().optional(),
-      })
-      .strict(),
-  ),
-});
+// Built on first use: zod is loaded only when a --rules file is given.
+let schema: ReturnType<typeof buildSchema> | undefined;
+function buildSchema() {
+  const { z } = zod();
+  return z.object({
+    rules: z.array(
+      z
+        .object({
+          id: z.string().min(1),
+          class: z.enum(KERNEL_CLASSES),
+          match: z.string().min(1),
+          ignoreCase: z.boolean().optional(),
+          unless: z.string().optional(),
+          kinds: z.array(z.enum(["kernel", "memcpy", "memset"])).optional(),
+          weak: z.boolean().optional(),
+          note: z.string().optional(),
+        })
+        .strict(),
+    ),
+  });
+}
 
 /** Validates a rules document (parsed JSON/YAML); `where` names the file for messages. */
 export function parseRuleFile(doc: unknown, where = "rules"): RuleFile {
-  const r = ruleFileSchema.safeParse(doc);
+  schema ??= buildSchema();
+  const r = schema.safeParse(doc);
   if (!r.success) {
     const issue = r.error.issues[0]!;
     throw new InputError(`${where}: ${issue.path.join(".") || "(root)"}: ${issue.message}`, {
