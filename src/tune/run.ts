@@ -150,7 +150,7 @@ export interface TuneCandidate {
   /** The refitted surrogate's 95 % interval (model + every measurement). */
   posterior: Interval3;
   measured: (Interval3 & { blocks: number; requests: number }) | null;
-  /** Measured gain over the baseline (positive = better), in the objective's unit and relative. */
+  /** Measured gain over the baseline (positive = better): in the objective's unit, and as a share of the baseline's value. */
   gain: { absolute: Interval3; relative: Interval3 } | null;
   probabilityBest: number;
   dropped: { afterBlock: number; reason: string } | null;
@@ -848,7 +848,8 @@ export function summarize(
     if (!m0 || !mb || c === 0) return null;
     const d = m0.ym - mb.ym;
     const s = Math.sqrt(m0.v + mb.v);
-    const rel = (x: number) => Math.exp(x) - 1;
+    // Relative to the baseline's own value: the share of its time saved, or the throughput added.
+    const rel = (x: number) => (lower ? 1 - Math.exp(-x) : Math.exp(x) - 1);
     const v0 = toUnit(m0.ym);
     const absOf = (x: number) => (lower ? v0 - v0 / Math.exp(x) : v0 * (Math.exp(x) - 1));
     return {
