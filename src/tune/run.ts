@@ -136,13 +136,7 @@ export interface Interval3 {
   high: number;
 }
 
-export interface TuneCandidate {
-  id: string;
-  name: string;
-  settings: Record<string, string>;
-  env: Record<string, string>;
-  unset: string[];
-  args: string[];
+export interface TuneCandidate extends Pick<Candidate, "id" | "name" | "settings" | "env" | "unset" | "args"> {
   command: string;
   status: "best" | "alive" | "dropped" | "skipped";
   skipped: string | null;
@@ -233,7 +227,7 @@ export function registryKnobs(
     else if (/^--?[\w-]+$/.test(change)) out.push(parseKnob(change));
     else {
       const f = /^(--?[\w-]+)\s+(\S+)$/.exec(change);
-      if (f) out.push({ ...parseKnob(`${f[1]}=,${f[2]}`) });
+      if (f) out.push(parseKnob(`${f[1]}=,${f[2]}`));
     }
   }
   return out;
@@ -406,7 +400,6 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
   const blocksOf = (c: number) => obs.filter((o) => o.candidate === c).length;
   let post = posterior(sCands, levels, model.priors, obs);
   const name = (c: number) => `${cands[c]!.id} (${cands[c]!.name})`;
-  const unit = OBJECTIVES[cfg.objective].unit;
 
   const newRound = (r: number): number[] => {
     const a = [...alive];
@@ -473,7 +466,6 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
           unseparated: rest.map((c) => cands[c]!.id),
         };
     }
-    void unit;
   };
 
   for (const b of done) {
