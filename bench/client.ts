@@ -14,19 +14,19 @@
 // before any client code runs, so the distance from it is what the client itself adds.
 // At --speed zero on a 2-core host the sim and the client share the CPU and the loop is saturated by
 // design, so that column measures queueing in a saturated loop, not the per-token cost.
-// The servers (sim, probe) run under SCHED_IDLE where util-linux chrt exists, standing in for a server
-// on its own machine; the pacer alone (same schedules, no requests) gives the schedule lag's floor.
-import { spawn, spawnSync } from "node:child_process";
+// The sims run under SCHED_IDLE where util-linux chrt exists, standing in for a server on its own
+// machine; the probe keeps normal priority (a preempted probe delays its own writes). Probe events
+// count by the time they were written, so a wait that began before the run's clock (connecting) is
+// not the run's. The pacer alone (same schedules, no requests) gives the schedule lag's floor.
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import net from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { Client } from "undici";
+import { median, pct, probeDelays, rawFloor, startProbe } from "../src/load/delay.ts";
 import { pace } from "../src/load/pacer.ts";
 import { runBench } from "../src/load/runner.ts";
 import { arrivalTimesMs } from "../src/load/schedule.ts";
-import { idleCommand, spawnSimProcess } from "../src/load/selftest.ts";
-import { SseParser } from "../src/load/sse.ts";
+import { spawnSimProcess } from "../src/load/selftest.ts";
 
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 // A 3-second open-loop run's p99 rests on its 30 latest sends: more runs (seconds each) steady the median.
@@ -37,75 +37,6 @@ const gc = runInNewContext("gc") as () => void;
 const OUT_LEN = 256;
 const LEVELS = [1, 100, 1000];
 const REAL_PROFILE = "llama3-8b-1xh100";
-const median = (a: number[]) => {
-  const s = [...a].sort((x, y) => x - y);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2;
-};
-const pct = (a: number[], p: number) => {
-  const s = [...a].sort((x, y) => x - y);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0;
-};
-
-// A probe stream from a separate process stamps each SSE event with its CLOCK_MONOTONIC time
-// (process.hrtime is system-wide on Linux); the delay until our stamp is loopback + our loop's wait.
-const PROBE = `
-const http = require("node:http");
-const srv = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "text/event-stream" });
-  const t = setInterval(() => res.write("data: " + process.hrtime.bigint() + "\\n\\n"), 2);
-  req.on("close", () => clearInterval(t));
-});
-srv.listen(0, "127.0.0.1", () => console.log(srv.address().port));
-`;
-
-async function startProbe(idle: boolean): Promise<{ port: number; stop: () => void }> {
-  const { cmd, args } = idleCommand([process.execPath, "-e", PROBE], idle);
-  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise<number>((r) => child.stdout!.once("data", (d) => r(Number(String(d).trim()))));
-  return { port, stop: () => child.kill("SIGTERM") };
-}
-
-/**
- * Reads the probe for as long as `until` is pending; returns per-event delays (ms). With `window`, only
- * events received inside it count (the run itself, not the summary computed after it).
- */
-async function probeDelays(
-  port: number,
-  until: Promise<unknown>,
-  window?: () => [number, number] | null,
-): Promise<number[]> {
-  const client = new Client(`http://127.0.0.1:${port}`);
-  const delays: number[] = [];
-  const at: number[] = [];
-  const parser = new SseParser();
-  let done = false;
-  until.finally(() => {
-    done = true;
-  });
-  const ac = new AbortController();
-  const p = client
-    .request({ path: "/", method: "GET", signal: ac.signal })
-    .then(async (res) => {
-      for await (const chunk of res.body) {
-        const now = process.hrtime.bigint();
-        const t = performance.now();
-        parser.feed(chunk as Buffer, (m) => {
-          delays.push(Number(now - BigInt(m.data)) / 1e6);
-          at.push(t);
-        });
-        if (done) break;
-      }
-    })
-    .catch(() => {});
-  await until;
-  ac.abort();
-  await p;
-  await client.close().catch(() => {});
-  const w = window?.();
-  return w ? delays.filter((_, i) => at[i]! >= w[0] && at[i]! <= w[1]) : delays;
-}
-
 // vLLM bench serve as it stands (vllm/benchmarks/serve.py + lib/endpoint_request_func.py), restated:
 // one task per request behind a semaphore, a keep-alive connector, and per response an incremental
 // UTF-8 decoder, a "\n\n" split, a trial json.loads of any "data: " remainder (a message a read ended
@@ -195,62 +126,6 @@ async def main():
 asyncio.run(main())
 `;
 
-/**
- * The platform's floor for the same traffic: n raw sockets, each sending one streaming request, read
- * into one shared buffer by a callback that only counts (no HTTP, SSE or JSON). What it costs per read
- * is what Node, libuv and the kernel take before any client code runs.
- */
-async function rawFloor(
-  url: string,
-  model: string,
-  n: number,
-  outLen: number,
-): Promise<{ reads: number; cpuMs: number }> {
-  const u = new URL(url);
-  const body = JSON.stringify({
-    model,
-    prompt: "hello world ".repeat(8),
-    max_tokens: outLen,
-    ignore_eos: true,
-    stream: true,
-  });
-  const req = `POST /v1/completions HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-  const shared = Buffer.alloc(65536);
-  let reads = 0;
-  let done = 0;
-  const socks: net.Socket[] = [];
-  const r0 = process.resourceUsage();
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("raw floor run did not finish in 120 s")), 120_000);
-    for (let i = 0; i < n; i++) {
-      const s = net.connect({
-        host: u.hostname,
-        port: Number(u.port),
-        noDelay: true,
-        onread: {
-          buffer: shared,
-          callback: (len: number, b: Uint8Array) => {
-            reads++;
-            // The chunked body's last chunk "0\r\n\r\n" ends a read: this stream is done.
-            if (len >= 5 && b[len - 5] === 48 && b[len - 4] === 13 && b[len - 3] === 10 && b[len - 1] === 10)
-              if (++done === n) {
-                clearTimeout(timer);
-                resolve();
-              }
-            return true;
-          },
-        },
-      });
-      s.on("connect", () => s.write(req));
-      s.on("error", (e) => reject(e));
-      socks.push(s);
-    }
-  });
-  const r1 = process.resourceUsage();
-  for (const s of socks) s.destroy();
-  return { reads, cpuMs: (r1.userCPUTime - r0.userCPUTime + r1.systemCPUTime - r0.systemCPUTime) / 1000 };
-}
-
 const python = "/usr/bin/python3";
 const hasAiohttp = existsSync(python) && spawnSync(python, ["-c", "import aiohttp"]).status === 0;
 
@@ -260,9 +135,10 @@ function timedRun(o: Parameters<typeof runBench>[0]) {
   let first = -1;
   let last = -1;
   const run = runBench(o, {
-    onProgress: () => {
+    onProgress: (p) => {
       const t = performance.now();
-      if (first < 0) first = t - 100;
+      // The run's own origin (its clock starts after the connections are open).
+      if (first < 0) first = t - p.elapsedMs;
       last = t;
     },
   });
@@ -277,9 +153,10 @@ async function main() {
   const sim = await spawnSimProcess(["--speed", "zero", "--max-num-seqs", "1024"], { idle: true });
   const real = await spawnSimProcess(["--profile", REAL_PROFILE, "--max-num-seqs", "1024"], { idle: true });
   const idle = sim.scheduling === "idle";
-  const probe = await startProbe(idle);
+  // The probe keeps normal priority (see delay.ts).
+  const probe = await startProbe();
   console.log(
-    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sim and probe under SCHED_IDLE" : ""}), ${REPS} reps, medians`,
+    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians`,
   );
   try {
     // Warm the JIT on every path (both HTTP clients, 1 to 1,000 streams) before measuring anything.
@@ -374,6 +251,7 @@ async function main() {
         noServerMetrics: true,
         transport,
       });
+    const clientP99 = new Map<string, number>();
     for (const [transport, workers] of [
       ["h1", 1],
       ["h1", 2],
@@ -411,6 +289,7 @@ async function main() {
       }
       // With worker threads the probe is read by the main thread, which only gathers records: its delay
       // is not the reading threads'. Their own event-loop delay (2 ms timer resolution) is printed for all.
+      clientP99.set(`${transport} ${workers}`, median(r99));
       const where = workers > 1 ? " on the main thread (the streams are read by the workers)" : "";
       console.log(
         `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay${where} p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target ≤ 1 ms); reading loops' event-loop delay p99 ${median(eld99).toFixed(2)} ms; ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s, ${median(perRead).toFixed(1)} µs CPU per read${failed ? `; ${failed} requests failed` : ""}`,
@@ -426,7 +305,14 @@ async function main() {
       for (let i = 0; i < REPS; i++) {
         gc();
         const run = rawFloor(real.url, realModel, 1000, OUT_LEN);
-        const delays = await probeDelays(probe.port, run);
+        let w: [number, number] | null = null;
+        const delays = await probeDelays(
+          probe.port,
+          run.then((r) => {
+            w = r.window;
+          }),
+          () => w,
+        );
         const { reads, cpuMs } = await run;
         fper.push((cpuMs * 1000) / reads);
         f50.push(Math.max(0, median(delays) - floor));
@@ -435,6 +321,11 @@ async function main() {
       console.log(
         `1000 streams at model speed, platform floor (raw sockets, a read callback that only counts): added delay p50 ${median(f50).toFixed(3)} ms, p99 ${median(f99).toFixed(3)} ms; ${median(fper).toFixed(1)} µs CPU per read (Node + libuv + kernel, before any client code)`,
       );
+      const h1p99 = clientP99.get("h1 1");
+      if (h1p99 !== undefined)
+        console.log(
+          `client p99 − floor p99 (h1, 1 thread): ${(h1p99 - median(f99)).toFixed(3)} ms (target ≤ 0.5 ms, on a host whose floor p99 is < 0.5 ms; this host's: ${median(f99).toFixed(3)} ms)`,
+        );
     }
     // The pacer's own floor: the open loop's pacer with the same schedules, dispatching nothing.
     {

@@ -1,6 +1,7 @@
 // Public API of the load generator (`inferscope bench`).
 export { blankRecord, classifyError, httpGet, StreamClient, serverMessage } from "./client.ts";
 export { formatConsole } from "./console.ts";
+export { type AddedDelay, measureAddedDelay, probeDelays, rawFloor, startProbe } from "./delay.ts";
 export { npMean, npMedian, npPercentile, npStd } from "./npstats.ts";
 export { ChunkScratch, JsonlWriter, parseRecordsJsonl, recordFromJson, recordToJson } from "./records.ts";
 export {

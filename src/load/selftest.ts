@@ -1,12 +1,15 @@
 // `inferscope bench --self-test`: the client's own ceiling. Spawns `inferscope sim --speed zero` (a
 // separate process, so its CPU is not ours), streams through it at 1, 100 and 1,000 concurrent streams
-// and reports output tokens ingested per client CPU-second and the event-loop delay reads waited.
+// and reports output tokens ingested per client CPU-second and the event-loop delay reads waited. Then,
+// against a model-speed sim, the delay a read waits at 1,000 streams beside the platform's floor
+// (delay.ts), so a user knows how much of a measured p99 ITL is the client's.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { CLI_ENTRY } from "../cli/entry.ts";
 import { InterruptedError, TargetError } from "../errors.ts";
+import { type AddedDelay, measureAddedDelay } from "./delay.ts";
 import { runBench } from "./runner.ts";
 
 export interface SimProcess {
@@ -145,6 +148,8 @@ export interface SelfTestResult {
   simScheduling: "idle" | "normal" | "external";
   outputLen: number;
   points: SelfTestPoint[];
+  /** Added delay at model speed, client and platform floor (absent when skipped or interrupted). */
+  delay?: AddedDelay & { profile: string };
   /** Interrupted: only the points before the interrupt. */
   partial?: boolean;
 }
@@ -158,6 +163,11 @@ export interface SelfTestOptions {
   url?: string;
   /** Stops the test: the sim is stopped and the points measured so far come back with `partial`. */
   signal?: AbortSignal;
+  /**
+   * The added-delay check against a model-speed sim (default 1,000 streams × 128 tokens, one rep,
+   * sim profile llama3-8b-1xh100); false skips it.
+   */
+  delay?: false | { streams?: number; outputLen?: number; reps?: number; profile?: string };
 }
 
 export async function runSelfTest(o: SelfTestOptions = {}): Promise<SelfTestResult> {
@@ -215,14 +225,37 @@ export async function runSelfTest(o: SelfTestOptions = {}): Promise<SelfTestResu
   } finally {
     await sim?.stop();
   }
+  let delay: SelfTestResult["delay"];
+  if (o.delay !== false && !partial && !o.signal?.aborted) {
+    const d = o.delay ?? {};
+    const profile = d.profile ?? DELAY_PROFILE;
+    const real = await spawnSimProcess(["--profile", profile, "--max-num-seqs", "1024"], { idle: true });
+    try {
+      const m = await measureAddedDelay({
+        url: real.url,
+        streams: d.streams ?? 1000,
+        outputLen: d.outputLen ?? 128,
+        reps: d.reps ?? 1,
+        signal: o.signal,
+      });
+      if (o.signal?.aborted || m.reps === 0) partial = true;
+      else delay = { ...m, profile };
+    } finally {
+      await real.stop();
+    }
+  }
   return {
     simUrl: url,
     simScheduling: sim?.scheduling ?? "external",
     outputLen,
     points,
+    ...(delay ? { delay } : {}),
     ...(partial ? { partial } : {}),
   };
 }
+
+/** A sim profile whose steps are paced like a real engine's: a token per stream every few ms. */
+const DELAY_PROFILE = "llama3-8b-1xh100";
 
 export function formatSelfTest(r: SelfTestResult): string {
   const sched = r.simScheduling === "idle" ? ", sim under SCHED_IDLE" : "";
@@ -233,6 +266,11 @@ export function formatSelfTest(r: SelfTestResult): string {
   for (const p of r.points)
     L.push(
       `${String(p.streams).padStart(7)}  ${String(p.requests).padStart(8)}  ${p.tokensPerCpuSecond.toFixed(0).padStart(12)}  ${p.tokensPerSecond.toFixed(0).padStart(8)}   ${`${p.loopDelayP50Ms.toFixed(2)} / ${p.loopDelayP99Ms.toFixed(2)}`.padStart(22)}  ${p.failed}`,
+    );
+  const d = r.delay;
+  if (d)
+    L.push(
+      `added delay of a read at ${d.streams} streams at model speed (sim ${d.profile}, p99): platform floor ${d.floorP99Ms.toFixed(2)} ms (raw sockets: Node + libuv + kernel), this client ${d.clientP99Ms.toFixed(2)} ms, client − floor ${d.excessP99Ms.toFixed(2)} ms`,
     );
   return L.join("\n");
 }

@@ -4,10 +4,15 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { formatSelfTest, runSelfTest, spawnSimProcess } from "../../src/load/selftest.ts";
 
-test("self-test: spawns the sim, streams at each level, reports tokens per CPU-second and loop delay", {
-  timeout: 60_000,
+test("self-test: spawns the sim, streams at each level, reports tokens per CPU-second, loop delay and the added delay beside the platform floor", {
+  timeout: 90_000,
 }, async () => {
-  const r = await runSelfTest({ streams: [1, 20], requestsPerStream: 3, outputLen: 32 });
+  const r = await runSelfTest({
+    streams: [1, 20],
+    requestsPerStream: 3,
+    outputLen: 32,
+    delay: { streams: 40, outputLen: 24 },
+  });
   assert.equal(r.points.length, 2);
   for (const p of r.points) {
     assert.equal(p.failed, 0);
@@ -17,10 +22,20 @@ test("self-test: spawns the sim, streams at each level, reports tokens per CPU-s
     assert.ok(Math.abs(p.tokensPerCpuSecond - p.outputTokens / p.cpuSeconds) < 1e-6 * p.tokensPerCpuSecond);
     assert.ok(p.loopDelayP99Ms >= p.loopDelayP50Ms && p.loopDelayP50Ms >= 0);
   }
+  const d = r.delay!;
+  assert.ok(d, "the added-delay check ran");
+  assert.equal(d.streams, 40);
+  assert.equal(d.reps, 1);
+  for (const k of ["floorP50Ms", "floorP99Ms", "clientP50Ms", "clientP99Ms", "idleMedianMs"] as const)
+    assert.ok(Number.isFinite(d[k]) && d[k] >= 0, `${k} = ${d[k]}`);
+  assert.ok(d.floorP99Ms >= d.floorP50Ms && d.clientP99Ms >= d.clientP50Ms);
+  assert.ok(d.floorCpuPerReadUs > 0 && d.clientCpuPerReadUs > 0);
+  assert.equal(d.excessP99Ms, d.clientP99Ms - d.floorP99Ms);
   const text = formatSelfTest(r);
   assert.ok(r.simScheduling === "idle" || r.simScheduling === "normal");
   assert.match(text, /streams\s+requests\s+tokens\/CPU-s/);
-  assert.equal(text.split("\n").length, 4);
+  assert.match(text, /platform floor \d+\.\d\d ms .*this client \d+\.\d\d ms, client − floor -?\d+\.\d\d ms/);
+  assert.equal(text.split("\n").length, 5);
 });
 
 test("spawnSimProcess({ idle }) runs every sim thread under SCHED_IDLE where chrt exists", {

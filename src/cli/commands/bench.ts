@@ -224,7 +224,7 @@ export function register(program: Command): void {
         emit(r, o, formatSelfTest);
         if (r.partial)
           throw new InterruptedError(
-            `${(signal.reason as Error)?.message ?? "interrupted"}: the self-test's sim is stopped; ${r.points.length} of 3 levels measured (printed above)`,
+            `${(signal.reason as Error)?.message ?? "interrupted"}: the self-test's sim is stopped; ${r.points.length} of 3 levels measured (printed above)${r.delay ? "" : "; the added-delay check did not run"}`,
           );
       } finally {
         dispose();
