@@ -6,7 +6,7 @@ import { performance } from "node:perf_hooks";
 import type { Dispatcher, Pool } from "undici";
 import { TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
-import { type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
+import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
 import { interpretChunk, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
@@ -223,6 +223,8 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   }
 
   private readonly ff: FastFacts = newFastFacts();
+  /** The stream's last chunk shape: most chunks are then read from their text alone. */
+  private readonly shape = new ChunkShape();
 
   /** Hot path: one SSE data payload as a byte range. */
   private readonly onRaw = (b: Buffer, s: number, e: number, bytes: number, event: string): void => {
@@ -233,7 +235,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       this.done = true;
       return;
     }
-    if (event !== "error" && fastInterpret(b, s, e, this.ff)) this.apply(this.ff, bytes);
+    if (event !== "error" && fastInterpret(b, s, e, this.ff, this.shape)) this.apply(this.ff, bytes);
     else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
   };
 

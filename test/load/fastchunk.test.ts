@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { fastInterpret, newFastFacts } from "../../src/load/fastchunk.ts";
+import { ChunkShape, fastInterpret, newFastFacts } from "../../src/load/fastchunk.ts";
 import { interpretChunk } from "../../src/load/sse.ts";
 
 function both(json: string) {
@@ -82,4 +82,97 @@ test("it refuses what it cannot vouch for, so JSON.parse decides", () => {
     const b = Buffer.from(bad);
     assert.equal(fastInterpret(b, 0, b.length, newFastFacts()), false, bad);
   }
+});
+
+const FACT_KEYS = [
+  "hasChoices",
+  "content",
+  "reasoning",
+  "tool",
+  "completionTokens",
+  "promptTokens",
+  "finishReason",
+] as const;
+
+/** One stream's chunks through one ChunkShape: every answer must be the full parser's. */
+function throughShape(chunks: string[]): ChunkShape {
+  const shape = new ChunkShape();
+  const fs = newFastFacts();
+  const fu = newFastFacts();
+  for (const c of chunks) {
+    // In a larger buffer, as the client reads them (the shape compares ranges, not whole buffers).
+    const b = Buffer.from(`data: ${c}\n\n`);
+    const ok = fastInterpret(b, 6, b.length - 2, fu);
+    const okShaped = fastInterpret(b, 6, b.length - 2, fs, shape);
+    assert.equal(okShaped, ok, `accepted ${c}`);
+    if (ok) for (const k of FACT_KEYS) assert.equal(fs[k], fu[k], `${k} in ${c}`);
+  }
+  return shape;
+}
+
+test("a stream's chunks read through its last chunk's shape give the full parser's facts", () => {
+  const word = fc.oneof(fc.string({ unit: "binary", maxLength: 6 }), fc.constantFrom("\u0000", '"', "\\", "é", "😀"));
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.record({
+          text: word,
+          shape: fc.constantFrom("completions", "chat", "reasoning", "two"),
+          finish: fc.option(fc.constantFrom("stop", "length"), { nil: null }),
+          tokens: fc.option(fc.nat({ max: 300 }), { nil: null }),
+          raw: fc.constantFrom("json", "control", "truncated", "unescaped-quote"),
+        }),
+        { minLength: 1, maxLength: 30 },
+      ),
+      (items) => {
+        const chunks = items.map(({ text, shape, finish, tokens, raw }) => {
+          const usage =
+            tokens === null ? null : { prompt_tokens: 5, completion_tokens: tokens, total_tokens: 5 + tokens };
+          const o =
+            shape === "completions"
+              ? { id: "cmpl-1", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }], usage }
+              : shape === "chat"
+                ? { id: "c", choices: [{ index: 0, delta: { content: text }, finish_reason: finish }], usage }
+                : shape === "reasoning"
+                  ? { id: "c", choices: [{ index: 0, delta: { reasoning_content: text }, finish_reason: finish }] }
+                  : { id: "c", choices: [{ index: 0, delta: { reasoning_content: text, content: text } }] };
+          const j = JSON.stringify(o);
+          // Broken variants of the same shape: a raw control character or a bare quote inside the
+          // string, or the chunk cut short. The shaped read must refuse exactly what the full one does.
+          if (raw === "control") return j.replace(JSON.stringify(text), '"a\u0001b"');
+          if (raw === "truncated") return j.slice(0, Math.max(2, j.length - 3));
+          if (raw === "unescaped-quote") return j.replace(JSON.stringify(text), '"a"b"');
+          return j;
+        });
+        throughShape(chunks);
+      },
+    ),
+    { numRuns: 400 },
+  );
+});
+
+test("vLLM's token chunks hit the shape; the finish and usage chunks fall back to the full read", () => {
+  const tok = (t: string) =>
+    JSON.stringify({
+      id: "cmpl-9",
+      object: "text_completion",
+      created: 1733,
+      model: "m",
+      choices: [{ index: 0, text: t, logprobs: null, finish_reason: null, stop_reason: null }],
+      usage: null,
+    });
+  const chunks = [" The", " quick", " brown", " fox\n", ' "jumps"', " é😀"].map(tok);
+  chunks.push(
+    JSON.stringify({
+      id: "cmpl-9",
+      object: "text_completion",
+      created: 1733,
+      model: "m",
+      choices: [{ index: 0, text: "", logprobs: null, finish_reason: "length", stop_reason: null }],
+      usage: null,
+    }),
+  );
+  const shape = throughShape(chunks);
+  assert.equal(shape.hits, 5, "every token chunk after the first");
+  assert.equal(shape.misses, 2, "the first chunk and the finish chunk");
 });
