@@ -80,6 +80,35 @@ function keyId(b: Buffer, s: number, e: number): number {
   }
 }
 
+/** UTF-16 units of the string scanned last by scanString. */
+let scannedUnits = 0;
+
+/**
+ * Scans a JSON string's body from `j` (just past its opening quote): returns its closing quote's index,
+ * or -1 for what the fast path does not vouch for (a raw control character, no end before `end`), and
+ * leaves its UTF-16 length (escapes and multi-byte UTF-8 included) in scannedUnits.
+ */
+function scanString(b: Buffer, j: number, end: number): number {
+  let units = 0;
+  for (;;) {
+    if (j >= end) return -1;
+    const d = b[j]!;
+    if (d === QUOTE) break;
+    if (d < 0x20) return -1;
+    if (d === BSLASH) {
+      j += b[j + 1] === 0x75 ? 6 : 2; // \uXXXX is one unit, like any other escape
+      units++;
+      continue;
+    }
+    if (d < 0x80) units++;
+    else if (d >= 0xf0) units += 2;
+    else if (d >= 0xc0) units++;
+    j++;
+  }
+  scannedUnits = units;
+  return j;
+}
+
 /**
  * One stream's last chunk shape: the bytes before its one counted string's value and from its closing
  * quote on, and the facts they gave. A stream's chunks differ, as a rule, only in that string (the text
@@ -112,22 +141,9 @@ export class ChunkShape {
     if (b.compare(buf, 0, p, start, start + p) !== 0) return false;
     // The string's value, scanned by the same rules as in fastInterpret.
     let j = start + p;
-    let units = 0;
-    for (;;) {
-      if (j >= end) return false;
-      const d = b[j]!;
-      if (d === QUOTE) break;
-      if (d < 0x20) return false;
-      if (d === BSLASH) {
-        j += b[j + 1] === 0x75 ? 6 : 2;
-        units++;
-        continue;
-      }
-      if (d < 0x80) units++;
-      else if (d >= 0xf0) units += 2;
-      else if (d >= 0xc0) units++;
-      j++;
-    }
+    j = scanString(b, j, end);
+    if (j < 0) return false;
+    const units = scannedUnits;
     if (end - j !== this.suffixLen || b.compare(buf, p, p + this.suffixLen, j, end) !== 0) return false;
     f.hasChoices = this.hasChoices;
     f.content = this.reasoning ? 0 : units;
@@ -197,8 +213,6 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
     const c = b[i]!;
     if (c === QUOTE) {
       const s = i + 1;
-      let j = s;
-      let units = 0;
       // A value nobody counts (ids, model names): find its end natively. An escape right before the
       // quote found may mean an escaped quote, so that case takes the byte loop below.
       if (valueNext && pendingKey === K_NONE) {
@@ -210,25 +224,10 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
         }
       }
       valueNext = false;
-      // A key or a counted string: count its UTF-16 length while scanning (escapes and multi-byte UTF-8 included).
-      for (;;) {
-        if (j >= end) return false;
-        const d = b[j]!;
-        if (d === QUOTE) break;
-        if (d < 0x20) return false;
-        if (d === BSLASH) {
-          const e = b[j + 1];
-          if (e === 0x75)
-            j += 6; // \uXXXX: one UTF-16 unit
-          else j += 2;
-          units++;
-          continue;
-        }
-        if (d < 0x80) units++;
-        else if (d >= 0xf0) units += 2;
-        else if (d >= 0xc0) units++;
-        j++;
-      }
+      // A key or a counted string: count its UTF-16 length while scanning.
+      const j = scanString(b, s, end);
+      if (j < 0) return false;
+      const units = scannedUnits;
       // j is the closing quote.
       let k = j + 1;
       while (k < end && b[k]! <= 0x20) k++;

@@ -4,6 +4,16 @@ import fc from "fast-check";
 import { ChunkShape, fastInterpret, newFastFacts } from "../../src/load/fastchunk.ts";
 import { interpretChunk } from "../../src/load/sse.ts";
 
+const FACT_KEYS = [
+  "hasChoices",
+  "content",
+  "reasoning",
+  "tool",
+  "completionTokens",
+  "promptTokens",
+  "finishReason",
+] as const;
+
 function both(json: string) {
   const b = Buffer.from(`xx${json}yy`);
   const f = newFastFacts();
@@ -14,16 +24,7 @@ function both(json: string) {
 const same = (json: string) => {
   const { ok, fast, slow } = both(json);
   assert.ok(ok, `fast path refused ${json}`);
-  for (const k of [
-    "hasChoices",
-    "content",
-    "reasoning",
-    "tool",
-    "completionTokens",
-    "promptTokens",
-    "finishReason",
-  ] as const)
-    assert.equal(fast[k], slow[k], `${k} in ${json}`);
+  for (const k of FACT_KEYS) assert.equal(fast[k], slow[k], `${k} in ${json}`);
 };
 
 test("the byte reader agrees with JSON.parse on vLLM chunk shapes, any text", () => {
@@ -83,16 +84,6 @@ test("it refuses what it cannot vouch for, so JSON.parse decides", () => {
     assert.equal(fastInterpret(b, 0, b.length, newFastFacts()), false, bad);
   }
 });
-
-const FACT_KEYS = [
-  "hasChoices",
-  "content",
-  "reasoning",
-  "tool",
-  "completionTokens",
-  "promptTokens",
-  "finishReason",
-] as const;
 
 /** One stream's chunks through one ChunkShape: every answer must be the full parser's. */
 function throughShape(chunks: string[]): ChunkShape {
