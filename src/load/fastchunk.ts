@@ -109,106 +109,24 @@ function scanString(b: Buffer, j: number, end: number): number {
   return j;
 }
 
-/**
- * One stream's last chunk shape: the bytes before its one counted string's value and from its closing
- * quote on, and the facts they gave. A stream's chunks differ, as a rule, only in that string (the text
- * of a token), so the next chunk with the same bytes around its string is read by two native compares
- * and a scan of the string alone. Same bytes before the string mean the same parser state at it; the
- * same bytes after it, scanned from that state, gave these facts and passed every check.
- */
-export class ChunkShape {
-  private buf: Buffer | null = null;
-  private prefixLen = -1;
-  private suffixLen = 0;
-  /** Where the string's units go: K_TEXT/K_CONTENT → content, K_REASONING → reasoning. */
-  private reasoning = false;
-  private hasChoices = false;
-  private completionTokens = -1;
-  private promptTokens = -1;
-  private finishReason: string | null = null;
-  /** Cached reads and fallbacks (for tests and the bench). */
-  hits = 0;
-  misses = 0;
-
-  /** Largest prefix + suffix kept (bytes). */
-  static readonly CAP = 1024;
-
-  /** Reads b[start, end) if its bytes around the string match; false: parse it in full. */
-  tryRead(b: Buffer, start: number, end: number, f: FastFacts): boolean {
-    const p = this.prefixLen;
-    if (p < 0 || end - start < p + this.suffixLen) return false;
-    const buf = this.buf!;
-    if (b.compare(buf, 0, p, start, start + p) !== 0) return false;
-    // The string's value, scanned by the same rules as in fastInterpret.
-    let j = start + p;
-    j = scanString(b, j, end);
-    if (j < 0) return false;
-    const units = scannedUnits;
-    if (end - j !== this.suffixLen || b.compare(buf, p, p + this.suffixLen, j, end) !== 0) return false;
-    f.hasChoices = this.hasChoices;
-    f.content = this.reasoning ? 0 : units;
-    f.reasoning = this.reasoning ? units : 0;
-    f.tool = 0;
-    f.completionTokens = this.completionTokens;
-    f.promptTokens = this.promptTokens;
-    f.finishReason = this.finishReason;
-    this.hits++;
-    return true;
-  }
-
-  /** Keeps the shape of a chunk fastInterpret just read in full: [start, vs) and [ve, end). */
-  keep(b: Buffer, start: number, end: number, vs: number, ve: number, reasoning: boolean, f: FastFacts): void {
-    this.misses++;
-    const p = vs - start;
-    const sl = end - ve;
-    if (p + sl > ChunkShape.CAP) {
-      this.prefixLen = -1;
-      return;
-    }
-    this.buf ??= Buffer.allocUnsafe(ChunkShape.CAP);
-    b.copy(this.buf, 0, start, vs);
-    b.copy(this.buf, p, ve, end);
-    this.prefixLen = p;
-    this.suffixLen = sl;
-    this.reasoning = reasoning;
-    this.hasChoices = f.hasChoices;
-    this.completionTokens = f.completionTokens;
-    this.promptTokens = f.promptTokens;
-    this.finishReason = f.finishReason;
-  }
-
-  /** Forgets the shape (a new stream). */
-  reset(): void {
-    this.prefixLen = -1;
-  }
-}
+// The first counted string's value seen by scanFrom, and the parser's depth and facts just before it.
+let counted = 0;
+let capVs = 0;
+let capVe = 0;
+let capReasoning = false;
+let capDepth = 0;
+let capHasChoices = false;
+let capCompletion = -1;
+let capPrompt = -1;
+let capFinish: string | null = null;
 
 /**
- * Reads the chunk in b[start, end) into `f`. Returns false when the fast path cannot vouch for the
- * result (the caller then parses with JSON.parse, which also names malformed input). With `shape`,
- * a chunk shaped like the stream's last one is read from its string alone (ChunkShape).
+ * Reads the chunk's structure from `i` (between values, `depth` brackets deep) to `end`, adding facts
+ * to `f`: the depth at the end, or -1 for anything the fast path does not vouch for.
  */
-export function fastInterpret(b: Buffer, start: number, end: number, f: FastFacts, shape?: ChunkShape): boolean {
-  while (start < end && b[start]! <= 0x20) start++;
-  while (end > start && b[end - 1]! <= 0x20) end--;
-  if (end - start < 2 || b[start] !== LBRACE || b[end - 1] !== RBRACE) return false;
-  if (shape?.tryRead(b, start, end, f)) return true;
-  f.hasChoices = false;
-  f.content = 0;
-  f.reasoning = 0;
-  f.tool = 0;
-  f.completionTokens = -1;
-  f.promptTokens = -1;
-  f.finishReason = null;
-  // The counted strings' values seen: with exactly one, the chunk's shape is kept.
-  let counted = 0;
-  let vs = 0;
-  let ve = 0;
-  let vReasoning = false;
-  let depth = 0;
+function scanFrom(b: Buffer, i: number, end: number, depth: number, f: FastFacts): number {
   let pendingKey = K_NONE; // key whose value comes next
   let valueNext = false; // just past a key's colon
-  let i = start;
   while (i < end) {
     const c = b[i]!;
     if (c === QUOTE) {
@@ -217,7 +135,7 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       // quote found may mean an escaped quote, so that case takes the byte loop below.
       if (valueNext && pendingKey === K_NONE) {
         const q = b.indexOf(QUOTE, s);
-        if (q < 0 || q >= end) return false;
+        if (q < 0 || q >= end) return -1;
         if (b[q - 1] !== BSLASH) {
           i = q + 1;
           continue;
@@ -226,19 +144,19 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       valueNext = false;
       // A key or a counted string: count its UTF-16 length while scanning.
       const j = scanString(b, s, end);
-      if (j < 0) return false;
+      if (j < 0) return -1;
       const units = scannedUnits;
       // j is the closing quote.
       let k = j + 1;
       while (k < end && b[k]! <= 0x20) k++;
       if (b[k] === COLON) {
         const id = keyId(b, s, j);
-        if (id === K_BAIL) return false;
+        if (id === K_BAIL) return -1;
         if (id === -1) {
           // logprobs: fine only when null.
           let v = k + 1;
           while (v < end && b[v]! <= 0x20) v++;
-          if (b[v] !== 0x6e) return false;
+          if (b[v] !== 0x6e) return -1;
           pendingKey = K_NONE;
         } else pendingKey = id;
         valueNext = true;
@@ -247,12 +165,18 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       }
       // A value string.
       if (pendingKey === K_TEXT || pendingKey === K_CONTENT || pendingKey === K_REASONING) {
+        if (++counted === 1) {
+          capVs = s;
+          capVe = j;
+          capReasoning = pendingKey === K_REASONING;
+          capDepth = depth;
+          capHasChoices = f.hasChoices;
+          capCompletion = f.completionTokens;
+          capPrompt = f.promptTokens;
+          capFinish = f.finishReason;
+        }
         if (pendingKey === K_REASONING) f.reasoning += units;
         else f.content += units;
-        counted++;
-        vs = s;
-        ve = j;
-        vReasoning = pendingKey === K_REASONING;
       } else if (pendingKey === K_FINISH) f.finishReason = b.toString("utf8", s, j);
       pendingKey = K_NONE;
       i = j + 1;
@@ -269,7 +193,7 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
       depth++;
     } else if (c === RBRACE || c === RBRACK) {
       depth--;
-      if (depth < 0) return false;
+      if (depth < 0) return -1;
     } else if (c >= 0x30 && c <= 0x39 && (pendingKey === K_COMPLETION || pendingKey === K_PROMPT)) {
       let n = 0;
       while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39) n = n * 10 + (b[i++]! - 0x30);
@@ -283,9 +207,129 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
     }
     i++;
   }
-  if (depth !== 0) return false;
+  return depth;
+}
+
+/**
+ * One stream's last chunk shape. A stream's chunks differ, as a rule, only in the text of their one
+ * counted string (a token's text) and, with continuous usage stats, in the counts after it. The shape
+ * keeps the bytes before that string's value, the parser's depth and facts there, and the bytes from
+ * its closing quote on with the facts of the whole chunk. A chunk with the same bytes before its
+ * string is in the same parser state at it (one native compare): its string is scanned, then either
+ * its remaining bytes equal the kept ones (a second compare: the kept facts hold) or they alone are
+ * scanned from that state. Either way the answer is the full read's.
+ */
+export class ChunkShape {
+  private buf: Buffer | null = null;
+  private prefixLen = -1;
+  private suffixLen = 0;
+  private depth = 0;
+  /** Where the string's units go: content (text, content) or reasoning. */
+  private reasoning = false;
+  // The facts before the string…
+  private preHasChoices = false;
+  private preCompletion = -1;
+  private prePrompt = -1;
+  private preFinish: string | null = null;
+  // …and of the whole chunk (its string's units aside).
+  private hasChoices = false;
+  private completionTokens = -1;
+  private promptTokens = -1;
+  private finishReason: string | null = null;
+  /** Reads with the same bytes after the string, with other bytes after it, and full reads. */
+  hits = 0;
+  suffixScans = 0;
+  misses = 0;
+
+  /** Largest prefix + suffix kept (bytes). */
+  static readonly CAP = 1024;
+
+  /** Reads b[start, end) if its bytes before the string match; false: read it in full. */
+  tryRead(b: Buffer, start: number, end: number, f: FastFacts): boolean {
+    const p = this.prefixLen;
+    if (p < 0 || end - start <= p) return false;
+    const buf = this.buf!;
+    if (b.compare(buf, 0, p, start, start + p) !== 0) return false;
+    const j = scanString(b, start + p, end);
+    if (j < 0) return false;
+    const units = scannedUnits;
+    f.tool = 0;
+    if (end - j === this.suffixLen && b.compare(buf, p, p + this.suffixLen, j, end) === 0) {
+      f.hasChoices = this.hasChoices;
+      f.content = this.reasoning ? 0 : units;
+      f.reasoning = this.reasoning ? units : 0;
+      f.completionTokens = this.completionTokens;
+      f.promptTokens = this.promptTokens;
+      f.finishReason = this.finishReason;
+      this.hits++;
+      return true;
+    }
+    f.hasChoices = this.preHasChoices;
+    f.content = this.reasoning ? 0 : units;
+    f.reasoning = this.reasoning ? units : 0;
+    f.completionTokens = this.preCompletion;
+    f.promptTokens = this.prePrompt;
+    f.finishReason = this.preFinish;
+    counted = 1;
+    if (scanFrom(b, j + 1, end, this.depth, f) !== 0) return false;
+    this.suffixScans++;
+    return true;
+  }
+
+  /** Keeps the shape of a chunk just read in full whose one counted string was [capVs, capVe). */
+  keep(b: Buffer, start: number, end: number, f: FastFacts): void {
+    this.misses++;
+    const p = capVs - start;
+    const sl = end - capVe;
+    if (p + sl > ChunkShape.CAP) {
+      this.prefixLen = -1;
+      return;
+    }
+    this.buf ??= Buffer.allocUnsafe(ChunkShape.CAP);
+    b.copy(this.buf, 0, start, capVs);
+    b.copy(this.buf, p, capVe, end);
+    this.prefixLen = p;
+    this.suffixLen = sl;
+    this.depth = capDepth;
+    this.reasoning = capReasoning;
+    this.preHasChoices = capHasChoices;
+    this.preCompletion = capCompletion;
+    this.prePrompt = capPrompt;
+    this.preFinish = capFinish;
+    this.hasChoices = f.hasChoices;
+    this.completionTokens = f.completionTokens;
+    this.promptTokens = f.promptTokens;
+    this.finishReason = f.finishReason;
+  }
+
+  /** Forgets the shape. */
+  reset(): void {
+    this.prefixLen = -1;
+  }
+}
+
+/**
+ * Reads the chunk in b[start, end) into `f`. Returns false when the fast path cannot vouch for the
+ * result (the caller then parses with JSON.parse, which also names malformed input). With `shape`,
+ * a chunk shaped like the stream's last one is read from its string on (ChunkShape).
+ */
+export function fastInterpret(b: Buffer, start: number, end: number, f: FastFacts, shape?: ChunkShape): boolean {
+  while (start < end && b[start]! <= 0x20) start++;
+  while (end > start && b[end - 1]! <= 0x20) end--;
+  if (end - start < 2 || b[start] !== LBRACE || b[end - 1] !== RBRACE) return false;
+  if (shape?.tryRead(b, start, end, f)) return true;
+  f.hasChoices = false;
+  f.content = 0;
+  f.reasoning = 0;
+  f.tool = 0;
+  f.completionTokens = -1;
+  f.promptTokens = -1;
+  f.finishReason = null;
+  counted = 0;
+  if (scanFrom(b, start, end, 0, f) !== 0) return false;
   if (shape) {
-    if (counted === 1) shape.keep(b, start, end, vs, ve, vReasoning, f);
+    // With exactly one counted string, the chunk's shape is kept.
+    if (counted === 1) shape.keep(b, start, end, f);
     else shape.reset();
   }
   return true;

@@ -142,7 +142,7 @@ test("a stream's chunks read through its last chunk's shape give the full parser
   );
 });
 
-test("vLLM's token chunks hit the shape; the finish and usage chunks fall back to the full read", () => {
+test("vLLM's token chunks hit the shape; the finish chunk scans only its bytes after the text", () => {
   const tok = (t: string) =>
     JSON.stringify({
       id: "cmpl-9",
@@ -164,6 +164,27 @@ test("vLLM's token chunks hit the shape; the finish and usage chunks fall back t
     }),
   );
   const shape = throughShape(chunks);
-  assert.equal(shape.hits, 5, "every token chunk after the first");
-  assert.equal(shape.misses, 2, "the first chunk and the finish chunk");
+  assert.equal(shape.misses, 1, "only the first chunk is read in full");
+  assert.equal(shape.hits, 5, "every token chunk after it: two compares and its text");
+  assert.equal(shape.suffixScans, 1, "the finish chunk: its bytes after the text scanned alone");
+});
+
+test("with continuous usage stats (counts after the text change every chunk), only the bytes after the text are scanned", () => {
+  const chunks: string[] = [];
+  for (let n = 1; n <= 20; n++)
+    chunks.push(
+      JSON.stringify({
+        id: "chatcmpl-3",
+        object: "chat.completion.chunk",
+        created: 1733,
+        model: "m",
+        choices: [
+          { index: 0, delta: { content: ` w${n}` }, logprobs: null, finish_reason: n === 20 ? "length" : null },
+        ],
+        usage: { prompt_tokens: 17, total_tokens: 17 + n, completion_tokens: n },
+      }),
+    );
+  const shape = throughShape(chunks);
+  assert.equal(shape.misses, 1);
+  assert.equal(shape.suffixScans, 19);
 });
