@@ -226,16 +226,9 @@ export class ChunkShape {
   private depth = 0;
   /** Where the string's units go: content (text, content) or reasoning. */
   private reasoning = false;
-  // The facts before the string…
-  private preHasChoices = false;
-  private preCompletion = -1;
-  private prePrompt = -1;
-  private preFinish: string | null = null;
-  // …and of the whole chunk (its string's units aside).
-  private hasChoices = false;
-  private completionTokens = -1;
-  private promptTokens = -1;
-  private finishReason: string | null = null;
+  /** The facts before the string, and of the whole chunk (the string's units aside). */
+  private readonly before = newFastFacts();
+  private readonly whole = newFastFacts();
   /** Reads with the same bytes after the string, with other bytes after it, and full reads. */
   hits = 0;
   suffixScans = 0;
@@ -253,23 +246,21 @@ export class ChunkShape {
     const j = scanString(b, start + p, end);
     if (j < 0) return false;
     const units = scannedUnits;
+    const same = end - j === this.suffixLen && b.compare(buf, p, p + this.suffixLen, j, end) === 0;
+    // The same bytes after the string: the whole chunk's facts; else the facts before the string,
+    // and the bytes after it scanned from the state there.
+    const k = same ? this.whole : this.before;
+    f.hasChoices = k.hasChoices;
+    f.content = this.reasoning ? 0 : units;
+    f.reasoning = this.reasoning ? units : 0;
     f.tool = 0;
-    if (end - j === this.suffixLen && b.compare(buf, p, p + this.suffixLen, j, end) === 0) {
-      f.hasChoices = this.hasChoices;
-      f.content = this.reasoning ? 0 : units;
-      f.reasoning = this.reasoning ? units : 0;
-      f.completionTokens = this.completionTokens;
-      f.promptTokens = this.promptTokens;
-      f.finishReason = this.finishReason;
+    f.completionTokens = k.completionTokens;
+    f.promptTokens = k.promptTokens;
+    f.finishReason = k.finishReason;
+    if (same) {
       this.hits++;
       return true;
     }
-    f.hasChoices = this.preHasChoices;
-    f.content = this.reasoning ? 0 : units;
-    f.reasoning = this.reasoning ? units : 0;
-    f.completionTokens = this.preCompletion;
-    f.promptTokens = this.prePrompt;
-    f.finishReason = this.preFinish;
     counted = 1;
     if (scanFrom(b, j + 1, end, this.depth, f) !== 0) return false;
     this.suffixScans++;
@@ -292,14 +283,12 @@ export class ChunkShape {
     this.suffixLen = sl;
     this.depth = capDepth;
     this.reasoning = capReasoning;
-    this.preHasChoices = capHasChoices;
-    this.preCompletion = capCompletion;
-    this.prePrompt = capPrompt;
-    this.preFinish = capFinish;
-    this.hasChoices = f.hasChoices;
-    this.completionTokens = f.completionTokens;
-    this.promptTokens = f.promptTokens;
-    this.finishReason = f.finishReason;
+    const k = this.before;
+    k.hasChoices = capHasChoices;
+    k.completionTokens = capCompletion;
+    k.promptTokens = capPrompt;
+    k.finishReason = capFinish;
+    Object.assign(this.whole, f);
   }
 
   /** Forgets the shape. */
