@@ -156,14 +156,14 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       this.rec.server = tgiTimings(headers);
   }
 
-  onHead(status: number, statusText: string, headers: H1Headers): void {
-    this.head(status, statusText, headers.contentType);
+  onHead(status: number, statusText: string, headers: H1Headers, tPerf: number): void {
+    this.head(status, statusText, headers.contentType, tPerf);
     const h = headers.fields;
     if (h["x-time-per-token"] !== undefined || h["x-inference-time"] !== undefined) this.rec.server = tgiTimings(h);
   }
 
-  private head(statusCode: number, statusMessage: string, contentType: string): void {
-    const t = performance.now();
+  /** `t`: the read that carried the head (h1), else now (undici: before that read's data is handed on). */
+  private head(statusCode: number, statusMessage: string, contentType: string, t = performance.now()): void {
     this.lastPerf = t;
     this.rec.headersMs = t - this.sendPerf;
     this.rec.status = statusCode;

@@ -8,7 +8,8 @@ import { performance } from "node:perf_hooks";
 
 /** One response's receiver. Ranges passed to onBody are only valid during the call. */
 export interface H1Handler {
-  onHead(status: number, statusText: string, headers: H1Headers): void;
+  /** `tPerf`: performance.now() when the socket read that completed the head returned. */
+  onHead(status: number, statusText: string, headers: H1Headers, tPerf: number): void;
   /** `tPerf`: performance.now() when the socket read that carried these bytes returned; `read`: its sequence number. */
   onBody(buf: Buffer, start: number, end: number, tPerf: number, read: number): void;
   onEnd(): void;
@@ -97,6 +98,8 @@ class H1Conn {
   private keepAlive = true;
   private connectTimer: NodeJS.Timeout | null = null;
   private lastError: Error | null = null;
+  /** performance.now() of the read being handled (the head's stamp, like the body's). */
+  private readPerf = 0;
 
   constructor(
     private readonly pool: H1Pool,
@@ -169,6 +172,7 @@ class H1Conn {
     const h = r.handler;
     this.gotBytes += n;
     const t = performance.now();
+    this.readPerf = t;
     const seq = ++readSeq;
     if (readHook !== null) readHook(t);
     let pos = 0;
@@ -386,7 +390,7 @@ class H1Conn {
       this.state = S_UNTIL_CLOSE;
       this.keepAlive = false;
     }
-    r.handler.onHead(status, m[3] ?? "", headers);
+    r.handler.onHead(status, m[3] ?? "", headers, this.readPerf);
   }
 
   /** The response ended: hand the connection back (or close it if it cannot be reused). */

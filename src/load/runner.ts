@@ -732,6 +732,25 @@ export function preconnectCount(o: {
   return Math.min(n, early, o.open!.cap ?? n, PRECONNECT_MAX);
 }
 
+/** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
+const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
+
+/** Requests base … base + count − 1 with their bodies, or null when they would take too much memory. */
+function prebuildBodies(ctx: RunCtx, base: number, count: number): Array<{ p: Prompt; body: string }> | null {
+  if (count === 0) return null;
+  const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
+  const out: Array<{ p: Prompt; body: string }> = new Array(count);
+  let bytes = 0;
+  for (let i = 0; i < count; i++) {
+    const p = ctx.workload.get((base + i) % size);
+    const body = requestBody(p, ctx.bodyOpts);
+    bytes += body.length * 2 + 200;
+    if (bytes > PREBUILD_MAX_BYTES) return null;
+    out[i] = { p, body };
+  }
+  return out;
+}
+
 /** Closed loop: `users` workers, each sending back to back, until `count` requests or `durationMs`. */
 export async function closedLoop(
   ctx: RunCtx,
@@ -747,6 +766,8 @@ export async function closedLoop(
 ): Promise<Phase> {
   // (A shard's clock is the main thread's: it connects before it reports ready.)
   if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ closed: o }));
+  // Bodies built before the clock, as the open loop's are (a shard's indices come from a shared counter).
+  const pre = o.count !== null && !o.shared ? prebuildBodies(ctx, o.indexBase, o.count) : null;
   const st = new RunState(ctx, o.count, o.originPerf);
   let next = 0;
   // Shards share one counter, so the run sends exactly `count` requests in all.
@@ -759,7 +780,7 @@ export async function closedLoop(
       if (deadline !== null && now >= deadline) return;
       const i = take();
       if (o.count !== null && i >= o.count) return;
-      await st.send(o.indexBase + i, now, now, o.warmup);
+      await st.send(o.indexBase + i, now, now, o.warmup, pre?.[i]);
     }
   };
   const users: Promise<void>[] = [];
