@@ -185,6 +185,28 @@ export async function rawFloor(
   };
 }
 
+/** rawFloor with the probe read beside it: the delays of events written while its clock ran. */
+export async function floorDelays(
+  port: number,
+  url: string,
+  model: string,
+  n: number,
+  outLen: number,
+  signal?: AbortSignal,
+): Promise<{ delays: number[]; reads: number; cpuMs: number }> {
+  const f = rawFloor(url, model, n, outLen, 120_000, signal);
+  let w: [number, number] | null = null;
+  const delays = await probeDelays(
+    port,
+    f.then((x) => {
+      w = x.window;
+    }),
+    () => w,
+  );
+  const { reads, cpuMs } = await f;
+  return { delays, reads, cpuMs };
+}
+
 export const median = (a: number[]): number => {
   if (a.length === 0) return Number.NaN;
   const s = [...a].sort((x, y) => x - y);
@@ -283,18 +305,9 @@ export async function measureAddedDelay(o: AddedDelayOptions): Promise<AddedDela
       cper.push(res.client.cpuPerReadUs);
       if (o.signal?.aborted) break;
       o.beforeRun?.();
-      const f = rawFloor(o.url, model, streams, outputLen, 120_000, o.signal);
-      let w: [number, number] | null = null;
-      const fd = await probeDelays(
-        probe.port,
-        f.then((x) => {
-          w = x.window;
-        }),
-        () => w,
-      );
-      const got = await f.catch(() => null);
+      const got = await floorDelays(probe.port, o.url, model, streams, outputLen, o.signal).catch(() => null);
       if (!got) break;
-      const { reads, cpuMs } = got;
+      const { delays: fd, reads, cpuMs } = got;
       f50.push(Math.max(0, median(fd) - base));
       f99.push(Math.max(0, pct(fd, 99) - base));
       fper.push((cpuMs * 1000) / Math.max(1, reads));

@@ -98,8 +98,6 @@ class H1Conn {
   private keepAlive = true;
   private connectTimer: NodeJS.Timeout | null = null;
   private lastError: Error | null = null;
-  /** performance.now() of the read being handled (the head's stamp, like the body's). */
-  private readPerf = 0;
 
   constructor(
     private readonly pool: H1Pool,
@@ -172,14 +170,13 @@ class H1Conn {
     const h = r.handler;
     this.gotBytes += n;
     const t = performance.now();
-    this.readPerf = t;
     const seq = ++readSeq;
     if (readHook !== null) readHook(t);
     let pos = 0;
     while (pos < n && this.req === r) {
       switch (this.state) {
         case S_HEAD:
-          pos = this.readHead(buf, pos, n);
+          pos = this.readHead(buf, pos, n, t);
           break;
         case S_CHUNK_SIZE: {
           const c = buf[pos++]!;
@@ -285,7 +282,7 @@ class H1Conn {
   }
 
   /** Accumulates the status line and headers; returns the position after what it consumed. */
-  private readHead(buf: Buffer, pos: number, n: number): number {
+  private readHead(buf: Buffer, pos: number, n: number, tPerf: number): number {
     // Find the blank line that ends the head (CRLF CRLF, or bare LFs), possibly split across reads.
     let st = this.headEol;
     let end = -1;
@@ -319,7 +316,7 @@ class H1Conn {
     this.headLen = 0;
     this.headEol = 0;
     const r = this.req;
-    this.parseHead(text);
+    this.parseHead(text, tPerf);
     // A response with no body ends at its head; bytes after it in the same read break the protocol.
     if (this.req === r && r && this.state === S_LENGTH && this.remaining === 0) {
       this.complete(end < n);
@@ -328,7 +325,8 @@ class H1Conn {
     return end;
   }
 
-  private parseHead(text: string): void {
+  /** `tPerf`: the read that completed the head (its stamp, like the body's). */
+  private parseHead(text: string, tPerf: number): void {
     const lines = text.split(/\r?\n/);
     const m = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0] ?? "");
     if (!m) {
@@ -390,7 +388,7 @@ class H1Conn {
       this.state = S_UNTIL_CLOSE;
       this.keepAlive = false;
     }
-    r.handler.onHead(status, m[3] ?? "", headers, this.readPerf);
+    r.handler.onHead(status, m[3] ?? "", headers, tPerf);
   }
 
   /** The response ended: hand the connection back (or close it if it cannot be reused). */

@@ -735,17 +735,21 @@ export function preconnectCount(o: {
 /** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
 const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
 
-/** Requests base … base + count − 1 with their bodies, or null when they would take too much memory. */
-function prebuildBodies(ctx: RunCtx, base: number, count: number): Array<{ p: Prompt; body: string }> | null {
-  if (count === 0) return null;
+/** Request `index(i)` for i < count with its body, or null past `maxBytes` of bodies. */
+function prebuildBodies(
+  ctx: RunCtx,
+  count: number,
+  index: (i: number) => number,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Array<{ p: Prompt; body: string }> | null {
   const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
   const out: Array<{ p: Prompt; body: string }> = new Array(count);
   let bytes = 0;
   for (let i = 0; i < count; i++) {
-    const p = ctx.workload.get((base + i) % size);
+    const p = ctx.workload.get(index(i) % size);
     const body = requestBody(p, ctx.bodyOpts);
     bytes += body.length * 2 + 200;
-    if (bytes > PREBUILD_MAX_BYTES) return null;
+    if (bytes > maxBytes) return null;
     out[i] = { p, body };
   }
   return out;
@@ -767,7 +771,8 @@ export async function closedLoop(
   // (A shard's clock is the main thread's: it connects before it reports ready.)
   if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ closed: o }));
   // Bodies built before the clock, as the open loop's are (a shard's indices come from a shared counter).
-  const pre = o.count !== null && !o.shared ? prebuildBodies(ctx, o.indexBase, o.count) : null;
+  const pre =
+    o.count !== null && !o.shared ? prebuildBodies(ctx, o.count, (i) => o.indexBase + i, PREBUILD_MAX_BYTES) : null;
   const st = new RunState(ctx, o.count, o.originPerf);
   let next = 0;
   // Shards share one counter, so the run sends exactly `count` requests in all.
@@ -811,13 +816,8 @@ export async function openLoop(
   },
 ): Promise<Phase> {
   const n = o.times.length;
-  const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
   const idx = o.indices;
-  const pre: Array<{ p: Prompt; body: string }> = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const p = ctx.workload.get((idx ? idx[i]! : i) % size);
-    pre[i] = { p, body: requestBody(p, ctx.bodyOpts) };
-  }
+  const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
   if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ open: o }));
   const st = new RunState(ctx, n, o.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
