@@ -26,6 +26,22 @@ class Column<T extends Float64Array | Float32Array | Uint32Array | Int32Array | 
     this.cur[this.pos++] = v;
     this.length++;
   }
+  /** Pushes every value of `src` (a part's sealed column), in chunk-sized copies. */
+  append(src: ArrayLike<number> & { subarray(a: number, b: number): ArrayLike<number> }): void {
+    let off = 0;
+    while (off < src.length) {
+      if (this.pos === this.chunk) {
+        this.cur = this.make(this.chunk);
+        this.chunks.push(this.cur);
+        this.pos = 0;
+      }
+      const take = Math.min(this.chunk - this.pos, src.length - off);
+      this.cur.set(src.subarray(off, off + take) as never, this.pos);
+      this.pos += take;
+      off += take;
+    }
+    this.length += src.length;
+  }
   seal(): T {
     const out = this.make(this.length);
     let off = 0;
@@ -117,6 +133,36 @@ export interface TraceModel {
   unsafeIds: number;
 }
 
+/** A ModelBuilder's contents as plain data (structured-clone safe): see exportPart / absorb. */
+export interface BuilderPart {
+  names: string[];
+  nameKinds: number[];
+  g: {
+    start: Float64Array;
+    dur: Float64Array;
+    name: Uint32Array;
+    kind: Uint8Array;
+    corr: Float64Array;
+    ext: Float64Array;
+    stream: Int32Array;
+    device: Int32Array;
+  };
+  r: { ts: Float64Array; dur: Float64Array; corr: Float64Array; name: Uint32Array; tid: Int32Array; ext: Float64Array };
+  launchKernel?: Uint32Array;
+  cpu: { ext: Float64Array; name: Uint32Array; ts: Float64Array; end: Float64Array; tid: Float64Array };
+  cpuOps: number;
+  mod: { name: Uint32Array; ts: Float64Array; end: Float64Array; tid: Int32Array };
+  annotations: Annotation[];
+  categories: Record<string, number>;
+  devices: number[];
+  minTs: number;
+  maxTs: number;
+  windowEndTs?: number;
+  threadNames: Array<[number, string]>;
+  processNames: Array<[number, string]>;
+  unsafeIds: number;
+}
+
 /** Every event field `ModelBuilder.add` reads: the reader may leave the others out. */
 export const EVENT_FIELDS: EventFields = {
   event: ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"],
@@ -129,6 +175,8 @@ export const MODULE_PREFIX = "nn.Module: ";
 /** Builds a TraceModel from raw events; feed events with `add`, then `finish()`. */
 export class ModelBuilder {
   private readonly names: string[] = [];
+  /** The kind each name was interned under (0–2 GPU activity kinds, 3 CPU-side). */
+  private readonly nameKinds: number[] = [];
   private readonly nameIds = new Map<string, number>();
   private readonly nameClass: Array<{ class: string; rule: string; cls: number; weak?: boolean }> = [];
   private readonly classifier: Classifier;
@@ -196,6 +244,7 @@ export class ModelBuilder {
     if (id === undefined) {
       id = this.names.length;
       this.names.push(name);
+      this.nameKinds.push(kind);
       this.nameIds.set(key, id);
       if (kind < 3) {
         const c = this.classifier.classify(name, this.kindClassKey[kind] as ActivityKind);
@@ -326,6 +375,94 @@ export class ModelBuilder {
       return Number.isFinite(n) ? n : Number.NaN;
     }
     return Number.NaN;
+  }
+
+  /**
+   * What this builder holds, as plain data and sealed columns (their buffers are `transfer`): a
+   * segment of a file read by another thread (parallel.ts), for `absorb`. Kept annotations are all
+   * of them when the builder has no filter: the absorbing builder applies its own.
+   */
+  exportPart(): { part: BuilderPart; transfer: ArrayBuffer[] } {
+    const seal = <C extends Record<string, Column<any>>>(cols: C) =>
+      Object.fromEntries(Object.entries(cols).map(([k, c]) => [k, c.seal()])) as {
+        [K in keyof C]: C[K] extends Column<infer T> ? T : never;
+      };
+    const { cls: _cls, ...g } = this.g;
+    const part: BuilderPart = {
+      names: this.names,
+      nameKinds: this.nameKinds,
+      g: seal(g),
+      r: seal(this.r),
+      ...(this.launchKernel ? { launchKernel: this.launchKernel.seal() } : {}),
+      cpu: seal({ ext: this.cpuExt, name: this.cpuName, ts: this.cpuTs, end: this.cpuEnd, tid: this.cpuTid }),
+      cpuOps: this.cpuOps,
+      mod: seal(this.mod),
+      annotations: this.annotations,
+      categories: this.categories,
+      devices: [...this.devices],
+      minTs: this.minTs,
+      maxTs: this.maxTs,
+      ...(this.windowEndTs !== undefined ? { windowEndTs: this.windowEndTs } : {}),
+      threadNames: [...this.threadNames],
+      processNames: [...this.processNames],
+      unsafeIds: this.unsafeIds,
+    };
+    const transfer: ArrayBuffer[] = [];
+    for (const cols of [part.g, part.r, part.cpu, part.mod] as Array<Record<string, { buffer: ArrayBufferLike }>>)
+      for (const a of Object.values(cols)) transfer.push(a.buffer as ArrayBuffer);
+    if (part.launchKernel) transfer.push(part.launchKernel.buffer as ArrayBuffer);
+    return { part, transfer };
+  }
+
+  /**
+   * Appends a part read from the bytes that follow this builder's (exportPart of the next segment):
+   * the result is what `add` of those events here would have built. Names are interned in the part's
+   * order of first use, so ids and classes come out as a single pass gives them.
+   */
+  absorb(p: BuilderPart): void {
+    const remap = new Uint32Array(p.names.length);
+    for (let i = 0; i < p.names.length; i++) remap[i] = this.intern(p.names[i]!, p.nameKinds[i]!);
+    const ids = (a: Uint32Array) => a.map((x) => (x === NO_NAME ? NO_NAME : remap[x]!));
+    const g = this.g;
+    const gName = ids(p.g.name);
+    g.start.append(p.g.start);
+    g.dur.append(p.g.dur);
+    g.name.append(gName);
+    g.cls.append(gName.length ? Uint8Array.from(gName, (x) => this.nameClass[x]!.cls) : new Uint8Array(0));
+    g.kind.append(p.g.kind);
+    g.corr.append(p.g.corr);
+    g.ext.append(p.g.ext);
+    g.stream.append(p.g.stream);
+    g.device.append(p.g.device);
+    const r = this.r;
+    r.ts.append(p.r.ts);
+    r.dur.append(p.r.dur);
+    r.corr.append(p.r.corr);
+    r.name.append(ids(p.r.name));
+    r.tid.append(p.r.tid);
+    r.ext.append(p.r.ext);
+    if (this.launchKernel)
+      this.launchKernel.append(p.launchKernel ? ids(p.launchKernel) : new Uint32Array(p.r.ts.length).fill(NO_NAME));
+    this.cpuExt.append(p.cpu.ext);
+    this.cpuName.append(ids(p.cpu.name));
+    this.cpuTs.append(p.cpu.ts);
+    this.cpuEnd.append(p.cpu.end);
+    this.cpuTid.append(p.cpu.tid);
+    this.cpuOps += p.cpuOps;
+    this.mod.name.append(ids(p.mod.name));
+    this.mod.ts.append(p.mod.ts);
+    this.mod.end.append(p.mod.end);
+    this.mod.tid.append(p.mod.tid);
+    for (const a of p.annotations)
+      if (!this.annotationFilter || this.annotationFilter(a.name)) this.annotations.push(a);
+    for (const [c, k] of Object.entries(p.categories)) this.categories[c] = (this.categories[c] ?? 0) + k;
+    for (const d of p.devices) this.devices.add(d);
+    if (p.minTs < this.minTs) this.minTs = p.minTs;
+    if (p.maxTs > this.maxTs) this.maxTs = p.maxTs;
+    if (p.windowEndTs !== undefined) this.windowEndTs = p.windowEndTs;
+    for (const [k, v] of p.threadNames) this.threadNames.set(k, v);
+    for (const [k, v] of p.processNames) this.processNames.set(k, v);
+    this.unsafeIds += p.unsafeIds;
   }
 
   finish(): TraceModel {

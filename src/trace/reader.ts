@@ -44,6 +44,22 @@ export interface ReadStats {
   warnings: string[];
 }
 
+/** Stats of a read that has seen nothing yet. */
+export function emptyReadStats(): Omit<ReadStats, "file" | "gzip" | "fileBytes"> {
+  return {
+    bytes: 0,
+    events: 0,
+    parsed: 0,
+    skippedByCategory: 0,
+    badEvents: 0,
+    invalidUtf8: 0,
+    truncated: false,
+    metadata: {},
+    sawTraceEvents: false,
+    warnings: [],
+  };
+}
+
 export interface ReadOptions {
   /** Event categories to count but not parse (their text is never decoded). */
   skipCategories?: ReadonlySet<string>;
@@ -60,7 +76,7 @@ export interface ReadOptions {
   fields?: EventFields;
 }
 
-const MAX_WARNINGS = 20;
+export const MAX_WARNINGS = 20;
 
 // Scanner states.
 const S_START = 0;
@@ -99,6 +115,12 @@ export class TraceScanner {
   private readonly skipKeep: Array<Buffer | undefined>;
   private readonly fast?: FastEventParser;
   private readonly maxMeta: number;
+  /** A segment reader (parallel.ts) stops between events at the first '{' at or past this offset. */
+  stopAt = Number.POSITIVE_INFINITY;
+  /** Where it stopped (the offset of that '{'), or -1. */
+  stoppedAt = -1;
+  /** Events before a resumed segment's start, for messages that give a total. */
+  eventsBefore = 0;
 
   constructor(
     private readonly emit: (ev: RawEvent) => void,
@@ -113,18 +135,23 @@ export class TraceScanner {
     this.skipKeep = skipList.map((c) => keep.get(c));
     if (opts.fields) this.fast = new FastEventParser(opts.fields);
     this.maxMeta = opts.maxMetadataBytes ?? 16 * 1024 * 1024;
-    this.stats = {
-      bytes: 0,
-      events: 0,
-      parsed: 0,
-      skippedByCategory: 0,
-      badEvents: 0,
-      invalidUtf8: 0,
-      truncated: false,
-      metadata: {},
-      sawTraceEvents: false,
-      warnings: [],
-    };
+    this.stats = emptyReadStats();
+  }
+
+  /** Starts inside traceEvents, between events, at file offset `base` (a segment of the array:
+   * parallel.ts): line and lineStart are the position's, as far as the caller knows them. */
+  resumeInArray(base: number, topArray: boolean, line = 1, lineStart = -1): void {
+    this.state = S_ARRAY;
+    this.topArray = topArray;
+    this.stats.sawTraceEvents = true;
+    this.nextBase = base;
+    this.line = line;
+    this.lineStart = lineStart;
+  }
+
+  /** Line count and the current line's start offset (-1: no newline seen since a resume without one). */
+  get position(): { line: number; lineStart: number } {
+    return { line: this.line, lineStart: this.lineStart };
   }
 
   private warn(msg: string): void {
@@ -168,10 +195,15 @@ export class TraceScanner {
         case S_ARRAY: {
           // The fast path reads events until one it cannot: that one (a '{') is read below.
           if (this.fast) i = this.fastRun(buf, i, n);
+          if (this.stoppedAt >= 0) return;
           // Between events: whitespace and commas.
           for (; i < n; i++) {
             const c = buf[i]!;
             if (c === 0x7b) {
+              if (this.base + i >= this.stopAt) {
+                this.stoppedAt = this.base + i;
+                return;
+              }
               this.state = S_EVENT;
               this.mark = i;
               this.markLine = this.line;
@@ -485,6 +517,10 @@ export class TraceScanner {
     for (; i < n; i++) {
       const c = buf[i]!;
       if (c === 0x7b) {
+        if (this.base + i >= this.stopAt) {
+          this.stoppedAt = this.base + i;
+          return i;
+        }
         const e = this.fastEvent(buf, i, n);
         if (e < 0) return i;
         i = e - 1; // the loop's i++ moves past the event
@@ -568,7 +604,7 @@ export class TraceScanner {
     else if (this.state === S_ARRAY) what = "the file ends inside traceEvents (no closing ']')";
     else what = "the file ends before the JSON document is complete";
     this.stats.truncated = true;
-    this.warn(`${at}: ${what}; results cover the ${this.stats.events} events read up to there`);
+    this.warn(`${at}: ${what}; results cover the ${this.eventsBefore + this.stats.events} events read up to there`);
     return false;
   }
 
