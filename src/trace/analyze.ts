@@ -7,6 +7,7 @@ import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type Rule
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
+import { readTraceModel } from "./parallel.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
 
@@ -21,6 +22,12 @@ export interface AnalyzeOptions {
   capture?: string[];
   /** Progress callback: (file, bytes read, file size). */
   onProgress?: (file: string, read: number, total: number) => void;
+  /** Threads reading a large uncompressed file (parallel.ts); default: the cores, at most 4. */
+  threads?: number;
+  /** Nominal segment size for those threads (tests: small segments on small files). */
+  segmentBytes?: number;
+  /** Files below this size are read in one pass (default 32 MiB). */
+  parallelMinBytes?: number;
 }
 
 export interface FileInfo {
@@ -38,6 +45,8 @@ export interface FileInfo {
   categories: Record<string, number>;
   devices: number[];
   vllmVersion?: string;
+  /** Threads that read the file (1: one pass; more: a large uncompressed file, in segments). */
+  readThreads: number;
 }
 
 export interface RankAnalysis {
@@ -95,12 +104,17 @@ export async function analyzeFile(
   captured?: readonly CapturedLaunch[],
 ): Promise<{ rank: RankAnalysis; kernelClasses: TraceAnalysis["kernelClasses"]; warnings: string[] }> {
   const builder = new ModelBuilder(opts.rules, KERNEL_CLASSES, isStepAnnotation);
-  const stats = await readTraceFile(file, (ev) => builder.add(ev), {
-    skipCategories: SKIP,
-    keepNamePrefix: { python_function: MODULE_PREFIX },
-    fields: EVENT_FIELDS,
-    onProgress: opts.onProgress ? (r, t) => opts.onProgress!(file, r, t) : undefined,
-  });
+  const stats = await readTraceModel(
+    file,
+    builder,
+    {
+      skipCategories: SKIP,
+      keepNamePrefix: { python_function: MODULE_PREFIX },
+      fields: EVENT_FIELDS,
+      onProgress: opts.onProgress ? (r, t) => opts.onProgress!(file, r, t) : undefined,
+    },
+    { threads: opts.threads, segmentBytes: opts.segmentBytes, minBytes: opts.parallelMinBytes },
+  );
   const model = builder.finish();
   const warnings = [...stats.warnings];
   if (stats.bytes === 0) throw new InputError(`${file}: empty file (0 bytes${stats.gzip ? " after gunzip" : ""})`);
@@ -173,6 +187,7 @@ export async function analyzeFile(
     truncated: stats.truncated,
     categories: model.categories,
     devices: model.devices,
+    readThreads: stats.threads,
     ...(typeof meta.vllm_version === "string" ? { vllmVersion: meta.vllm_version } : {}),
   };
   const kernelClasses: TraceAnalysis["kernelClasses"] = {};

@@ -24,6 +24,7 @@ interface AnalyzeFlags extends CommonOptions {
   stepsBy: string;
   gapUs?: number;
   top: number;
+  threads?: number;
 }
 interface CaptureFlags extends CommonOptions {
   dir: string;
@@ -109,6 +110,11 @@ export function register(program: Command): void {
       )
       .option("--top <n>", "top kernels to list", posInt("--top"), 20)
       .option(
+        "--threads <n>",
+        "threads that read a large (≥ 32 MiB) uncompressed trace, in segments; 1 reads it in one pass (default: the cores, at most 4)",
+        posInt("--threads"),
+      )
+      .option(
         "--capture <file>",
         "graph-capture trace (recorded while the CUDA/HIP graphs were captured): gives graph-replayed kernels their launching op; repeatable",
         (v: string, prev: string[]) => [...prev, v],
@@ -129,6 +135,7 @@ export function register(program: Command): void {
       gapUs: o.gapUs,
       topN: o.top,
       capture: o.capture,
+      threads: o.threads,
       onProgress: progress(progressEnabled(o)),
     });
     emit(a, o, (x) => R!.formatAnalysis(x));
