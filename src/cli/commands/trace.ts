@@ -111,7 +111,7 @@ export function register(program: Command): void {
       .option("--top <n>", "top kernels to list", posInt("--top"), 20)
       .option(
         "--threads <n>",
-        "threads that read a large (≥ 32 MiB) uncompressed trace, in segments; 1 reads it in one pass (default: the cores, at most 4)",
+        "threads that read a large uncompressed trace (≥ 32 MiB), in segments; 1 reads it in one pass (default: the cores, at most 4, for files of 256 MiB or more)",
         posInt("--threads"),
       )
       .option(
