@@ -4,22 +4,45 @@ import { type ActivityKind, Classifier, type RuleFile } from "./classify.ts";
 import type { EventFields } from "./fastevent.ts";
 import type { RawEvent } from "./reader.ts";
 
+type Typed = Float64Array | Float32Array | Uint32Array | Int32Array | Uint16Array | Uint8Array;
+type TypedCtor<T extends Typed> = { new (n: number): T; new (b: ArrayBuffer): T; BYTES_PER_ELEMENT: number };
+
+/** Chunk buffers given back by sealed columns, for the next builder on the same thread: a thread
+ * that builds one segment after another (parallel.ts) then makes no garbage of them, which V8
+ * collects late (the heap stays small, the chunks are off-heap). */
+export class ChunkPool {
+  private readonly free = new Map<number, ArrayBuffer[]>();
+  take(bytes: number): ArrayBuffer | undefined {
+    return this.free.get(bytes)?.pop();
+  }
+  give(b: ArrayBuffer): void {
+    let l = this.free.get(b.byteLength);
+    if (!l) this.free.set(b.byteLength, (l = []));
+    l.push(b);
+  }
+}
+
 /** Growable column made of fixed-size chunks (no copy on growth); `seal()` returns one array. */
-class Column<T extends Float64Array | Float32Array | Uint32Array | Int32Array | Uint16Array | Uint8Array> {
+class Column<T extends Typed> {
   private chunks: T[] = [];
   private cur: T;
   private pos = 0;
   length = 0;
   constructor(
-    private readonly make: (n: number) => T,
+    private readonly ctor: TypedCtor<T>,
     private readonly chunk = 65536,
+    private readonly pool?: ChunkPool,
   ) {
-    this.cur = make(chunk);
+    this.cur = this.newChunk();
     this.chunks.push(this.cur);
+  }
+  private newChunk(): T {
+    const b = this.pool?.take(this.chunk * this.ctor.BYTES_PER_ELEMENT);
+    return b ? new this.ctor(b) : new this.ctor(this.chunk);
   }
   push(v: number): void {
     if (this.pos === this.chunk) {
-      this.cur = this.make(this.chunk);
+      this.cur = this.newChunk();
       this.chunks.push(this.cur);
       this.pos = 0;
     }
@@ -31,7 +54,7 @@ class Column<T extends Float64Array | Float32Array | Uint32Array | Int32Array | 
     let off = 0;
     while (off < src.length) {
       if (this.pos === this.chunk) {
-        this.cur = this.make(this.chunk);
+        this.cur = this.newChunk();
         this.chunks.push(this.cur);
         this.pos = 0;
       }
@@ -43,13 +66,13 @@ class Column<T extends Float64Array | Float32Array | Uint32Array | Int32Array | 
     this.length += src.length;
   }
   seal(): T {
-    const out = this.make(this.length);
+    const out = new this.ctor(this.length);
     let off = 0;
     for (const c of this.chunks) {
       const take = Math.min(this.chunk, this.length - off);
-      if (take <= 0) break;
-      out.set(c.subarray(0, take) as never, off);
+      if (take > 0) out.set(c.subarray(0, take) as never, off);
       off += take;
+      this.pool?.give(c.buffer as ArrayBuffer);
     }
     this.chunks = [];
     return out;
@@ -172,6 +195,32 @@ export const EVENT_FIELDS: EventFields = {
 const LAUNCH_LIKE = /launch|memcpy|memset|graph/i;
 export const MODULE_PREFIX = "nn.Module: ";
 
+const gpuColumns = (pool?: ChunkPool) => ({
+  start: new Column(Float64Array, undefined, pool),
+  dur: new Column(Float64Array, undefined, pool),
+  name: new Column(Uint32Array, undefined, pool),
+  cls: new Column(Uint8Array, undefined, pool),
+  kind: new Column(Uint8Array, undefined, pool),
+  corr: new Column(Float64Array, undefined, pool),
+  ext: new Column(Float64Array, undefined, pool),
+  stream: new Column(Int32Array, undefined, pool),
+  device: new Column(Int32Array, undefined, pool),
+});
+const runtimeColumns = (pool?: ChunkPool) => ({
+  ts: new Column(Float64Array, undefined, pool),
+  dur: new Column(Float64Array, undefined, pool),
+  corr: new Column(Float64Array, undefined, pool),
+  name: new Column(Uint32Array, undefined, pool),
+  tid: new Column(Int32Array, undefined, pool),
+  ext: new Column(Float64Array, undefined, pool),
+});
+const moduleColumns = (pool?: ChunkPool) => ({
+  name: new Column(Uint32Array, 4096, pool),
+  ts: new Column(Float64Array, 4096, pool),
+  end: new Column(Float64Array, 4096, pool),
+  tid: new Column(Int32Array, 4096, pool),
+});
+
 /** Builds a TraceModel from raw events; feed events with `add`, then `finish()`. */
 export class ModelBuilder {
   private readonly names: string[] = [];
@@ -181,37 +230,15 @@ export class ModelBuilder {
   private readonly nameClass: Array<{ class: string; rule: string; cls: number; weak?: boolean }> = [];
   private readonly classifier: Classifier;
   private readonly classIndex: Map<string, number>;
-  private readonly g = {
-    start: new Column((n) => new Float64Array(n)),
-    dur: new Column((n) => new Float64Array(n)),
-    name: new Column((n) => new Uint32Array(n)),
-    cls: new Column((n) => new Uint8Array(n)),
-    kind: new Column((n) => new Uint8Array(n)),
-    corr: new Column((n) => new Float64Array(n)),
-    ext: new Column((n) => new Float64Array(n)),
-    stream: new Column((n) => new Int32Array(n)),
-    device: new Column((n) => new Int32Array(n)),
-  };
-  private readonly r = {
-    ts: new Column((n) => new Float64Array(n)),
-    dur: new Column((n) => new Float64Array(n)),
-    corr: new Column((n) => new Float64Array(n)),
-    name: new Column((n) => new Uint32Array(n)),
-    tid: new Column((n) => new Int32Array(n)),
-    ext: new Column((n) => new Float64Array(n)),
-  };
-  private readonly cpuExt = new Column((n) => new Float64Array(n));
-  private readonly cpuName = new Column((n) => new Uint32Array(n));
-  private readonly cpuTs = new Column((n) => new Float64Array(n));
-  private readonly cpuEnd = new Column((n) => new Float64Array(n));
-  private readonly cpuTid = new Column((n) => new Float64Array(n));
+  private readonly g: ReturnType<typeof gpuColumns>;
+  private readonly r: ReturnType<typeof runtimeColumns>;
+  private readonly cpuExt: Column<Float64Array>;
+  private readonly cpuName: Column<Uint32Array>;
+  private readonly cpuTs: Column<Float64Array>;
+  private readonly cpuEnd: Column<Float64Array>;
+  private readonly cpuTid: Column<Float64Array>;
   private cpuOps = 0;
-  private readonly mod = {
-    name: new Column((n) => new Uint32Array(n), 4096),
-    ts: new Column((n) => new Float64Array(n), 4096),
-    end: new Column((n) => new Float64Array(n), 4096),
-    tid: new Column((n) => new Int32Array(n), 4096),
-  };
+  private readonly mod: ReturnType<typeof moduleColumns>;
   private readonly annotations: Annotation[] = [];
   private readonly categories: Record<string, number> = {};
   private readonly devices = new Set<number>();
@@ -231,9 +258,18 @@ export class ModelBuilder {
     rules: RuleFile | undefined,
     classNames: readonly string[],
     private readonly annotationFilter?: (name: string) => boolean,
-    opts: { launchKernelNames?: boolean } = {},
+    opts: { launchKernelNames?: boolean; pool?: ChunkPool } = {},
   ) {
-    if (opts.launchKernelNames) this.launchKernel = new Column((n) => new Uint32Array(n));
+    const pool = opts.pool;
+    this.g = gpuColumns(pool);
+    this.r = runtimeColumns(pool);
+    this.cpuExt = new Column(Float64Array, undefined, pool);
+    this.cpuName = new Column(Uint32Array, undefined, pool);
+    this.cpuTs = new Column(Float64Array, undefined, pool);
+    this.cpuEnd = new Column(Float64Array, undefined, pool);
+    this.cpuTid = new Column(Float64Array, undefined, pool);
+    this.mod = moduleColumns(pool);
+    if (opts.launchKernelNames) this.launchKernel = new Column(Uint32Array, undefined, pool);
     this.classifier = new Classifier(rules);
     this.classIndex = new Map(classNames.map((c, i) => [c, i]));
   }

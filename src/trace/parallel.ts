@@ -12,7 +12,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
-import { type BuilderPart, ModelBuilder } from "./events.ts";
+import { type BuilderPart, ChunkPool, ModelBuilder } from "./events.ts";
 import {
   emptyReadStats,
   MAX_WARNINGS,
@@ -310,6 +310,9 @@ function scanSegment(
   };
 }
 
+// This thread's speculative builders reuse each other's chunks (one segment after another).
+const pool = new ChunkPool();
+
 /** Segment i read from its guessed start into a builder of its own; `transfer`: its columns' buffers. */
 function speculate(
   spec: Spec,
@@ -317,7 +320,7 @@ function speculate(
   i: number,
   onBytes?: (n: number) => void,
 ): { r: SegmentResult; transfer: ArrayBuffer[] } {
-  const b = new ModelBuilder(undefined, [], undefined, { launchKernelNames: spec.launchKernelNames });
+  const b = new ModelBuilder(undefined, [], undefined, { launchKernelNames: spec.launchKernelNames, pool });
   try {
     const start = likelyEventStart(fd, spec.nominal[i]!, spec.size);
     const stopAt = i + 1 < spec.nominal.length - 1 ? spec.nominal[i + 1]! : Number.POSITIVE_INFINITY;
