@@ -2,11 +2,11 @@
 // same counts, the same warnings with the same line numbers, on files built to mislead its guesses
 // of where events start.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { gzipSync } from "node:zlib";
+import { gunzipSync, gzipSync } from "node:zlib";
 import { generateTrace } from "../../bench/gen-trace.ts";
 import { KERNEL_CLASSES } from "../../src/trace/classify.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder } from "../../src/trace/events.ts";
@@ -98,6 +98,25 @@ test("segmented read of a generated decode trace equals one pass, model and anal
   assert.equal(a2.ranks[0]!.info.readThreads, 2);
   for (const r of [...a1.ranks, ...a2.ranks]) (r.info as { readThreads?: number }).readThreads = 0;
   assert.deepEqual(a2, a1);
+});
+
+test("real traces (vLLM eager on B200, HF Qwen on MI300X, an SGLang capture), decompressed: a segmented read equals one pass", async () => {
+  const shared = new URL("../../../shared/traces/tracelens/", import.meta.url).pathname;
+  for (const f of [
+    "b200/eager_trace.json.gz",
+    "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "inference/sglang_decode/capture_traces/bs_32_rank0.json.gz",
+  ]) {
+    const p = join(dir, "real.json");
+    writeFileSync(p, gunzipSync(readFileSync(join(shared, f))));
+    const r = await both(p, 1024 * 1024);
+    assertSame(r);
+    const a1 = await analyzeTrace([p], { threads: 1 });
+    const a2 = await analyzeTrace([p], { threads: 2, segmentBytes: 1024 * 1024, parallelMinBytes: 0 });
+    assert.equal(a2.ranks[0]!.info.readThreads, 2, f);
+    for (const x of [...a1.ranks, ...a2.ranks]) (x.info as { readThreads?: number }).readThreads = 0;
+    assert.deepEqual(a2, a1, f);
+  }
 });
 
 test("segment starts guessed inside events (nested objects, separators in strings) are caught and read again", async () => {
