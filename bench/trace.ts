@@ -155,11 +155,7 @@ print(json.dumps({"ms": (t1 - t0) * 1000, "cpuMs": (c1 - c0) * 1000, "maxRssMB":
 
 /** `inferscope trace FILE --json` as a user runs it (compiled CLI, start-up included), median of 3. */
 function wholeProcess(file: string, pandasWallMs: number): void {
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--if-stale"], { encoding: "utf8" });
-  if (b.status !== 0) {
-    console.log(`whole-process comparison skipped: the build failed (dist/ may be stale): ${b.stderr.slice(-300)}`);
-    return;
-  }
+  // dist/ was built (if stale) at the start.
   const walls: number[] = [];
   for (let i = 0; i < 3; i++) {
     const t0 = performance.now();

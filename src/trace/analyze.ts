@@ -26,7 +26,7 @@ export interface AnalyzeOptions {
   threads?: number;
   /** Nominal segment size for those threads (tests: small segments on small files). */
   segmentBytes?: number;
-  /** Files below this size are read in one pass (default 32 MiB). */
+  /** Files below this size are read in one pass (default: ParallelOptions.minBytes's). */
   parallelMinBytes?: number;
 }
 

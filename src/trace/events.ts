@@ -40,12 +40,13 @@ class Column<T extends Typed> {
     const b = this.pool?.take(this.chunk * this.ctor.BYTES_PER_ELEMENT);
     return b ? new this.ctor(b) : new this.ctor(this.chunk);
   }
+  private nextChunk(): void {
+    this.cur = this.newChunk();
+    this.chunks.push(this.cur);
+    this.pos = 0;
+  }
   push(v: number): void {
-    if (this.pos === this.chunk) {
-      this.cur = this.newChunk();
-      this.chunks.push(this.cur);
-      this.pos = 0;
-    }
+    if (this.pos === this.chunk) this.nextChunk();
     this.cur[this.pos++] = v;
     this.length++;
   }
@@ -53,11 +54,7 @@ class Column<T extends Typed> {
   append(src: ArrayLike<number> & { subarray(a: number, b: number): ArrayLike<number> }): void {
     let off = 0;
     while (off < src.length) {
-      if (this.pos === this.chunk) {
-        this.cur = this.newChunk();
-        this.chunks.push(this.cur);
-        this.pos = 0;
-      }
+      if (this.pos === this.chunk) this.nextChunk();
       const take = Math.min(this.chunk - this.pos, src.length - off);
       this.cur.set(src.subarray(off, off + take) as never, this.pos);
       this.pos += take;
@@ -156,25 +153,20 @@ export interface TraceModel {
   unsafeIds: number;
 }
 
+/** The arrays a group of columns seals into. */
+type Sealed<C> = { [K in keyof C]: C[K] extends Column<infer T> ? T : never };
+
 /** A ModelBuilder's contents as plain data (structured-clone safe): see exportPart / absorb. */
 export interface BuilderPart {
   names: string[];
   nameKinds: number[];
-  g: {
-    start: Float64Array;
-    dur: Float64Array;
-    name: Uint32Array;
-    kind: Uint8Array;
-    corr: Float64Array;
-    ext: Float64Array;
-    stream: Int32Array;
-    device: Int32Array;
-  };
-  r: { ts: Float64Array; dur: Float64Array; corr: Float64Array; name: Uint32Array; tid: Int32Array; ext: Float64Array };
+  /** GPU columns but `cls`, which the absorbing builder derives from its own classes. */
+  g: Omit<Sealed<ReturnType<typeof gpuColumns>>, "cls">;
+  r: Sealed<ReturnType<typeof runtimeColumns>>;
   launchKernel?: Uint32Array;
   cpu: { ext: Float64Array; name: Uint32Array; ts: Float64Array; end: Float64Array; tid: Float64Array };
   cpuOps: number;
-  mod: { name: Uint32Array; ts: Float64Array; end: Float64Array; tid: Int32Array };
+  mod: Sealed<ReturnType<typeof moduleColumns>>;
   annotations: Annotation[];
   categories: Record<string, number>;
   devices: number[];
@@ -420,9 +412,7 @@ export class ModelBuilder {
    */
   exportPart(): { part: BuilderPart; transfer: ArrayBuffer[] } {
     const seal = <C extends Record<string, Column<any>>>(cols: C) =>
-      Object.fromEntries(Object.entries(cols).map(([k, c]) => [k, c.seal()])) as {
-        [K in keyof C]: C[K] extends Column<infer T> ? T : never;
-      };
+      Object.fromEntries(Object.entries(cols).map(([k, c]) => [k, c.seal()])) as Sealed<C>;
     const { cls: _cls, ...g } = this.g;
     const part: BuilderPart = {
       names: this.names,

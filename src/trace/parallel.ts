@@ -21,6 +21,7 @@ import {
   type ReadStats,
   readTraceFile,
   TraceScanner,
+  WARNINGS_CUT,
 } from "./reader.ts";
 
 /** How a segmented read went: segments kept as their thread read them, and those read again. */
@@ -218,24 +219,10 @@ async function readSegmented(
       results[i] = speculate(spec, fd, i, progress).r;
     }
     await Promise.all(exited);
+    // The last segment has no stop point, so it read to the end of the file.
     advance(true);
-    if (!ended) {
-      // Only if the last segment stopped early, which its infinite stop point rules out.
-      const s = scanSegment(
-        spec,
-        fd,
-        pos,
-        Number.POSITIVE_INFINITY,
-        line,
-        lineStart,
-        (ev) => builder.add(ev),
-        undefined,
-        merged.events,
-      );
-      addStats(merged, s.stats);
-    }
     if (merged.warnings.length > MAX_WARNINGS)
-      merged.warnings = [...merged.warnings.slice(0, MAX_WARNINGS), "(further warnings not shown)"];
+      merged.warnings = [...merged.warnings.slice(0, MAX_WARNINGS), WARNINGS_CUT];
     onProgress?.(spec.size, spec.size);
     return { file: spec.file, gzip: false, fileBytes: spec.size, ...merged, bytes: spec.size, segments: counts };
   } finally {
@@ -261,7 +248,7 @@ function addStats(m: Stats, s: Stats): void {
   for (const w of s.warnings) if (notMarker(w)) m.warnings.push(w);
 }
 
-const notMarker = (w: string) => w !== "(further warnings not shown)";
+const notMarker = (w: string) => w !== WARNINGS_CUT;
 
 /** Reads from `start` (0: the file's start; else between events in traceEvents) until the first
  * event start at or past `stopAt`, or the end of the file. */

@@ -77,6 +77,8 @@ export interface ReadOptions {
 }
 
 export const MAX_WARNINGS = 20;
+/** The last warning when more were dropped. */
+export const WARNINGS_CUT = "(further warnings not shown)";
 
 // Scanner states.
 const S_START = 0;
@@ -156,7 +158,7 @@ export class TraceScanner {
 
   private warn(msg: string): void {
     if (this.stats.warnings.length < MAX_WARNINGS) this.stats.warnings.push(msg);
-    else if (this.stats.warnings.length === MAX_WARNINGS) this.stats.warnings.push("(further warnings not shown)");
+    else if (this.stats.warnings.length === MAX_WARNINGS) this.stats.warnings.push(WARNINGS_CUT);
   }
 
   private where(offset: number): string {
