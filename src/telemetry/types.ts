@@ -116,7 +116,12 @@ export interface TelemetrySummary {
     /** Each reason seen, with its share of the window. */
     reasons: { reason: string; share: number }[];
   } | null;
-  utilization: { gpuBusy: number | null; memBusy: number | null; dramActive: number | null; smActive: number | null } | null;
+  utilization: {
+    gpuBusy: number | null;
+    memBusy: number | null;
+    dramActive: number | null;
+    smActive: number | null;
+  } | null;
   /** Achieved DRAM bandwidth = DRAM active × peak (given), per device mean; null without DCGM/GPM DRAM active. */
   dram: { activeMean: number; peakGBs: number | null; achievedGBs: number | null } | null;
   interconnect: {
