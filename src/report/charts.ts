@@ -112,6 +112,42 @@ function rangeBars(
   };
 }
 
+/** Power and tokens/s (and the SM clock where known) on one time axis: each series on its own y scale. */
+function telemetryChart(series: NonNullable<StudyResult["telemetry"]>["series"]): ChartSpec | null {
+  const rows: Array<{ t: number; series: string; value: number }> = [];
+  for (const p of series) {
+    if (p.powerW !== undefined) rows.push({ t: p.t, series: "power (W)", value: p.powerW });
+    if (p.tokensPerS !== undefined) rows.push({ t: p.t, series: "output tokens/s", value: p.tokensPerS });
+    if (p.smClockMHz !== undefined) rows.push({ t: p.t, series: "SM clock (MHz)", value: p.smClockMHz });
+  }
+  const kinds = [...new Set(rows.map((r) => r.series))];
+  if (rows.length < 2 || kinds.length === 0) return null;
+  return {
+    id: "telemetry-over-time",
+    section: "telemetry",
+    title: "Power and throughput over the measured window",
+    caption:
+      "Each series against time from the start of the measured window (warm-up excluded); each panel has its own scale.",
+    spec: {
+      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+      data: { values: rows },
+      config: CONFIG,
+      facet: { row: { field: "series", type: "nominal", title: null, sort: kinds } },
+      resolve: { scale: { y: "independent" } },
+      spec: {
+        width: WIDTH,
+        height: 90,
+        mark: { type: "line", interpolate: "step-after", strokeWidth: 1.5 },
+        encoding: {
+          x: { field: "t", type: "quantitative", title: "seconds into the window" },
+          y: { field: "value", type: "quantitative", title: null, scale: { zero: false } },
+          color: { field: "series", type: "nominal", legend: null },
+        },
+      },
+    },
+  };
+}
+
 /** Every chart the result supports, in report order. Sections with no data get no chart. */
 export function chartSpecs(r: StudyResult): ChartSpec[] {
   const out: ChartSpec[] = [];
@@ -319,6 +355,10 @@ export function chartSpecs(r: StudyResult): ChartSpec[] {
         ],
       },
     });
+  }
+  if (r.telemetry) {
+    const c = telemetryChart(r.telemetry.series);
+    if (c) out.push(c);
   }
   if (r.whatIfs.length > 0) {
     out.push({

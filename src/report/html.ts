@@ -1,7 +1,15 @@
 // The self-contained HTML report: one file, inline CSS, inline SVG charts, no scripts, no network.
 import type { RenderedChart } from "./charts.ts";
 import { deploymentRows, deploymentTitle, esc, fmt, fmtP, fmtPct, fmtQ } from "./format.ts";
-import type { Ceiling, ExperimentPlan, PhaseRecord, Quantity, ServerTimingSection, StudyResult } from "./types.ts";
+import type {
+  Ceiling,
+  ExperimentPlan,
+  PhaseRecord,
+  Quantity,
+  ServerTimingSection,
+  StudyResult,
+  TelemetrySection,
+} from "./types.ts";
 
 /** The report's styles, shared by every self-contained page (study and tune). */
 export const REPORT_CSS = `
@@ -184,6 +192,13 @@ ${charts(rendered, "latency")}
       `<section id="latency"><h2>Latency distributions</h2>${unavailable(r, "bench", "The batch-1 benchmark")}</section>`,
     );
 
+  // Telemetry: the hardware's counters over the same window
+  if (r.telemetry) parts.push(telemetryHtml(r.telemetry, rendered));
+  else
+    parts.push(
+      `<section id="telemetry"><h2>Hardware telemetry</h2>${unavailable(r, "telemetry", "Hardware telemetry")}</section>`,
+    );
+
   // Sweep
   if (r.sweep) {
     const s = r.sweep;
@@ -351,6 +366,39 @@ ${qTable([
 ])}
 <p class="how">Client − server per token: median ${esc(fmt(t.diffPct))} % (median |Δ| ${esc(fmt(t.absDiffPct))} %) over ${esc(t.requests)} requests${t.ttftOverheadMs !== undefined ? `; client TTFT − server prompt time: median ${esc(fmt(t.ttftOverheadMs))} ms (transit, queueing, tokenisation and the client)` : ""}.</p>
 ${notes(t.notes)}`;
+}
+
+function telemetryHtml(t: TelemetrySection, rendered: RenderedChart[]): string {
+  const th = t.throttle;
+  const throttle = th
+    ? th.shareOfWindow > 0
+      ? `Clock-limited for ${esc(fmt(th.shareOfWindow * 100, 3))} % of the window (${esc(
+          th.reasons.map((x) => `${x.reason} ${fmt(x.share * 100, 3)} %`).join(", "),
+        )})${th.powerCapped ? ": <b>power-capped</b>, so these figures measure the cap" : ""}.`
+      : "No clock-limiting reason was active in the window."
+    : "";
+  const clock = t.smClockMHz
+    ? ` SM clock median ${esc(fmt(t.smClockMHz.median ?? undefined))} MHz of ${esc(fmt(t.smClockMHz.max ?? undefined))} MHz.`
+    : "";
+  return `<section id="telemetry"><h2>Hardware telemetry</h2>
+<p>${esc(t.source)} — ${esc(t.why)}. ${esc(t.samples)} samples from ${esc(t.devices.length)} device${t.devices.length === 1 ? "" : "s"} over the measured window of ${esc(fmt(t.window.seconds, 3))} s.</p>
+${qTable([
+  ["energy", t.energyJ],
+  ["energy per output token", t.joulesPerToken],
+  ["output tokens per joule", t.tokensPerJoule],
+  ["average power", t.avgPowerW],
+  ["peak power", t.peakPowerW],
+  ["achieved DRAM bandwidth", t.dram?.achievedGBs],
+  ["model bytes per step ÷ measured step", t.dram?.modelGBs],
+  ["measured bandwidth efficiency", t.dram?.efficiency],
+  ["interconnect TX bytes per token", t.interconnect?.bytesPerToken],
+  ["model collective bytes per token", t.interconnect?.modelBytesPerToken],
+])}
+<p class="how">${throttle}${clock}</p>
+${t.unavailable.length ? `<p class="how">Not available: ${esc(t.unavailable.map((u) => `${u.field} (${u.why})`).join("; "))}.</p>` : ""}
+${notes(t.notes)}
+${charts(rendered, "telemetry")}
+</section>`;
 }
 
 function experimentsHtml(x: ExperimentPlan): string {

@@ -136,6 +136,38 @@ export function renderMarkdown(r: StudyResult): string {
     }
   } else out.push(missing(r, "bench", "The batch-1 benchmark"));
 
+  out.push("## Hardware telemetry\n");
+  const tl = r.telemetry;
+  if (tl) {
+    out.push(
+      `${mdEsc(tl.source)} — ${mdEsc(tl.why)}. ${tl.samples} samples from ${tl.devices.length} device(s) over ${fmt(tl.window.seconds, 3)} s of the measured window.\n`,
+    );
+    out.push(
+      qRows([
+        ["energy", tl.energyJ],
+        ["energy per output token", tl.joulesPerToken],
+        ["output tokens per joule", tl.tokensPerJoule],
+        ["average power", tl.avgPowerW],
+        ["peak power", tl.peakPowerW],
+        ["achieved DRAM bandwidth", tl.dram?.achievedGBs],
+        ["model bytes per step ÷ measured step", tl.dram?.modelGBs],
+        ["measured bandwidth efficiency", tl.dram?.efficiency],
+        ["interconnect TX bytes per token", tl.interconnect?.bytesPerToken],
+        ["model collective bytes per token", tl.interconnect?.modelBytesPerToken],
+      ]),
+    );
+    const th = tl.throttle;
+    if (th)
+      out.push(
+        th.shareOfWindow > 0
+          ? `Clock-limited for ${fmt(th.shareOfWindow * 100, 3)} % of the window (${th.reasons.map((x) => `${mdEsc(x.reason)} ${fmt(x.share * 100, 3)} %`).join(", ")})${th.powerCapped ? ": **power-capped**, so these figures measure the cap" : ""}.\n`
+          : "No clock-limiting reason was active in the window.\n",
+      );
+    if (tl.unavailable.length)
+      out.push(`Not available: ${tl.unavailable.map((u) => `${mdEsc(u.field)} (${mdEsc(u.why)})`).join("; ")}.\n`);
+    for (const n of tl.notes) out.push(`> ${mdEsc(n)}\n`);
+  } else out.push(missing(r, "telemetry", "Hardware telemetry"));
+
   out.push("## Length sweep\n");
   if (r.sweep) {
     out.push(

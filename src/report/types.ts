@@ -216,6 +216,31 @@ export interface TraceSection {
   notes: string[];
 }
 
+/** The hardware's own counters over the measured window (nvidia-smi, dcgm-exporter, the sim's exporter, /proc + RAPL). */
+export interface TelemetrySection {
+  /** The source as resolved, and why it was chosen ("auto: nvidia-smi is on PATH"). */
+  source: string;
+  why: string;
+  window: { startS: number; endS: number; seconds: number };
+  devices: string[];
+  samples: number;
+  energyJ?: Quantity;
+  joulesPerToken?: Quantity;
+  tokensPerJoule?: Quantity;
+  avgPowerW?: Quantity;
+  peakPowerW?: Quantity;
+  smClockMHz?: { median: number | null; max: number | null };
+  throttle?: { powerCapped: boolean; shareOfWindow: number; reasons: Array<{ reason: string; share: number }> };
+  /** Achieved DRAM bandwidth (DRAM active × peak) beside the model's bytes per step ÷ the measured step time. */
+  dram?: { achievedGBs: Quantity; modelGBs?: Quantity; peakGBs: number | null; efficiency?: Quantity };
+  /** Interconnect TX bytes per output token beside the model's collective bytes per token. */
+  interconnect?: { bytesPerToken: Quantity; modelBytesPerToken?: Quantity; ratio?: number };
+  /** The chart's series on one time axis (seconds from the window's start), simulated time for the embedded sim. */
+  series: Array<{ t: number; powerW?: number; tokensPerS?: number; smClockMHz?: number }>;
+  unavailable: Array<{ field: string; why: string }>;
+  notes: string[];
+}
+
 export interface DecompositionPart {
   component: "communication" | "compute" | "overhead";
   ms: Quantity;
@@ -277,6 +302,7 @@ export interface StudyResult {
   ab?: AbSection;
   experiments?: ExperimentPlan;
   serverTimings?: ServerTimingSection;
+  telemetry?: TelemetrySection;
   trace?: TraceSection;
   model?: ModelSection;
   ceilings: Ceiling[];

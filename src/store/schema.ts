@@ -51,6 +51,17 @@ export const MIGRATIONS: readonly string[] = [
    CREATE INDEX requests_by_run ON requests(run_id, block_id, idx);
    CREATE INDEX blocks_by_run ON blocks(run_id, idx);
    CREATE INDEX runs_by_created ON runs(created_at);`,
+  // 3: hardware telemetry recorded beside a run or one of its blocks: the summary over the measured
+  // window and the samples cut to it (JSON), so a report can be redrawn later.
+  `CREATE TABLE telemetry (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+     block_id INTEGER REFERENCES blocks(id) ON DELETE CASCADE,
+     source TEXT NOT NULL,
+     summary TEXT NOT NULL,
+     samples TEXT NOT NULL
+   );
+   CREATE INDEX telemetry_by_run ON telemetry(run_id, block_id);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

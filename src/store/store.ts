@@ -7,7 +7,7 @@ import { dirname, join, resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { InputError, UsageError } from "../errors.ts";
 import { sqlite } from "../lazy.ts";
-import { redact } from "./redact.ts";
+import { redact, redactString } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
 
 export type RunStatus = "running" | "complete" | "partial" | "failed";
@@ -52,6 +52,13 @@ export interface StoredRequest {
   data?: Record<string, unknown>;
 }
 
+export interface StoredTelemetry {
+  /** The source as resolved ("nvidia-smi", "dcgm http://…/metrics"). */
+  source: string;
+  summary: Record<string, unknown>;
+  samples: readonly Record<string, unknown>[];
+}
+
 export interface RunDetail {
   run: RunRecord;
   blocks: BlockRecord[];
@@ -90,6 +97,9 @@ export interface Store {
   ): void;
   addRequests(runId: string, blockId: number | null, records: readonly StoredRequest[]): void;
   setSummary(runId: string, key: string, value: unknown): void;
+  /** Hardware telemetry over a run's (or a block's) measured window: its summary and samples. */
+  addTelemetry(runId: string, blockId: number | null, t: StoredTelemetry): number;
+  getTelemetry(runId: string, opts?: { blockId?: number }): Array<StoredTelemetry & { blockId: number | null }>;
   getRun(id: string): RunDetail;
   getRequests(runId: string, opts?: { blockId?: number }): Array<StoredRequest & { blockId: number | null }>;
   listRuns(opts?: { kind?: string; limit?: number }): RunRecord[];
@@ -293,6 +303,25 @@ export function openStore(path: string = defaultDbPath()): Store {
         "INSERT INTO summaries (run_id, key, value) VALUES (?, ?, ?) ON CONFLICT(run_id, key) DO UPDATE SET value = excluded.value",
       ).run(runId, key, json(value));
     },
+    addTelemetry(runId, blockId, t) {
+      const info = db
+        .prepare("INSERT INTO telemetry (run_id, block_id, source, summary, samples) VALUES (?, ?, ?, ?, ?)")
+        .run(runId, blockId, redactString(t.source), json(t.summary), JSON.stringify(t.samples));
+      return Number(info.lastInsertRowid);
+    },
+    getTelemetry(runId, opts = {}) {
+      const rows = (
+        opts.blockId == null
+          ? db.prepare("SELECT * FROM telemetry WHERE run_id = ? ORDER BY block_id, id").all(runId)
+          : db.prepare("SELECT * FROM telemetry WHERE run_id = ? AND block_id = ? ORDER BY id").all(runId, opts.blockId)
+      ) as any[];
+      return rows.map((r) => ({
+        blockId: r.block_id,
+        source: r.source,
+        summary: JSON.parse(r.summary),
+        samples: JSON.parse(r.samples),
+      }));
+    },
     getRun(id) {
       const run = rowToRun(getRunRow(id));
       const blocks = (db.prepare("SELECT * FROM blocks WHERE run_id = ? ORDER BY idx, id").all(run.id) as any[]).map(
@@ -335,7 +364,10 @@ export function openStore(path: string = defaultDbPath()): Store {
     exportRun(id, format) {
       const detail = store.getRun(id);
       const requests = store.getRequests(detail.run.id);
-      if (format === "json") return `${JSON.stringify({ ...detail, requests }, null, 2)}\n`;
+      if (format === "json") {
+        const telemetry = store.getTelemetry(detail.run.id);
+        return `${JSON.stringify({ ...detail, requests, ...(telemetry.length ? { telemetry } : {}) }, null, 2)}\n`;
+      }
       if (format !== "csv") throw new UsageError(`unknown export format "${format}" (json or csv)`);
       const blockById = new Map(detail.blocks.map((b) => [b.id, b]));
       const header = [

@@ -84,7 +84,25 @@ test("migrations upgrade an old database in place and keep its data; a newer sch
   assert.equal(db2.pragma("user_version", { simple: true }), MIGRATIONS.length);
   db2.pragma(`user_version = ${MIGRATIONS.length + 1}`);
   db2.close();
-  assert.throws(() => openStore(path), /schema version 3 is newer/);
+  assert.throws(() => openStore(path), new RegExp(`schema version ${MIGRATIONS.length + 1} is newer`));
+});
+
+test("telemetry is kept per run and per block, and exported with the run", () => {
+  const s = openStore(join(dir, "telemetry.db"));
+  const run = s.saveRun({ kind: "ab", config: {} });
+  const block = s.addBlock(run.id, { index: 0, variant: "A" });
+  const samples = [
+    { t: 1, device: "gpu0", powerW: 500 },
+    { t: 2, device: "gpu0", powerW: 510 },
+  ];
+  s.addTelemetry(run.id, null, { source: "nvidia-smi", summary: { energyJ: 505 }, samples });
+  s.addTelemetry(run.id, block, { source: "dcgm http://127.0.0.1:9400/metrics", summary: { energyJ: 1 }, samples: [] });
+  const all = s.getTelemetry(run.id);
+  assert.equal(all.length, 2);
+  assert.deepEqual(all.find((t) => t.blockId === null)?.samples, samples);
+  assert.equal(s.getTelemetry(run.id, { blockId: block })[0]?.source, "dcgm http://127.0.0.1:9400/metrics");
+  assert.equal(JSON.parse(s.exportRun(run.id, "json")).telemetry.length, 2);
+  s.close();
 });
 
 test("secrets never reach the database file", () => {

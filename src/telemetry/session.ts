@@ -1,0 +1,141 @@
+// Telemetry beside one measurement (a bench, a block of an A/B or sweep, a study phase): starts the
+// source before the run, stamps the measured window's edges, and at the end cuts the samples to that
+// window and derives the summary over it. A source that fails mid-run costs notes, never the run.
+import { fetchRaw } from "../metrics/scrape.ts";
+import { cutToWindow, type Recorder, type RecorderContext, startTelemetry } from "./recorder.ts";
+import { parseTelemetrySpec } from "./spec.ts";
+import { summarizeTelemetry } from "./summary.ts";
+import type { TelemetryCapture, TelemetrySample, TelemetrySourceKind, TelemetrySpec, TelemetrySummary } from "./types.ts";
+
+/** What a run keeps of its telemetry: in `--json`, in the run store and in the report. */
+export interface RunTelemetry {
+  /** The source as resolved: kind, its detail (command or URL) and why it was chosen. */
+  source: { kind: TelemetrySourceKind | "none"; detail: string; why: string };
+  /** Null when nothing was recorded (none, or a source that gave no sample in the window). */
+  summary: TelemetrySummary | null;
+  /** The samples cut to the measured window (one kept on each side for integration). */
+  samples: TelemetrySample[];
+  notes: string[];
+}
+
+export interface TelemetrySessionContext {
+  /** The target's base URL: `auto` asks it whether it is the embedded sim. */
+  baseUrl?: string;
+  /** Known to be the embedded sim (study, tune): skips the probe. */
+  embeddedSim?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (line: string) => void;
+  /** Overrides for tests and tools (binaries, PATH). */
+  recorder?: Pick<RecorderContext, "sources" | "path">;
+}
+
+export interface TelemetrySession {
+  readonly source: RunTelemetry["source"];
+  /** Stamps the start of the measured window (after warm-up). */
+  start(): void;
+  /** Stamps its end. */
+  end(): void;
+  /** Stops the source and derives the summary over the stamped window. Never throws for a source's failure. */
+  finish(o: { tokens?: number; peakBandwidthGBs?: number }): Promise<RunTelemetry | null>;
+  /** Stops the source without a summary (the run failed before its window). */
+  abandon(): Promise<void>;
+}
+
+const LOOPBACK = /^(127\.|localhost$|\[::1\]$|::1$)/;
+
+/** True when the target's /metrics says it is inferscope's embedded sim (its time-scale gauge). */
+export async function isEmbeddedSim(baseUrl: string, timeoutMs = 2000): Promise<boolean> {
+  try {
+    const raw = await fetchRaw(baseUrl, { timeoutMs, maxBytes: 8 * 1024 * 1024 });
+    return raw.body.includes("inferscope_sim_time_scale");
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Opens a session for `--telemetry SPEC`. An explicit source that cannot start throws here (exit 3),
+ * before anything is measured; `auto` falls back and says which source it took and why.
+ */
+export async function openTelemetry(
+  spec: string | TelemetrySpec | undefined,
+  ctx: TelemetrySessionContext = {},
+): Promise<TelemetrySession | null> {
+  const parsed: TelemetrySpec = spec === undefined ? { kind: "none" } : typeof spec === "string" ? parseTelemetrySpec(spec) : spec;
+  if (parsed.kind === "none") return null;
+  let host = "";
+  try {
+    host = ctx.baseUrl ? new URL(ctx.baseUrl).hostname : "";
+  } catch {
+    host = "";
+  }
+  const sim =
+    parsed.kind === "auto" && ctx.baseUrl ? (ctx.embeddedSim ?? (await isEmbeddedSim(ctx.baseUrl))) : false;
+  const rec: Recorder = await startTelemetry(parsed, {
+    signal: ctx.signal,
+    simUrl: sim ? ctx.baseUrl : undefined,
+    localTarget: host !== "" && LOOPBACK.test(host),
+    onProgress: ctx.onProgress,
+    ...ctx.recorder,
+  });
+  const source = { kind: rec.resolved.kind, detail: rec.resolved.kind, why: rec.resolved.why };
+  let t0: number | null = null;
+  let t1: number | null = null;
+  return {
+    source,
+    start() {
+      t0 = Date.now() / 1000;
+      rec.mark("measure-start");
+    },
+    end() {
+      t1 = Date.now() / 1000;
+      rec.mark("measure-end");
+    },
+    async abandon() {
+      await rec.stop();
+    },
+    async finish(o) {
+      if (rec.resolved.kind === "none") {
+        await rec.stop();
+        return { source, summary: null, samples: [], notes: [rec.resolved.why] };
+      }
+      // One reading past the window's end lets power be integrated up to it; wait for it (bounded).
+      if (t1 !== null) await sampleAfter(rec, t1, ctx.signal);
+      const recording = await rec.stop();
+      const capture: TelemetryCapture | null = recording.capture;
+      if (capture) source.detail = capture.source.detail;
+      const notes = [...(capture?.notes ?? [])];
+      if (!capture || t0 === null || t1 === null || t1 <= t0)
+        return { source, summary: null, samples: [], notes: [...notes, "no measured window was recorded"] };
+      const cut = cutToWindow(capture, t0, t1);
+      if (cut.samples.length === 0)
+        return {
+          source,
+          summary: null,
+          samples: [],
+          notes: [...notes, `${source.detail}: no sample inside the measured window`],
+        };
+      const summary = summarizeTelemetry(cut, {
+        window: { startS: t0, endS: t1, how: "measured-run" },
+        tokens: o.tokens,
+        peakBandwidthGBs: o.peakBandwidthGBs,
+      });
+      return { source, summary, samples: cut.samples, notes };
+    },
+  };
+}
+
+/** Resolves once the recorder holds a sample taken after `t` (unix s), or after ~3 intervals at most. */
+async function sampleAfter(rec: Recorder, t: number, signal?: AbortSignal): Promise<void> {
+  const iv = intervalOf(rec.resolved.spec) ?? 1000;
+  const deadline = Date.now() + Math.min(10_000, 3 * iv + 500);
+  while (Date.now() < deadline && !signal?.aborted) {
+    const s = rec.samples;
+    if (s.length && s[s.length - 1]!.t > t) return;
+    await new Promise((r) => setTimeout(r, Math.min(50, iv / 4)));
+  }
+}
+
+function intervalOf(spec: TelemetrySpec): number | undefined {
+  return "intervalMs" in spec ? spec.intervalMs : undefined;
+}
