@@ -632,7 +632,7 @@ export const FAMILIES: readonly Family[] = [
   {
     name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
     type: "gauge",
-    help: "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+    help: "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
   },
   { name: "DCGM_FI_DEV_FB_FREE", type: "gauge", help: "Framebuffer memory free (in MiB)." },
   { name: "DCGM_FI_DEV_FB_USED", type: "gauge", help: "Framebuffer memory used (in MiB)." },
