@@ -469,3 +469,19 @@ function addRanges(...rs: Range[]): Range {
     high: 0,
   });
 }
+
+/** How an all-reduce moves its data: NCCL ring or tree, or a one-shot kernel that reads every peer's buffer. */
+export type AllReduceDataPath = "ring" | "tree" | "one-shot";
+
+/**
+ * Payload bytes one GPU sends per all-reduce of `messageBytes` over `n` ranks (received bytes are the same by
+ * symmetry). Ring: reduce-scatter + all-gather, 2(n−1)/n·S. Tree: NCCL's double binary tree moves the same
+ * 2(n−1)/n·S per rank (its bus-bandwidth factor, collectives.md §3). One-shot (vLLM's
+ * cross_device_reduce_1stage): each of the n−1 peers reads this GPU's whole buffer, (n−1)·S. Protocol overhead
+ * (LL's flag words, LL128's 8 B per 128 B, PCIe/NVLink headers) is not included.
+ */
+export function allReduceTxBytesPerGpu(messageBytes: number, n: number, path: AllReduceDataPath): number {
+  if (n <= 1 || messageBytes <= 0) return 0;
+  if (path === "one-shot") return (n - 1) * messageBytes;
+  return (2 * (n - 1) * messageBytes) / n;
+}

@@ -103,6 +103,10 @@ export interface EngineOptions {
   maxNumBatchedTokens: number;
   acceptance: number;
   onStep?: (rec: StepRecord) => void;
+  /** Called when a step is scheduled, with its model mean (ms, before jitter): telemetry integrates from it. */
+  onStepBegin?: (rec: StepRecord, meanMs: number) => void;
+  /** Called when the engine finds no work: the next step starts from "now", not on the old schedule. */
+  onIdle?: () => void;
 }
 
 interface Scheduled {
@@ -324,6 +328,7 @@ export class Engine {
       if (batch.length === 0) {
         // Idle: the next step starts when work arrives, not on the old schedule.
         this.lastEnd = Number.NEGATIVE_INFINITY;
+        this.opts.onIdle?.();
         this.publishGauges();
         if (this.pending.length) this.waitUntil(this.pending.peek()!.queuedAt, this.loop);
         else if (this.idle) this.notifyDrained();
@@ -345,6 +350,7 @@ export class Engine {
         jitter,
       };
       this.inFlight = { batch, rec };
+      this.opts.onStepBegin?.(rec, meanMs);
       if (end > clock()) {
         this.waitUntil(end, this.endStep);
         return;

@@ -2,6 +2,7 @@
 import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { isIP } from "node:net";
+import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
@@ -9,10 +10,27 @@ import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
 import { loadProfile, type Profile } from "./profile.ts";
 import { SimServer } from "./server.ts";
+import { SimTelemetry } from "./telemetry.ts";
 import { type Knobs, StepModel } from "./timing.ts";
 
+export {
+  type AllReduceDataPath,
+  allReduceTxBytesPerGpu,
+} from "../model/collectives.ts";
 export { FAULT_KINDS, parseFaults } from "./faults.ts";
 export { listProfiles, loadProfile, type Profile, parseProfile, parseSetting } from "./profile.ts";
+export {
+  CLOCK_EVENT,
+  expectedJoulesPerToken,
+  FAMILIES as DCGM_FAMILIES,
+  type GpuPowerSpec,
+  type GpuTruth,
+  gpuPowerSpec,
+  POWER_MODEL,
+  SimTelemetry,
+  stepEffect,
+  type TelemetryTruth,
+} from "./telemetry.ts";
 export {
   type BatchShape,
   COMPONENTS,
@@ -63,6 +81,8 @@ export interface SimOptions {
   slowHeadersMs?: number;
   /** Exercise the serving path on a throwaway instance first, so JIT warm-up does not skew early timing (default true). */
   warmup?: boolean;
+  /** Wall ms between telemetry collections: /dcgm/metrics gauges average over the last one (default 1000). */
+  dcgmIntervalMs?: number;
 }
 
 export interface SimHandle {
@@ -259,17 +279,46 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     profiler = p;
     truth = () => p.lastTruth;
   }
+  const dcgmIntervalMs = opts.dcgmIntervalMs ?? 1000;
+  if (!(dcgmIntervalMs >= 10) || !Number.isFinite(dcgmIntervalMs))
+    throw new UsageError(`--dcgm-interval-ms must be at least 10, got ${dcgmIntervalMs}`);
+  const speedZero = opts.speed === "zero";
+  const telemetry = new SimTelemetry({
+    model,
+    timeScale,
+    speedZero,
+    seed,
+    hostname: hostname(),
+    startMs: performance.now(),
+  });
   const engine = new Engine({
     model,
     metrics,
     clock: () => performance.now(),
     timeScale,
-    speedZero: opts.speed === "zero",
+    speedZero,
     seed,
     maxNumSeqs: profile.engine.maxNumSeqs,
     maxNumBatchedTokens: profile.engine.maxNumBatchedTokens,
     acceptance: opts.acceptance ?? 0.7,
     onStep,
+    onStepBegin: (r, meanMs) => telemetry.onStepBegin(r.startMs, r.endMs, r.shape, meanMs, r.jitter),
+    onIdle: () => telemetry.onIdle(),
+  });
+  // Like dcgm-exporter's collect interval: gauges are averages over the last closed interval.
+  const collector = setInterval(
+    () => telemetry.collect(performance.now(), Date.now() / 1000, metrics.generationTokens),
+    dcgmIntervalMs,
+  );
+  collector.unref();
+  const telemetryTruth = () => ({
+    ...telemetry.truth(performance.now(), Date.now() / 1000, metrics.generationTokens),
+    collection: telemetry.lastCollection,
+    collectIntervalMs: dcgmIntervalMs,
+    bootEnergyJ: telemetry.bootEnergyJ,
+    servingGpus: telemetry.serving,
+    link: telemetry.link,
+    power: telemetry.spec,
   });
   const server = new SimServer({
     engine,
@@ -284,7 +333,10 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     stallMs: opts.stallMs ?? 30_000 / timeScale,
     slowHeadersMs: opts.slowHeadersMs ?? 2_000 / timeScale,
     profiler,
-    extraGet: truth ? { "/debug/profile_truth": truth } : undefined,
+    extraGet: truth
+      ? { "/debug/profile_truth": truth, "/debug/telemetry_truth": telemetryTruth }
+      : { "/debug/telemetry_truth": telemetryTruth },
+    extraText: { "/dcgm/metrics": () => telemetry.render() },
   });
   const port = await new Promise<number>((resolve, reject) => {
     const onErr = (err: NodeJS.ErrnoException) => {
@@ -316,6 +368,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     model,
     openStreams: () => server.openStreams,
     close(drainMs = 60_000) {
+      clearInterval(collector);
       closing ??= server.shutdown(drainMs).then(() => engine.close());
       return closing;
     },

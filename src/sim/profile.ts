@@ -50,6 +50,15 @@ export const ProfileSchema = z
         interconnect: z.string().min(1),
         /** Overrides the link's NCCL bus bandwidth, GB/s (catalog: PCIe Gen5 x16 48, NVLink4 370). */
         linkGBs: pos.optional(),
+        /** Telemetry (src/sim/telemetry.ts): board power limit, W; default a class figure by GPU (docs/sim.md). */
+        powerLimitW: pos.optional(),
+        /** A lower enforced limit (`nvidia-smi -pl`), W; default the board limit. */
+        enforcedPowerLimitW: pos.optional(),
+        /** Power between steps with the serving process holding its context and clocks up, W. */
+        idleW: nonneg.optional(),
+        /** Max SM clock and the memory clock as nvidia-smi / DCGM report them, MHz. */
+        smClockMaxMHz: pos.optional(),
+        memClockMHz: pos.optional(),
       })
       .strict(),
     engine: z

@@ -24,6 +24,8 @@ export interface ServerDeps {
   profiler: { start(): Promise<void>; stop(): Promise<void> } | null;
   /** Extra GET routes (debug). */
   extraGet?: Record<string, () => unknown>;
+  /** Extra GET routes answering Prometheus text 0.0.4 (the dcgm-exporter endpoint). */
+  extraText?: Record<string, () => string>;
 }
 
 class HttpError extends Error {
@@ -445,6 +447,16 @@ export class SimServer {
           case "/metrics":
             this.sendMetrics(req, res);
             return;
+        }
+        const text = this.deps.extraText?.[path];
+        if (text) {
+          const body = text();
+          res.writeHead(200, {
+            "content-type": "text/plain; version=0.0.4; charset=utf-8",
+            "content-length": Buffer.byteLength(body),
+          });
+          res.end(method === "HEAD" ? undefined : body);
+          return;
         }
         const extra = this.deps.extraGet?.[path];
         if (extra) {

@@ -323,6 +323,29 @@ export class StepModel {
     return { expertWeightsMs, attnComputeMs };
   }
 
+  /** All-reduces per step (0 without tensor parallelism). */
+  get allReduceCalls(): number {
+    return this.arCount;
+  }
+
+  /** All-reduce message bytes per token (hidden × activation bytes). */
+  get allReduceBytesPerToken(): number {
+    return this.bytesPerToken;
+  }
+
+  /**
+   * What one step moves and computes per GPU, as the components model it: DRAM bytes (weights + KV, the
+   * `weights` and `kv` components × bandwidth) and GEMM + attention FLOPs. For telemetry; not used for timing.
+   */
+  stepWork(b: BatchShape, components: Float64Array): { dramBytes: number; flops: number } {
+    const T = this.tokens(b);
+    const dramBytes = (components[0]! + components[1]!) * this.bwBytesPerMs;
+    const flops =
+      (T * this.profile.cost.flopsPerToken + b.prefillAttnTokenCtx * this.profile.cost.attnFlopsPerTokenCtx) *
+      this.tpScale;
+    return { dramBytes, flops };
+  }
+
   private scratch = new Float64Array(COMPONENTS.length);
 
   /** Mean step time (ms) for this batch, before jitter. */

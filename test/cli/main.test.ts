@@ -90,6 +90,7 @@ test("numeric flags are checked against their ranges before anything starts (exi
     [["sim", "--max-num-seqs", "-1"], /--max-num-seqs expects an integer ≥ 1, got "-1"/],
     [["sim", "--acceptance", "1.5"], /--acceptance expects a number in \[0, 1\]/],
     [["sim", "--time-scale", "0"], /--time-scale expects a number > 0, got "0"/],
+    [["sim", "--dcgm-interval-ms", "5"], /--dcgm-interval-ms expects a number ≥ 10, got "5"/],
     [["study", "--tp", "0"], /--tp expects an integer ≥ 1/],
   ] as const) {
     const r = cli([...args]);

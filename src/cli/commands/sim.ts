@@ -63,6 +63,12 @@ export function register(program: Command): void {
     .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
     .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")
     .option("--served-model-name <name>", "model name to serve (default: the profile's)")
+    .option(
+      "--dcgm-interval-ms <ms>",
+      "/dcgm/metrics collection interval in wall ms: gauges average over it (dcgm-exporter's -c)",
+      numberArg("--dcgm-interval-ms", { min: 10 }),
+      1000,
+    )
     .option("--explain", "print the profile's true step decomposition and exit")
     .option("--list-profiles", "list the built-in profiles and exit")
     .action(async (o) => {
@@ -97,6 +103,7 @@ export function register(program: Command): void {
         faults: o.faults,
         profilerDir: o.profilerDir,
         servedModelName: o.servedModelName,
+        dcgmIntervalMs: o.dcgmIntervalMs,
       };
       if (o.explain) {
         emit(explainSim(opts), o, renderExplanation);
