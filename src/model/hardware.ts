@@ -169,6 +169,8 @@ export const CPUS: Gpu[] = [
   // validation-public.md V9 / V11 (Metal GPU: 40-core M4 Max, 38-core M2 Max; FP16 TFLOPS rough).
   cpu("m4-max", "Apple M4 Max (546 GB/s vendor, unified)", 546, 64, 17),
   cpu("m2-max", "Apple M2 Max (400 GB/s vendor, unified)", 400, 96, 13.6),
+  // XiongjieDai/GPU-Benchmarks-on-LLM-Inference (32-core M1 Max, 64 GB; FP32 10.4 TFLOPS vendor, rough).
+  cpu("m1-max", "Apple M1 Max (400 GB/s vendor, unified)", 400, 64, 10.4),
 ];
 
 function nv(gen: number, bidirGBs: number): Gpu["scaleUp"] {
