@@ -372,6 +372,25 @@ export const MODELS: CatalogEntry[] = [
   },
   {
     ...dense(
+      "deepseek-v3.2",
+      ["deepseek-v3.2-exp", "deepseek-ai/deepseek-v3.2", "deepseek_v32"],
+      61,
+      7168,
+      128,
+      128,
+      192,
+      18432,
+      129280,
+      "DeepSeek-V3 shape [cfg-dsv3] + DSA indexer (DeepseekV32Config: index_n_heads 64, index_head_dim 128, index_topk 2048)",
+    ),
+    attention: "mla",
+    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    indexer: { heads: 64, headDim: 128, topk: 2048 },
+    moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
+    mtpLayers: 1,
+  },
+  {
+    ...dense(
       "glm-5",
       ["glm5", "glm-5.1", "zai-org/glm-5", "glm_moe_dsa"],
       78,
