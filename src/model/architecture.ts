@@ -372,6 +372,22 @@ export const MODELS: CatalogEntry[] = [
   },
   {
     ...dense(
+      "glm-4.5-air",
+      ["zai-org/glm-4.5-air", "glm-4.5v", "glm-4.5v-fp8", "glm-4.6v", "glm4.5-air"],
+      46,
+      4096,
+      96,
+      8,
+      128,
+      10944,
+      151552,
+      "GLM-4.5-Air (glm4_moe) as in THUDM slime scripts/models/glm4.5-106B-A12B.sh: 1 dense + 45 MoE layers, 96/8 heads × 128, 128 experts top-8 + 1 shared of 1408, untied; GLM-4.5V/4.6V use this language model",
+    ),
+    moe: { experts: 128, topk: 8, shared: 1, expertFfn: 1408, sharedFfn: 1408, denseLayers: 1 },
+    mtpLayers: 1,
+  },
+  {
+    ...dense(
       "deepseek-v3.2",
       ["deepseek-v3.2-exp", "deepseek-ai/deepseek-v3.2", "deepseek_v32"],
       61,
