@@ -47,7 +47,10 @@ export interface CorpusRow {
 export interface Corpus {
   file: string;
   definitions: Record<string, string>;
+  /** kind: decode — pure decode steps, the rows the decode-step fit and its validation use. */
   rows: CorpusRow[];
+  /** kind: benchmark — serving TPOT/ITL at a concurrency; kept apart so a decode-step fit never sees them. */
+  benchmarks: CorpusRow[];
 }
 
 export const CORPUS_FILE = fileURLToPath(new URL("./corpus/validation-public.yaml", import.meta.url));
@@ -88,7 +91,7 @@ export function parseCorpus(text: string, file: string): Corpus {
     throw new InputError("`rows:` must be a non-empty list", { position: at((rowsNode as YNode) ?? root) });
   const defs = (doc.toJS() as { definitions?: Record<string, string> }).definitions ?? {};
   const ids = new Set<string>();
-  const rows: CorpusRow[] = rowsNode.items.map((item, i) => {
+  const all: CorpusRow[] = rowsNode.items.map((item, i) => {
     const node = item as YNode;
     if (!isMap(node)) throw new InputError(`row ${i + 1} is not a mapping`, { position: at(node) });
     const js = node.toJSON() as Record<string, any>;
@@ -188,7 +191,12 @@ export function parseCorpus(text: string, file: string): Corpus {
       input: rowInput(row),
     };
   });
-  return { file, definitions: defs, rows };
+  return {
+    file,
+    definitions: defs,
+    rows: all.filter((r) => r.kind === "decode"),
+    benchmarks: all.filter((r) => r.kind === "benchmark"),
+  };
 }
 
 /** The model input a corpus row describes (engine date as its version, so the maturity clock is known). */

@@ -75,10 +75,21 @@ test("grouping keys, kind and benchmark concurrency are checked with file, line 
       "{ batch: 4, inputLen: 230, outputLen: 220, concurrency: 4, dataset: sharegpt }",
     ),
     "g.yaml",
-  ).rows[0];
+  ).benchmarks[0];
   assert.deepEqual(
     [ok.kind, ok.workload.concurrency, ok.workload.dataset, ok.sourceKey, ok.family],
     ["benchmark", 4, "sharegpt", "s", "qwen3"],
+  );
+  // A benchmark row is kept apart from the decode rows the fit uses; a row without kind is a decode row.
+  assert.equal(
+    parseCorpus(
+      row(
+        "    sourceKey: s\n    family: qwen3\n    kind: benchmark\n",
+        "{ batch: 4, inputLen: 1, outputLen: 2, concurrency: 4 }",
+      ),
+      "g.yaml",
+    ).rows.length,
+    0,
   );
   assert.equal(parseCorpus(row("    sourceKey: s\n    family: qwen3\n"), "g.yaml").rows[0].kind, "decode");
 });
