@@ -20,9 +20,24 @@ export interface CorpusRow {
   parallelism: { tp: number; ep?: number };
   engine: { name: Engine; version?: string; date: string; dateApprox?: boolean; cudaGraphs: boolean };
   modelSupportSince: string;
-  workload: { batch: number; inputLen: number; outputLen: number; context?: number };
+  /** "decode": a pure decode step of `batch` sequences; "benchmark": a serving benchmark's TPOT/ITL at a concurrency
+   * (steps may carry other requests' prefill chunks), which a decode-step fit must skip. */
+  kind: "decode" | "benchmark";
+  workload: {
+    batch: number;
+    inputLen: number;
+    outputLen: number;
+    context?: number;
+    /** Client concurrency of a serving benchmark (1 = one request in flight). */
+    concurrency?: number;
+    /** The benchmark's prompt set, e.g. sharegpt or random. */
+    dataset?: string;
+  };
   measured: { value: number; unit: "ms/token" | "tokens/s"; quantity: string; definition: string };
   source: string;
+  /** Grouping keys for grouped cross-validation: one slug per source document, one per model family. */
+  sourceKey: string;
+  family: string;
   /** Derived: the measured decode time per token, ms. */
   measuredMs: number;
   /** Derived: the model input this row describes. */
@@ -32,7 +47,10 @@ export interface CorpusRow {
 export interface Corpus {
   file: string;
   definitions: Record<string, string>;
+  /** kind: decode — pure decode steps, the rows the decode-step fit and its validation use. */
   rows: CorpusRow[];
+  /** kind: benchmark — serving TPOT/ITL at a concurrency; kept apart so a decode-step fit never sees them. */
+  benchmarks: CorpusRow[];
 }
 
 export const CORPUS_FILE = fileURLToPath(new URL("./corpus/validation-public.yaml", import.meta.url));
@@ -46,6 +64,8 @@ export function shippedCorpus(): Corpus {
 }
 
 const DATE = /^\d{4}-\d{2}(-\d{2})?$/;
+const SLUG = /^[a-z0-9][a-z0-9.-]*$/;
+const KINDS = ["decode", "benchmark"] as const;
 
 /** Parses and checks a corpus document; every problem names the file, line and column. */
 export function parseCorpus(text: string, file: string): Corpus {
@@ -71,7 +91,7 @@ export function parseCorpus(text: string, file: string): Corpus {
     throw new InputError("`rows:` must be a non-empty list", { position: at((rowsNode as YNode) ?? root) });
   const defs = (doc.toJS() as { definitions?: Record<string, string> }).definitions ?? {};
   const ids = new Set<string>();
-  const rows: CorpusRow[] = rowsNode.items.map((item, i) => {
+  const all: CorpusRow[] = rowsNode.items.map((item, i) => {
     const node = item as YNode;
     if (!isMap(node)) throw new InputError(`row ${i + 1} is not a mapping`, { position: at(node) });
     const js = node.toJSON() as Record<string, any>;
@@ -106,6 +126,20 @@ export function parseCorpus(text: string, file: string): Corpus {
     const unit = str("measured.unit", ms.unit);
     if (unit !== "ms/token" && unit !== "tokens/s") fail("measured.unit", 'must be "ms/token" or "tokens/s"');
     const value = num("measured.value", ms.value, Number.MIN_VALUE);
+    const slug = (path: string, v: unknown) =>
+      SLUG.test(str(path, v) as string)
+        ? (v as string)
+        : fail(path, `"${v}" must be a lower-case slug (a-z, 0-9, ".", "-")`);
+    const kind = js.kind === undefined ? "decode" : str("kind", js.kind);
+    if (!(KINDS as readonly string[]).includes(kind)) fail("kind", `"${kind}" is not one of ${KINDS.join(", ")}`);
+    const concurrency = wl.concurrency === undefined ? undefined : num("workload.concurrency", wl.concurrency, 1);
+    // A serving benchmark with several requests in flight is not a decode step: it must say so.
+    if (kind === "benchmark" && concurrency === undefined) fail("kind", "benchmark needs workload.concurrency");
+    if (concurrency !== undefined && concurrency > 1 && kind !== "benchmark")
+      fail(
+        "workload.concurrency",
+        `${concurrency} > 1 needs kind: benchmark (steps share the batch with other requests)`,
+      );
     const definition = str("measured.definition", ms.definition);
     if (!defs[definition] && definition.length < 20)
       fail("measured.definition", `"${definition}" is neither a key of definitions: nor a definition`);
@@ -132,11 +166,14 @@ export function parseCorpus(text: string, file: string): Corpus {
         cudaGraphs: eng.cudaGraphs,
       },
       modelSupportSince: date("modelSupportSince", js.modelSupportSince),
+      kind: kind as CorpusRow["kind"],
       workload: {
         batch: num("workload.batch", wl.batch, 1),
         inputLen: num("workload.inputLen", wl.inputLen, 0),
         outputLen: num("workload.outputLen", wl.outputLen, 1),
         context: wl.context === undefined ? undefined : num("workload.context", wl.context, 0),
+        concurrency,
+        dataset: wl.dataset === undefined ? undefined : str("workload.dataset", wl.dataset),
       },
       measured: {
         value,
@@ -145,6 +182,8 @@ export function parseCorpus(text: string, file: string): Corpus {
         definition,
       },
       source: str("source", js.source),
+      sourceKey: slug("sourceKey", js.sourceKey),
+      family: slug("family", js.family),
     };
     return {
       ...row,
@@ -152,7 +191,12 @@ export function parseCorpus(text: string, file: string): Corpus {
       input: rowInput(row),
     };
   });
-  return { file, definitions: defs, rows };
+  return {
+    file,
+    definitions: defs,
+    rows: all.filter((r) => r.kind === "decode"),
+    benchmarks: all.filter((r) => r.kind === "benchmark"),
+  };
 }
 
 /** The model input a corpus row describes (engine date as its version, so the maturity clock is known). */

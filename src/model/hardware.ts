@@ -73,6 +73,19 @@ export const GPUS: Gpu[] = [
   g("rtx-4090", "RTX 4090", 24, 1008, [165, 330, null], "ada", 89, null, 4, "hardware.md §1 (ada-wp)", ["4090"]),
   g("rtx-3090", "RTX 3090", 24, 936, [71, null, null], "ampere", 86, null, 4, "hardware.md §1 (ga102-wp)", ["3090"]),
   g("l40s", "L40S", 48, 864, [362, 733, null], "ada", 89, null, 4, AIC),
+  g(
+    "rtx-6000-ada",
+    "RTX 6000 Ada Generation",
+    48,
+    960,
+    [364, 728, null],
+    "ada",
+    89,
+    null,
+    4,
+    "NVIDIA RTX 6000 Ada datasheet (48 GB GDDR6 ECC, 960 GB/s; 1,457 FP8 TFLOPS with sparsity = 728 dense; BF16 half of that, full rate on pro cards as A40/L40S)",
+    ["rtx6000-ada", "rtx-6000-ada-generation"],
+  ),
   g("l4", "L4", 24, 300, [121, 242.5, null], "ada", 89, null, 4, "hardware.md §1 (nv-datasheets, dense)"),
   g("a100-80gb-sxm", "A100 80GB SXM", 80, 2039, [312, null, null], "ampere", 80, nv(3, 600), 4, AIC, [
     "a100",
@@ -169,6 +182,8 @@ export const CPUS: Gpu[] = [
   // validation-public.md V9 / V11 (Metal GPU: 40-core M4 Max, 38-core M2 Max; FP16 TFLOPS rough).
   cpu("m4-max", "Apple M4 Max (546 GB/s vendor, unified)", 546, 64, 17),
   cpu("m2-max", "Apple M2 Max (400 GB/s vendor, unified)", 400, 96, 13.6),
+  // XiongjieDai/GPU-Benchmarks-on-LLM-Inference (32-core M1 Max, 64 GB; FP32 10.4 TFLOPS vendor, rough).
+  cpu("m1-max", "Apple M1 Max (400 GB/s vendor, unified)", 400, 64, 10.4),
 ];
 
 function nv(gen: number, bidirGBs: number): Gpu["scaleUp"] {

@@ -3,13 +3,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InputError } from "../../src/errors.ts";
+import { requireModel } from "../../src/model/architecture.ts";
 import { parseCorpus, shippedCorpus } from "../../src/model/corpus.ts";
+import { requireGpu } from "../../src/model/hardware.ts";
 import { predict } from "../../src/model/predict.ts";
 import { corpusFit, leaveOneOut } from "../../src/model/priors.ts";
 
 test("the corpus holds every validation-public.md row and variant, each with its measured value defined", () => {
   const c = shippedCorpus();
-  assert.equal(c.rows.length, 40);
+  assert.ok(c.rows.length >= 80, String(c.rows.length));
   for (const v of ["V1", "V2", "V3", "V4", "V5", "V6", "V7", "V8", "V9", "V10", "V11", "V12", "V13"])
     assert.ok(
       c.rows.some((r) => r.id === v || r.id.startsWith(`${v}-`)),
@@ -22,6 +24,7 @@ test("the corpus holds every validation-public.md row and variant, each with its
   for (const r of c.rows) {
     assert.ok(c.definitions[r.measured.definition], `${r.id}: definition ${r.measured.definition}`);
     assert.ok(r.measuredMs > 0 && r.engine.date && r.modelSupportSince && r.source, r.id);
+    assert.ok(r.sourceKey && r.family, `${r.id}: grouping keys`);
   }
   assert.equal(c.rows.find((r) => r.id === "V1")!.measuredMs, 7.28);
   assert.ok(Math.abs(c.rows.find((r) => r.id === "V11-Q8_0")!.measuredMs - 1000 / 22.87) < 1e-9);
@@ -46,9 +49,75 @@ test("a bad corpus names the file, line and column", () => {
   );
 });
 
+test("grouping keys, kind and benchmark concurrency are checked with file, line and column", () => {
+  const row = (extra: string, workload = "{ batch: 1, inputLen: 1, outputLen: 2 }") =>
+    `rows:\n  - id: A\n    label: a\n    model: qwen3-8b\n    precision: bf16\n    hardware: { device: h100-sxm, count: 1 }\n    parallelism: { tp: 1 }\n    engine: { name: vllm, date: 2025-10, cudaGraphs: true }\n    modelSupportSince: 2025-04\n    workload: ${workload}\n    measured: { value: 7, unit: ms/token, quantity: q, definition: "a long definition of the measured value here" }\n    source: s\n${extra}`;
+  const bad = (text: string, pattern: RegExp) =>
+    assert.throws(
+      () => parseCorpus(text, "g.yaml"),
+      (e: unknown) => e instanceof InputError && /g\.yaml:\d+:\d+/.test(e.message) && pattern.test(e.message),
+    );
+  bad(row("    family: qwen3\n"), /sourceKey must be text/);
+  bad(row("    sourceKey: s\n"), /family must be text/);
+  bad(row("    sourceKey: Some Blog\n    family: qwen3\n"), /sourceKey "Some Blog" must be a lower-case slug/);
+  bad(
+    row("    sourceKey: s\n    family: qwen3\n    kind: serving\n"),
+    /kind "serving" is not one of decode, benchmark/,
+  );
+  bad(row("    sourceKey: s\n    family: qwen3\n    kind: benchmark\n"), /benchmark needs workload\.concurrency/);
+  bad(
+    row("    sourceKey: s\n    family: qwen3\n", "{ batch: 1, inputLen: 1, outputLen: 2, concurrency: 4 }"),
+    /workload\.concurrency 4 > 1 needs kind: benchmark/,
+  );
+  const ok = parseCorpus(
+    row(
+      "    sourceKey: s\n    family: qwen3\n    kind: benchmark\n",
+      "{ batch: 4, inputLen: 230, outputLen: 220, concurrency: 4, dataset: sharegpt }",
+    ),
+    "g.yaml",
+  ).benchmarks[0];
+  assert.deepEqual(
+    [ok.kind, ok.workload.concurrency, ok.workload.dataset, ok.sourceKey, ok.family],
+    ["benchmark", 4, "sharegpt", "s", "qwen3"],
+  );
+  // A benchmark row is kept apart from the decode rows the fit uses; a row without kind is a decode row.
+  assert.equal(
+    parseCorpus(
+      row(
+        "    sourceKey: s\n    family: qwen3\n    kind: benchmark\n",
+        "{ batch: 4, inputLen: 1, outputLen: 2, concurrency: 4 }",
+      ),
+      "g.yaml",
+    ).rows.length,
+    0,
+  );
+  assert.equal(parseCorpus(row("    sourceKey: s\n    family: qwen3\n"), "g.yaml").rows[0].kind, "decode");
+});
+
+test("the shipped corpus spans the engines, GPU generations, sources and MoE rows grouped validation needs", () => {
+  const c = shippedCorpus();
+  const moe = c.rows.filter((r) => requireModel(r.model).moe);
+  assert.ok(moe.length >= 30, `MoE rows ${moe.length}`);
+  assert.ok(new Set(c.rows.map((r) => r.engine.name)).size >= 4);
+  const gen = (d: string) => (/^m\d/.test(d) ? "apple" : requireGpu(d).arch);
+  assert.ok(new Set(c.rows.map((r) => gen(r.hardware.device))).size >= 3);
+  assert.ok(new Set(c.rows.map((r) => r.sourceKey)).size >= 10);
+  // A source key names one document: its rows cite the same repository or site, and rows citing the same text never
+  // carry two keys (which would let a held-out source leak through its twin).
+  const firstWord = new Map<string, string>();
+  const keyOfSource = new Map<string, string>();
+  for (const r of c.rows) {
+    const w = r.source.split(" ")[0];
+    assert.equal(firstWord.get(r.sourceKey) ?? w, w, `${r.id}: ${r.sourceKey} cites ${w}`);
+    firstWord.set(r.sourceKey, w);
+    assert.equal(keyOfSource.get(r.source) ?? r.sourceKey, r.sourceKey, `${r.id}: "${r.source}" under two keys`);
+    keyOfSource.set(r.source, r.sourceKey);
+  }
+});
+
 test("leave-one-out on the corpus: median |error|, 80 % coverage and sharpness pinned", () => {
   const l = leaveOneOut();
-  assert.equal(l.rows.length, 40);
+  assert.equal(l.rows.length, shippedCorpus().rows.length);
   // Measured 2026-12-03: median |error| 4.6 %, coverage 31/40 = 77.5 %, median high/low 1.25×.
   assert.ok(l.medianAbsError <= 0.05, `median |error| ${l.medianAbsError}`);
   assert.ok(l.coverage >= 0.75 && l.coverage <= 0.9, `coverage ${l.coverage}`);
