@@ -1,5 +1,6 @@
 // One plain sentence per term of a prediction (and per finding of a fit). Pure.
 import type { FitResult } from "./fit.ts";
+import { physicsSentence } from "./moe.ts";
 import type { Prediction, Term } from "./predict.ts";
 import type { Range } from "./range.ts";
 import { fmtRange } from "./range.ts";
@@ -69,6 +70,7 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
       `The range is an ${Math.round(100 * p.interval.level)} % prediction interval: ${p.interval.basis}. ${p.interval.maturity}.${p.interval.unseen.length ? ` Not informed by any corpus row (prior spread stands): ${p.interval.unseen.join(", ")}.` : ""}`,
     );
   for (const t of p.decode.terms) out.push(termSentence(p, t));
+  for (const t of p.decode.physics ?? []) out.push(physicsSentence(t));
   const moe = p.moe;
   if (moe) {
     const c = moe.communication;

@@ -1,5 +1,7 @@
 // predict(): decode step, its named terms, the collectives, a prefill/TTFT estimate and the assumptions. Pure.
 import { paramBreakdown } from "./architecture.ts";
+import type { MoePhysicsTerm } from "./moe.ts";
+import { attachPhysics, moePhysics } from "./moe.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
 import type { TermName } from "./priors.ts";
@@ -140,6 +142,8 @@ export interface Prediction {
     kvBytesPerGpu: number;
     flopsPerGpu: number;
     kernels: KernelCount;
+    /** MoE / MLA / FP8-block physics behind the terms (moe.ts), each with formula, inputs and source. */
+    physics?: MoePhysicsTerm[];
   };
   collectives: CollectivesReport;
   prefill: { inputLen: number; ttftMs: Range; terms: Term[] };
@@ -313,6 +317,8 @@ export function predictResolved(r: Resolved): Prediction {
     : fittedDecode(r, kernels, ar, expertsRange);
   const { sets, stepMs, terms, mid } = dec;
   const collectives = collectivesReport(r, ar, cc, sets);
+  const physics = moePhysics(r, mid.loads, kernels, collectives.latencyUsEach.mid, A2A_US.mid);
+  attachPhysics(terms, physics);
   const prefill = prefillEstimate(r, sets);
   const itl = stepMs;
   const N = r.outputLen;
@@ -402,6 +408,7 @@ export function predictResolved(r: Resolved): Prediction {
       kvBytesPerGpu: Math.round(mid.kvBytes),
       flopsPerGpu: Math.round(mid.flops),
       kernels,
+      ...(physics.length ? { physics } : {}),
     },
     collectives,
     prefill,
