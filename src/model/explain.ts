@@ -103,6 +103,10 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
     `Prefill of ${p.prefill.inputLen} tokens: TTFT ≈ ${ms(p.prefill.ttftMs)}; a ${p.request.outputLen}-token request takes ${fmtRange(p.request.totalMs, 0, " ms")} (${fmtRange(p.request.tokensPerSecond, 1, " tok/s")}).`,
   );
   out.push(`Memory: ${p.memory.note}.`);
+  if (p.workload)
+    out.push(
+      `Benchmark at ${p.workload.mode === "concurrency" ? `concurrency ${p.workload.concurrency}` : `${p.workload.requestRate} req/s`}: ${p.workload.summary}; p99 TPOT ${ms(p.workload.p99TpotMs)}, mean ITL ${ms(p.workload.meanItlMs)}, p99 ITL ${ms(p.workload.p99ItlMs)}, mean TTFT ${ms(p.workload.ttftMs)} (vLLM bench serve definitions).`,
+    );
   if (fit) out.push(...explainFit(fit));
   return out;
 }

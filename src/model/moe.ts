@@ -6,9 +6,9 @@
 // priors.ts multiply those parts as before; everything else here is stated beside the step, with its formula.
 import { paramBreakdown } from "./architecture.ts";
 import type { Engine } from "./collectives.ts";
-import type { GroupLoad } from "./step.ts";
 import type { Range } from "./range.ts";
 import type { Resolved } from "./resolve.ts";
+import type { GroupLoad } from "./step.ts";
 
 // ---------------------------------------------------------------- experts touched
 
@@ -301,7 +301,8 @@ export function moePhysics(
     out.push({
       name: "moe-experts-touched",
       label: "experts touched per step",
-      formula: "E_touched(B) = E·(1 − (1 − k/E)^B); busiest EP device: E_touched/EP + √(E_touched/EP·(1 − 1/EP)·2 ln EP)",
+      formula:
+        "E_touched(B) = E·(1 − (1 − k/E)^B); busiest EP device: E_touched/EP + √(E_touched/EP·(1 − 1/EP)·2 ln EP)",
       inputs: {
         experts: m.experts,
         topk: m.topk,
@@ -325,7 +326,10 @@ export function moePhysics(
     const regime = intensity < ridge ? "memory-bound" : "compute-bound";
     // The M at which the padded GEMM reaches the ridge (tokens per expert).
     let mStar = 1;
-    while (mStar < 1e5 && (2 * fam.paddedM(mStar, Math.max(B, (mStar * m.experts) / m.topk), m.experts)) / bytesPerParam < ridge)
+    while (
+      mStar < 1e5 &&
+      (2 * fam.paddedM(mStar, Math.max(B, (mStar * m.experts) / m.topk), m.experts)) / bytesPerParam < ridge
+    )
       mStar *= 2;
     out.push({
       name: "moe-expert-gemm",
@@ -361,7 +365,8 @@ export function moePhysics(
         routerFlopsPerStep: 2 * B * pb.routerPerLayer * pb.moeLayerCount,
       },
       entersAs: "moe-routing (kernel count × the fitted per-kernel cost)",
-      source: "each engine's op sequence (vLLM fused_moe layer, SGLang topk.py, TRT-LLM MoE plugin, llama.cpp build_moe_ffn)",
+      source:
+        "each engine's op sequence (vLLM fused_moe layer, SGLang topk.py, TRT-LLM MoE plugin, llama.cpp build_moe_ffn)",
     });
     if (m.shared > 0) {
       const sh = loads.find((l) => l.group === "shared");
@@ -389,7 +394,10 @@ export function moePhysics(
         tpAllReduceBytesPerLayer: c.tpAllReduceBytesPerLayer,
         epDispatchBytesPerLayer: c.epDispatchBytesPerLayer,
         epCombineBytesPerLayer: c.epCombineBytesPerLayer,
-        bytesRatio: c.tpAllReduceBytesPerLayer > 0 ? r4((c.epDispatchBytesPerLayer + c.epCombineBytesPerLayer) / c.tpAllReduceBytesPerLayer) : 0,
+        bytesRatio:
+          c.tpAllReduceBytesPerLayer > 0
+            ? r4((c.epDispatchBytesPerLayer + c.epCombineBytesPerLayer) / c.tpAllReduceBytesPerLayer)
+            : 0,
         tpUsPerLayer: r4(arUsEach),
         epUsPerLayer: r4(2 * a2aUsEach + c.epBandwidthUsPerLayer),
         epBandwidthUsPerLayer: r4(c.epBandwidthUsPerLayer),
@@ -399,7 +407,8 @@ export function moePhysics(
       entersAs: r.moeAllToAll
         ? "alltoall (latency only; the bandwidth part is stated here)"
         : "allreduce (the MoE block ends in the TP all-reduce); the EP figure is the alternative",
-      source: "collectives.md §1 (EP replaces the MoE all-reduce by dispatch + combine); DeepEP low-latency kernels dispatch FP8",
+      source:
+        "collectives.md §1 (EP replaces the MoE all-reduce by dispatch + combine); DeepEP low-latency kernels dispatch FP8",
     });
   }
   const mla = mlaAbsorbed(r);
@@ -438,7 +447,8 @@ export function moePhysics(
         activationScaleKB: r4(fp8.activationScaleBytes / 1e3),
       },
       entersAs: "weights (scales in bpw), kernels (+2 quantize kernels per MLP block), compute (≈ 1/64 extra FLOPs)",
-      source: "DeepSeek-V3 technical report §3.3 (fine-grained FP8: 1×128 activation tiles, 128×128 weight blocks); DeepGEMM",
+      source:
+        "DeepSeek-V3 technical report §3.3 (fine-grained FP8: 1×128 activation tiles, 128×128 weight blocks); DeepGEMM",
     });
   return out;
 }

@@ -1,5 +1,5 @@
 // Builds a ModelInput from command-line options (strings), reading the files they name through io.ts.
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
 import { checkInputFile } from "../input-file.ts";
@@ -11,6 +11,8 @@ import { loadHardwareFile, loadJson, loadModelArg, loadTopo } from "./io.ts";
 import type { Calibration, ModelInput } from "./resolve.ts";
 import { ENGINES } from "./resolve.ts";
 import { interconnectFromTopo } from "./topology.ts";
+import type { LengthDist, WorkloadSpec } from "./workload.ts";
+import { parseLengths } from "./workload.ts";
 
 export interface ModelCliOptions {
   model?: string;
@@ -301,4 +303,65 @@ export function ncclListFlag(
 export function checkNcclEnv(env: Record<string, string | undefined>, where: string): void {
   if (env.NCCL_PROTO !== undefined) ncclListFlag("--nccl-proto", env.NCCL_PROTO, `${where}: NCCL_PROTO`);
   if (env.NCCL_ALGO !== undefined) ncclListFlag("--nccl-algo", env.NCCL_ALGO, `${where}: NCCL_ALGO`);
+}
+
+// ---------------------------------------------------------------- workload (what a benchmark measures)
+
+export interface WorkloadCliOptions {
+  concurrency?: string;
+  requestRate?: string;
+  lengths?: string;
+  inputLen?: string;
+  outputLen?: string;
+  maxNumBatchedTokens?: string;
+  maxNumSeqs?: string;
+  requests?: string;
+}
+
+/** The workload flags → a WorkloadSpec, or undefined when neither --concurrency nor --request-rate is given. */
+export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undefined {
+  if (o.concurrency === undefined && o.requestRate === undefined) {
+    for (const [flag, v] of [
+      ["--lengths", o.lengths],
+      ["--max-num-batched-tokens", o.maxNumBatchedTokens],
+      ["--max-num-seqs", o.maxNumSeqs],
+      ["--requests", o.requests],
+    ] as const)
+      if (v !== undefined)
+        throw new UsageError(`${flag} describes a workload: give --concurrency C or --request-rate R`);
+    return undefined;
+  }
+  const c = intOpt("--concurrency", o.concurrency);
+  if (c === 0) throw new UsageError("--concurrency must be ≥ 1, got 0");
+  let inputLen: LengthDist;
+  let outputLen: LengthDist;
+  if (o.lengths) {
+    if (o.inputLen !== undefined || o.outputLen !== undefined)
+      throw new UsageError("--lengths gives the request lengths: drop --input-len/--output-len");
+    checkInputFile("--lengths", o.lengths);
+    const l = parseLengths(readFileSync(o.lengths, "utf8"), o.lengths);
+    inputLen = l.input;
+    outputLen = l.output;
+  } else {
+    const i = intOpt("--input-len", o.inputLen) ?? 1024;
+    const n = intOpt("--output-len", o.outputLen) ?? 256;
+    if (i < 1 || n < 1) throw new UsageError("--input-len and --output-len must be ≥ 1 for a workload");
+    inputLen = { mean: i, sd: 0, source: o.inputLen ? "--input-len (fixed)" : "default 1024 (fixed)" };
+    outputLen = { mean: n, sd: 0, source: o.outputLen ? "--output-len (fixed)" : "default 256 (fixed)" };
+  }
+  const mnbt = intOpt("--max-num-batched-tokens", o.maxNumBatchedTokens);
+  if (mnbt === 0) throw new UsageError("--max-num-batched-tokens must be ≥ 1");
+  const mns = intOpt("--max-num-seqs", o.maxNumSeqs);
+  if (mns === 0) throw new UsageError("--max-num-seqs must be ≥ 1");
+  const req = intOpt("--requests", o.requests);
+  if (req !== undefined && (req < 1 || req > 100_000)) throw new UsageError("--requests must be 1–100000");
+  return {
+    concurrency: c,
+    requestRate: numOpt("--request-rate", o.requestRate),
+    inputLen,
+    outputLen,
+    maxNumBatchedTokens: mnbt,
+    maxNumSeqs: mns,
+    requests: req,
+  };
 }

@@ -1,9 +1,9 @@
 // predict(): decode step, its named terms, the collectives, a prefill/TTFT estimate and the assumptions. Pure.
 import { paramBreakdown } from "./architecture.ts";
-import type { MoePhysicsTerm } from "./moe.ts";
-import { attachPhysics, moePhysics } from "./moe.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
+import type { MoePhysicsTerm } from "./moe.ts";
+import { attachPhysics, moePhysics } from "./moe.ts";
 import type { TermName } from "./priors.ts";
 import {
   corpusFit,
@@ -41,6 +41,7 @@ import {
   peakTflops,
   referenceBandwidthGBs,
 } from "./step.ts";
+import type { WorkloadPrediction } from "./workload.ts";
 
 export interface Term {
   name: string;
@@ -176,6 +177,8 @@ export interface Prediction {
     communication: { tpAllReduceMs: number; epAllToAllMs: number; used: "tp-allreduce" | "ep-alltoall" | "none" };
   };
   assumptions: string[];
+  /** What a benchmark measures under a workload (workload.ts), when --concurrency or --request-rate is given. */
+  workload?: WorkloadPrediction;
 }
 
 type Which = "low" | "mid" | "high";

@@ -3,10 +3,10 @@
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, Engine } from "./collectives.ts";
 import { chooseAllReduce } from "./collectives.ts";
+import { expertFlopScale, ROUTING_KERNELS } from "./moe.ts";
 import type { Format, TensorGroup } from "./quantization.ts";
 import type { Range } from "./range.ts";
 import type { Resolved } from "./resolve.ts";
-import { expertFlopScale, ROUTING_KERNELS } from "./moe.ts";
 
 // ---------------------------------------------------------------- constants with their sources
 
