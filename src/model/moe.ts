@@ -210,7 +210,7 @@ export function epVsTp(r: Resolved, tokens = r.batch): EpVsTp {
   const remote = group > 1 ? 1 - 1 / group : 0;
   const disp = tokens * k * h * dispatchBytesPerElement(r) * remote;
   const comb = tokens * k * h * 2 * remote;
-  const bw = r.link.ncclBusBwGBs > 0 ? r.link.ncclBusBwGBs : 0;
+  const bw = Math.max(r.link.ncclBusBwGBs, 0);
   return {
     tpAllReduceBytesPerLayer: tokens * h * 2,
     epDispatchBytesPerLayer: Math.round(disp),

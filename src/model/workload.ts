@@ -492,18 +492,21 @@ export function parseLengths(text: string, file: string): { input: LengthDist; o
     };
   };
   const t = text.trim();
-  if (t.startsWith("{") && !t.includes("\n{")) {
+  if (t.startsWith("{")) {
+    // One JSON document with input_lens/output_lens, else JSON lines.
     let j: any;
     try {
       j = JSON.parse(t);
-    } catch (e) {
-      throw new InputError(`${file}: not valid JSON (${(e as Error).message})`);
+    } catch {
+      j = undefined;
     }
-    const ins = j.input_lens ?? j.inputLens;
-    const outs = j.output_lens ?? j.outputLens;
-    if (!Array.isArray(ins) || !Array.isArray(outs))
-      throw new InputError(`${file}: a JSON lengths file needs "input_lens" and "output_lens" arrays`);
-    return fromPairs(ins.map(Number), outs.map(Number), "input_lens/output_lens");
+    if (j && (j.input_lens !== undefined || j.output_lens !== undefined || !("input_length" in j))) {
+      const ins = j.input_lens ?? j.inputLens;
+      const outs = j.output_lens ?? j.outputLens;
+      if (!Array.isArray(ins) || !Array.isArray(outs))
+        throw new InputError(`${file}: a JSON lengths file needs "input_lens" and "output_lens" arrays`);
+      return fromPairs(ins.map(Number), outs.map(Number), "input_lens/output_lens");
+    }
   }
   const lines = t.split(/\r?\n/);
   if (lines[0].startsWith("{")) {
