@@ -224,6 +224,9 @@ export function simulateSchedule(spec: WorkloadSpec, budget: SchedulerDefaults, 
     }
   }
   let inFlight = 0;
+  // The API server takes requests in one process, one after another: simultaneous sends reach the scheduler
+  // staggered by the intake time (this is what spreads a closed loop's clients over different steps).
+  let intakeFreeMs = 0;
   const send = (t: number) => {
     const req: ScheduledRequest = {
       inputLen: drawLen(spec.inputLen, sent, u),
@@ -235,7 +238,9 @@ export function simulateSchedule(spec: WorkloadSpec, budget: SchedulerDefaults, 
     sent++;
     inFlight++;
     requests.push(req);
-    queue.push({ req, ready: t + req.intakeMs, prefilled: 0, generated: 0 });
+    const ready = Math.max(t, intakeFreeMs) + req.intakeMs;
+    intakeFreeMs = ready;
+    queue.push({ req, ready, prefilled: 0, generated: 0 });
   };
   // Pending open-loop sends that wait for a concurrency slot.
   let nextArrival = 0;
@@ -347,6 +352,7 @@ export function scheduleMetrics(s: Schedule, which: keyof Range | "pure"): Sched
     const first = r.tokenSteps[0];
     const midStart = s.stepEndMs[first] - s.steps[first].ms.mid;
     const joinedMid = Math.max(0, midStart - (r.sentMs + r.intakeMs));
+    // (joinedMid includes any wait for the intake of requests sent just before this one.)
     const firstDur = dur[first];
     ttft.push(
       r.intakeMs + joinedMid * (which === "mid" || which === "pure" ? 1 : firstDur / s.steps[first].ms.mid) + firstDur,
@@ -459,7 +465,7 @@ export function predictWorkload(input: ModelInput, spec: WorkloadSpec): Workload
       "step(B, T) = fitted step model with weights and FLOPs for B + T tokens, KV reads of the B decodes, attention of the T-token chunk over its prefix; TPOT = (last − first token)/(n − 1) per request; ITL = every gap; TTFT = intake + wait + steps to the first token",
     assumptions: [
       `continuous batching with chunked prefill: every decode first, then prompt tokens in arrival order up to ${chunk} tokens per step (${spec.maxNumBatchedTokens ? "given" : budget.source}); at most ${maxSeqs >= 1 << 20 ? "unlimited" : maxSeqs} sequences`,
-      `request intake (HTTP, tokenize) uniform ${INTAKE_MS.low}–${INTAKE_MS.high} ms per request, seeded: it also spreads the clients' phases`,
+      `request intake (HTTP, tokenize) uniform ${INTAKE_MS.low}–${INTAKE_MS.high} ms per request, one at a time (one API-server process), seeded: it staggers simultaneous sends over steps`,
       spec.requestRate
         ? `Poisson arrivals at ${spec.requestRate} req/s${spec.concurrency ? `, at most ${spec.concurrency} in flight` : ""}`
         : `closed loop: ${spec.concurrency} clients, each sends its next request when the previous ends (bench serve --max-concurrency with many prompts)`,
