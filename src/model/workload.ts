@@ -472,6 +472,9 @@ export function predictWorkload(input: ModelInput, spec: WorkloadSpec): Workload
       `${s.requests.length} requests simulated (deterministic seed ${spec.seed ?? 1}); the ramp-up and ramp-down are included, as in a benchmark`,
       "the range is the decode model's 80 % interval carried along the same schedule (fully correlated across steps)",
       "no prefix caching, no preemption, no speculative decoding",
+      ...(input.calibration
+        ? ["the schedule's step costs come from the corpus fit: --calibration is not applied to the workload (yet)"]
+        : []),
     ],
   };
 }

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -213,4 +214,38 @@ test("workload: request-rate mode runs Poisson arrivals; lengths files parse, ba
   assert.throws(() => workloadFromOptions({ lengths: f }), UsageError);
   assert.throws(() => workloadFromOptions({ concurrency: "0" }), UsageError);
   assert.throws(() => workloadFromOptions({ concurrency: "2", lengths: f, inputLen: "5" }), UsageError);
+});
+
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const p = spawn(process.execPath, ["bin/inferscope.mjs", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    p.on("close", (status) => done({ status, stdout, stderr }));
+  });
+}
+
+test("CLI: model predict --concurrency 4 --input-len 230 --output-len 220 names the prefill share, text and --json", async () => {
+  const args = ["model", "predict", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--concurrency", "4"];
+  const lens = ["--input-len", "230", "--output-len", "220", "--requests", "40"];
+  const j = await cli([...args, ...lens, "--json"]);
+  assert.equal(j.status, 0, j.stderr);
+  const w = JSON.parse(j.stdout).workload;
+  for (const k of ["meanTpotMs", "p99TpotMs", "meanItlMs", "p99ItlMs", "ttftMs"])
+    assert.ok(w[k].low <= w[k].mid && w[k].mid <= w[k].high, k);
+  assert.equal(typeof w.prefillShare, "number");
+  assert.equal(typeof w.stepsWithPrefill, "number");
+  const t = await cli([...args, ...lens]);
+  assert.equal(t.status, 0, t.stderr);
+  assert.match(t.stdout, /benchmark at concurrency 4/);
+  assert.match(
+    t.stdout,
+    /prefill chunks ride in [\d.]+ % of decode steps, \+[\d.]+ ms each: mean TPOT [\d.]+ ms vs pure decode/,
+  );
+  const bad = await cli([...args.slice(0, 6), "--lengths", "/nonexistent/lens.csv"]);
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /--lengths/);
+  assert.doesNotMatch(bad.stderr, /at .*\.ts:\d+/);
 });
