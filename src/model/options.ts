@@ -3,6 +3,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
 import { checkInputFile } from "../input-file.ts";
+import { loadJsonl, loadShareGpt } from "../load/workload.ts";
 import { type Architecture, findModel } from "./architecture.ts";
 import type { Engine } from "./collectives.ts";
 import type { CustomGpuSpec } from "./hardware.ts";
@@ -311,6 +312,9 @@ export interface WorkloadCliOptions {
   concurrency?: string;
   requestRate?: string;
   lengths?: string;
+  /** `sharegpt` or `jsonl` with datasetPath: the lengths bench would send from that file (its estimate and filters). */
+  dataset?: string;
+  datasetPath?: string;
   inputLen?: string;
   outputLen?: string;
   maxNumBatchedTokens?: string;
@@ -323,6 +327,8 @@ export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undef
   if (o.concurrency === undefined && o.requestRate === undefined) {
     for (const [flag, v] of [
       ["--lengths", o.lengths],
+      ["--dataset", o.dataset],
+      ["--dataset-path", o.datasetPath],
       ["--max-num-batched-tokens", o.maxNumBatchedTokens],
       ["--max-num-seqs", o.maxNumSeqs],
       ["--requests", o.requests],
@@ -335,7 +341,31 @@ export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undef
   if (c === 0) throw new UsageError("--concurrency must be ≥ 1, got 0");
   let inputLen: LengthDist;
   let outputLen: LengthDist;
-  if (o.lengths) {
+  if (o.dataset !== undefined || o.datasetPath !== undefined) {
+    if (o.lengths) throw new UsageError("give --lengths or --dataset/--dataset-path, not both");
+    const ds = (o.dataset ?? "sharegpt").toLowerCase();
+    if (ds !== "sharegpt" && ds !== "jsonl")
+      throw new UsageError(`--dataset "${o.dataset}": sharegpt or jsonl (random lengths: --input-len/--output-len)`);
+    if (!o.datasetPath)
+      throw new UsageError(`--dataset ${ds} needs --dataset-path FILE (no ${ds} file ships with inferscope)`);
+    checkInputFile("--dataset-path", o.datasetPath);
+    const fixedOut = intOpt("--output-len", o.outputLen);
+    const prompts =
+      ds === "sharegpt" ? loadShareGpt(o.datasetPath, fixedOut) : loadJsonl(o.datasetPath, fixedOut ?? 256);
+    if (!prompts.length)
+      throw new InputError(
+        `${o.datasetPath}: no usable ${ds} requests (vLLM's filters: 4 ≤ input ≤ 1024, input + output ≤ 2048)`,
+      );
+    const ins = prompts.map((x) => x.inputLen);
+    const outs = prompts.map((x) => x.outputLen);
+    const stat = (xs: number[]) => {
+      const mu = xs.reduce((a, b) => a + b, 0) / xs.length;
+      return { mean: mu, sd: Math.sqrt(xs.reduce((a, b) => a + (b - mu) ** 2, 0) / xs.length) };
+    };
+    const src = `${ds} ${o.datasetPath} (${prompts.length} requests; bench's token estimate and vLLM's filters)`;
+    inputLen = { ...stat(ins), samples: ins, source: src };
+    outputLen = { ...stat(outs), samples: outs, source: src };
+  } else if (o.lengths) {
     if (o.inputLen !== undefined || o.outputLen !== undefined)
       throw new UsageError("--lengths gives the request lengths: drop --input-len/--output-len");
     checkInputFile("--lengths", o.lengths);

@@ -211,6 +211,16 @@ test("workload: request-rate mode runs Poisson arrivals; lengths files parse, ba
   const spec = workloadFromOptions({ concurrency: "4", lengths: f })!;
   assert.equal(spec.inputLen.mean, 150);
   assert.equal(workloadFromOptions({}), undefined);
+  // ShareGPT lengths as bench would send them (its token estimate, vLLM's filters).
+  const sg = workloadFromOptions({
+    concurrency: "2",
+    dataset: "sharegpt",
+    datasetPath: "../shared/workloads/sharegpt-fastchat/dummy_conversation.json",
+  })!;
+  assert.ok(sg.inputLen.samples!.length > 0 && sg.inputLen.mean >= 4);
+  assert.equal(sg.inputLen.samples!.length, sg.outputLen.samples!.length);
+  assert.throws(() => workloadFromOptions({ concurrency: "2", dataset: "sharegpt" }), /needs --dataset-path/);
+  assert.throws(() => workloadFromOptions({ concurrency: "2", dataset: "alpaca", datasetPath: f }), UsageError);
   assert.throws(() => workloadFromOptions({ lengths: f }), UsageError);
   assert.throws(() => workloadFromOptions({ concurrency: "0" }), UsageError);
   assert.throws(() => workloadFromOptions({ concurrency: "2", lengths: f, inputLen: "5" }), UsageError);

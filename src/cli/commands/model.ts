@@ -81,6 +81,8 @@ function workloadFlags<C extends Command<any, any, any>>(cmd: C) {
       "--lengths <file>",
       "request lengths: bench result JSON (input_lens/output_lens), JSONL input_length/output_length, or CSV (Azure ContextTokens/GeneratedTokens)",
     )
+    .option("--dataset <name>", "sharegpt or jsonl: request lengths as bench would send them from --dataset-path")
+    .option("--dataset-path <file>", "the ShareGPT JSON or JSONL prompts file for --dataset")
     .option("--max-num-batched-tokens <n>", "token budget per step (default: the engine's)")
     .option("--max-num-seqs <n>", "sequences per step (default: the engine's)")
     .option("--requests <n>", "requests simulated (default max(200, 25·C))");
