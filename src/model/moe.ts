@@ -65,9 +65,11 @@ export const MOE_KERNEL_FAMILIES: Record<MoeKernelFamilyId, MoeKernelFamily> = {
   "cutlass-grouped": {
     id: "cutlass-grouped",
     label: "CUTLASS grouped GEMM",
-    paddedM: (M) => ceilTo(M, 64),
-    tile: "one 64-row CTA tile per expert problem (SM90/SM100 grouped kernels; small M pays the whole tile)",
-    source: "vLLM cutlass_moe / FlashInfer CUTLASS fused MoE (grouped GEMM over per-expert problems)",
+    // Small M runs swap-AB configs (tokens on the narrow N side of the MMA); larger M 64-row tiles.
+    paddedM: (M) => (M <= 16 ? ceilTo(M, 16) : ceilTo(M, 64)),
+    tile: "swap-AB configs for M ≤ 16 (16-wide token tiles), 64-row tiles above",
+    source:
+      "vLLM cutlass_moe / FlashInfer CUTLASS fused MoE (grouped GEMM over per-expert problems; SM90 swap-AB small-M path, vLLM issue #40016)",
   },
   deepgemm: {
     id: "deepgemm",
