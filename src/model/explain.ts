@@ -1,5 +1,6 @@
 // One plain sentence per term of a prediction (and per finding of a fit). Pure.
 import type { FitResult } from "./fit.ts";
+import { physicsSentence } from "./moe.ts";
 import type { Prediction, Term } from "./predict.ts";
 import type { Range } from "./range.ts";
 import { fmtRange } from "./range.ts";
@@ -69,6 +70,7 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
       `The range is an ${Math.round(100 * p.interval.level)} % prediction interval: ${p.interval.basis}. ${p.interval.maturity}.${p.interval.unseen.length ? ` Not informed by any corpus row (prior spread stands): ${p.interval.unseen.join(", ")}.` : ""}`,
     );
   for (const t of p.decode.terms) out.push(termSentence(p, t));
+  for (const t of p.decode.physics ?? []) out.push(physicsSentence(t));
   const moe = p.moe;
   if (moe) {
     const c = moe.communication;
@@ -101,6 +103,10 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
     `Prefill of ${p.prefill.inputLen} tokens: TTFT ≈ ${ms(p.prefill.ttftMs)}; a ${p.request.outputLen}-token request takes ${fmtRange(p.request.totalMs, 0, " ms")} (${fmtRange(p.request.tokensPerSecond, 1, " tok/s")}).`,
   );
   out.push(`Memory: ${p.memory.note}.`);
+  if (p.workload)
+    out.push(
+      `Benchmark at ${p.workload.mode === "concurrency" ? `concurrency ${p.workload.concurrency}` : `${p.workload.requestRate} req/s`}: ${p.workload.summary}; p99 TPOT ${ms(p.workload.p99TpotMs)}, mean ITL ${ms(p.workload.meanItlMs)}, p99 ITL ${ms(p.workload.p99ItlMs)}, mean TTFT ${ms(p.workload.ttftMs)} (vLLM bench serve definitions).`,
+    );
   if (fit) out.push(...explainFit(fit));
   return out;
 }

@@ -16,6 +16,8 @@ export { loadGguf, loadMeasurements, loadModelArg } from "./io.ts";
 export type { Measurement, Variant } from "./measurements.ts";
 // parseNcclTests (model name kept): nccl-tests output → a fit measurement, via the trace parser.
 export { ncclMeasurement, ncclMeasurement as parseNcclTests, parseMeasurementsText } from "./measurements.ts";
+export type { MoePhysicsTerm } from "./moe.ts";
+export { moePhysics } from "./moe.ts";
 export type { ModelCliOptions } from "./options.ts";
 export { inputFromOptions } from "./options.ts";
 export type { CollectivesReport, Prediction, Term } from "./predict.ts";
@@ -26,3 +28,5 @@ export type { Topology } from "./topology.ts";
 export { interconnectFromTopo, parseTopo } from "./topology.ts";
 export type { CeilingRow, WhatIfRow } from "./whatif.ts";
 export { ceilings, whatif, whatifGrid } from "./whatif.ts";
+export type { LengthDist, WorkloadPrediction, WorkloadSpec } from "./workload.ts";
+export { parseLengths, predictWorkload } from "./workload.ts";

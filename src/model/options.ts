@@ -1,8 +1,9 @@
 // Builds a ModelInput from command-line options (strings), reading the files they name through io.ts.
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
 import { checkInputFile } from "../input-file.ts";
+import { loadJsonl, loadShareGpt } from "../load/workload.ts";
 import { type Architecture, findModel } from "./architecture.ts";
 import type { Engine } from "./collectives.ts";
 import type { CustomGpuSpec } from "./hardware.ts";
@@ -11,6 +12,8 @@ import { loadHardwareFile, loadJson, loadModelArg, loadTopo } from "./io.ts";
 import type { Calibration, ModelInput } from "./resolve.ts";
 import { ENGINES } from "./resolve.ts";
 import { interconnectFromTopo } from "./topology.ts";
+import type { LengthDist, WorkloadSpec } from "./workload.ts";
+import { parseLengths } from "./workload.ts";
 
 export interface ModelCliOptions {
   model?: string;
@@ -301,4 +304,94 @@ export function ncclListFlag(
 export function checkNcclEnv(env: Record<string, string | undefined>, where: string): void {
   if (env.NCCL_PROTO !== undefined) ncclListFlag("--nccl-proto", env.NCCL_PROTO, `${where}: NCCL_PROTO`);
   if (env.NCCL_ALGO !== undefined) ncclListFlag("--nccl-algo", env.NCCL_ALGO, `${where}: NCCL_ALGO`);
+}
+
+// ---------------------------------------------------------------- workload (what a benchmark measures)
+
+export interface WorkloadCliOptions {
+  concurrency?: string;
+  requestRate?: string;
+  lengths?: string;
+  /** `sharegpt` or `jsonl` with datasetPath: the lengths bench would send from that file (its estimate and filters). */
+  dataset?: string;
+  datasetPath?: string;
+  inputLen?: string;
+  outputLen?: string;
+  maxNumBatchedTokens?: string;
+  maxNumSeqs?: string;
+  requests?: string;
+}
+
+/** The workload flags → a WorkloadSpec, or undefined when neither --concurrency nor --request-rate is given. */
+export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undefined {
+  if (o.concurrency === undefined && o.requestRate === undefined) {
+    for (const [flag, v] of [
+      ["--lengths", o.lengths],
+      ["--dataset", o.dataset],
+      ["--dataset-path", o.datasetPath],
+      ["--max-num-batched-tokens", o.maxNumBatchedTokens],
+      ["--max-num-seqs", o.maxNumSeqs],
+      ["--requests", o.requests],
+    ] as const)
+      if (v !== undefined)
+        throw new UsageError(`${flag} describes a workload: give --concurrency C or --request-rate R`);
+    return undefined;
+  }
+  const c = intOpt("--concurrency", o.concurrency);
+  if (c === 0) throw new UsageError("--concurrency must be ≥ 1, got 0");
+  let inputLen: LengthDist;
+  let outputLen: LengthDist;
+  if (o.dataset !== undefined || o.datasetPath !== undefined) {
+    if (o.lengths) throw new UsageError("give --lengths or --dataset/--dataset-path, not both");
+    const ds = (o.dataset ?? "sharegpt").toLowerCase();
+    if (ds !== "sharegpt" && ds !== "jsonl")
+      throw new UsageError(`--dataset "${o.dataset}": sharegpt or jsonl (random lengths: --input-len/--output-len)`);
+    if (!o.datasetPath)
+      throw new UsageError(`--dataset ${ds} needs --dataset-path FILE (no ${ds} file ships with inferscope)`);
+    checkInputFile("--dataset-path", o.datasetPath);
+    const fixedOut = intOpt("--output-len", o.outputLen);
+    const prompts =
+      ds === "sharegpt" ? loadShareGpt(o.datasetPath, fixedOut) : loadJsonl(o.datasetPath, fixedOut ?? 256);
+    if (!prompts.length)
+      throw new InputError(
+        `${o.datasetPath}: no usable ${ds} requests (vLLM's filters: 4 ≤ input ≤ 1024, input + output ≤ 2048)`,
+      );
+    const ins = prompts.map((x) => x.inputLen);
+    const outs = prompts.map((x) => x.outputLen);
+    const stat = (xs: number[]) => {
+      const mu = xs.reduce((a, b) => a + b, 0) / xs.length;
+      return { mean: mu, sd: Math.sqrt(xs.reduce((a, b) => a + (b - mu) ** 2, 0) / xs.length) };
+    };
+    const src = `${ds} ${o.datasetPath} (${prompts.length} requests; bench's token estimate and vLLM's filters)`;
+    inputLen = { ...stat(ins), samples: ins, source: src };
+    outputLen = { ...stat(outs), samples: outs, source: src };
+  } else if (o.lengths) {
+    if (o.inputLen !== undefined || o.outputLen !== undefined)
+      throw new UsageError("--lengths gives the request lengths: drop --input-len/--output-len");
+    checkInputFile("--lengths", o.lengths);
+    const l = parseLengths(readFileSync(o.lengths, "utf8"), o.lengths);
+    inputLen = l.input;
+    outputLen = l.output;
+  } else {
+    const i = intOpt("--input-len", o.inputLen) ?? 1024;
+    const n = intOpt("--output-len", o.outputLen) ?? 256;
+    if (i < 1 || n < 1) throw new UsageError("--input-len and --output-len must be ≥ 1 for a workload");
+    inputLen = { mean: i, sd: 0, source: o.inputLen ? "--input-len (fixed)" : "default 1024 (fixed)" };
+    outputLen = { mean: n, sd: 0, source: o.outputLen ? "--output-len (fixed)" : "default 256 (fixed)" };
+  }
+  const mnbt = intOpt("--max-num-batched-tokens", o.maxNumBatchedTokens);
+  if (mnbt === 0) throw new UsageError("--max-num-batched-tokens must be ≥ 1");
+  const mns = intOpt("--max-num-seqs", o.maxNumSeqs);
+  if (mns === 0) throw new UsageError("--max-num-seqs must be ≥ 1");
+  const req = intOpt("--requests", o.requests);
+  if (req !== undefined && (req < 1 || req > 100_000)) throw new UsageError("--requests must be 1–100000");
+  return {
+    concurrency: c,
+    requestRate: numOpt("--request-rate", o.requestRate),
+    inputLen,
+    outputLen,
+    maxNumBatchedTokens: mnbt,
+    maxNumSeqs: mns,
+    requests: req,
+  };
 }

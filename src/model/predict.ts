@@ -2,6 +2,8 @@
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
+import type { MoePhysicsTerm } from "./moe.ts";
+import { attachPhysics, moePhysics } from "./moe.ts";
 import type { TermName } from "./priors.ts";
 import {
   corpusFit,
@@ -39,6 +41,7 @@ import {
   peakTflops,
   referenceBandwidthGBs,
 } from "./step.ts";
+import type { WorkloadPrediction } from "./workload.ts";
 
 export interface Term {
   name: string;
@@ -140,6 +143,8 @@ export interface Prediction {
     kvBytesPerGpu: number;
     flopsPerGpu: number;
     kernels: KernelCount;
+    /** MoE / MLA / FP8-block physics behind the terms (moe.ts), each with formula, inputs and source. */
+    physics?: MoePhysicsTerm[];
   };
   collectives: CollectivesReport;
   prefill: { inputLen: number; ttftMs: Range; terms: Term[] };
@@ -172,6 +177,8 @@ export interface Prediction {
     communication: { tpAllReduceMs: number; epAllToAllMs: number; used: "tp-allreduce" | "ep-alltoall" | "none" };
   };
   assumptions: string[];
+  /** What a benchmark measures under a workload (workload.ts), when --concurrency or --request-rate is given. */
+  workload?: WorkloadPrediction;
 }
 
 type Which = "low" | "mid" | "high";
@@ -313,6 +320,8 @@ export function predictResolved(r: Resolved): Prediction {
     : fittedDecode(r, kernels, ar, expertsRange);
   const { sets, stepMs, terms, mid } = dec;
   const collectives = collectivesReport(r, ar, cc, sets);
+  const physics = moePhysics(r, mid.loads, kernels, collectives.latencyUsEach.mid, A2A_US.mid);
+  attachPhysics(terms, physics);
   const prefill = prefillEstimate(r, sets);
   const itl = stepMs;
   const N = r.outputLen;
@@ -402,6 +411,7 @@ export function predictResolved(r: Resolved): Prediction {
       kvBytesPerGpu: Math.round(mid.kvBytes),
       flopsPerGpu: Math.round(mid.flops),
       kernels,
+      ...(physics.length ? { physics } : {}),
     },
     collectives,
     prefill,

@@ -47,6 +47,7 @@ export function renderPrediction(p: Prediction): string {
     `prefill (${p.prefill.inputLen} tokens): TTFT ${fmtRange(p.prefill.ttftMs, 1, " ms")}; ${p.request.outputLen}-token request ${fmtRange(p.request.totalMs, 0, " ms")}`,
   );
   out.push(`memory: ${p.memory.note}`);
+  if (p.workload) out.push(...renderWorkload(p.workload));
   out.push("assumptions:");
   for (const a of p.assumptions) out.push(`  - ${a}`);
   return out.join("\n");
@@ -160,4 +161,14 @@ export function renderCatalog(c: CatalogListing, what: string): string {
   if (what === "all" || what === "interconnects")
     out.push(`interconnects: ${c.interconnects.join(", ")} (or --topo nvidia-smi-topo.txt)`);
   return out.join("\n");
+}
+
+/** The workload block: what a benchmark at this concurrency or rate reports. */
+export function renderWorkload(w: NonNullable<Prediction["workload"]>): string[] {
+  const load = w.mode === "concurrency" ? `concurrency ${w.concurrency}` : `${w.requestRate} req/s`;
+  return [
+    `benchmark at ${load}, input ${w.inputLen.mean}${w.inputLen.sd ? ` ± ${w.inputLen.sd}` : ""} / output ${w.outputLen.mean}${w.outputLen.sd ? ` ± ${w.outputLen.sd}` : ""} tokens, ${w.maxNumBatchedTokens} tokens per step:`,
+    `  ${w.summary}`,
+    `  TPOT mean ${fmtRange(w.meanTpotMs, 2, " ms")}, p99 ${fmtRange(w.p99TpotMs, 2, " ms")}; ITL mean ${fmtRange(w.meanItlMs, 2, " ms")}, p99 ${fmtRange(w.p99ItlMs, 2, " ms")}; TTFT mean ${fmtRange(w.ttftMs, 1, " ms")}, p99 ${fmtRange(w.p99TtftMs, 1, " ms")}`,
+  ];
 }

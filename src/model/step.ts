@@ -3,6 +3,7 @@
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, Engine } from "./collectives.ts";
 import { chooseAllReduce } from "./collectives.ts";
+import { expertFlopScale, ROUTING_KERNELS } from "./moe.ts";
 import type { Format, TensorGroup } from "./quantization.ts";
 import type { Range } from "./range.ts";
 import type { Resolved } from "./resolve.ts";
@@ -105,7 +106,7 @@ export function kernelCount(r: Resolved): KernelCount {
     dense = 5;
     moe = 9 + (a.moe?.shared ? 5 : 0);
     // ffn_gate_inp matmul, soft_max, argsort/top-k, get_rows, weights sum/div (mul_mat_id does the gather).
-    routing = 5;
+    routing = ROUTING_KERNELS.llamacpp.length;
     extra = 5;
   } else if (e === "mlx") {
     // mlx-lm: rms_norm ×2, q/k/v matmuls, q/k norms, rope ×2, cache update ×2, sdpa, o_proj, residual adds ×2.
@@ -114,14 +115,14 @@ export function kernelCount(r: Resolved): KernelCount {
     dense = 4;
     // MoE: gate matmul, softmax, argpartition, gather, gather_qmm ×3, activation, weighted sum.
     moe = 9 + (a.moe?.shared ? 4 : 0);
-    routing = 4;
+    routing = ROUTING_KERNELS.mlx.length;
     extra = 6;
   } else if (e === "gptfast") {
     norms = 2;
     attn = a.attention === "mla" ? 9 : 5;
     dense = 3;
     moe = 6 + (a.moe?.shared ? 3 : 0);
-    routing = 3;
+    routing = ROUTING_KERNELS.gptfast.length;
     extra = 4;
   } else {
     // vLLM/SGLang/TRT-LLM with fused add+RMSNorm: 2 norms per layer.
@@ -134,8 +135,8 @@ export function kernelCount(r: Resolved): KernelCount {
     dense = 3 + 2 * aq;
     // MoE: router GEMM, top-k, align/sort, grouped GEMM 1, activation, grouped GEMM 2, combine (+ shared expert).
     moe = 7 + 2 * aq + (a.moe?.shared ? 3 + 2 * aq : 0);
-    // router GEMM, top-k, align/sort, combine.
-    routing = 4;
+    // router GEMM, top-k, align/sort, combine (moe.ts names them).
+    routing = ROUTING_KERNELS[e].length;
     extra = e === "trtllm" ? 6 : 8;
   }
   attn += attnQuantized;
@@ -156,21 +157,8 @@ export function kernelCount(r: Resolved): KernelCount {
 
 // ---------------------------------------------------------------- bytes and FLOPs per GPU
 
-/** Distinct experts touched by B tokens choosing k of E (models.md §2.1). */
-export function expertsTouched(E: number, k: number, B: number): number {
-  return E * (1 - (1 - k / E) ** B);
-}
-
-/** Experts read on the busiest device per MoE layer: mean E_touched/EP, worst device above it. */
-export function expertsOnBusiestDevice(E: number, k: number, B: number, ep: number): Range {
-  const touched = expertsTouched(E, k, B);
-  const mean = touched / ep;
-  if (ep <= 1) return { low: mean, mid: mean, high: mean };
-  const cap = Math.min(E / ep, B * k);
-  const sd = Math.sqrt(mean * (1 - 1 / ep));
-  const max = Math.min(cap, mean + sd * Math.sqrt(2 * Math.log(ep)));
-  return { low: mean, mid: (mean + max) / 2, high: max };
-}
+// Experts touched per step live in moe.ts with the other MoE terms; re-exported for existing callers.
+export { expertsOnBusiestDevice, expertsTouched } from "./moe.ts";
 
 export interface GroupLoad {
   group: TensorGroup | "kv" | "attentionCore";
@@ -179,6 +167,8 @@ export interface GroupLoad {
   flops: number;
   format?: Format;
   params?: number;
+  /** Tokens of the step these loads were built for (routed experts: sets M for the padded-tile FLOPs). */
+  tokens?: number;
 }
 
 /** Bytes streamed and FLOPs per GPU for one decode step of B sequences (models.md §2–4), over all layers (PP stages run in sequence). */
@@ -251,6 +241,7 @@ export function decodeLoads(r: Resolved, expertsLocal: number, tokens = r.batch,
       // FLOPs: each token runs k experts; per device ≈ B·k/EP of them.
       flops: (2 * B * a.moe.topk * L * p.expertParams) / (r.moeTp * r.ep),
       format: g.experts,
+      tokens: B,
     });
   }
   const head = (a.vocab * a.hidden) / tp;
@@ -417,7 +408,9 @@ export function evalDecode(
     const memMs = P.loadScale
       ? (l.bytes / (bw * 1e6)) * P.loadScale(l) * (l.group === "experts" ? (P.expertScale ?? 1) : 1)
       : l.bytes / (bw * 1e6 * (l.group === "kv" ? 1 : ggufEff));
-    const compMs = l.flops / (peakTflops(r, l.format) * 1e9 * P.etaC);
+    // Routed experts run padded tiles on the token axis (moe.ts: the kernel family's M_pad / M).
+    const flopsRun = l.group === "experts" ? l.flops * expertFlopScale(r, l.tokens ?? r.batch) : l.flops;
+    const compMs = flopsRun / (peakTflops(r, l.format) * 1e9 * P.etaC);
     flops += l.flops;
     if (l.group === "kv" || l.group === "attentionCore") {
       kvBytes += l.bytes;

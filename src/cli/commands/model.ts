@@ -72,6 +72,32 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
     .option("--calibration <file>", "apply a calibration (the JSON written by `model fit --json`)");
 }
 
+/** Workload flags (predict, explain): what a benchmark measures, beside the pure decode step of --batch. */
+function workloadFlags<C extends Command<any, any, any>>(cmd: C) {
+  return cmd
+    .option("--concurrency <n>", "closed loop of N clients (bench serve --max-concurrency): predict TPOT/ITL/TTFT")
+    .option("--request-rate <r>", "Poisson arrivals, requests/s: predict TPOT/ITL/TTFT")
+    .option(
+      "--lengths <file>",
+      "request lengths: bench result JSON (input_lens/output_lens), JSONL input_length/output_length, or CSV (Azure ContextTokens/GeneratedTokens)",
+    )
+    .option("--dataset <name>", "sharegpt or jsonl: request lengths as bench would send them from --dataset-path")
+    .option("--dataset-path <file>", "the ShareGPT JSON or JSONL prompts file for --dataset")
+    .option("--max-num-batched-tokens <n>", "token budget per step (default: the engine's)")
+    .option("--max-num-seqs <n>", "sequences per step (default: the engine's)")
+    .option("--requests <n>", "requests simulated (default max(200, 25·C))");
+}
+
+/** Adds the workload prediction when the flags ask for one. */
+async function withWorkload<P extends { workload?: unknown }>(p: P, input: unknown, o: any): Promise<P> {
+  const { workloadFromOptions } = await model.options();
+  const spec = workloadFromOptions(o);
+  if (!spec) return p;
+  const { predictWorkload } = await import("../../model/workload.ts");
+  p.workload = predictWorkload(input as any, spec);
+  return p;
+}
+
 type Opts = ModelCliOptions & { json?: boolean; disableCustomAllReduce?: boolean; customAllReduce?: boolean };
 
 async function toInput(o: Opts) {
@@ -115,16 +141,18 @@ export function register(program: Command): void {
     .command("model")
     .description("Analytical decode-step model: predict, explain, what-if, calibrate");
 
-  modelFlags(
-    cmd.command("predict").description("decode step time and tokens/s, split into named terms, with TTFT"),
+  workloadFlags(
+    modelFlags(cmd.command("predict").description("decode step time and tokens/s, split into named terms, with TTFT")),
   ).action(async (...args: any[]) => {
     const o = args[args.length - 2] as any;
     const [{ predict }, input, R] = await Promise.all([model.predict(), toInput(o as Opts), renderers(o)]);
-    emit(predict(input), o, (p) => R!.renderPrediction(p));
+    emit(await withWorkload(predict(input), input, o), o, (p) => R!.renderPrediction(p));
   });
 
-  modelFlags(
-    cmd.command("explain").description("one sentence per term; with --measurements also the calibration arithmetic"),
+  workloadFlags(
+    modelFlags(
+      cmd.command("explain").description("one sentence per term; with --measurements also the calibration arithmetic"),
+    ),
   )
     .option("--measurements <file...>", "fit these first and explain the calibrated model")
     .action(async (...args: any[]) => {
@@ -143,7 +171,7 @@ export function register(program: Command): void {
         emit({ sentences: lines, fit: f, ceilings: rows }, o, (r) => r.sentences.map((s) => `• ${s}`).join("\n"));
       } else {
         const [{ predict }, R] = await Promise.all([model.predict(), renderers(o)]);
-        const p = predict(input);
+        const p = await withWorkload(predict(input), input, o);
         emit({ sentences: explain(p), prediction: p }, o, () => R!.renderExplain(p));
       }
     });
