@@ -144,9 +144,13 @@ export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOp
       return 1;
     }
     const t0 = Date.now();
+    let tick = 0;
     while (!ac.signal.aborted && (opts.iterations === undefined || frames < opts.iterations)) {
-      await sleep(t0 + (frames + 1) * intervalMs - Date.now(), ac.signal);
+      tick++;
+      await sleep(t0 + tick * intervalMs - Date.now(), ac.signal);
       if (ac.signal.aborted) break;
+      // Until the first reading arrives (a tool still starting) there is nothing to show.
+      if (rec.samples.length === 0 && rec.errors.length === notesSeen) continue;
       const cur = pending;
       pending = new Map([...cur].map(([k, l]) => [k, l.slice(-1)]));
       const notes = rec.errors.slice(notesSeen);

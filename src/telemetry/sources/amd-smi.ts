@@ -18,6 +18,8 @@ import {
 
 export interface AmdSmiOptions {
   binary?: string;
+  /** PATH searched when no binary is given (default process.env.PATH). */
+  path?: string;
   parser?: AmdSmiJsonParser;
   /** Per-run limit (ms); default 10 s. */
   timeoutMs?: number;
@@ -37,7 +39,7 @@ export function amdSmiSource(o: AmdSmiOptions = {}): TelemetrySource {
 }
 
 async function startAmdSmi(o: AmdSmiOptions, opts: SourceStartOptions): Promise<TelemetryHandle> {
-  const bin = o.binary ?? findOnPath("amd-smi");
+  const bin = o.binary ?? findOnPath("amd-smi", o.path ?? process.env.PATH ?? "");
   if (!bin)
     throw new TelemetryError("--telemetry amd-smi: amd-smi is not on PATH; nothing was measured", {
       hint: "install amd-smi-lib (ROCm), read an exporter with --telemetry prometheus:URL, or use --telemetry none",

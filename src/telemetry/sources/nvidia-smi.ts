@@ -46,6 +46,8 @@ const REQUIRED = new Set(["timestamp", "index"]);
 export interface NvidiaSmiOptions {
   /** The binary; default: `nvidia-smi` found on PATH. */
   binary?: string;
+  /** PATH searched when no binary is given (default process.env.PATH). */
+  path?: string;
   /** Fields to ask for (default SMI_FIELDS). */
   fields?: readonly string[];
   parser?: SmiQueryParserFactory;
@@ -130,7 +132,7 @@ export function nvidiaSmiSource(o: NvidiaSmiOptions = {}): TelemetrySource {
 }
 
 async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Promise<TelemetryHandle> {
-  const bin = o.binary ?? findOnPath("nvidia-smi");
+  const bin = o.binary ?? findOnPath("nvidia-smi", o.path ?? process.env.PATH ?? "");
   if (!bin)
     throw new TelemetryError("--telemetry nvidia-smi: nvidia-smi is not on PATH; nothing was measured", {
       hint: "run where the NVIDIA driver utilities are installed, read an exporter with --telemetry dcgm:URL, or use --telemetry none",

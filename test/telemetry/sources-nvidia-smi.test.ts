@@ -1,0 +1,251 @@
+// The nvidia-smi source against replay-nvidia-smi.mjs, which stands in for the binary's I/O (no GPU here
+// or in CI): it replays a real H200 capture at the -lms pace, knows exactly that driver's field names and
+// refuses others with nvidia-smi's own words. Each test runs real processes and checks what a user gets.
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { TelemetryError } from "../../src/errors.ts";
+import { liveTelemetryGroups } from "../../src/telemetry/sources/common.ts";
+import { nvidiaSmiSource } from "../../src/telemetry/sources/nvidia-smi.ts";
+import type { TelemetrySample } from "../../src/telemetry/types.ts";
+import { alive, ROOT, runCli, STACK } from "../helpers/cli.ts";
+
+// nvidia-smi stamps local time without a zone: run under a zone far from UTC (−3:30) so a reading
+// taken as UTC would land hours away from the wall clock.
+process.env.TZ = "America/St_Johns";
+
+const FIXTURE = join(ROOT, "test", "telemetry", "fixtures", "h200-device-2026-12-04");
+const dir = mkdtempSync(join(tmpdir(), "inferscope-smi-"));
+const bin = join(dir, "nvidia-smi");
+writeFileSync(
+  bin,
+  `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, "test", "telemetry", "replay-nvidia-smi.mjs")}" "$@"\n`,
+);
+chmodSync(bin, 0o755);
+const empty = mkdtempSync(join(tmpdir(), "inferscope-nopath-"));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(empty, { recursive: true, force: true });
+});
+
+// The capture's power.draw column, in row order: what the replay serves.
+const rows = readFileSync(join(FIXTURE, "smi-query.csv"), "utf8").trim().split("\n").slice(1);
+const capturedPower = rows.map((r) => Number(r.split(", ")[2]!.replace(" W", "")));
+
+/** Resolves once `n` samples have arrived (or a note, when `note` matches). */
+function waiter() {
+  const samples: TelemetrySample[] = [];
+  const notes: string[] = [];
+  let wake: (() => void) | null = null;
+  let cond: () => boolean = () => false;
+  const poke = () => {
+    if (wake && cond()) {
+      const w = wake;
+      wake = null;
+      w();
+    }
+  };
+  return {
+    samples,
+    notes,
+    onSample: (s: TelemetrySample) => {
+      samples.push(s);
+      poke();
+    },
+    onNote: (n: string) => {
+      notes.push(n);
+      poke();
+    },
+    until(c: () => boolean, what: string, ms = 15_000): Promise<void> {
+      cond = c;
+      if (c()) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+        wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    },
+  };
+}
+
+function withEnv<T>(env: Record<string, string>, fn: () => Promise<T>): Promise<T> {
+  for (const [k, v] of Object.entries(env)) process.env[k] = v;
+  return fn().finally(() => {
+    for (const k of Object.keys(env)) delete process.env[k];
+  });
+}
+
+test("records the replayed rows in order, stamped with local time converted to UTC", { timeout: 30_000 }, async () => {
+  assert.ok(new Date().getTimezoneOffset() >= 150, "the test zone is in effect (UTC−2:30 or −3:30)");
+  const w = waiter();
+  const before = Date.now() / 1000;
+  const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample, onNote: w.onNote });
+  await w.until(() => w.samples.length >= 6, "6 samples");
+  const cap = await h.stop();
+  const afterS = Date.now() / 1000;
+  assert.equal(cap.source.kind, "nvidia-smi");
+  assert.match(cap.source.detail, /--format=csv,nounits -lms 50$/);
+  assert.ok(cap.samples.length >= 6);
+  // Every value comes from the capture, in its order: power.draw of rows 0, 1, 2, …
+  assert.deepEqual(
+    cap.samples.map((s) => s.powerW),
+    capturedPower.slice(0, cap.samples.length),
+  );
+  const s0 = cap.samples[0]!;
+  assert.equal(s0.device, "gpu0");
+  assert.equal(s0.powerInstantW, 79.48);
+  assert.equal(s0.smClockMHz, 345);
+  assert.equal(s0.smClockMaxMHz, 1980);
+  assert.equal(s0.memClockMHz, 3201);
+  assert.equal(s0.clockEventReasons, 1); // 0x…01: GPU idle
+  assert.equal(s0.memoryTotalMiB, 143771);
+  assert.equal(cap.samples[4]!.gpuBusy, 0.18);
+  // Stamped between start and stop (ms resolution): a zone mistake would be off by 3.5 hours.
+  for (const s of cap.samples) assert.ok(s.t >= before - 0.002 && s.t <= afterS + 0.002, `t ${s.t} outside the run`);
+  for (let i = 1; i < cap.samples.length; i++) assert.ok(cap.samples[i]!.t >= cap.samples[i - 1]!.t);
+  assert.deepEqual(cap.devices, [
+    {
+      key: "gpu0",
+      uuid: "GPU-8be02578-5513-af80-f7ed-5a3b4a7ae410",
+      name: "NVIDIA H200",
+      pcieGen: 5,
+      powerLimitW: 700,
+      smClockMaxMHz: 1980,
+    },
+  ]);
+  assert.ok(cap.unavailable.some((u) => u.field === "energyJ" && /integrated from power.draw/.test(u.why)));
+  assert.deepEqual(cap.notes, []);
+  assert.deepEqual(liveTelemetryGroups(), []);
+});
+
+test("an older driver: clocks_throttle_reasons.* asked instead, power.draw.instant dropped and said", {
+  timeout: 30_000,
+}, async () => {
+  await withEnv({ REPLAY_UNKNOWN_FIELDS: "power.draw.instant,clocks_event_reasons.active" }, async () => {
+    const w = waiter();
+    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample });
+    await w.until(() => w.samples.length >= 2, "2 samples");
+    const cap = await h.stop();
+    assert.match(cap.source.detail, /clocks_throttle_reasons\.active/);
+    assert.doesNotMatch(cap.source.detail, /power\.draw\.instant/);
+    assert.equal(cap.samples[0]!.clockEventReasons, 1);
+    assert.equal(cap.samples[0]!.powerInstantW, undefined);
+    const u = cap.unavailable.find((x) => x.field === "powerInstantW");
+    assert.ok(u, JSON.stringify(cap.unavailable));
+    assert.match(u.why, /power\.draw\.instant: not a valid --query-gpu field/);
+    assert.ok(cap.notes.some((n) => /clocks_event_reasons\.active: .*clocks_throttle_reasons\.active/.test(n)));
+  });
+});
+
+test("nvidia-smi missing: exit-3 TelemetryError at start, naming the tool", async () => {
+  await assert.rejects(
+    nvidiaSmiSource({ path: empty }).start({ intervalMs: 100 }),
+    (e: unknown) =>
+      e instanceof TelemetryError &&
+      e.exitCode === 3 &&
+      e.code === "E_TELEMETRY" &&
+      /--telemetry nvidia-smi: nvidia-smi is not on PATH/.test(e.message),
+  );
+});
+
+test("nvidia-smi dying mid-run: the samples so far are kept and the exit is noted", { timeout: 30_000 }, async () => {
+  await withEnv({ REPLAY_EXIT_AFTER: "4" }, async () => {
+    const w = waiter();
+    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample, onNote: w.onNote });
+    await w.until(() => w.notes.some((n) => /exited/.test(n)), "the exit note");
+    const cap = await h.stop();
+    assert.equal(cap.samples.length, 4);
+    assert.deepEqual(
+      cap.samples.map((s) => s.powerW),
+      capturedPower.slice(0, 4),
+    );
+    const note = cap.notes.find((n) => /exited/.test(n))!;
+    assert.match(note, /^nvidia-smi exited \(code 1\) at \d\d:\d\d:\d\d\.\d{3} after 4 samples: .*REPLAY_EXIT_AFTER/);
+    assert.match(note, /samples so far are kept/);
+  });
+});
+
+test("a malformed line is skipped with a note; the rows after it are kept", { timeout: 30_000 }, async () => {
+  await withEnv({ REPLAY_MALFORMED_AT: "2" }, async () => {
+    const w = waiter();
+    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample });
+    await w.until(() => w.samples.length >= 4, "4 samples");
+    const cap = await h.stop();
+    // Row 2 is cut short; rows 0, 1, 3, 4, … arrive.
+    assert.deepEqual(
+      cap.samples.slice(0, 3).map((s) => s.powerW),
+      [capturedPower[0], capturedPower[1], capturedPower[3]],
+    );
+    assert.ok(
+      cap.notes.some((n) =>
+        /^nvidia-smi: 1 malformed line skipped \(first: line 4: \d+ fields where the header has 17/.test(n),
+      ),
+      cap.notes.join("\n"),
+    );
+  });
+});
+
+for (const how of ["stop", "abort"] as const) {
+  test(`${how} kills nvidia-smi's whole process group: nothing is orphaned`, { timeout: 30_000 }, async () => {
+    const pidFile = join(dir, `grandchild-${how}`);
+    await withEnv({ REPLAY_GRANDCHILD_PIDFILE: pidFile }, async () => {
+      const w = waiter();
+      const ac = new AbortController();
+      const h = await nvidiaSmiSource({ binary: bin }).start({
+        intervalMs: 50,
+        onSample: w.onSample,
+        signal: ac.signal,
+      });
+      await w.until(() => w.samples.length >= 2, "2 samples");
+      const groups = liveTelemetryGroups();
+      assert.equal(groups.length, 1);
+      const pgid = groups[0]!;
+      const grandchild = Number(readFileSync(pidFile, "utf8"));
+      assert.ok(alive(pgid) && alive(grandchild));
+      if (how === "abort") ac.abort();
+      const cap = await h.stop();
+      assert.ok(cap.samples.length >= 2);
+      // The group leader is our child and reaped; the grandchild is SIGKILLed with the group and reaped
+      // by init shortly after — bounded wait on a process that is not ours to await.
+      const deadline = Date.now() + 5000;
+      while ((alive(pgid) || alive(grandchild)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(!alive(pgid), "nvidia-smi still running");
+      // nvidia-smi was our child and is reaped: gone entirely. The grandchild is dead; where PID 1 does
+      // not reap orphans (a container) it may linger as a zombie, which alive() counts as dead.
+      assert.throws(() => process.kill(pgid, 0), /ESRCH/);
+      assert.ok(!alive(grandchild), "a process in its group still running");
+      assert.deepEqual(liveTelemetryGroups(), []);
+    });
+  });
+}
+
+test("CLI: telemetry watch nvidia-smi prints frames; without nvidia-smi it exits 3 with one clear line", {
+  timeout: 60_000,
+}, async () => {
+  const ok = await runCli(
+    ["telemetry", "watch", "nvidia-smi@50ms", "--interval", "200ms", "--iterations", "2", "--json"],
+    {
+      env: { PATH: `${dir}:${process.env.PATH}` },
+    },
+  );
+  assert.equal(ok.code, 0, ok.stderr);
+  const frames = ok.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  assert.equal(frames.length, 2);
+  assert.equal(frames[0].source.kind, "nvidia-smi");
+  assert.equal(frames[0].devices[0].device, "gpu0");
+  assert.equal(typeof frames[0].devices[0].powerW, "number");
+  assert.deepEqual(ok.leftovers, []);
+  const missing = await runCli(["telemetry", "watch", "nvidia-smi", "--iterations", "1"], {
+    env: { PATH: empty },
+  });
+  assert.equal(missing.code, 3, missing.stderr);
+  assert.match(missing.stderr, /nvidia-smi is not on PATH/);
+  assert.doesNotMatch(missing.stderr, STACK);
+});
