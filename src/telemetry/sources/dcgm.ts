@@ -2,7 +2,7 @@
 // project's scrape client. Down at start: exit 3 before any measurement. Down mid-run: a gap note, and
 // recording continues when it answers again.
 import type { Agent } from "undici";
-import { InferscopeError, TelemetryError } from "../../errors.ts";
+import { TelemetryError } from "../../errors.ts";
 import { undici } from "../../lazy.ts";
 import { fetchRaw, parseRaw } from "../../metrics/scrape.ts";
 import { type DcgmExpositionParser, parseDcgmExposition } from "../parsers.ts";
@@ -70,7 +70,7 @@ async function startDcgm(url: string, o: DcgmOptions, opts: SourceStartOptions):
     first = await scrapeOnce();
   } catch (err) {
     await agent.destroy().catch(() => {});
-    const why = err instanceof InferscopeError ? err.message : failureReason(err, url);
+    const why = failureReason(err, url);
     throw new TelemetryError(`${label}: the exporter did not answer a first scrape: ${why}; nothing was measured`, {
       hint: "check that dcgm-exporter runs and serves this URL (curl it), or use --telemetry none",
     });
