@@ -2,7 +2,7 @@
 // or in CI): it replays a real H200 capture at the -lms pace, knows exactly that driver's field names and
 // refuses others with nvidia-smi's own words. Each test runs real processes and checks what a user gets.
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -11,6 +11,7 @@ import { liveTelemetryGroups } from "../../src/telemetry/sources/common.ts";
 import { nvidiaSmiSource } from "../../src/telemetry/sources/nvidia-smi.ts";
 import type { TelemetrySample } from "../../src/telemetry/types.ts";
 import { alive, ROOT, runCli, STACK } from "../helpers/cli.ts";
+import { installReplayNvidiaSmi } from "./replay-bin.ts";
 
 // nvidia-smi stamps local time without a zone: run under a zone far from UTC (−3:30) so a reading
 // taken as UTC would land hours away from the wall clock.
@@ -18,12 +19,7 @@ process.env.TZ = "America/St_Johns";
 
 const FIXTURE = join(ROOT, "test", "telemetry", "fixtures", "h200-device-2026-12-04");
 const dir = mkdtempSync(join(tmpdir(), "inferscope-smi-"));
-const bin = join(dir, "nvidia-smi");
-writeFileSync(
-  bin,
-  `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, "test", "telemetry", "replay-nvidia-smi.mjs")}" "$@"\n`,
-);
-chmodSync(bin, 0o755);
+const bin = installReplayNvidiaSmi(dir);
 const empty = mkdtempSync(join(tmpdir(), "inferscope-nopath-"));
 after(() => {
   rmSync(dir, { recursive: true, force: true });
