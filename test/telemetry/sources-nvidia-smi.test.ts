@@ -2,6 +2,8 @@
 // or in CI): it replays a real H200 capture at the -lms pace, knows exactly that driver's field names and
 // refuses others with nvidia-smi's own words. Each test runs real processes and checks what a user gets.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -244,4 +246,38 @@ test("CLI: telemetry watch nvidia-smi prints frames; without nvidia-smi it exits
   assert.equal(missing.code, 3, missing.stderr);
   assert.match(missing.stderr, /nvidia-smi is not on PATH/);
   assert.doesNotMatch(missing.stderr, STACK);
+});
+
+test("our process exiting (any path) kills nvidia-smi's group", { timeout: 30_000 }, async () => {
+  // A separate Node process starts the source and calls process.exit without stopping it. nvidia-smi
+  // itself would die of EPIPE on its next write anyway; the grandchild in its group (which never
+  // writes) dies only by the exit hook's group kill.
+  const pidFile = join(dir, "grandchild-exit");
+  const code = `
+    import { nvidiaSmiSource } from ${JSON.stringify(join(ROOT, "src", "telemetry", "sources", "nvidia-smi.ts"))};
+    import { liveTelemetryGroups } from ${JSON.stringify(join(ROOT, "src", "telemetry", "sources", "common.ts"))};
+    await nvidiaSmiSource({ binary: ${JSON.stringify(bin)} }).start({
+      intervalMs: 50,
+      onSample: () => { process.stdout.write(String(liveTelemetryGroups()[0]) + "\\n"); process.exit(0); },
+    });
+  `;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, REPLAY_GRANDCHILD_PIDFILE: pidFile },
+  });
+  let out = "";
+  let err = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+  const [exitCode] = await once(child, "exit");
+  assert.equal(exitCode, 0, err);
+  const pgid = Number(out.trim().split("\n")[0]);
+  assert.ok(pgid > 0, out);
+  // SIGKILLed by the exit hook; reaped by init (or a zombie where init does not reap: alive() says dead).
+  const grandchild = Number(readFileSync(pidFile, "utf8"));
+  const deadline = Date.now() + 5000;
+  while ((alive(pgid) || alive(grandchild)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(!alive(pgid), "nvidia-smi outlived the process that started it");
+  assert.ok(!alive(grandchild), "a process in nvidia-smi's group outlived the process that started it");
 });
