@@ -17,6 +17,12 @@ import { fileURLToPath } from "node:url";
 const dir =
   process.env.REPLAY_DIR ?? join(dirname(fileURLToPath(import.meta.url)), "fixtures", "h200-device-2026-12-04");
 const argv = process.argv.slice(2);
+if (process.env.REPLAY_NO_DRIVER) {
+  process.stdout.write(
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n\n",
+  );
+  process.exit(9);
+}
 
 function arg(name) {
   for (let i = 0; i < argv.length; i++) {

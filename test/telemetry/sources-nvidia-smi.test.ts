@@ -150,6 +150,21 @@ test("nvidia-smi missing: exit-3 TelemetryError at start, naming the tool", asyn
   );
 });
 
+test("nvidia-smi present but the driver not loaded: exit-3 error at start with nvidia-smi's own words", async () => {
+  await withEnv({ REPLAY_NO_DRIVER: "1" }, async () => {
+    await assert.rejects(
+      nvidiaSmiSource({ binary: bin }).start({ intervalMs: 100 }),
+      (e: unknown) =>
+        e instanceof TelemetryError &&
+        e.exitCode === 3 &&
+        /--telemetry nvidia-smi: .*nvidia-smi failed \(exit 9\): NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/.test(
+          e.message,
+        ),
+    );
+  });
+  assert.deepEqual(liveTelemetryGroups(), []);
+});
+
 test("nvidia-smi dying mid-run: the samples so far are kept and the exit is noted", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_EXIT_AFTER: "4" }, async () => {
     const w = waiter();
