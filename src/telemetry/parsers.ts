@@ -26,6 +26,20 @@ export interface SmiQueryParserOptions {
 
 export type SmiQueryParserFactory = (opts: SmiQueryParserOptions) => SmiQueryLineParser;
 
+/** One line of `nvidia-smi dmon -s t -o T` (PCIe MB/s per GPU per interval). */
+export type SmiDmonLine =
+  | { kind: "header" }
+  | { kind: "sample"; sample: TelemetrySample }
+  | { kind: "skip" }
+  | { kind: "bad"; why: string };
+
+export interface SmiDmonParserOptions extends SmiQueryParserOptions {
+  /** dmon -o T prints the time of day only: the date is the one that puts it nearest to now (ms). */
+  now: () => number;
+}
+
+export type SmiDmonParserFactory = (opts: SmiDmonParserOptions) => (line: string) => SmiDmonLine;
+
 /** A parsed dcgm-exporter exposition (from the exporter, or rebuilt from Prometheus) → samples at `atS`. */
 export type DcgmExpositionParser = (
   exp: Exposition,
@@ -41,5 +55,6 @@ export type AmdSmiJsonParser = (
 export {
   minimalAmdSmiJson as parseAmdSmiJson,
   minimalDcgmExposition as parseDcgmExposition,
+  minimalSmiDmonParser as createSmiDmonParser,
   minimalSmiQueryParser as createSmiQueryParser,
 } from "./sources/minimal-parsers.ts";

@@ -21,6 +21,9 @@ export interface TelemetryFrameDevice {
   memoryTotalMiB?: number;
   cpuBusy?: number;
   energyJ?: number;
+  pcieTxBps?: number;
+  pcieRxBps?: number;
+  nvlinkTxBps?: number;
   /** Clock event reasons that limit clocks, by NVML name (idle excluded). */
   reasons?: string[];
 }
@@ -75,6 +78,9 @@ export function frameFrom(
         "memoryTotalMiB",
         "cpuBusy",
         "energyJ",
+        "pcieTxBps",
+        "pcieRxBps",
+        "nvlinkTxBps",
       ] as const)
         if (x[k] !== undefined) d[k] = x[k];
       if (x.powerW !== undefined || x.powerInstantW !== undefined) {
@@ -178,6 +184,11 @@ function deviceLine(d: TelemetryFrameDevice): string {
   if (d.dramActive !== undefined) parts.push(`dram ${pct(d.dramActive)}`);
   if (d.temperatureC !== undefined) parts.push(`${f(d.temperatureC)} °C`);
   if (d.memoryUsedMiB !== undefined) parts.push(`${f(d.memoryUsedMiB)} MiB`);
+  if (d.pcieTxBps !== undefined || d.pcieRxBps !== undefined)
+    parts.push(
+      `pcie tx ${f(d.pcieTxBps === undefined ? undefined : d.pcieTxBps / 1e6, 0)} rx ${f(d.pcieRxBps === undefined ? undefined : d.pcieRxBps / 1e6, 0)} MB/s`,
+    );
+  if (d.nvlinkTxBps !== undefined) parts.push(`nvlink tx ${f(d.nvlinkTxBps / 1e9, 1)} GB/s`);
   if (d.reasons?.length) parts.push(`limited: ${d.reasons.join(", ")}`);
   return parts.join("  ");
 }

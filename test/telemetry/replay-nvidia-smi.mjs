@@ -41,94 +41,129 @@ for (const line of readFileSync(join(dir, "help-query-gpu.txt"), "utf8").split("
 }
 for (const n of (process.env.REPLAY_UNKNOWN_FIELDS ?? "").split(",").filter(Boolean)) known.delete(n);
 
-const query = arg("--query-gpu");
-if (!query) {
-  process.stderr.write("replay-nvidia-smi: only --query-gpu is replayed\n");
-  process.exit(99);
-}
-const format = (arg("--format") ?? "").split(",");
-const nounits = format.includes("nounits");
-const noheader = format.includes("noheader");
-const lms = arg("-lms") ?? arg("--loop-ms");
-const loopS = arg("-l") ?? arg("--loop");
-const periodMs = lms !== undefined ? Number(lms) : loopS !== undefined ? Number(loopS) * 1000 : null;
-
-const fields = query.split(",");
-for (const f of fields) {
-  if (!known.has(f)) {
-    // nvidia-smi's own message and exit code for an unknown field.
-    process.stdout.write(`Field "${f}" is not a valid field to query.\n\n`);
-    process.exit(2);
-  }
-}
-
-const csv = readFileSync(join(dir, "smi-query.csv"), "utf8").trim().split("\n");
-const header = csv[0].split(", ");
-const col = new Map(header.map((h, i) => [h.replace(/ \[[^\]]*\]$/, ""), i]));
-const rows = csv.slice(1).map((l) => l.split(", "));
-const q = readFileSync(join(dir, "smi-q-after.txt"), "utf8");
-const fromQ = {
-  uuid: /GPU UUID\s*:\s*(\S+)/.exec(q)?.[1],
-  name: /Product Name\s*:\s*(.+)/.exec(q)?.[1].trim(),
-};
-
-const canon = fields.map((f) => known.get(f));
-for (const c of canon) {
-  if (c !== "timestamp" && !col.has(c) && !(c in fromQ)) {
-    process.stderr.write(`replay-nvidia-smi: the capture has no data for "${c}"\n`);
+// `dmon -s t -d N -o T`: the PCIe columns (rxpci, txpci, MB/s) of the captured `dmon -s pucvmet -o T`
+// (smi-dmon.txt), one row per N seconds, stamped with the current local time of day.
+if (argv[0] === "dmon") {
+  if (arg("-s") !== "t" || arg("-o") !== "T") {
+    process.stderr.write("replay-nvidia-smi: only dmon -s t -o T is replayed\n");
     process.exit(99);
   }
+  const lines = readFileSync(join(dir, "smi-dmon.txt"), "utf8").trim().split("\n");
+  const names = lines[0].slice(1).trim().split(/\s+/);
+  const units = lines[1].slice(1).trim().split(/\s+/);
+  const keep = ["Time", "gpu", "rxpci", "txpci"].map((c) => names.indexOf(c));
+  const data = lines.slice(2).map((l) => l.trim().split(/\s+/));
+  const rest = (cells) => cells.map((c) => String(c).padStart(7)).join(" ");
+  process.stdout.write(
+    `#Time     ${rest(keep.slice(1).map((i) => names[i]))}\n#HH:MM:SS ${rest(keep.slice(1).map((i) => units[i]))}\n`,
+  );
+  const periodS = Number(arg("-d") ?? "1");
+  const t0 = Date.now();
+  let k = 0;
+  const p2 = (n) => String(n).padStart(2, "0");
+  const tick = () => {
+    const d = new Date();
+    const row = data[k % data.length];
+    const time = `${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())}`;
+    process.stdout.write(` ${time} ${rest(keep.slice(1).map((i) => row[i]))}\n`);
+    k++;
+    setTimeout(tick, Math.max(0, t0 + k * periodS * 1000 - Date.now()));
+  };
+  tick();
+} else {
+  main();
 }
 
-function stamp(d) {
-  const p = (n, w = 2) => String(n).padStart(w, "0");
-  return `${d.getFullYear()}/${p(d.getMonth() + 1)}/${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
-}
-
-function headerLine() {
-  return canon
-    .map((c) => {
-      const i = col.get(c);
-      const unit = i === undefined ? "" : (/ \[[^\]]*\]$/.exec(header[i])?.[0] ?? "");
-      return `${c}${unit}`;
-    })
-    .join(", ");
-}
-
-function rowLine(k) {
-  const r = rows[k % rows.length];
-  return canon
-    .map((c) => {
-      if (c === "timestamp") return stamp(new Date());
-      if (c in fromQ && !col.has(c)) return fromQ[c];
-      const v = r[col.get(c)];
-      return nounits ? v.replace(/ (W|%|MHz|MiB)$/, "") : v;
-    })
-    .join(", ");
-}
-
-if (process.env.REPLAY_GRANDCHILD_PIDFILE) {
-  const g = spawn("sleep", ["60"], { stdio: "ignore" }); // same process group as us
-  writeFileSync(process.env.REPLAY_GRANDCHILD_PIDFILE, String(g.pid));
-}
-
-if (!noheader) process.stdout.write(`${headerLine()}\n`);
-if (periodMs === null) {
-  process.stdout.write(`${rowLine(0)}\n`);
-  process.exit(0);
-}
-const exitAfter = process.env.REPLAY_EXIT_AFTER ? Number(process.env.REPLAY_EXIT_AFTER) : Infinity;
-const malformedAt = process.env.REPLAY_MALFORMED_AT ? Number(process.env.REPLAY_MALFORMED_AT) : -1;
-const t0 = Date.now();
-let k = 0;
-function next() {
-  if (k >= exitAfter) {
-    process.stderr.write("replay-nvidia-smi: REPLAY_EXIT_AFTER reached, exiting as a failing tool would\n");
-    process.exit(1);
+function main() {
+  const query = arg("--query-gpu");
+  if (!query) {
+    process.stderr.write("replay-nvidia-smi: only --query-gpu is replayed\n");
+    process.exit(99);
   }
-  const line = rowLine(k);
-  process.stdout.write(k === malformedAt ? `${line.slice(0, 30)}\n` : `${line}\n`);
-  k++;
-  setTimeout(next, Math.max(0, t0 + k * periodMs - Date.now()));
+  const format = (arg("--format") ?? "").split(",");
+  const nounits = format.includes("nounits");
+  const noheader = format.includes("noheader");
+  const lms = arg("-lms") ?? arg("--loop-ms");
+  const loopS = arg("-l") ?? arg("--loop");
+  const periodMs = lms !== undefined ? Number(lms) : loopS !== undefined ? Number(loopS) * 1000 : null;
+
+  const fields = query.split(",");
+  for (const f of fields) {
+    if (!known.has(f)) {
+      // nvidia-smi's own message and exit code for an unknown field.
+      process.stdout.write(`Field "${f}" is not a valid field to query.\n\n`);
+      process.exit(2);
+    }
+  }
+
+  const csv = readFileSync(join(dir, "smi-query.csv"), "utf8").trim().split("\n");
+  const header = csv[0].split(", ");
+  const col = new Map(header.map((h, i) => [h.replace(/ \[[^\]]*\]$/, ""), i]));
+  const rows = csv.slice(1).map((l) => l.split(", "));
+  const q = readFileSync(join(dir, "smi-q-after.txt"), "utf8");
+  const fromQ = {
+    uuid: /GPU UUID\s*:\s*(\S+)/.exec(q)?.[1],
+    name: /Product Name\s*:\s*(.+)/.exec(q)?.[1].trim(),
+  };
+
+  const canon = fields.map((f) => known.get(f));
+  for (const c of canon) {
+    if (c !== "timestamp" && !col.has(c) && !(c in fromQ)) {
+      process.stderr.write(`replay-nvidia-smi: the capture has no data for "${c}"\n`);
+      process.exit(99);
+    }
+  }
+
+  function stamp(d) {
+    const p = (n, w = 2) => String(n).padStart(w, "0");
+    return `${d.getFullYear()}/${p(d.getMonth() + 1)}/${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+  }
+
+  function headerLine() {
+    return canon
+      .map((c) => {
+        const i = col.get(c);
+        const unit = i === undefined ? "" : (/ \[[^\]]*\]$/.exec(header[i])?.[0] ?? "");
+        return `${c}${unit}`;
+      })
+      .join(", ");
+  }
+
+  function rowLine(k) {
+    const r = rows[k % rows.length];
+    return canon
+      .map((c) => {
+        if (c === "timestamp") return stamp(new Date());
+        if (c in fromQ && !col.has(c)) return fromQ[c];
+        const v = r[col.get(c)];
+        return nounits ? v.replace(/ (W|%|MHz|MiB)$/, "") : v;
+      })
+      .join(", ");
+  }
+
+  if (process.env.REPLAY_GRANDCHILD_PIDFILE) {
+    const g = spawn("sleep", ["60"], { stdio: "ignore" }); // same process group as us
+    writeFileSync(process.env.REPLAY_GRANDCHILD_PIDFILE, String(g.pid));
+  }
+
+  if (!noheader) process.stdout.write(`${headerLine()}\n`);
+  if (periodMs === null) {
+    process.stdout.write(`${rowLine(0)}\n`);
+    process.exit(0);
+  }
+  const exitAfter = process.env.REPLAY_EXIT_AFTER ? Number(process.env.REPLAY_EXIT_AFTER) : Infinity;
+  const malformedAt = process.env.REPLAY_MALFORMED_AT ? Number(process.env.REPLAY_MALFORMED_AT) : -1;
+  const t0 = Date.now();
+  let k = 0;
+  function next() {
+    if (k >= exitAfter) {
+      process.stderr.write("replay-nvidia-smi: REPLAY_EXIT_AFTER reached, exiting as a failing tool would\n");
+      process.exit(1);
+    }
+    const line = rowLine(k);
+    process.stdout.write(k === malformedAt ? `${line.slice(0, 30)}\n` : `${line}\n`);
+    k++;
+    setTimeout(next, Math.max(0, t0 + k * periodMs - Date.now()));
+  }
+  next();
 }
-next();

@@ -81,7 +81,11 @@ test("records the replayed rows in order, stamped with local time converted to U
   assert.ok(new Date().getTimezoneOffset() >= 150, "the test zone is in effect (UTC−2:30 or −3:30)");
   const w = waiter();
   const before = Date.now() / 1000;
-  const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample, onNote: w.onNote });
+  const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
+    intervalMs: 50,
+    onSample: w.onSample,
+    onNote: w.onNote,
+  });
   await w.until(() => w.samples.length >= 6, "6 samples");
   const cap = await h.stop();
   const afterS = Date.now() / 1000;
@@ -125,7 +129,7 @@ test("an older driver: clocks_throttle_reasons.* asked instead, power.draw.insta
 }, async () => {
   await withEnv({ REPLAY_UNKNOWN_FIELDS: "power.draw.instant,clocks_event_reasons.active" }, async () => {
     const w = waiter();
-    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample });
+    const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 2, "2 samples");
     const cap = await h.stop();
     assert.match(cap.source.detail, /clocks_throttle_reasons\.active/);
@@ -153,7 +157,7 @@ test("nvidia-smi missing: exit-3 TelemetryError at start, naming the tool", asyn
 test("nvidia-smi present but the driver not loaded: exit-3 error at start with nvidia-smi's own words", async () => {
   await withEnv({ REPLAY_NO_DRIVER: "1" }, async () => {
     await assert.rejects(
-      nvidiaSmiSource({ binary: bin }).start({ intervalMs: 100 }),
+      nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 100 }),
       (e: unknown) =>
         e instanceof TelemetryError &&
         e.exitCode === 3 &&
@@ -168,7 +172,11 @@ test("nvidia-smi present but the driver not loaded: exit-3 error at start with n
 test("nvidia-smi dying mid-run: the samples so far are kept and the exit is noted", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_EXIT_AFTER: "4" }, async () => {
     const w = waiter();
-    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample, onNote: w.onNote });
+    const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
+      intervalMs: 50,
+      onSample: w.onSample,
+      onNote: w.onNote,
+    });
     await w.until(() => w.notes.some((n) => /exited/.test(n)), "the exit note");
     const cap = await h.stop();
     assert.equal(cap.samples.length, 4);
@@ -185,7 +193,7 @@ test("nvidia-smi dying mid-run: the samples so far are kept and the exit is note
 test("a malformed line is skipped with a note; the rows after it are kept", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_MALFORMED_AT: "2" }, async () => {
     const w = waiter();
-    const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 50, onSample: w.onSample });
+    const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 4, "4 samples");
     const cap = await h.stop();
     // Row 2 is cut short; rows 0, 1, 3, 4, … arrive.
@@ -208,7 +216,7 @@ for (const how of ["stop", "abort"] as const) {
     await withEnv({ REPLAY_GRANDCHILD_PIDFILE: pidFile }, async () => {
       const w = waiter();
       const ac = new AbortController();
-      const h = await nvidiaSmiSource({ binary: bin }).start({
+      const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
         intervalMs: 50,
         onSample: w.onSample,
         signal: ac.signal,
@@ -295,4 +303,33 @@ test("our process exiting (any path) kills nvidia-smi's group", { timeout: 30_00
   while ((alive(pgid) || alive(grandchild)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   assert.ok(!alive(pgid), "nvidia-smi outlived the process that started it");
   assert.ok(!alive(grandchild), "a process in nvidia-smi's group outlived the process that started it");
+});
+
+test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups stopped", {
+  timeout: 30_000,
+}, async () => {
+  const w = waiter();
+  const isPcie = (s: TelemetrySample) => s.pcieRxBps !== undefined || s.pcieTxBps !== undefined;
+  const before = Date.now() / 1000;
+  const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 100, onSample: w.onSample, onNote: w.onNote });
+  await w.until(() => w.samples.filter(isPcie).length >= 2, "2 dmon readings");
+  const groups = liveTelemetryGroups();
+  assert.equal(groups.length, 2);
+  const cap = await h.stop();
+  assert.match(cap.source.detail, /-lms 100; .*nvidia-smi dmon -s t -d 1 -o T$/);
+  const pcie = cap.samples.filter(isPcie);
+  // The capture's first two dmon rows (rxpci, txpci MB/s): 20, 29 then 0, 0.
+  assert.deepEqual(
+    pcie.slice(0, 2).map((s) => [s.device, s.pcieRxBps, s.pcieTxBps]),
+    [
+      ["gpu0", 20e6, 29e6],
+      ["gpu0", 0, 0],
+    ],
+  );
+  // dmon -o T has whole seconds of local time: within a second of the run.
+  for (const s of pcie) assert.ok(s.t >= Math.floor(before) - 1 && s.t <= Date.now() / 1000 + 1, String(s.t));
+  assert.ok(!cap.unavailable.some((u) => u.field === "pcieTxBps"));
+  assert.deepEqual(cap.notes, []);
+  for (const g of groups) assert.throws(() => process.kill(g, 0), /ESRCH/);
+  assert.deepEqual(liveTelemetryGroups(), []);
 });

@@ -2,7 +2,13 @@
 // tests until src/telemetry/smi.ts and dcgm.ts (the full file parsers) are merged. src/telemetry/parsers.ts
 // is the only importer; point it at the full parsers and delete this file.
 import type { Exposition } from "../../metrics/types.ts";
-import type { SmiQueryLine, SmiQueryLineParser, SmiQueryParserOptions } from "../parsers.ts";
+import type {
+  SmiDmonLine,
+  SmiDmonParserOptions,
+  SmiQueryLine,
+  SmiQueryLineParser,
+  SmiQueryParserOptions,
+} from "../parsers.ts";
 import type { TelemetryDevice, TelemetrySample } from "../types.ts";
 
 // nvidia-smi prints these for values a device does not have.
@@ -92,6 +98,46 @@ export function minimalSmiQueryParser(opts: SmiQueryParserOptions): SmiQueryLine
     if (sample.powerLimitW !== undefined) device.powerLimitW = sample.powerLimitW;
     if (sample.smClockMaxMHz !== undefined) device.smClockMaxMHz = sample.smClockMaxMHz;
     return { kind: "sample", sample, device };
+  };
+}
+
+/**
+ * `nvidia-smi dmon -s t -o T`: a `#Time gpu rxpci txpci` header, a `#HH:MM:SS Idx MB/s MB/s` units
+ * line, then one row per GPU per interval. MB/s taken as 10^6 bytes/s.
+ */
+export function minimalSmiDmonParser(opts: SmiDmonParserOptions): (line: string) => SmiDmonLine {
+  let columns: string[] | null = null;
+  return (line: string): SmiDmonLine => {
+    const text = line.trim();
+    if (!text) return { kind: "skip" };
+    if (text.startsWith("#")) {
+      const cells = text.slice(1).trim().split(/\s+/);
+      if (cells.includes("gpu")) columns = cells;
+      return { kind: "header" };
+    }
+    if (!columns) return { kind: "bad", why: "a data line before the dmon header" };
+    const cells = text.split(/\s+/);
+    if (cells.length !== columns.length)
+      return { kind: "bad", why: `${cells.length} fields where the header has ${columns.length}` };
+    const at = (name: string) => cells[columns!.indexOf(name)];
+    const m = /^(\d{2}):(\d{2}):(\d{2})$/.exec(at("Time") ?? "");
+    if (!m) return { kind: "bad", why: `not a time of day: "${at("Time") ?? ""}"` };
+    const gpu = num(at("gpu"));
+    if (gpu === undefined) return { kind: "bad", why: `not a GPU index: "${at("gpu")}"` };
+    // The local date that puts this time of day nearest to now.
+    const nowMs = opts.now();
+    const local = new Date(nowMs + opts.utcOffsetMinutes * 60_000);
+    let t =
+      Date.UTC(local.getUTCFullYear(), local.getUTCMonth(), local.getUTCDate(), +m[1]!, +m[2]!, +m[3]!) -
+      opts.utcOffsetMinutes * 60_000;
+    if (t - nowMs > 12 * 3_600_000) t -= 86_400_000;
+    else if (nowMs - t > 12 * 3_600_000) t += 86_400_000;
+    const sample: TelemetrySample = { t: t / 1000, device: `gpu${gpu}` };
+    const rx = num(at("rxpci"));
+    const tx = num(at("txpci"));
+    if (rx !== undefined) sample.pcieRxBps = rx * 1e6;
+    if (tx !== undefined) sample.pcieTxBps = tx * 1e6;
+    return { kind: "sample", sample };
   };
 }
 

@@ -4,7 +4,12 @@
 // nvidia-smi refuse the whole query.
 import { spawn } from "node:child_process";
 import { TelemetryError } from "../../errors.ts";
-import { createSmiQueryParser, type SmiQueryParserFactory } from "../parsers.ts";
+import {
+  createSmiDmonParser,
+  createSmiQueryParser,
+  type SmiDmonParserFactory,
+  type SmiQueryParserFactory,
+} from "../parsers.ts";
 import type { TelemetryCapture } from "../types.ts";
 import {
   CaptureBuilder,
@@ -51,6 +56,9 @@ export interface NvidiaSmiOptions {
   /** Fields to ask for (default SMI_FIELDS). */
   fields?: readonly string[];
   parser?: SmiQueryParserFactory;
+  /** Also run `nvidia-smi dmon -s t` for PCIe MB/s (default true). */
+  dmon?: boolean;
+  dmonParser?: SmiDmonParserFactory;
   /** Limit for the one-shot probe (ms); a first nvidia-smi call can take seconds while the driver loads. */
   probeTimeoutMs?: number;
   /** After SIGTERM, SIGKILL the group past this (ms). */
@@ -150,77 +158,63 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
   }
   cap.missing("energyJ", "nvidia-smi --query-gpu has no energy counter; energy is integrated from power.draw");
   cap.missing("dramActive", "nvidia-smi reports utilization.memory (busy time), not DRAM bandwidth; use dcgm:URL");
-  cap.missing("pcieTxBps", "not read by the query loop (nvidia-smi dmon -s t has PCIe MB/s)");
 
   // The offset is taken once, when the loop starts: nvidia-smi stamps local wall time without a zone.
-  const parse = (o.parser ?? createSmiQueryParser)({ utcOffsetMinutes: -new Date(now()).getTimezoneOffset() });
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
-  const pgid = child.pid;
-  if (pgid === undefined) {
-    const err = await new Promise<Error>((r) => child.once("error", r));
-    throw new TelemetryError(`--telemetry nvidia-smi: could not start ${bin}: ${err.message}`);
-  }
-  // Its own group: a Ctrl-C in the terminal reaches us, and we stop it. Killed on our exit by any path;
-  // if we are SIGKILLed, its next write to the closed pipe ends it (EPIPE) within one interval.
-  trackGroup(pgid);
-
+  const utcOffsetMinutes = -new Date(now()).getTimezoneOffset();
+  const parse = (o.parser ?? createSmiQueryParser)({ utcOffsetMinutes });
   let lineNo = 0;
   let badLines = 0;
   let firstBad = "";
-  let stderrTail = "";
-  let partial = "";
-  const onLine = (line: string) => {
-    lineNo++;
-    const r = parse(line);
-    if (r.kind === "sample") {
-      cap.device(r.device);
-      cap.add(r.sample);
-    } else if (r.kind === "bad") {
-      badLines++;
-      if (!firstBad) firstBad = `line ${lineNo}: ${r.why}: "${line.slice(0, 120)}"`;
-    }
-  };
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    const parts = (partial + chunk).split("\n");
-    partial = parts.pop()!;
-    for (const p of parts) onLine(p.replace(/\r$/, ""));
-  });
-  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
-    stderrTail = (stderrTail + d).slice(-2000);
-  });
-
-  let stopping = false;
-  const exited = new Promise<void>((resolve) => {
-    child.once("error", (err) => {
-      cap.note(`nvidia-smi: ${err.message}`);
-      resolve();
-    });
-    child.once("close", (code, signal) => {
-      untrackGroup(pgid);
-      if (partial) onLine(partial);
-      partial = "";
-      if (!stopping) {
-        const said = stderrTail.trim().split("\n").slice(-2).join(" / ");
-        cap.note(
-          `nvidia-smi exited (${code !== null ? `code ${code}` : signal}) at ${clock(now())} after ` +
-            `${cap.samples.length} samples${said ? `: ${said}` : ""}; the samples so far are kept, nothing after`,
-        );
+  const query = spawnLines(bin, args, {
+    onLine(line) {
+      lineNo++;
+      const r = parse(line);
+      if (r.kind === "sample") {
+        cap.device(r.device);
+        cap.add(r.sample);
+      } else if (r.kind === "bad") {
+        badLines++;
+        if (!firstBad) firstBad = `line ${lineNo}: ${r.why}: "${line.slice(0, 120)}"`;
       }
-      resolve();
-    });
+    },
+    onExit(how, said) {
+      cap.note(
+        `nvidia-smi exited (${how}) at ${clock(now())} after ${cap.samples.length} samples${said ? `: ${said}` : ""}; ` +
+          "the samples so far are kept, nothing after",
+      );
+    },
   });
+  if (!query) throw new TelemetryError(`--telemetry nvidia-smi: could not start ${bin}`);
+
+  // PCIe throughput: dmon's t group, beside the query loop (its interval is whole seconds).
+  let dmon: ReturnType<typeof spawnLines> = null;
+  if (o.dmon !== false) {
+    const dmonArgs = ["dmon", "-s", "t", "-d", String(Math.max(1, Math.round(intervalMs / 1000))), "-o", "T"];
+    const parseDmon = (o.dmonParser ?? createSmiDmonParser)({ utcOffsetMinutes, now });
+    let dmonSamples = 0;
+    dmon = spawnLines(bin, dmonArgs, {
+      onLine(line) {
+        const r = parseDmon(line);
+        if (r.kind === "sample") {
+          dmonSamples++;
+          cap.add(r.sample);
+        }
+      },
+      onExit(how, said) {
+        if (dmonSamples === 0) cap.missing("pcieTxBps", `nvidia-smi dmon -s t gave no reading (exited: ${how})`);
+        cap.note(
+          `nvidia-smi dmon exited (${how}) at ${clock(now())} after ${dmonSamples} readings${said ? `: ${said}` : ""}; ` +
+            "PCIe throughput is missing from then on",
+        );
+      },
+    });
+    if (dmon) cap.detail += `; ${bin} ${dmonArgs.join(" ")}`;
+  }
+  if (!dmon) cap.missing("pcieTxBps", "not read: nvidia-smi dmon -s t was not run");
 
   const graceMs = o.graceMs ?? 2000;
   let stopped: Promise<TelemetryCapture> | null = null;
-  const halt = async () => {
-    stopping = true;
-    killGroup(pgid, "SIGTERM");
-    const t = setTimeout(() => killGroup(pgid, "SIGKILL"), graceMs);
-    await exited;
-    clearTimeout(t);
-    // Anything nvidia-smi left in its group (none expected) goes with it.
-    killGroup(pgid, "SIGKILL");
-  };
+  const halt = () => Promise.all([query.halt(graceMs), dmon?.halt(graceMs)]);
   const onAbort = () => {
     void halt();
   };
@@ -229,7 +223,9 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
 
   return {
     kind: "nvidia-smi",
-    detail: cap.detail,
+    get detail() {
+      return cap.detail;
+    },
     samples: cap.samples,
     errors: cap.notes,
     stop() {
@@ -241,6 +237,62 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
         return cap.build();
       })();
       return stopped;
+    },
+  };
+}
+
+/**
+ * A long-running child in its own process group, read line by line. Its group is killed on our exit
+ * by any path (trackGroup); if we are SIGKILLed, its next write to the closed pipe ends it (EPIPE).
+ * `onExit` is called when it exits before halt(). Null when it could not be spawned.
+ */
+function spawnLines(
+  bin: string,
+  args: string[],
+  h: { onLine: (line: string) => void; onExit: (how: string, stderrTail: string) => void },
+): { pgid: number; halt: (graceMs: number) => Promise<void> } | null {
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const pgid = child.pid;
+  if (pgid === undefined) {
+    child.once("error", () => {});
+    return null;
+  }
+  trackGroup(pgid);
+  let partial = "";
+  let stderrTail = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    const parts = (partial + chunk).split("\n");
+    partial = parts.pop()!;
+    for (const p of parts) h.onLine(p.replace(/\r$/, ""));
+  });
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+    stderrTail = (stderrTail + d).slice(-2000);
+  });
+  let stopping = false;
+  const exited = new Promise<void>((resolve) => {
+    child.once("error", (err) => {
+      if (!stopping) h.onExit(err.message, "");
+      resolve();
+    });
+    child.once("close", (code, signal) => {
+      untrackGroup(pgid);
+      if (partial) h.onLine(partial);
+      partial = "";
+      if (!stopping)
+        h.onExit(code !== null ? `code ${code}` : String(signal), stderrTail.trim().split("\n").slice(-2).join(" / "));
+      resolve();
+    });
+  });
+  return {
+    pgid,
+    async halt(graceMs: number) {
+      stopping = true;
+      killGroup(pgid, "SIGTERM");
+      const t = setTimeout(() => killGroup(pgid, "SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(t);
+      // Anything it left in its group (none expected) goes with it.
+      killGroup(pgid, "SIGKILL");
     },
   };
 }
