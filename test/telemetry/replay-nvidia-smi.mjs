@@ -41,22 +41,24 @@ for (const line of readFileSync(join(dir, "help-query-gpu.txt"), "utf8").split("
 }
 for (const n of (process.env.REPLAY_UNKNOWN_FIELDS ?? "").split(",").filter(Boolean)) known.delete(n);
 
-// `dmon -s t -d N -o T`: the PCIe columns (rxpci, txpci, MB/s) of the captured `dmon -s pucvmet -o T`
-// (smi-dmon.txt), one row per N seconds, stamped with the current local time of day.
+// `dmon -s t -d N -o T`: the two header lines exactly as that driver prints them
+// (h200-live-2026-12-04/dmon-t.txt, taken idle), then the PCIe columns (rxpci, txpci, MB/s) of the
+// captured `dmon -s pucvmet -o T` under load (smi-dmon.txt), one row per N seconds, stamped with the
+// current local time of day.
 if (argv[0] === "dmon") {
   if (arg("-s") !== "t" || arg("-o") !== "T") {
     process.stderr.write("replay-nvidia-smi: only dmon -s t -o T is replayed\n");
     process.exit(99);
   }
+  const head = readFileSync(join(dir, "..", "h200-live-2026-12-04", "dmon-t.txt"), "utf8")
+    .split("\n")
+    .slice(0, 2);
   const lines = readFileSync(join(dir, "smi-dmon.txt"), "utf8").trim().split("\n");
   const names = lines[0].slice(1).trim().split(/\s+/);
-  const units = lines[1].slice(1).trim().split(/\s+/);
-  const keep = ["Time", "gpu", "rxpci", "txpci"].map((c) => names.indexOf(c));
+  const keep = ["gpu", "rxpci", "txpci"].map((c) => names.indexOf(c));
   const data = lines.slice(2).map((l) => l.trim().split(/\s+/));
-  const rest = (cells) => cells.map((c) => String(c).padStart(7)).join(" ");
-  process.stdout.write(
-    `#Time     ${rest(keep.slice(1).map((i) => names[i]))}\n#HH:MM:SS ${rest(keep.slice(1).map((i) => units[i]))}\n`,
-  );
+  const rest = (cells) => cells.map((c) => String(c).padStart(6)).join(" ");
+  process.stdout.write(`${head.join("\n")}\n`);
   const periodS = Number(arg("-d") ?? "1");
   const t0 = Date.now();
   let k = 0;
@@ -65,7 +67,7 @@ if (argv[0] === "dmon") {
     const d = new Date();
     const row = data[k % data.length];
     const time = `${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())}`;
-    process.stdout.write(` ${time} ${rest(keep.slice(1).map((i) => row[i]))}\n`);
+    process.stdout.write(` ${time}    ${rest(keep.map((i) => row[i]))} \n`);
     k++;
     setTimeout(tick, Math.max(0, t0 + k * periodS * 1000 - Date.now()));
   };

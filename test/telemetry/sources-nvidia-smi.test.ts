@@ -333,3 +333,43 @@ test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups
   for (const g of groups) assert.throws(() => process.kill(g, 0), /ESRCH/);
   assert.deepEqual(liveTelemetryGroups(), []);
 });
+
+test("the parsers read the real binary's output (h200-live-2026-12-04): query loop and dmon -s t", async () => {
+  const { createSmiDmonParser, createSmiQueryParser } = await import("../../src/telemetry/parsers.ts");
+  const live = join(ROOT, "test", "telemetry", "fixtures", "h200-live-2026-12-04");
+  // That host ran in UTC; its clock read 1796408123.2 s at the end (clock.txt).
+  const q = createSmiQueryParser({ utcOffsetMinutes: 0 });
+  const out = readFileSync(join(live, "loop.csv"), "utf8").trim().split("\n");
+  const rs = out.filter((l) => !l.startsWith("#")).map((l) => q(l));
+  assert.equal(rs[0]!.kind, "header");
+  const samples = rs.filter((r) => r.kind === "sample");
+  assert.equal(samples.length, out.length - 2);
+  const first = samples[0]!;
+  assert.equal(first.sample.t, Date.UTC(2026, 11, 4, 18, 15, 11, 953) / 1000);
+  assert.equal(first.sample.powerW, 81.56);
+  assert.equal(first.sample.clockEventReasons, 1);
+  assert.deepEqual(first.device, {
+    key: "gpu0",
+    uuid: "GPU-6fcffdc7-4d08-acc8-38d4-e0a8fd6441f0",
+    name: "NVIDIA H200",
+    pcieGen: 5,
+    powerLimitW: 700,
+    smClockMaxMHz: 1980,
+  });
+  const d = createSmiDmonParser({ utcOffsetMinutes: 0, now: () => 1796408123202 });
+  const ds = readFileSync(join(live, "dmon-t.txt"), "utf8")
+    .split("\n")
+    .filter((l) => l && !l.startsWith("# rc"))
+    .map((l) => d(l));
+  assert.deepEqual(
+    ds.map((r) => r.kind),
+    ["header", "header", "sample", "sample", "sample", "sample", "sample"],
+  );
+  const s0 = ds[2]!.kind === "sample" ? ds[2]!.sample : null;
+  assert.deepEqual(s0, { t: Date.UTC(2026, 11, 4, 18, 15, 14) / 1000, device: "gpu0", pcieRxBps: 0, pcieTxBps: 0 });
+  // Just after midnight, a time of day from before it belongs to yesterday.
+  const late = createSmiDmonParser({ utcOffsetMinutes: 0, now: () => Date.UTC(2026, 11, 5, 0, 0, 1) });
+  late("#Time         gpu  rxpci  txpci ");
+  const r = late(" 23:59:59       0     12      3 ");
+  assert.equal(r.kind === "sample" && r.sample.t, Date.UTC(2026, 11, 4, 23, 59, 59) / 1000);
+});
