@@ -92,7 +92,7 @@ export function autoCandidates(
 }
 
 function noneWhy(ctx: RecorderContext, tried: string[]): string {
-  const base = ctx.simUrl
+  const base = tried.length
     ? "no telemetry source could start"
     : "no nvidia-smi on PATH and the target is not the embedded sim";
   const t = tried.length ? ` (${tried.join("; ")})` : "";
@@ -107,6 +107,7 @@ export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext =
     signal: ctx.signal,
     onSample: ctx.onSample,
     onNote: (n: string) => progress(`telemetry: ${n}`),
+    onProgress: (l: string) => progress(`telemetry: ${l}`),
   });
 
   let handle: TelemetryHandle | null = null;

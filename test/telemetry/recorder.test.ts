@@ -131,6 +131,20 @@ test("auto: nothing to read → none, saying why (and what each candidate said)"
   assert.match(dead.resolved.why, /no telemetry source could start \(sim: .*connection refused/);
 });
 
+test("auto: nvidia-smi present but failing (no driver) is skipped, and said", { timeout: 20_000 }, async () => {
+  process.env.REPLAY_NO_DRIVER = "1";
+  try {
+    const rec = await startTelemetry({ kind: "auto" }, { path: dir });
+    assert.equal(rec.resolved.kind, "none");
+    assert.match(
+      rec.resolved.why,
+      /\(nvidia-smi: .*NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/,
+    );
+  } finally {
+    delete process.env.REPLAY_NO_DRIVER;
+  }
+});
+
 test("auto on a local target without a GPU tool: the cpu source", { timeout: 20_000 }, async () => {
   const rec = await startTelemetry({ kind: "auto", intervalMs: 100 }, { path: empty, localTarget: true });
   assert.equal(rec.resolved.kind, "cpu");

@@ -160,7 +160,12 @@ test("dcgm: an exporter down mid-run leaves a gap note, and recording resumes wi
   const ex = await startExporter();
   try {
     const c = collector();
-    const h = await dcgmSource(ex.url).start({ intervalMs: 100, onSample: c.onSample });
+    const progress: string[] = [];
+    const h = await dcgmSource(ex.url).start({
+      intervalMs: 100,
+      onSample: c.onSample,
+      onProgress: (l) => progress.push(l),
+    });
     await c.until(() => c.samples.length >= 4, "2 scrapes");
     // Down: the port answers and drops every connection (counted, so the test waits for two
     // failed scrapes, not for a duration).
@@ -187,6 +192,9 @@ test("dcgm: an exporter down mid-run leaves a gap note, and recording resumes wi
         `^exporter ${ex.url.replace(/[.]/g, "\\.")} unreachable \\d\\d:\\d\\d:\\d\\d\\.\\d{3}–\\d\\d:\\d\\d:\\d\\d\\.\\d{3}: (\\d+) samples missing \\(.+\\); recording continued$`,
       ),
     );
+    // Said at once when the gap opened, for a person watching; kept in the capture only as the note.
+    assert.equal(progress.length, 1);
+    assert.match(progress[0]!, /unreachable since \d\d:\d\d:\d\d\.\d{3} \(.+\); still trying every interval$/);
     const missing = Number(/: (\d+) samples missing/.exec(note)![1]);
     assert.ok(missing >= 2, note);
     // Every response the exporter served before and after the gap is in the capture.

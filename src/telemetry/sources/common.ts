@@ -20,6 +20,8 @@ export interface SourceStartOptions {
   onSample?: (s: TelemetrySample) => void;
   /** Each problem as it is met (progress lines); the same text lands in capture.notes. */
   onNote?: (note: string) => void;
+  /** Transient state a person watching wants at once but the capture keeps only in its final note (a gap opening). */
+  onProgress?: (line: string) => void;
   /** Wall clock (ms); injectable for tests of the pure parts only. */
   now?: () => number;
 }
@@ -57,7 +59,7 @@ export class CaptureBuilder {
     readonly kind: TelemetrySourceKind,
     public detail: string,
     readonly intervalMs: number,
-    private readonly opts: Pick<SourceStartOptions, "onSample" | "onNote"> = {},
+    private readonly opts: Pick<SourceStartOptions, "onSample" | "onNote" | "onProgress"> = {},
   ) {}
 
   add(s: TelemetrySample): void {
@@ -75,6 +77,11 @@ export class CaptureBuilder {
     if (this.notes.includes(text)) return;
     this.notes.push(text);
     this.opts.onNote?.(text);
+  }
+
+  /** A line for progress only (not kept in the capture). */
+  progress(line: string): void {
+    this.opts.onProgress?.(line);
   }
 
   missing(field: string, why: string): void {
@@ -177,7 +184,10 @@ export class GapTracker {
   }
 
   fail(atMs: number, reason: string, missed = 1): void {
-    if (this.openAt === null) this.openAt = atMs;
+    if (this.openAt === null) {
+      this.openAt = atMs;
+      this.capture.progress(`${this.what} since ${clock(atMs)} (${reason}); still trying every interval`);
+    }
     this.missed += missed;
     if (!this.reasons.includes(reason) && this.reasons.length < 3) this.reasons.push(reason);
   }
