@@ -76,16 +76,19 @@ export async function probeSmiFields(
   bin: string,
   wanted: readonly string[],
   limitMs: number,
+  signal?: AbortSignal,
 ): Promise<{ fields: string[]; dropped: { field: string; why: string }[] }> {
   let fields = [...wanted];
   const dropped: { field: string; why: string }[] = [];
   for (let attempt = 0; attempt <= wanted.length; attempt++) {
     let r: OnceResult;
     try {
-      r = await runOnce(bin, [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits"], limitMs);
+      r = await runOnce(bin, [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits"], limitMs, signal);
     } catch (err) {
       throw new TelemetryError(`--telemetry nvidia-smi: could not run ${bin}: ${(err as Error).message}`);
     }
+    // Interrupted while probing: the caller's abort reason (an InterruptedError from the CLI) says so.
+    if (signal?.aborted) throw signal.reason ?? new TelemetryError("--telemetry nvidia-smi: interrupted while probing");
     if (r.timedOut)
       throw new TelemetryError(`--telemetry nvidia-smi: ${bin} did not answer a one-shot query within ${limitMs} ms`, {
         hint: "check the driver (nvidia-smi on its own), or record with --telemetry none",
@@ -147,7 +150,12 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
     });
   const now = opts.now ?? Date.now;
   const intervalMs = Math.max(1, Math.round(opts.intervalMs));
-  const { fields, dropped } = await probeSmiFields(bin, o.fields ?? SMI_FIELDS, o.probeTimeoutMs ?? 15_000);
+  const { fields, dropped } = await probeSmiFields(
+    bin,
+    o.fields ?? SMI_FIELDS,
+    o.probeTimeoutMs ?? 15_000,
+    opts.signal,
+  );
   const args = [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits", "-lms", String(intervalMs)];
   const cap = new CaptureBuilder("nvidia-smi", `${bin} ${args.join(" ")}`, intervalMs, opts);
   for (const d of dropped) {
