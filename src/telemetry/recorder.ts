@@ -91,7 +91,7 @@ export function autoCandidates(
   return out;
 }
 
-function noneWhy(ctx: RecorderContext, tried: string[]): string {
+function noneWhy(tried: string[]): string {
   const base = tried.length
     ? "no telemetry source could start"
     : "no nvidia-smi on PATH and the target is not the embedded sim";
@@ -133,7 +133,7 @@ export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext =
         tried.push(`${c.kind}: ${err.message}`);
       }
     }
-    if (!handle) resolved = { kind: "none", why: `auto: ${noneWhy(ctx, tried)}`, spec: { kind: "none" } };
+    if (!handle) resolved = { kind: "none", why: `auto: ${noneWhy(tried)}`, spec: { kind: "none" } };
   } else {
     const { source, intervalMs } = sourceFor(spec, ctx.sources);
     // An explicit source that cannot start is an error (exit 3), thrown before any measurement.
