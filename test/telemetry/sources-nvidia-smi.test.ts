@@ -248,7 +248,7 @@ test("CLI: telemetry watch nvidia-smi prints frames; without nvidia-smi it exits
   timeout: 60_000,
 }, async () => {
   const ok = await runCli(
-    ["telemetry", "watch", "nvidia-smi@50ms", "--interval", "200ms", "--iterations", "2", "--json"],
+    ["telemetry", "watch", "nvidia-smi@50ms", "--interval", "200ms", "--iterations", "3", "--json"],
     {
       env: { PATH: `${dir}:${process.env.PATH}` },
     },
@@ -258,10 +258,13 @@ test("CLI: telemetry watch nvidia-smi prints frames; without nvidia-smi it exits
     .trim()
     .split("\n")
     .map((l) => JSON.parse(l));
-  assert.equal(frames.length, 2);
-  assert.equal(frames[0].source.kind, "nvidia-smi");
-  assert.equal(frames[0].devices[0].device, "gpu0");
-  assert.equal(typeof frames[0].devices[0].powerW, "number");
+  assert.equal(frames.length, 3);
+  for (const f of frames) {
+    assert.equal(f.source.kind, "nvidia-smi");
+    assert.equal(f.devices[0].device, "gpu0");
+  }
+  // dmon's first PCIe row can come before the query loop's first row; power is there by the last frame.
+  assert.equal(typeof frames[2].devices[0].powerW, "number");
   assert.deepEqual(ok.leftovers, []);
   const missing = await runCli(["telemetry", "watch", "nvidia-smi", "--iterations", "1"], {
     env: { PATH: empty },
