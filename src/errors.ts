@@ -75,6 +75,16 @@ export class TargetError extends InferscopeError {
   }
 }
 
+/**
+ * A telemetry source could not start (nvidia-smi missing, an exporter down at start): exit 3 like an
+ * unreachable target, raised before any measurement so nothing is lost.
+ */
+export class TelemetryError extends InferscopeError {
+  constructor(message: string, opts: { hint?: string; cause?: unknown } = {}) {
+    super("E_TELEMETRY", message, { ...opts, exitCode: ExitCode.unreachable });
+  }
+}
+
 /** The command completed but its result is a finding (a regression, a failed check). */
 export class FindingsError extends InferscopeError {
   constructor(message: string) {

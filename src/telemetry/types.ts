@@ -8,7 +8,7 @@ export type TelemetrySourceKind = "nvidia-smi" | "dcgm" | "prometheus" | "amd-sm
 /** A parsed `--telemetry` value. `auto` is resolved against the target before a run starts. */
 export type TelemetrySpec =
   | { kind: "none" }
-  | { kind: "auto" }
+  | { kind: "auto"; intervalMs?: number }
   | { kind: "nvidia-smi"; intervalMs?: number }
   | { kind: "dcgm"; url: string; intervalMs?: number }
   | { kind: "prometheus"; url: string; intervalMs?: number }

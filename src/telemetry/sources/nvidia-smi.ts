@@ -1,0 +1,306 @@
+// Local nvidia-smi: `nvidia-smi --query-gpu=<fields> --format=csv,nounits -lms N` as a child in its own
+// process group, one line per GPU per interval. The field list is probed first with a one-shot query:
+// older drivers name clocks_throttle_reasons.* and lack power.draw.instant, and one unknown field makes
+// nvidia-smi refuse the whole query.
+import { spawn } from "node:child_process";
+import { TelemetryError } from "../../errors.ts";
+import {
+  createSmiDmonParser,
+  createSmiQueryParser,
+  type SmiDmonParserFactory,
+  type SmiQueryParserFactory,
+} from "../parsers.ts";
+import type { TelemetryCapture } from "../types.ts";
+import {
+  CaptureBuilder,
+  clock,
+  findOnPath,
+  killGroup,
+  type OnceResult,
+  runOnce,
+  type SourceStartOptions,
+  type TelemetryHandle,
+  type TelemetrySource,
+  trackGroup,
+  untrackGroup,
+} from "./common.ts";
+
+/** What we ask for, in this order. timestamp and index are required; the rest is dropped if the driver lacks it. */
+export const SMI_FIELDS = [
+  "timestamp",
+  "index",
+  "uuid",
+  "name",
+  "power.draw",
+  "power.draw.instant",
+  "power.limit",
+  "utilization.gpu",
+  "utilization.memory",
+  "clocks.sm",
+  "clocks.max.sm",
+  "clocks.mem",
+  "temperature.gpu",
+  "memory.used",
+  "memory.total",
+  "clocks_event_reasons.active",
+  "pcie.link.gen.current",
+] as const;
+
+const REQUIRED = new Set(["timestamp", "index"]);
+
+export interface NvidiaSmiOptions {
+  /** The binary; default: `nvidia-smi` found on PATH. */
+  binary?: string;
+  /** PATH searched when no binary is given (default process.env.PATH). */
+  path?: string;
+  /** Fields to ask for (default SMI_FIELDS). */
+  fields?: readonly string[];
+  parser?: SmiQueryParserFactory;
+  /** Also run `nvidia-smi dmon -s t` for PCIe MB/s (default true). */
+  dmon?: boolean;
+  dmonParser?: SmiDmonParserFactory;
+  /** Limit for the one-shot probe (ms); a first nvidia-smi call can take seconds while the driver loads. */
+  probeTimeoutMs?: number;
+  /** After SIGTERM, SIGKILL the group past this (ms). */
+  graceMs?: number;
+}
+
+/** nvidia-smi's own words for a field it does not know (exit 2): `Field "x" is not a valid field to query.` */
+const INVALID_FIELD = /Field "([^"]+)" is not a valid field to query/;
+
+/**
+ * The field list this nvidia-smi accepts: each refused field is renamed to its older name
+ * (clocks_event_reasons.* → clocks_throttle_reasons.*) or dropped, and the query retried.
+ */
+export async function probeSmiFields(
+  bin: string,
+  wanted: readonly string[],
+  limitMs: number,
+  signal?: AbortSignal,
+): Promise<{ fields: string[]; dropped: { field: string; why: string }[] }> {
+  let fields = [...wanted];
+  const dropped: { field: string; why: string }[] = [];
+  for (let attempt = 0; attempt <= wanted.length; attempt++) {
+    let r: OnceResult;
+    try {
+      r = await runOnce(bin, [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits"], limitMs, signal);
+    } catch (err) {
+      throw new TelemetryError(`--telemetry nvidia-smi: could not run ${bin}: ${(err as Error).message}`);
+    }
+    // Interrupted while probing: the caller's abort reason (an InterruptedError from the CLI) says so.
+    if (signal?.aborted) throw signal.reason ?? new TelemetryError("--telemetry nvidia-smi: interrupted while probing");
+    if (r.timedOut)
+      throw new TelemetryError(`--telemetry nvidia-smi: ${bin} did not answer a one-shot query within ${limitMs} ms`, {
+        hint: "check the driver (nvidia-smi on its own), or record with --telemetry none",
+      });
+    if (r.code === 0) return { fields, dropped };
+    const bad = INVALID_FIELD.exec(r.out)?.[1];
+    if (!bad || !fields.includes(bad)) {
+      const said = r.out.trim().split("\n").slice(0, 3).join(" / ") || "no output";
+      throw new TelemetryError(
+        `--telemetry nvidia-smi: ${bin} failed (${r.code !== null ? `exit ${r.code}` : r.signal}): ${said}`,
+        { hint: "nvidia-smi must work on its own before inferscope can record it; or use --telemetry none" },
+      );
+    }
+    if (REQUIRED.has(bad))
+      throw new TelemetryError(`--telemetry nvidia-smi: this nvidia-smi does not know the "${bad}" field`);
+    const older = bad.startsWith("clocks_event_reasons.")
+      ? bad.replace("clocks_event_reasons.", "clocks_throttle_reasons.")
+      : null;
+    if (older && !fields.includes(older) && !dropped.some((d) => d.field === older)) {
+      fields = fields.map((f) => (f === bad ? older : f));
+      dropped.push({ field: bad, why: `not known to this nvidia-smi; asked for "${older}" (older drivers' name)` });
+    } else {
+      fields = fields.filter((f) => f !== bad);
+      dropped.push({ field: bad, why: "not a valid --query-gpu field for this nvidia-smi (older driver)" });
+    }
+  }
+  throw new TelemetryError("--telemetry nvidia-smi: no field list this nvidia-smi accepts");
+}
+
+/** The sample field each query field feeds, for capture.unavailable. */
+const FEEDS: Record<string, string> = {
+  "power.draw": "powerW",
+  "power.draw.instant": "powerInstantW",
+  "power.limit": "powerLimitW",
+  "utilization.gpu": "gpuBusy",
+  "utilization.memory": "memBusy",
+  "clocks.sm": "smClockMHz",
+  "clocks.max.sm": "smClockMaxMHz",
+  "clocks.mem": "memClockMHz",
+  "temperature.gpu": "temperatureC",
+  "memory.used": "memoryUsedMiB",
+  "memory.total": "memoryTotalMiB",
+  "clocks_event_reasons.active": "clockEventReasons",
+  "clocks_throttle_reasons.active": "clockEventReasons",
+};
+
+export function nvidiaSmiSource(o: NvidiaSmiOptions = {}): TelemetrySource {
+  return {
+    kind: "nvidia-smi",
+    start: (opts) => startNvidiaSmi(o, opts),
+  };
+}
+
+async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Promise<TelemetryHandle> {
+  const bin = o.binary ?? findOnPath("nvidia-smi", o.path ?? process.env.PATH ?? "");
+  if (!bin)
+    throw new TelemetryError("--telemetry nvidia-smi: nvidia-smi is not on PATH; nothing was measured", {
+      hint: "run where the NVIDIA driver utilities are installed, read an exporter with --telemetry dcgm:URL, or use --telemetry none",
+    });
+  const now = opts.now ?? Date.now;
+  const intervalMs = Math.max(1, Math.round(opts.intervalMs));
+  const { fields, dropped } = await probeSmiFields(
+    bin,
+    o.fields ?? SMI_FIELDS,
+    o.probeTimeoutMs ?? 15_000,
+    opts.signal,
+  );
+  const args = [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits", "-lms", String(intervalMs)];
+  const cap = new CaptureBuilder("nvidia-smi", `${bin} ${args.join(" ")}`, intervalMs, opts);
+  for (const d of dropped) {
+    const feeds = FEEDS[d.field];
+    const renamed = d.why.includes("asked for");
+    if (feeds && !renamed) cap.missing(feeds, `nvidia-smi ${d.field}: ${d.why}`);
+    else cap.note(`nvidia-smi ${d.field}: ${d.why}`);
+  }
+  cap.missing("energyJ", "nvidia-smi --query-gpu has no energy counter; energy is integrated from power.draw");
+  cap.missing("dramActive", "nvidia-smi reports utilization.memory (busy time), not DRAM bandwidth; use dcgm:URL");
+
+  // The offset is taken once, when the loop starts: nvidia-smi stamps local wall time without a zone.
+  const utcOffsetMinutes = -new Date(now()).getTimezoneOffset();
+  const parse = (o.parser ?? createSmiQueryParser)({ utcOffsetMinutes });
+  let lineNo = 0;
+  let badLines = 0;
+  let firstBad = "";
+  const query = spawnLines(bin, args, {
+    onLine(line) {
+      lineNo++;
+      const r = parse(line);
+      if (r.kind === "sample") {
+        cap.device(r.device);
+        cap.add(r.sample);
+      } else if (r.kind === "bad") {
+        badLines++;
+        if (!firstBad) firstBad = `line ${lineNo}: ${r.why}: "${line.slice(0, 120)}"`;
+      }
+    },
+    onExit(how, said) {
+      cap.note(
+        `nvidia-smi exited (${how}) at ${clock(now())} after ${cap.samples.length} samples${said ? `: ${said}` : ""}; ` +
+          "the samples so far are kept, nothing after",
+      );
+    },
+  });
+  if (!query) throw new TelemetryError(`--telemetry nvidia-smi: could not start ${bin}`);
+
+  // PCIe throughput: dmon's t group, beside the query loop (its interval is whole seconds).
+  let dmon: ReturnType<typeof spawnLines> = null;
+  if (o.dmon !== false) {
+    const dmonArgs = ["dmon", "-s", "t", "-d", String(Math.max(1, Math.round(intervalMs / 1000))), "-o", "T"];
+    const parseDmon = (o.dmonParser ?? createSmiDmonParser)({ utcOffsetMinutes, now });
+    let dmonSamples = 0;
+    dmon = spawnLines(bin, dmonArgs, {
+      onLine(line) {
+        const r = parseDmon(line);
+        if (r.kind === "sample") {
+          dmonSamples++;
+          cap.add(r.sample);
+        }
+      },
+      onExit(how, said) {
+        if (dmonSamples === 0) cap.missing("pcieTxBps", `nvidia-smi dmon -s t gave no reading (exited: ${how})`);
+        cap.note(
+          `nvidia-smi dmon exited (${how}) at ${clock(now())} after ${dmonSamples} readings${said ? `: ${said}` : ""}; ` +
+            "PCIe throughput is missing from then on",
+        );
+      },
+    });
+    if (dmon) cap.detail += `; ${bin} ${dmonArgs.join(" ")}`;
+  }
+  if (!dmon) cap.missing("pcieTxBps", "not read: nvidia-smi dmon -s t was not run");
+
+  const graceMs = o.graceMs ?? 2000;
+  let stopped: Promise<TelemetryCapture> | null = null;
+  const halt = () => Promise.all([query.halt(graceMs), dmon?.halt(graceMs)]);
+  const onAbort = () => {
+    void halt();
+  };
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  if (opts.signal?.aborted) onAbort();
+
+  return {
+    kind: "nvidia-smi",
+    get detail() {
+      return cap.detail;
+    },
+    samples: cap.samples,
+    errors: cap.notes,
+    stop() {
+      stopped ??= (async () => {
+        opts.signal?.removeEventListener("abort", onAbort);
+        await halt();
+        if (badLines)
+          cap.note(`nvidia-smi: ${badLines} malformed line${badLines === 1 ? "" : "s"} skipped (first: ${firstBad})`);
+        return cap.build();
+      })();
+      return stopped;
+    },
+  };
+}
+
+/**
+ * A long-running child in its own process group, read line by line. Its group is killed on our exit
+ * by any path (trackGroup); if we are SIGKILLed, its next write to the closed pipe ends it (EPIPE).
+ * `onExit` is called when it exits before halt(). Null when it could not be spawned.
+ */
+function spawnLines(
+  bin: string,
+  args: string[],
+  h: { onLine: (line: string) => void; onExit: (how: string, stderrTail: string) => void },
+): { pgid: number; halt: (graceMs: number) => Promise<void> } | null {
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const pgid = child.pid;
+  if (pgid === undefined) {
+    child.once("error", () => {});
+    return null;
+  }
+  trackGroup(pgid);
+  let partial = "";
+  let stderrTail = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    const parts = (partial + chunk).split("\n");
+    partial = parts.pop()!;
+    for (const p of parts) h.onLine(p.replace(/\r$/, ""));
+  });
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+    stderrTail = (stderrTail + d).slice(-2000);
+  });
+  let stopping = false;
+  const exited = new Promise<void>((resolve) => {
+    child.once("error", (err) => {
+      if (!stopping) h.onExit(err.message, "");
+      resolve();
+    });
+    child.once("close", (code, signal) => {
+      untrackGroup(pgid);
+      if (partial) h.onLine(partial);
+      partial = "";
+      if (!stopping)
+        h.onExit(code !== null ? `code ${code}` : String(signal), stderrTail.trim().split("\n").slice(-2).join(" / "));
+      resolve();
+    });
+  });
+  return {
+    pgid,
+    async halt(graceMs: number) {
+      stopping = true;
+      killGroup(pgid, "SIGTERM");
+      const t = setTimeout(() => killGroup(pgid, "SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(t);
+      // Anything it left in its group (none expected) goes with it.
+      killGroup(pgid, "SIGKILL");
+    },
+  };
+}
