@@ -12,10 +12,14 @@ import {
   type BlockRunner,
   type BlockSample,
   benchBlockRunner,
+  cappedFinding,
   DEFAULT_WORKLOAD,
   fromStored,
   runWatchedBlock,
+  storeBlockTelemetry,
   toStored,
+  type VariantTelemetry,
+  variantTelemetry,
   type Workload,
 } from "./blocks.ts";
 import { type PlannedBlock, planBlocks } from "./design.ts";
@@ -173,6 +177,8 @@ export interface ABResult {
   errors: Array<{ variant: string; block: number; message: string }>;
   /** Caveats on the statistics (restart-to-restart spread, failed requests …). */
   warnings: string[];
+  /** Per variant, from the hardware's counters over the blocks' windows (empty without --telemetry). */
+  telemetry: VariantTelemetry[];
   method: string;
 }
 
@@ -412,6 +418,7 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
         const why = res.requests.find((r) => r.error)?.error ?? "no requests completed";
         throw new TargetError(`variant "${v.name}": every request in block ${planned.index} failed (${why})`);
       }
+      storeBlockTelemetry(store, runId, blockId, res.telemetry);
       store.updateBlock(blockId, {
         status: "complete",
         finishedAt: new Date().toISOString(),
@@ -634,8 +641,12 @@ export function analyseRun(store: Store, runId: string, config: ABConfig, errors
       attribution.push({ variant: v.name, ...attributePerOp(tp.comparison.diff, config.opsPerToken, config.opName) });
   });
   void base;
+  const telemetry = variantTelemetry(store, runId, detail.blocks);
+  const capped = cappedFinding(telemetry);
+  if (capped) warnings.push(capped);
   return {
     kind: "ab",
+    telemetry,
     runId,
     dbPath: store.path,
     status: detail.run.status === "complete" ? "complete" : "partial",

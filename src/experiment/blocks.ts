@@ -4,7 +4,9 @@
 import { InterruptedError, TargetError } from "../errors.ts";
 import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
 import type { ServerTimings } from "../load/types.ts";
-import type { StoredRequest } from "../store/index.ts";
+import type { Store, StoredRequest } from "../store/index.ts";
+import type { RunTelemetry } from "../telemetry/session.ts";
+import type { TelemetrySpec } from "../telemetry/types.ts";
 import { processAlive, type ServerExit, type ServerHandle } from "./variants.ts";
 
 /** The workload run inside each block (flag names follow `inferscope bench` / `vllm bench serve`). */
@@ -25,6 +27,8 @@ export interface Workload {
   endpoint?: "/v1/completions" | "/v1/chat/completions";
   /** A stream with no data (tokens) for this long fails as a stall (ms). Default 60 s. */
   stallTimeoutMs?: number;
+  /** Hardware telemetry recorded over each block's measured window (`--telemetry`); absent = none. */
+  telemetry?: TelemetrySpec;
 }
 
 export const DEFAULT_WORKLOAD: Workload = {
@@ -64,6 +68,8 @@ export interface BlockResult {
   summary?: Record<string, unknown>;
   warnings?: string[];
   partial?: boolean;
+  /** The hardware's counters over the block's measured window, when telemetry was asked for. */
+  telemetry?: RunTelemetry | null;
 }
 
 export interface BlockContext {
@@ -110,6 +116,7 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
       noServerMetrics: true,
       stallTimeoutMs: w.stallTimeoutMs,
       label: `${ctx.variant}#${ctx.blockIndex}`,
+      telemetry: w.telemetry,
     },
     { signal: ctx.signal, graceMs: 2000 },
   );
@@ -122,8 +129,81 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
     summary: Object.fromEntries(Object.entries(s).filter(([k]) => k !== "inferscope")),
     warnings: res.warnings,
     partial: res.partial,
+    telemetry: res.telemetry,
   };
 };
+
+/** Keeps a block's telemetry in the run store beside its requests. */
+export function storeBlockTelemetry(store: Store, runId: string, blockId: number, t: RunTelemetry | null | undefined) {
+  if (!t?.summary) return;
+  store.addTelemetry(runId, blockId, {
+    source: `${t.source.kind} ${t.source.detail}`,
+    summary: { ...t.summary, why: t.source.why, notes: t.notes },
+    samples: t.samples as unknown as Record<string, unknown>[],
+  });
+}
+
+/** Per variant: energy per token and the share of its blocks' windows spent power-capped. */
+export interface VariantTelemetry {
+  variant: string;
+  blocks: number;
+  joulesPerToken: number | null;
+  avgPowerW: number | null;
+  /** Mean over blocks of the share of the window with a clock-limiting reason. */
+  limitedShare: number;
+  powerCappedBlocks: number;
+  smClockMedianMHz: number | null;
+  smClockMaxMHz: number | null;
+}
+
+/** Summarises stored block telemetry per variant (blocks with no summary are left out). */
+export function variantTelemetry(
+  store: Store,
+  runId: string,
+  blocks: ReadonlyArray<{ id: number; variant: string; status: string }>,
+): VariantTelemetry[] {
+  const rows = store.getTelemetry(runId);
+  if (!rows.length) return [];
+  const byBlock = new Map(rows.filter((r) => r.blockId !== null).map((r) => [r.blockId!, r.summary as any]));
+  const out: VariantTelemetry[] = [];
+  for (const v of [...new Set(blocks.map((b) => b.variant))]) {
+    const ss = blocks
+      .filter((b) => b.variant === v && b.status === "complete")
+      .flatMap((b) => {
+        const s = byBlock.get(b.id);
+        return s ? [s] : [];
+      });
+    if (!ss.length) continue;
+    const mean = (xs: Array<number | null | undefined>) => {
+      const ok = xs.filter((x): x is number => typeof x === "number" && Number.isFinite(x));
+      return ok.length ? ok.reduce((a, b) => a + b, 0) / ok.length : null;
+    };
+    out.push({
+      variant: v,
+      blocks: ss.length,
+      joulesPerToken: mean(ss.map((s) => s.joulesPerToken)),
+      avgPowerW: mean(ss.map((s) => s.avgPowerW)),
+      limitedShare: mean(ss.map((s) => s.throttle?.shareOfWindow)) ?? 0,
+      powerCappedBlocks: ss.filter((s) => s.throttle?.powerCapped).length,
+      smClockMedianMHz: mean(ss.map((s) => s.smClockMHz?.median)),
+      smClockMaxMHz: mean(ss.map((s) => s.smClockMHz?.max)),
+    });
+  }
+  return out;
+}
+
+/** The finding for capped arms: a comparison of capped arms measures the cap as much as the change. */
+export function cappedFinding(vt: readonly VariantTelemetry[]): string | null {
+  const capped = vt.filter((v) => v.powerCappedBlocks > 0);
+  if (!capped.length) return null;
+  const one = (v: VariantTelemetry) =>
+    `${v.variant}: clock-limited for ${(v.limitedShare * 100).toFixed(0)} % of its windows, ${v.powerCappedBlocks} of ${v.blocks} blocks power-capped${
+      v.smClockMedianMHz !== null
+        ? `, SM clock median ${v.smClockMedianMHz.toFixed(0)}${v.smClockMaxMHz !== null ? ` of ${v.smClockMaxMHz.toFixed(0)}` : ""} MHz`
+        : ""
+    }`;
+  return `power-capped arms (${capped.map(one).join("; ")}): ${capped.length === vt.length ? "the A/B compares capped arms" : "the arms ran under different power conditions"}, so the difference includes the cap`;
+}
 
 export function toStored(s: BlockSample): StoredRequest {
   return {

@@ -44,6 +44,15 @@ export function renderAB(r: ABResult): string {
       `  ${a.variant}: ≈ ${fmt(a.perOpUs.estimate, 1)} µs per ${a.op} ${ci(a.perOpUs.lo, a.perOpUs.hi)} ` +
         `(${fmt(a.perTokenMs.estimate)} ms/token ÷ ${a.opsPerToken} ${a.op}s per token)`,
     );
+  if (r.telemetry?.length) {
+    out.push("Telemetry (the hardware's counters over each block's measured window, mean over blocks):");
+    for (const v of r.telemetry)
+      out.push(
+        `  ${v.variant}: ${v.joulesPerToken !== null ? `${fmt(v.joulesPerToken, 3)} J/token` : "J/token unknown"}, ` +
+          `${v.avgPowerW !== null ? `avg ${fmt(v.avgPowerW, 0)} W` : "power unknown"}, clock-limited ${fmt(v.limitedShare * 100, 0)} % of the window` +
+          `${v.smClockMedianMHz !== null ? `, SM clock median ${fmt(v.smClockMedianMHz, 0)} MHz` : ""} (${v.blocks} blocks)`,
+      );
+  }
   for (const w of r.warnings ?? []) out.push(`  warning: ${w}`);
   if (r.errors.length) {
     out.push("Errors:");

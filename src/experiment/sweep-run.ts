@@ -7,13 +7,17 @@ import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
 import { pidAlive } from "../store/store.ts";
+import type { TelemetrySpec } from "../telemetry/types.ts";
 import {
   type BlockRunner,
   type BlockSample,
   benchBlockRunner,
+  cappedFinding,
   fromStored,
   runWatchedBlock,
+  storeBlockTelemetry,
   toStored,
+  variantTelemetry,
   type Workload,
 } from "./blocks.ts";
 import { shuffle } from "./design.ts";
@@ -51,6 +55,8 @@ export interface TargetOptions {
   readyTimeoutMs?: number;
   /** A stream with no data for this long fails as a stall (ms); not stored, so a resume may change it. */
   stallTimeoutMs?: number;
+  /** Hardware telemetry over each level's measured window (`--telemetry`); not stored in the design. */
+  telemetry?: TelemetrySpec;
   graceMs?: number;
   logDir?: string;
   cwd?: string;
@@ -342,10 +348,16 @@ async function session<C extends Record<string, unknown>>(
         const res = await runWatchedBlock(
           runner,
           t.baseUrl,
-          { ...plan.workload(config, level), apiKey: opts.apiKey, stallTimeoutMs: opts.stallTimeoutMs },
+          {
+            ...plan.workload(config, level),
+            apiKey: opts.apiKey,
+            stallTimeoutMs: opts.stallTimeoutMs,
+            telemetry: opts.telemetry,
+          },
           { variant: t.server?.name ?? label, blockIndex: i, signal: opts.signal, server: t.server },
         );
         store.addRequests(runId, blockId, res.requests.map(toStored));
+        storeBlockTelemetry(store, runId, blockId, res.telemetry);
         const ok = res.requests.filter((r) => r.ok);
         // A level that measured nothing is a failed target, as in `ab`: never a "complete" sweep of NaNs.
         if (ok.length === 0) {
@@ -447,6 +459,14 @@ export function loadResults<C extends Record<string, unknown>>(
 
 /** Saves the summary and closes the run: partial (rethrown as an interrupt, with how to resume) or complete. */
 export function finishSweep<T>(s: SweepSession<unknown>, result: T, unit: string): T {
+  // Per level, from the hardware's counters (a level is a "variant" of the run's blocks).
+  const telemetry = variantTelemetry(s.store, s.runId, s.store.getRun(s.runId).blocks);
+  if (telemetry.length) {
+    const r = result as { telemetry?: unknown; warnings?: string[] };
+    r.telemetry = telemetry;
+    const capped = cappedFinding(telemetry);
+    if (capped) (r.warnings ??= []).push(capped.replace("the A/B compares capped arms", "every level ran capped"));
+  }
   if (s.reanalysed) return result;
   s.store.setSummary(s.runId, "sweep", result);
   if (s.interrupted) {

@@ -1,6 +1,7 @@
 // vLLM bench serve's end-of-run console layout (50-column banners, 40-char labels, 10-char values),
 // followed by inferscope's own rows. Pure: returns text.
 
+import { formatSummary } from "../telemetry/render.ts";
 import { percentileKey } from "./npstats.ts";
 import type { BenchResult } from "./runner.ts";
 import type { Stats } from "./types.ts";
@@ -87,6 +88,13 @@ export function formatConsole(res: BenchResult): string {
   );
   L.push(row("Client threads / HTTP client:", `${res.client.workers} / ${res.client.transport ?? "undici"}`));
   if (res.client.reads > 0) L.push(row("Client CPU per socket read (µs):", res.client.cpuPerReadUs.toFixed(1)));
+  if (res.telemetry) {
+    const t = res.telemetry;
+    L.push(center(" Hardware telemetry ", "-"));
+    L.push(`source: ${t.source.detail} (${t.source.why})`);
+    if (t.summary) L.push(formatSummary(t.summary));
+    for (const n of t.notes) L.push(`note: ${n}`);
+  }
   if (res.server) {
     const v = res.server;
     L.push(center(" Server view (/metrics deltas) ", "-"));

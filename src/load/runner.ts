@@ -4,6 +4,7 @@ import { accessSync, constants, existsSync, statSync, writeFileSync } from "node
 import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
+import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
 import { blankRecord, serverMessage as errorBodyMessage, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
 import { pace } from "./pacer.ts";
@@ -19,6 +20,8 @@ import { createWorkload, type Prompt, requestBody, type Workload } from "./workl
 export interface BenchDeps {
   signal?: AbortSignal;
   onProgress?: (p: BenchProgress) => void;
+  /** One line per telemetry decision or problem (which source and why, a gap). */
+  onTelemetryNote?: (line: string) => void;
   /** How long to wait for in-flight requests after an interrupt (ms). Default 5000. */
   graceMs?: number;
 }
@@ -53,6 +56,8 @@ export interface BenchResult {
   server: ServerView | null;
   /** The server's own per-request timings beside the client's (llama.cpp `timings`, TGI headers). */
   serverTimings: ServerTimingSummary | null;
+  /** Hardware telemetry over the measured window; null when none was asked for. */
+  telemetry: RunTelemetry | null;
   /** True when interrupted: only what finished is included. */
   partial: boolean;
   percentiles: number[];
@@ -254,11 +259,20 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     apiKey: opts.apiKey,
   });
   let writer: JsonlWriter | null = null;
+  let tel: TelemetrySession | null = null;
+  let telemetry: RunTelemetry | null = null;
   try {
     // Output paths are checked before anything is sent: a bad one must not cost a whole run's results.
     if (opts.saveResult) checkWritable(opts.saveResult, "result");
     if (opts.recordsPath) writer = new JsonlWriter(opts.recordsPath);
     const model = await resolveModel(client, opts.model, opts.connectTimeoutMs ?? 5000);
+    // A telemetry source that cannot start fails here (exit 3), before anything is measured.
+    tel = await openTelemetry(opts.telemetry, {
+      baseUrl: r.baseUrl,
+      embeddedSim: opts.embeddedSim,
+      signal: deps.signal,
+      onProgress: deps.onTelemetryNote,
+    });
     const bodyOpts = {
       model,
       endpoint: r.endpoint,
@@ -331,10 +345,12 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         // The threads are up: the measured window starts now.
         cpu0 = process.cpuUsage();
         eld.reset();
+        tel?.start();
       });
       phase = sh;
       shardEld = sh.eld;
-    } else if (r.concurrency !== null)
+    } else if (r.concurrency !== null) {
+      tel?.start();
       phase = await closedLoop(ctx, {
         users: r.concurrency,
         count: r.numPrompts,
@@ -342,14 +358,25 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         warmup: false,
         indexBase: 0,
       });
-    else
+    } else {
+      tel?.start();
       phase = await openLoop(ctx, {
         times: arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
         cap: r.maxConcurrency,
       });
+    }
+    tel?.end();
     const cpu = process.cpuUsage(cpu0);
     eld.disable();
     const after = before ? await scrape(client) : null;
+    if (tel) {
+      let tokens = 0;
+      for (const x of phase.records) if (!x.warmup && x.errorClass === null) tokens += x.outputTokens;
+      // The sim's exporter reports power per wall second: a sim s× faster draws s× the modelled watts.
+      const scale = before && after ? serverDelta(before, after).time_scale : 1;
+      telemetry = await tel.finish({ tokens, timeScale: scale });
+      tel = null;
+    }
 
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;
     const wallS = phase.durationMs / 1000;
@@ -423,6 +450,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         client: h,
         server: before && after ? serverDelta(before, after) : null,
         serverTimings: summarizeServerTimings(recs),
+        telemetry,
         partial,
         percentiles: r.percentiles,
         percentileMetrics: opts.percentileMetrics ?? ["ttft", "tpot", "itl"],
@@ -440,6 +468,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       return result;
     }
   } finally {
+    // A run that failed or was interrupted before its window closed still stops the source.
+    if (tel) await tel.abandon();
     if (writer) await writer.close();
     await client.close();
   }
@@ -885,6 +915,7 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
     client: res.client,
     server: res.server,
     server_timings: res.serverTimings,
+    telemetry: res.telemetry,
     partial: res.partial,
   };
   return out;

@@ -36,6 +36,13 @@ export function storeBenchRun(dbPath: string, opts: BenchOptions, res: BenchResu
     );
     const { inferscope: _ours, ...vllm } = res.summary as unknown as Record<string, unknown>;
     store.setSummary(id, "bench", { setup: res.setup, summary: vllm, warnings: res.warnings, partial: res.partial });
+    const t = res.telemetry;
+    if (t?.summary)
+      store.addTelemetry(id, null, {
+        source: `${t.source.kind} ${t.source.detail}`,
+        summary: { ...t.summary, why: t.source.why, notes: t.notes },
+        samples: t.samples as unknown as Record<string, unknown>[],
+      });
     store.finishRun(id, res.partial ? "partial" : res.summary.completed === 0 ? "failed" : "complete");
     return { id, path: store.path };
   } finally {

@@ -1,4 +1,5 @@
 // Plain data shared by the load generator's modules: options, raw per-request facts, results.
+import type { TelemetrySpec } from "../telemetry/types.ts";
 
 export type Endpoint = "/v1/completions" | "/v1/chat/completions";
 
@@ -113,6 +114,13 @@ export type DatasetName = "random" | "sharegpt" | "jsonl" | "shared-prefix";
 
 export interface BenchOptions {
   baseUrl: string;
+  /**
+   * Hardware telemetry beside the run (`auto|none|nvidia-smi|dcgm:URL|prometheus:URL|amd-smi|cpu`, or a parsed
+   * spec). Cut to the measured window (warm-up excluded). Default none in the library; the CLI defaults to auto.
+   */
+  telemetry?: string | TelemetrySpec;
+  /** The target is known to be the embedded sim (study, tune): `auto` reads its exporter without asking. */
+  embeddedSim?: boolean;
   /** Default: the first model of GET /v1/models. */
   model?: string;
   endpoint?: Endpoint;

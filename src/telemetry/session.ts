@@ -5,7 +5,13 @@ import { fetchRaw } from "../metrics/scrape.ts";
 import { cutToWindow, type Recorder, type RecorderContext, startTelemetry } from "./recorder.ts";
 import { parseTelemetrySpec } from "./spec.ts";
 import { summarizeTelemetry } from "./summary.ts";
-import type { TelemetryCapture, TelemetrySample, TelemetrySourceKind, TelemetrySpec, TelemetrySummary } from "./types.ts";
+import type {
+  TelemetryCapture,
+  TelemetrySample,
+  TelemetrySourceKind,
+  TelemetrySpec,
+  TelemetrySummary,
+} from "./types.ts";
 
 /** What a run keeps of its telemetry: in `--json`, in the run store and in the report. */
 export interface RunTelemetry {
@@ -36,7 +42,7 @@ export interface TelemetrySession {
   /** Stamps its end. */
   end(): void;
   /** Stops the source and derives the summary over the stamped window. Never throws for a source's failure. */
-  finish(o: { tokens?: number; peakBandwidthGBs?: number }): Promise<RunTelemetry | null>;
+  finish(o: { tokens?: number; peakBandwidthGBs?: number; timeScale?: number }): Promise<RunTelemetry | null>;
   /** Stops the source without a summary (the run failed before its window). */
   abandon(): Promise<void>;
 }
@@ -61,7 +67,8 @@ export async function openTelemetry(
   spec: string | TelemetrySpec | undefined,
   ctx: TelemetrySessionContext = {},
 ): Promise<TelemetrySession | null> {
-  const parsed: TelemetrySpec = spec === undefined ? { kind: "none" } : typeof spec === "string" ? parseTelemetrySpec(spec) : spec;
+  const parsed: TelemetrySpec =
+    spec === undefined ? { kind: "none" } : typeof spec === "string" ? parseTelemetrySpec(spec) : spec;
   if (parsed.kind === "none") return null;
   let host = "";
   try {
@@ -69,8 +76,7 @@ export async function openTelemetry(
   } catch {
     host = "";
   }
-  const sim =
-    parsed.kind === "auto" && ctx.baseUrl ? (ctx.embeddedSim ?? (await isEmbeddedSim(ctx.baseUrl))) : false;
+  const sim = parsed.kind === "auto" && ctx.baseUrl ? (ctx.embeddedSim ?? (await isEmbeddedSim(ctx.baseUrl))) : false;
   const rec: Recorder = await startTelemetry(parsed, {
     signal: ctx.signal,
     simUrl: sim ? ctx.baseUrl : undefined,
@@ -78,7 +84,7 @@ export async function openTelemetry(
     onProgress: ctx.onProgress,
     ...ctx.recorder,
   });
-  const source = { kind: rec.resolved.kind, detail: rec.resolved.kind, why: rec.resolved.why };
+  const source: RunTelemetry["source"] = { kind: rec.resolved.kind, detail: rec.resolved.kind, why: rec.resolved.why };
   let t0: number | null = null;
   let t1: number | null = null;
   return {
@@ -120,6 +126,15 @@ export async function openTelemetry(
         tokens: o.tokens,
         peakBandwidthGBs: o.peakBandwidthGBs,
       });
+      const x = o.timeScale ?? 1;
+      if (rec.resolved.kind === "sim" && x !== 1) {
+        // Energy and bytes are modelled totals either way; only the rates per wall second carry the scale.
+        if (summary.avgPowerW !== null) summary.avgPowerW /= x;
+        if (summary.peakPowerW !== null) summary.peakPowerW /= x;
+        notes.push(
+          `the sim ran ${x}× faster than real time: power is shown per simulated second (the exporter's watts ÷ ${x}); energy, bytes and J/token are the modelled totals`,
+        );
+      }
       return { source, summary, samples: cut.samples, notes };
     },
   };

@@ -18,6 +18,7 @@ import type {
   PercentileMetric,
 } from "../../load/types.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
+import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
   emit,
   headerValueFlag,
@@ -25,6 +26,7 @@ import {
   jsonReplacer,
   parseDurationMs,
   progressEnabled,
+  safeLine,
   terminalSafe,
   withCommon,
 } from "../common.ts";
@@ -213,6 +215,16 @@ export function register(program: Command): void {
         .choices(["auto", "h1", "undici"])
         .default("auto"),
     )
+    .option(
+      "--telemetry <source>",
+      "hardware counters over the measured window: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
+      "auto",
+    )
+    .option(
+      "--telemetry-interval <d>",
+      "sampling interval of the telemetry source (e.g. 100ms, 1s)",
+      duration("--telemetry-interval"),
+    )
     .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
   // Too many options for extra-typings' inference; the parsers above do the validation.
   withCommon(cmd).action(async (...args: any[]) => {
@@ -293,6 +305,7 @@ export function register(program: Command): void {
       noServerMetrics: !o.serverMetrics,
       workers: o.workers as number | "auto",
       transport: o.httpClient as "auto" | "h1" | "undici",
+      telemetry: parseTelemetrySpec(o.telemetry, { intervalMs: o.telemetryInterval }),
     };
     const ac = interruptOnSignals();
     const claims: OutputClaim[] = [];
@@ -349,7 +362,11 @@ export function register(program: Command): void {
       // same file makes this one refuse to start.
       if (opts.recordsPath) opts.recordsPath = claim(opts.recordsPath, "--records").tempPath;
       if (opts.saveResult) opts.saveResult = claim(opts.saveResult, "--save-result").tempPath;
-      const res = await runBench(opts, { signal: ac.signal, onProgress: progress.onProgress });
+      const res = await runBench(opts, {
+        signal: ac.signal,
+        onProgress: progress.onProgress,
+        onTelemetryNote: progressEnabled(o) ? (line) => process.stderr.write(`${safeLine(line)}\n`) : undefined,
+      });
       progress.done();
       for (const c of claims) c.commit();
       opts.recordsPath = o.records;
