@@ -6,7 +6,7 @@ import { InputError, UsageError } from "../errors.ts";
 import { parseTopology, type Topology } from "../trace/topo.ts";
 import { parseAmdSmiJson } from "./amdsmi.ts";
 import { parseDcgmExposition } from "./dcgm.ts";
-import { parseSmiDmon, parseSmiQ, parseSmiQueryCsv, type SmiQReport, smiQCapture } from "./smi.ts";
+import { medianIntervalMs, parseSmiDmon, parseSmiQ, parseSmiQueryCsv, type SmiQReport, smiQCapture } from "./smi.ts";
 import { summarizeTelemetry } from "./summary.ts";
 import type { TelemetryCapture, TelemetryDevice, TelemetrySummary } from "./types.ts";
 import { detectWindow, parseWindowFlag, type TelemetryWindow } from "./window.ts";
@@ -149,11 +149,33 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
       notes,
     };
   }
-  // The finest-sampled capture carries the summary; others on a different time axis or holding the same devices
-  // (a dmon log beside the query loop of one run) are summarized on their own instead of interleaved.
-  const ranked = [...series].sort((x, y) => (x.cap.intervalMs ?? 1e9) - (y.cap.intervalMs ?? 1e9));
+  // Files of one format are segments of one recording (successive scrapes of an exporter, a loop restarted):
+  // their samples are concatenated. Of the groups, the finest-sampled carries the summary; another group joins
+  // it when it holds other devices on the same time axis, and is otherwise summarized on its own (a dmon log
+  // beside the query loop of the same run would interleave two power series of one GPU).
+  const groups = new Map<TelemetryFileFormat, { file: string; cap: TelemetryCapture }>();
+  for (const s of series) {
+    const g = groups.get(s.format);
+    if (!g) {
+      groups.set(s.format, {
+        file: s.file,
+        cap: { ...s.cap, samples: [...s.cap.samples], devices: [...s.cap.devices], notes: [...s.cap.notes] },
+      });
+      continue;
+    }
+    g.file = `${g.file}, ${s.file}`;
+    g.cap.samples.push(...s.cap.samples);
+    for (const d of s.cap.devices) if (!g.cap.devices.some((x) => x.key === d.key)) g.cap.devices.push(d);
+    for (const n of s.cap.notes) if (!g.cap.notes.includes(n)) g.cap.notes.push(n);
+    g.cap.intervalMs = undefined;
+  }
+  for (const g of groups.values()) {
+    g.cap.samples.sort((x, y) => x.t - y.t || (x.device < y.device ? -1 : 1));
+    g.cap.intervalMs ??= medianIntervalMs(g.cap.samples);
+  }
+  const ranked = [...groups.values()].sort((x, y) => (x.cap.intervalMs ?? 1e9) - (y.cap.intervalMs ?? 1e9));
   const primary = ranked[0]!;
-  const merged: TelemetryCapture = { ...primary.cap, samples: [...primary.cap.samples], notes: [...primary.cap.notes] };
+  const merged: TelemetryCapture = primary.cap;
   const others: TelemetryReadResult["others"] = [];
   const relative = (c: TelemetryCapture) => (c.samples[0]?.t ?? 0) < 1e8;
   for (const s of ranked.slice(1)) {
@@ -166,7 +188,9 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
       continue;
     }
     const w = chooseWindow(s.cap, opts);
-    others.push({ file: s.file, window: w, summary: summarizeTelemetry(s.cap, summaryOpts(w, opts)) });
+    const sum = summarizeTelemetry(s.cap, summaryOpts(w, opts));
+    sum.notes.push(...w.notes);
+    others.push({ file: s.file, window: w, summary: sum });
     notes.push(
       `${s.file}: summarized on its own (it ${overlap ? "holds the same devices as" : "is on another time axis than"} ${primary.file})`,
     );

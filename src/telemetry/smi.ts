@@ -325,6 +325,8 @@ export function parseSmiQueryCsv(text: string, opts: SmiQueryLineOptions = {}): 
     intervalMs: medianIntervalMs(samples),
     // power.draw is a 1 s trailing average on Ampere and newer (nvidia-smi --help-query-gpu); .instant is not.
     ...(fields.includes("power.draw") || fields.includes("power.draw.average") ? { powerAveragingS: 1 } : {}),
+    // "accurate to within +/- 5 watts" (nvidia-smi --help-query-gpu, power.draw and power.draw.instant).
+    powerAccuracyW: 5,
     notes: [],
     unavailable,
   };
@@ -521,6 +523,7 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
     intervalMs: medianIntervalMs(samples) ?? (opts.intervalS ?? 1) * 1000,
     // dmon's pwr is NVML's power usage, the same 1 s average as power.draw.
     powerAveragingS: 1,
+    powerAccuracyW: 5,
     notes,
     unavailable: [
       { field: "energyJ", why: "dmon has no energy counter; energy is integrated from pwr" },

@@ -197,6 +197,12 @@ function mean(xs: number[]): number | null {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
 }
 
+/** One line per field: the first reason given wins (the source's own, before the summarizer's). */
+function dedupe(us: TelemetrySummary["unavailable"]): TelemetrySummary["unavailable"] {
+  const seen = new Set<string>();
+  return us.filter((u) => (seen.has(u.field) ? false : (seen.add(u.field), true)));
+}
+
 const isCpu = (d: string) => d === "cpu" || d.startsWith("cpu") || d.startsWith("package");
 
 /** Derives the summary over opts.window. */
@@ -228,7 +234,7 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     const counter = pts(ss, (s) => s.energyJ);
     const avg = pts(ss, (s) => s.powerW);
     const inst = pts(ss, (s) => s.powerInstantW);
-    powerSeriesForPeak.push(avg.length >= 2 ? avg : inst);
+    powerSeriesForPeak.push(avg.length ? avg : inst);
     if (counter.length >= 2) {
       const c = counterDelta(counter, a, b);
       if (c.resets) notes.push(`${d}: the energy counter went down ${c.resets}× (a reset); the pieces are summed`);
@@ -257,6 +263,8 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
         `${d}: power.draw${avgS > 0 ? ` (${avgS} s average, lag removed)` : ""} integrates to ${byAvg.value.toFixed(1)} J, power.draw.instant to ${byInst.value.toFixed(1)} J (${((100 * (byInst.value - byAvg.value)) / byAvg.value).toFixed(2)} %)`,
       );
     }
+    // The readings' own stated accuracy, held over the whole window (a calibration offset does not average out).
+    if (capture.powerAccuracyW) err += capture.powerAccuracyW * span;
     energy += primary.value;
     energyErr += err;
     method = "integrated-power";
@@ -264,12 +272,18 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
   }
   const haveEnergy = devsWithEnergy > 0 && span > 0;
   if (!haveEnergy)
-    unavailable.push({ field: "energyJ", why: "no energy counter and fewer than two power readings per device" });
+    unavailable.push({
+      field: "energyJ",
+      why:
+        span <= 0
+          ? "one reading per device (a single scrape): energy needs a window, i.e. two readings of the counter or of power"
+          : "no energy counter and fewer than two power readings per device",
+    });
   else if (devsWithEnergy < energyDevs.length)
     notes.push(`energy covers ${devsWithEnergy} of ${energyDevs.length} devices (the rest have no power readings)`);
   if (method === "integrated-power")
     notes.push(
-      `energy integrated from power (${avgS > 0 ? `power.draw as a ${avgS} s trailing average, lag removed` : "trapezoid"}); ± is the sampling bound`,
+      `energy integrated from power (${avgS > 0 ? `power.draw as a ${avgS} s trailing average, lag removed` : "trapezoid"}); ± is the sampling bound${capture.powerAccuracyW ? ` plus the readings' stated ±${capture.powerAccuracyW} W over the window` : ""}`,
     );
 
   // Peak power: the highest sum over devices at any reading time (averaged power.draw where present).
@@ -281,6 +295,11 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       const sum = peakSeries.reduce((acc, p) => acc + at(p, t), 0);
       peak = peak === null ? sum : Math.max(peak, sum);
     }
+  }
+  if (peak === null && span <= 0) {
+    // A snapshot: the one reading is the figure.
+    const ps = powerSeriesForPeak.filter((p) => p.length === 1);
+    if (ps.length) peak = ps.reduce((acc, p) => acc + p[0]!.v, 0);
   }
   if (peak === null) unavailable.push({ field: "peakPowerW", why: "no power readings inside the window" });
 
@@ -299,11 +318,18 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
   if (!sm.length) unavailable.push({ field: "smClockMHz", why: "no SM clock readings inside the window" });
   const mem = inWin.map((s) => s.memClockMHz).filter((v): v is number => v !== undefined);
 
-  const throttle = summarizeThrottle(byDev, a, b, deviceMax, unavailable, notes);
+  let throttle: TelemetrySummary["throttle"] = null;
+  if (span > 0) throttle = summarizeThrottle(byDev, a, b, deviceMax, unavailable, notes);
+  else unavailable.push({ field: "throttle", why: "one reading per device: a share of a window needs a window" });
 
   // Utilization means over the readings inside the window.
-  const m = (pick: (s: TelemetrySample) => number | undefined) =>
-    mean(inWin.map(pick).filter((v): v is number => v !== undefined));
+  // A MIG instance's figures are its slice of the GPU: when the GPU itself reports a field, instances are left
+  // out of the mean rather than counted twice.
+  const m = (pick: (s: TelemetrySample) => number | undefined) => {
+    const whole = inWin.filter((s) => !s.device.includes("/mig")).map(pick);
+    const vals = whole.some((v) => v !== undefined) ? whole : inWin.map(pick);
+    return mean(vals.filter((v): v is number => v !== undefined));
+  };
   const utilization = {
     gpuBusy: m((s) => s.gpuBusy),
     memBusy: m((s) => s.memBusy),
@@ -354,7 +380,14 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       nvlinkRxBytes,
       bytesPerToken: tokens && (pcieTxBytes !== null || nvlinkTxBytes !== null) ? tx / tokens : null,
     };
-  } else unavailable.push({ field: "interconnect", why: "no PCIe or NVLink rate readings" });
+  } else
+    unavailable.push({
+      field: "interconnect",
+      why:
+        span <= 0 && inWin.some((s) => s.pcieTxBps !== undefined || s.nvlinkTxBps !== undefined)
+          ? "one reading of the PCIe/NVLink rates: bytes need a window (two readings or more)"
+          : "no PCIe or NVLink rate readings",
+    });
 
   // CPU hosts.
   let cpu: TelemetrySummary["cpu"] = null;
@@ -388,7 +421,7 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     dram,
     interconnect,
     cpu,
-    unavailable: [...capture.unavailable.filter((u) => !(u.field === "energyJ" && haveEnergy)), ...unavailable],
+    unavailable: dedupe([...capture.unavailable.filter((u) => !(u.field === "energyJ" && haveEnergy)), ...unavailable]),
     notes: [...capture.notes, ...notes],
   };
 }

@@ -94,6 +94,8 @@ export interface TelemetryCapture {
    * and newer (its help says so), 0 or absent for instantaneous readings. The summarizer removes this lag.
    */
   powerAveragingS?: number;
+  /** Stated accuracy of one power reading in W (nvidia-smi: ±5 W); integrated energy carries it over the window. */
+  powerAccuracyW?: number;
   /** Gaps and problems met while recording (an exporter down for 2 s, a malformed line skipped), each said once. */
   notes: string[];
   /** Fields the source could not give, with why ("energy counter: not exposed by nvidia-smi --query-gpu; integrated from power.draw"). */
