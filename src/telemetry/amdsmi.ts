@@ -116,6 +116,8 @@ function rocmSmiCard(key: string, card: Record<string, Json>, t: number): { s: T
     else if (/^mclk clock speed:?$/i.test(k)) s.memClockMHz = v;
     else if (/^Temperature \(Sensor junction\) \(C\)$/i.test(k)) s.temperatureC = v;
     else if (/^Temperature \(Sensor edge\) \(C\)$/i.test(k)) s.temperatureC ??= v;
+    else if (/^VRAM Total Used Memory \(B\)$/i.test(k)) s.memoryUsedMiB = v / 1048576;
+    else if (/^VRAM Total Memory \(B\)$/i.test(k)) s.memoryTotalMiB = v / 1048576;
     else if (/^Max Graphics Package Power \(W\)$/i.test(k)) {
       s.powerLimitW = v;
       d.powerLimitW = v;
