@@ -200,7 +200,11 @@ function mean(xs: number[]): number | null {
 /** One line per field: the first reason given wins (the source's own, before the summarizer's). */
 function dedupe(us: TelemetrySummary["unavailable"]): TelemetrySummary["unavailable"] {
   const seen = new Set<string>();
-  return us.filter((u) => (seen.has(u.field) ? false : (seen.add(u.field), true)));
+  return us.filter((u) => {
+    if (seen.has(u.field)) return false;
+    seen.add(u.field);
+    return true;
+  });
 }
 
 const isCpu = (d: string) => d === "cpu" || d.startsWith("cpu") || d.startsWith("package");

@@ -111,10 +111,7 @@ test("amd-smi metric --json (list and gpu_data forms, {value, unit} and bare val
   assert.equal(r0.memBusy, 0.12);
   assert.equal(r0.smClockMHz, 1900);
   assert.equal(rocm.devices[0]!.name, "Radeon RX 7900 XT");
-  assert.throws(
-    () => parseAmdSmiJson('{"card0": {', { timeS: 0, file: "bad.json" }),
-    /bad\.json:1:12: not valid JSON/,
-  );
+  assert.throws(() => parseAmdSmiJson('{"card0": {', { timeS: 0, file: "bad.json" }), /bad\.json:1:12: not valid JSON/);
 });
 
 test("CLI: --json on the b1 capture has the documented fields; exit 0", async () => {
