@@ -311,6 +311,19 @@ export function parseSmiQueryCsv(text: string, opts: SmiQueryLineOptions = {}): 
   const parse = createSmiQueryLineParser(opts);
   const samples: TelemetrySample[] = [];
   for (const line of text.split("\n")) for (const s of parse(line)) samples.push(s);
+  return smiQueryCapture(parse, samples, `query CSV${opts.file ? ` ${opts.file}` : ""}`);
+}
+
+/**
+ * The capture of a query loop, from the line parser that read it and the samples it gave: what the live
+ * sampler builds when its child stops, and what a saved file gives. Carries how power.draw is averaged and
+ * how accurate it is, which the summarizer needs.
+ */
+export function smiQueryCapture(
+  parse: SmiQueryLineParser,
+  samples: TelemetrySample[],
+  detail: string,
+): TelemetryCapture {
   sortSamples(samples);
   const fields = parse.fields ?? [];
   const unavailable: TelemetryCapture["unavailable"] = [
@@ -319,7 +332,7 @@ export function parseSmiQueryCsv(text: string, opts: SmiQueryLineOptions = {}): 
   if (!fields.some((f) => f.startsWith("power.draw")))
     unavailable.push({ field: "powerW", why: "no power.draw column in the query" });
   return {
-    source: { kind: "nvidia-smi", detail: `query CSV${opts.file ? ` ${opts.file}` : ""}: ${fields.join(",")}` },
+    source: { kind: "nvidia-smi", detail: `${detail}: ${fields.join(",")}` },
     devices: [...parse.devices.values()],
     samples,
     intervalMs: medianIntervalMs(samples),
