@@ -310,8 +310,22 @@ function definedOnly<T extends object>(o: T): Partial<T> {
 export function parseSmiQueryCsv(text: string, opts: SmiQueryLineOptions = {}): TelemetryCapture {
   const parse = createSmiQueryLineParser(opts);
   const samples: TelemetrySample[] = [];
-  for (const line of text.split("\n")) for (const s of parse(line)) samples.push(s);
-  return smiQueryCapture(parse, samples, `query CSV${opts.file ? ` ${opts.file}` : ""}`);
+  const lines = text.split("\n");
+  // A loop stopped mid-write leaves its last line without a newline and short: that line alone is dropped.
+  const cut = !text.endsWith("\n") && lines.length > 1 ? lines.pop() : undefined;
+  for (const line of lines) for (const s of parse(line)) samples.push(s);
+  let note: string | undefined;
+  if (cut !== undefined && cut.trim()) {
+    try {
+      for (const s of parse(cut)) samples.push(s);
+    } catch (e) {
+      if (!(e instanceof ParseError) || cut.split(",").length >= (parse.fields?.length ?? 0)) throw e;
+      note = `the last line (${lines.length + 1}) is cut short without a newline (the loop was stopped mid-write): skipped`;
+    }
+  }
+  const cap = smiQueryCapture(parse, samples, `query CSV${opts.file ? ` ${opts.file}` : ""}`);
+  if (note) cap.notes.push(note);
+  return cap;
 }
 
 /**

@@ -142,6 +142,13 @@ test("query CSV: a malformed line is a ParseError at file:line:column", () => {
     () => parseSmiQueryCsv(short.join("\n"), { file: "b1.csv" }),
     /b1\.csv:4:\d+: expected 10 comma-separated values \(as the header\), found 4/,
   );
+  // A loop stopped mid-write: its last line, short and without a newline, is dropped with a note; the same
+  // line inside the file is an error.
+  const whole = shared("smi-query-b1.csv");
+  const stopped = parseSmiQueryCsv(`${whole}2026/12/04 16:54:34.517, 140.`, { file: "b1.csv" });
+  assert.equal(stopped.samples.length, 120);
+  assert.match(stopped.notes[0]!, /last line \(122\) is cut short/);
+  assert.throws(() => parseSmiQueryCsv(`${whole}2026/12/04 16:54:34.517, 140.\n`, { file: "b1.csv" }), /b1\.csv:122:/);
   assert.throws(
     () => createSmiQueryLineParser({ file: "x" })("2026/12/04 16:54:22.517, 140 W"),
     /x:1:1: a data line before any header/,
