@@ -96,6 +96,9 @@ export function canonicalField(cell: string): string {
 }
 
 function isHeaderLine(cells: string[]): boolean {
+  // Data lines start with a timestamp or a number: skip the regexes for them.
+  const c0 = cells[0]?.charCodeAt(0) ?? 0;
+  if (c0 >= 48 && c0 <= 57) return false;
   return (
     cells.length > 0 &&
     cells.every((c) => /^[a-z][a-z0-9_.]*(\s*\[[^\]]*\])?$/i.test(c.trim())) &&
@@ -116,6 +119,11 @@ function splitCells(line: string): { text: string; column: number }[] {
     }
   }
   return out;
+}
+
+/** A cell that is not what its column holds (built only on error: no closure per cell). */
+function cellError(field: string, what: string, got: string, file: string, line: number, column: number): ParseError {
+  return new ParseError(`${field}: ${what}, got "${got}"`, { file, line, column });
 }
 
 /** A number with an optional unit suffix (`140.71 W`, `12 %`, `1980 MHz`, `16351 MiB`, `0x…` hex). */
@@ -251,17 +259,17 @@ export function createSmiQueryLineParser(opts: SmiQueryLineOptions = {}): SmiQue
     for (let k = 0; k < fields.length; k++) {
       const f = fields[k]!;
       const { text: v, column } = cells[k]!;
-      const bad = (what: string) => new ParseError(`${f}: ${what}, got "${v}"`, { file, line: lineNo, column });
       if (f === "timestamp") {
         const t = parseSmiTimestamp(v, opts.utcOffsetMinutes);
-        if (t === undefined) throw bad("expected a timestamp like 2026/12/04 16:54:22.517");
+        if (t === undefined)
+          throw cellError(f, "expected a timestamp like 2026/12/04 16:54:22.517", v, file, lineNo, column);
         sample.t = t;
         stamp = v;
         continue;
       }
-      if (NO_VALUE.test(v) || v === "") continue;
+      if (v === "" || ((v[0] === "[" || v[0] === "N" || v[0] === "n") && NO_VALUE.test(v))) continue;
       if (f === "index") {
-        if (!/^\d+$/.test(v)) throw bad("expected a GPU index");
+        if (!/^\d+$/.test(v)) throw cellError(f, "expected a GPU index", v, file, lineNo, column);
         index = v;
       } else if (f === "uuid") {
         uuid = v;
@@ -273,12 +281,12 @@ export function createSmiQueryLineParser(opts: SmiQueryLineOptions = {}): SmiQue
         if (bit === undefined) continue;
         if (/^active$/i.test(v)) reasonMask = (reasonMask ?? 0) | bit;
         else if (/^not active$/i.test(v)) reasonMask ??= 0;
-        else throw bad('expected "Active" or "Not Active"');
+        else throw cellError(f, 'expected "Active" or "Not Active"', v, file, lineNo, column);
       } else {
         const set = NUMERIC[f];
         if (!set) continue;
         const n = numberCell(v);
-        if (n === undefined || !Number.isFinite(n)) throw bad("expected a number");
+        if (n === undefined || !Number.isFinite(n)) throw cellError(f, "expected a number", v, file, lineNo, column);
         set(sample, n, facts);
       }
     }
@@ -294,16 +302,13 @@ export function createSmiQueryLineParser(opts: SmiQueryLineOptions = {}): SmiQue
       index !== undefined ? `gpu${index}` : uuid ? `gpu-${uuid}` : busId ? `gpu-${busId}` : `gpu${rowInStamp}`;
     facts.key = sample.device;
     const known = devices.get(sample.device);
-    devices.set(sample.device, known ? { ...known, ...definedOnly(facts) } : facts);
+    if (!known) devices.set(sample.device, facts);
+    else for (const k in facts) if ((facts as any)[k] !== undefined) (known as any)[k] = (facts as any)[k];
     return [sample];
   }) as SmiQueryLineParser;
   Object.defineProperty(parse, "devices", { get: () => devices });
   Object.defineProperty(parse, "fields", { get: () => fields });
   return parse;
-}
-
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** A whole `--query-gpu … --format=csv` file → a capture. */
@@ -436,26 +441,25 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
     for (let k = 0; k < cols.length; k++) {
       const c = cols[k]!;
       const { text: v, column } = cells[k]!;
-      const bad = (what: string) => new ParseError(`${c}: ${what}, got "${v}"`, { file, line: i + 1, column });
       if (c === "date") {
-        if (!/^\d{8}$/.test(v)) throw bad("expected YYYYMMDD");
+        if (!/^\d{8}$/.test(v)) throw cellError(c, "expected YYYYMMDD", v, file, i + 1, column);
         date = v;
         continue;
       }
       if (c === "time") {
         const m = /^(\d{2}):(\d{2}):(\d{2})$/.exec(v);
-        if (!m) throw bad("expected HH:MM:SS");
+        if (!m) throw cellError(c, "expected HH:MM:SS", v, file, i + 1, column);
         tod = Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]);
         continue;
       }
       if (v === "-" || NO_VALUE.test(v)) continue;
       if (c === "gpu") {
-        if (!/^\d+$/.test(v)) throw bad("expected a GPU index");
+        if (!/^\d+$/.test(v)) throw cellError(c, "expected a GPU index", v, file, i + 1, column);
         s.device = `gpu${v}`;
         continue;
       }
       const n = Number(v);
-      if (!Number.isFinite(n)) throw bad("expected a number");
+      if (!Number.isFinite(n)) throw cellError(c, "expected a number", v, file, i + 1, column);
       const unit = units?.[k]?.toLowerCase();
       switch (c) {
         case "pwr":

@@ -30,6 +30,22 @@ function pts(samples: TelemetrySample[], pick: (s: TelemetrySample) => number | 
   return out;
 }
 
+// Loops, not Math.max(...xs): an hour of 100 ms readings on eight GPUs is past the argument limit.
+function maxOf(xs: number[]): number {
+  let m = Number.NEGATIVE_INFINITY;
+  for (const x of xs) if (x > m) m = x;
+  return m;
+}
+function rangeOf(p: Pt[]): number {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const x of p) {
+    if (x.v < lo) lo = x.v;
+    if (x.v > hi) hi = x.v;
+  }
+  return hi - lo;
+}
+
 /** Linear interpolation, clamped to the end values outside the range. */
 function at(p: Pt[], t: number): number {
   if (t <= p[0]!.t) return p[0]!.v;
@@ -74,7 +90,7 @@ export function integrateTrapezoid(p: Pt[], a: number, b: number): { value: numb
   const sigma = n > 1 ? Math.sqrt(sq / (2 * (n - 1))) : 0;
   let err = n > 1 ? (2 * (b - a) * sigma) / Math.sqrt(n) : Number.NaN;
   // Clamped ends (the window reaches past the samples) are guesses: add their whole span at the observed range.
-  const range = Math.max(...p.map((x) => x.v)) - Math.min(...p.map((x) => x.v));
+  const range = rangeOf(p);
   if (a < p[0]!.t) err += (p[0]!.t - a) * range;
   if (b > p.at(-1)!.t) err += (b - p.at(-1)!.t) * range;
   return { value, errorBound: err };
@@ -109,7 +125,7 @@ export function integrateTrailingAverage(
     value += r * at(p, tc);
     err += r * interpErr(tc);
   }
-  const range = Math.max(...p.map((x) => x.v)) - Math.min(...p.map((x) => x.v));
+  const range = rangeOf(p);
   if (a - w < p[0]!.t) err += Math.min(w, p[0]!.t - (a - w)) * range;
   if (b > p.at(-1)!.t) err += (b - p.at(-1)!.t) * range;
   return { value, errorBound: err };
@@ -317,8 +333,8 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     ...capture.devices.map((d) => d.smClockMaxMHz),
     ...capture.samples.map((s) => s.smClockMaxMHz),
   ].filter((v): v is number => v !== undefined);
-  const deviceMax = deviceMaxes.length ? Math.max(...deviceMaxes) : null;
-  const smClockMHz = sm.length ? { max: Math.max(...sm), median: median(sm), p10: quantile(sm, 0.1), deviceMax } : null;
+  const deviceMax = deviceMaxes.length ? maxOf(deviceMaxes) : null;
+  const smClockMHz = sm.length ? { max: maxOf(sm), median: median(sm), p10: quantile(sm, 0.1), deviceMax } : null;
   if (!sm.length) unavailable.push({ field: "smClockMHz", why: "no SM clock readings inside the window" });
   const mem = inWin.map((s) => s.memClockMHz).filter((v): v is number => v !== undefined);
 
@@ -502,7 +518,7 @@ function summarizeThrottle(
       return null;
     }
     if (ref === null) {
-      ref = Math.max(...sm.map((x) => x.v));
+      ref = maxOf(sm.map((x) => x.v));
       notes.push(`no device maximum SM clock known: the highest clock seen (${ref} MHz) is the reference`);
     }
     const r = ref;
