@@ -53,7 +53,7 @@ export interface TelemetrySample {
   /** Share of the sample's interval under a power / thermal violation, 0–1 (dmon pviol; derived from DCGM's µs counters). */
   powerViolation?: number;
   thermalViolation?: number;
-  /** Cumulative violation time counters in µs (DCGM_FI_DEV_POWER_VIOLATION, DCGM_FI_DEV_THERMAL_VIOLATION). */
+  /** Cumulative violation time counters in µs (DCGM_FI_DEV_POWER_VIOLATION, DCGM_FI_DEV_THERMAL_VIOLATION; the exporter's ns are converted). */
   powerViolationUs?: number;
   thermalViolationUs?: number;
   powerLimitW?: number;
