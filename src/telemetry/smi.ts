@@ -320,7 +320,7 @@ export function parseSmiQueryCsv(text: string, opts: SmiQueryLineOptions = {}): 
   const cut = !text.endsWith("\n") && lines.length > 1 ? lines.pop() : undefined;
   for (const line of lines) for (const s of parse(line)) samples.push(s);
   let note: string | undefined;
-  if (cut !== undefined && cut.trim()) {
+  if (cut?.trim()) {
     try {
       for (const s of parse(cut)) samples.push(s);
     } catch (e) {
@@ -555,6 +555,8 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
     // dmon's pwr is NVML's power usage, the same 1 s average as power.draw.
     powerAveragingS: 1,
     powerAccuracyW: 5,
+    // Whole seconds (-o T/DT), or no time at all (rows assumed evenly spaced).
+    timeResolutionS: timeMode === "index" ? (opts.intervalS ?? 1) : 1,
     notes,
     unavailable: [
       { field: "energyJ", why: "dmon has no energy counter; energy is integrated from pwr" },

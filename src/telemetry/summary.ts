@@ -285,6 +285,15 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     }
     // The readings' own stated accuracy, held over the whole window (a calibration offset does not average out).
     if (capture.powerAccuracyW) err += capture.powerAccuracyW * span;
+    // Coarse sample times (dmon's whole seconds) can shift every change of power by up to that much.
+    const res = capture.timeResolutionS ?? 0;
+    if (res > 0) {
+      const series = avg.length >= 2 ? avg : inst;
+      let moved = 0;
+      for (let i = 1; i < series.length; i++)
+        if (series[i]!.t >= a - res && series[i - 1]!.t <= b + res) moved += Math.abs(series[i]!.v - series[i - 1]!.v);
+      err += (res * moved) / 2;
+    }
     energy += primary.value;
     energyErr += err;
     method = "integrated-power";

@@ -96,6 +96,8 @@ export interface TelemetryCapture {
   powerAveragingS?: number;
   /** Stated accuracy of one power reading in W (nvidia-smi: ±5 W); integrated energy carries it over the window. */
   powerAccuracyW?: number;
+  /** Resolution of the sample times in s where coarse (dmon prints whole seconds, or no time at all): 1. */
+  timeResolutionS?: number;
   /** Gaps and problems met while recording (an exporter down for 2 s, a malformed line skipped), each said once. */
   notes: string[];
   /** Fields the source could not give, with why ("energy counter: not exposed by nvidia-smi --query-gpu; integrated from power.draw"). */

@@ -97,30 +97,47 @@ function detectDevice(
     }
     const notes: string[] = [];
     if (runs.length > 1) notes.push(`${runs.length} loaded spans in ${c.basis}; the one with the most work kept`);
-    const inside = pts.slice(best.i0, best.i1 + 1).map((p) => p.v);
+    // Hysteresis: a load is entered at 30 % of the rise but its edges run out to where the signal is back in
+    // idle noise, so the low start of a ramp (or a light phase next to a heavy one) stays in the window.
+    // Idle noise: 3 robust σ (MAD) of the readings under the entry threshold, at least 5 % of the rise.
+    const idle = pts.filter((p) => p.v <= thr).map((p) => p.v);
+    const mid = quantile(
+      [...idle].sort((a, b) => a - b),
+      0.5,
+    );
+    const mad = quantile(
+      idle.map((v) => Math.abs(v - mid)).sort((a, b) => a - b),
+      0.5,
+    );
+    const low = base + Math.max(3 * 1.4826 * (Number.isFinite(mad) ? mad : 0), 0.05 * (top - base));
+    let i0 = best.i0;
+    let i1 = best.i1;
+    while (i0 > 0 && pts[i0 - 1]!.v > low) i0--;
+    while (i1 < pts.length - 1 && pts[i1 + 1]!.v > low) i1++;
+    const inside = pts.slice(i0, i1 + 1).map((p) => p.v);
     const plateau = quantile(
       inside.sort((a, b) => a - b),
       0.5,
     );
-    // Threshold crossings, interpolated between the samples either side.
+    // Crossings of the exit threshold, interpolated between the samples either side.
     const cross = (i: number, j: number) => {
       const a = pts[i]!;
       const b = pts[j]!;
       if (b.v === a.v) return (a.t + b.t) / 2;
-      return a.t + ((thr - a.v) / (b.v - a.v)) * (b.t - a.t);
+      return a.t + ((low - a.v) / (b.v - a.v)) * (b.t - a.t);
     };
-    let start = best.i0 > 0 ? cross(best.i0 - 1, best.i0) : pts[best.i0]!.t;
-    let end = best.i1 < pts.length - 1 ? cross(best.i1, best.i1 + 1) : pts[best.i1]!.t;
-    if (best.i0 === 0) notes.push("the capture starts under load: the window starts at its first sample");
-    if (best.i1 === pts.length - 1) notes.push("the capture ends under load: the window ends at its last sample");
+    let start = i0 > 0 ? cross(i0 - 1, i0) : pts[i0]!.t;
+    let end = i1 < pts.length - 1 ? cross(i1, i1 + 1) : pts[i1]!.t;
+    if (i0 === 0) notes.push("the capture starts under load: the window starts at its first sample");
+    if (i1 === pts.length - 1) notes.push("the capture ends under load: the window ends at its last sample");
     if (c.lagS > 0 && plateau > base) {
       // A trailing average of a step from idle to the plateau crosses a fraction f of the rise f × lag after
       // the step, and falls past it (1 − f) × lag after the load stops.
-      const f = Math.min(1, Math.max(0, (thr - base) / (plateau - base)));
-      if (best.i0 > 0) start -= f * c.lagS;
-      if (best.i1 < pts.length - 1) end -= (1 - f) * c.lagS;
+      const f = Math.min(1, Math.max(0, (low - base) / (plateau - base)));
+      if (i0 > 0) start -= f * c.lagS;
+      if (i1 < pts.length - 1) end -= (1 - f) * c.lagS;
     }
-    return { start, end, basis: c.basis, baseline: base, threshold: thr, notes };
+    return { start, end, basis: c.basis, baseline: base, threshold: low, notes };
   }
   return undefined;
 }

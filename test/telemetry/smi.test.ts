@@ -239,3 +239,13 @@ test("nvidia-smi topo -m with ANSI underline escapes on a one-GPU machine parses
   assert.equal(t.cpuAffinity.GPU0, "0-15");
   assert.equal(t.p2p, undefined);
 });
+
+test("dmon -s t (PCIe only, no time column) from the second device capture", () => {
+  const text = readFileSync(join(import.meta.dirname, "fixtures", "h200-device-2026-12-04b", "smi-dmon-t.txt"), "utf8");
+  const c = parseSmiDmon(text);
+  assert.equal(c.samples.length, 16);
+  assert.equal(c.samples[0]!.pcieRxBps, 23 * 1048576);
+  assert.equal(c.samples[0]!.pcieTxBps, 38 * 1048576);
+  assert.equal(c.samples[0]!.powerW, undefined);
+  assert.equal(c.samples[15]!.t, 15);
+});
