@@ -1,6 +1,9 @@
 // AMD GPUs: `amd-smi metric --json` (a list of per-GPU objects, or {"gpu_data": [...]}, values as
 // {"value", "unit"} objects or bare numbers, "N/A" for none) and `rocm-smi --showpower --showuse --showmemuse
 // --showclocks --json` ({"card0": {"GPU use (%)": "12", ...}}, values as strings) → one sample per GPU. Pure.
+// amd-smi's keys as its CLI writes them (ROCm/amdsmi amdsmi_cli/amdsmi_commands.py): power.socket_power (W),
+// usage.gfx_activity / umc_activity (%), clock.gfx_N.clk and clock.mem_0.clk (MHz, with max_clk),
+// mem_usage.used_vram / total_vram (MB), energy.total_energy_consumption ({value, unit: "J"}).
 
 import { InputError } from "../errors.ts";
 import type { TelemetryCapture, TelemetryDevice, TelemetrySample } from "./types.ts";
