@@ -88,9 +88,11 @@ export function integrateTrapezoid(p: Pt[], a: number, b: number): { value: numb
   for (let i = 1; i < inside.length; i++) sq += (inside[i]!.v - inside[i - 1]!.v) ** 2;
   const n = inside.length;
   const sigma = n > 1 ? Math.sqrt(sq / (2 * (n - 1))) : 0;
-  let err = n > 1 ? (2 * (b - a) * sigma) / Math.sqrt(n) : Number.NaN;
   // Clamped ends (the window reaches past the samples) are guesses: add their whole span at the observed range.
   const range = rangeOf(p);
+  // With one reading or none inside, the window rests on interpolation between readings outside it: half the
+  // range over the span.
+  let err = n > 1 ? (2 * (b - a) * sigma) / Math.sqrt(n) : (range * (b - a)) / 2;
   if (a < p[0]!.t) err += (p[0]!.t - a) * range;
   if (b > p.at(-1)!.t) err += (b - p.at(-1)!.t) * range;
   return { value, errorBound: err };
@@ -274,7 +276,7 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     const byInst = inst.length >= 2 ? integrateTrapezoid(inst, a, b) : undefined;
     const primary = byAvg ?? byInst;
     if (!primary) continue;
-    let err = Number.isFinite(primary.errorBound) ? primary.errorBound : 0;
+    let err = primary.errorBound;
     if (byAvg && byInst) {
       // Two independent readings of one quantity: their disagreement is part of the uncertainty.
       const diff = Math.abs(byAvg.value - byInst.value);
