@@ -63,6 +63,9 @@ export { compareRuns, listRunsView, openStore, type Store, showRun } from "./sto
 export * as study from "./study/index.ts";
 // inferscope study / report
 export { rebuildReport, runStudy, type StudyOptions, type StudyOutcome } from "./study/index.ts";
+export * as telemetry from "./telemetry/index.ts";
+// inferscope telemetry read
+export { type TelemetryReadOptions, type TelemetryReadResult, telemetryRead } from "./telemetry/index.ts";
 export * as trace from "./trace/index.ts";
 // inferscope trace
 export {

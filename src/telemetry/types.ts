@@ -53,7 +53,7 @@ export interface TelemetrySample {
   /** Share of the sample's interval under a power / thermal violation, 0–1 (dmon pviol; derived from DCGM's µs counters). */
   powerViolation?: number;
   thermalViolation?: number;
-  /** Cumulative violation time counters in µs (DCGM_FI_DEV_POWER_VIOLATION, DCGM_FI_DEV_THERMAL_VIOLATION). */
+  /** Cumulative violation time counters in µs (DCGM_FI_DEV_POWER_VIOLATION, DCGM_FI_DEV_THERMAL_VIOLATION; the exporter's ns are converted). */
   powerViolationUs?: number;
   thermalViolationUs?: number;
   powerLimitW?: number;
@@ -75,6 +75,10 @@ export interface TelemetryDevice {
   smClockMaxMHz?: number;
   memClockMaxMHz?: number;
   pcieGen?: number;
+  /** Host the device is on (dcgm-exporter's Hostname label). */
+  host?: string;
+  /** The Kubernetes workload dcgm-exporter attributes the device to (pod, namespace, container labels). */
+  workload?: { namespace?: string; pod?: string; container?: string };
 }
 
 /** Everything one source gave over one recording (live or read from files). */
@@ -85,6 +89,15 @@ export interface TelemetryCapture {
   samples: TelemetrySample[];
   /** Nominal sampling interval in ms where known. */
   intervalMs?: number;
+  /**
+   * Seconds over which the source averages `powerW` before reporting it: 1 for nvidia-smi's power.draw on Ampere
+   * and newer (its help says so), 0 or absent for instantaneous readings. The summarizer removes this lag.
+   */
+  powerAveragingS?: number;
+  /** Stated accuracy of one power reading in W (nvidia-smi: ±5 W); integrated energy carries it over the window. */
+  powerAccuracyW?: number;
+  /** Resolution of the sample times in s where coarse (dmon prints whole seconds, or no time at all): 1. */
+  timeResolutionS?: number;
   /** Gaps and problems met while recording (an exporter down for 2 s, a malformed line skipped), each said once. */
   notes: string[];
   /** Fields the source could not give, with why ("energy counter: not exposed by nvidia-smi --query-gpu; integrated from power.draw"). */
@@ -107,7 +120,13 @@ export interface TelemetrySummary {
   tokens: number | null;
   joulesPerToken: number | null;
   tokensPerJoule: number | null;
-  smClockMHz: { max: number | null; median: number | null; p10: number | null } | null;
+  smClockMHz: {
+    max: number | null;
+    median: number | null;
+    p10: number | null;
+    /** The device's maximum SM clock (clocks.max.sm, -q's Max Clocks, DCGM_FI_DEV_MAX_SM_CLOCK), where known. */
+    deviceMax?: number | null;
+  } | null;
   memClockMHz: { median: number | null } | null;
   throttle: {
     powerCapped: boolean;
@@ -115,6 +134,8 @@ export interface TelemetrySummary {
     shareOfWindow: number;
     /** Each reason seen, with its share of the window. */
     reasons: { reason: string; share: number }[];
+    /** What the verdict rests on: NVML's event-reason bits, violation counters (dmon pviol, DCGM µs), or only the SM clock. */
+    basis?: "clock-event-reasons" | "violation-counters" | "sm-clock";
   } | null;
   utilization: {
     gpuBusy: number | null;

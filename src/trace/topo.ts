@@ -115,7 +115,11 @@ export function parseTopology(text: string, file?: string, opts: ParseTopologyOp
         rowLines.push(j);
       }
       const cells = rows.map((r) => r.slice(1, 1 + devCols.length));
-      const isP2p = cells.length > 0 && cells.every((r) => r.every((c) => P2P_CELLS.has(c.toUpperCase())));
+      // A one-GPU link matrix is a lone "X", which is also a p2p cell: p2p needs a cell other than X.
+      const isP2p =
+        cells.length > 0 &&
+        cells.every((r) => r.every((c) => P2P_CELLS.has(c.toUpperCase()))) &&
+        cells.some((r) => r.some((c) => c.toUpperCase() !== "X"));
       if (isP2p) {
         const gi = devCols.filter((d) => d.startsWith("GPU"));
         topo.p2p = {

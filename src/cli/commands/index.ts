@@ -13,6 +13,7 @@ export const commandLoaders: Record<string, () => Promise<CommandModule>> = {
   tune: () => import("./tune.ts"),
   model: () => import("./model.ts"),
   trace: () => import("./trace.ts"),
+  telemetry: () => import("./telemetry.ts"),
   sim: () => import("./sim.ts"),
   runs: () => import("./runs.ts"),
   report: () => import("./report.ts"),

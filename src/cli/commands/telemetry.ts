@@ -1,6 +1,10 @@
-// `inferscope telemetry watch SOURCE`: a thin wrapper over src/telemetry/watch.ts (flags → library → print).
+// `inferscope telemetry read`: a thin wrapper over telemetryRead (files → window → summary → print).
+// `telemetry watch` (the live view) registers on the same parent command.
 import type { Command } from "@commander-js/extra-typings";
+import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
+import { checkInputFiles } from "../../input-file.ts";
+import type { TelemetryFileFormat } from "../../telemetry/read.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
   formatTelemetryLine,
@@ -8,7 +12,41 @@ import {
   type TelemetryFrame,
   telemetryWatch,
 } from "../../telemetry/watch.ts";
-import { durationFlag, numberArg, safeLine, terminalSafe, withCommon } from "../common.ts";
+import { type CommonOptions, durationFlag, emit, numberArg, safeLine, terminalSafe, withCommon } from "../common.ts";
+
+const lib = {
+  read: () => import("../../telemetry/read.ts"),
+  render: () => import("../../telemetry/render.ts"),
+};
+
+interface ReadFlags extends CommonOptions {
+  window?: string;
+  tokens?: number;
+  peakBandwidth?: number;
+  format?: string;
+  utcOffset?: number;
+  dmonInterval?: number;
+}
+
+/** `4800GB/s`, `4.8TB/s`, `4800` (GB/s) → GB/s. */
+export function bandwidthFlag(v: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(GB\/s|TB\/s|GiB\/s|TiB\/s|GB|TB)?$/i.exec(v.trim());
+  if (!m || !(Number(m[1]) > 0))
+    throw new UsageError(`--peak-bandwidth: expected a bandwidth like 4800GB/s or 4.8TB/s, got "${v}"`);
+  const unit = (m[2] ?? "GB/s").toLowerCase().replace("/s", "");
+  const k: Record<string, number> = { gb: 1, tb: 1000, gib: 1.073741824, tib: 1099.511627776 };
+  return Number(m[1]) * k[unit]!;
+}
+
+/** `Z`, `UTC`, `+01:00`, `-0530`, `90` (minutes) → minutes east of UTC. */
+export function utcOffsetFlag(v: string): number {
+  const s = v.trim();
+  if (/^(z|utc)$/i.test(s)) return 0;
+  const hm = /^([+-])(\d{1,2}):?(\d{2})$/.exec(s);
+  if (hm) return (hm[1] === "-" ? -1 : 1) * (Number(hm[2]) * 60 + Number(hm[3]));
+  if (/^[+-]?\d+$/.test(s) && Math.abs(Number(s)) <= 14 * 60) return Number(s);
+  throw new UsageError(`--utc-offset: expected Z, +HH:MM or minutes, got "${v}"`);
+}
 
 /** Ctrl-C stops the view; the command then returns normally (exit 0), as `metrics watch` does. */
 function stopSignal(): { signal: AbortSignal; dispose: () => void } {
@@ -26,12 +64,85 @@ function stopSignal(): { signal: AbortSignal; dispose: () => void } {
 }
 
 export function register(program: Command): void {
-  const telemetry = program
+  const cmd = program
     .command("telemetry")
-    .description("read the hardware's own counters: a live view of a telemetry source");
+    .description(
+      "hardware telemetry: read saved nvidia-smi / dcgm-exporter / amd-smi captures, or watch a live source",
+    );
 
   withCommon(
-    telemetry
+    cmd
+      .command("read")
+      .description(
+        "read saved telemetry files (nvidia-smi --query-gpu CSV, dmon, -q, topo -m, dcgm-exporter expositions, amd-smi/rocm-smi JSON), find the loaded window and summarize it",
+      )
+      .argument("<files...>", "telemetry files; their formats are detected")
+      .option(
+        "--window <start,end>",
+        "the window to summarize instead of the detected one: unix seconds, ISO times, or seconds from the first sample",
+      )
+      .option(
+        "--tokens <n>",
+        "tokens produced in the window (adds J/token and tokens/J)",
+        numberArg("--tokens", { above: 0 }),
+      )
+      .option(
+        "--peak-bandwidth <bw>",
+        "peak DRAM bandwidth of one device, e.g. 4800GB/s (adds achieved bandwidth)",
+        bandwidthFlag,
+      )
+      .addOption(
+        new Option("--format <format>", "force the format of every file").choices([
+          "smi-query",
+          "smi-dmon",
+          "smi-q",
+          "smi-topo",
+          "dcgm",
+          "amd-smi",
+          "rocm-smi",
+        ] as const),
+      )
+      .option(
+        "--utc-offset <offset>",
+        "UTC offset of the machine that wrote nvidia-smi timestamps (Z, +01:00, minutes); default: this machine's zone",
+        utcOffsetFlag,
+      )
+      .option(
+        "--dmon-interval <s>",
+        "seconds between dmon rows without a time column (dmon -d)",
+        numberArg("--dmon-interval", { above: 0 }),
+      ),
+  ).action(async (...args: any[]) => {
+    const files = args[0] as string[];
+    const o = args[1] as ReadFlags;
+    checkInputFiles(undefined, files, "telemetry file");
+    const [{ telemetryRead }, R] = await Promise.all([lib.read(), o.json ? null : lib.render()]);
+    const r = await telemetryRead(files, {
+      window: o.window,
+      tokens: o.tokens,
+      peakBandwidthGBs: o.peakBandwidth,
+      format: o.format as TelemetryFileFormat | undefined,
+      utcOffsetMinutes: o.utcOffset,
+      dmonIntervalS: o.dmonInterval,
+    });
+    emit(
+      o.json
+        ? {
+            ...(r.summary ?? { window: null }),
+            files: r.files,
+            deviceReports: r.deviceReports,
+            topology: r.topology ?? null,
+            others: r.others,
+            readNotes: r.notes,
+          }
+        : r,
+      o,
+      () => R!.formatTelemetryRead(r),
+    );
+  });
+
+  withCommon(
+    cmd
       .command("watch")
       .description("live view of a telemetry source: power, clocks, utilization, throttling (Ctrl-C stops)")
       .argument(
