@@ -140,6 +140,11 @@ export function stepEffect(
     const call = model.allReduceCall(T, model.mode(shape) === "eager");
     const path = call.impl === "custom" ? "one-shot" : model.config.algorithm === "Tree" ? "tree" : "ring";
     txBytes = calls * allReduceTxBytesPerGpu(T * model.allReduceBytesPerToken, tp, path);
+    // The logits gather for sampling, one row per sequence sampled this step (not per prompt token): every
+    // rank but the root sends its vocab/TP shard (spread evenly over the GPUs here).
+    const m = model.profile.model;
+    const sampled = shape.decodeSeqs + shape.prefillSeqs;
+    txBytes += (sampled * (m.vocabSize / tp) * m.activationBytes * (tp - 1)) / tp;
   }
   const c = scratch;
   const smMs = (c[I.weights]! + c[I.kv]! + c[I.compute]! + c[I.sampling]! + c[I.draft]!) * k;

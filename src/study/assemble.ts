@@ -27,6 +27,7 @@ import {
 } from "./estimate.ts";
 import type { AbMeasure, BenchMeasure, ModelMeasure, SweepMeasure, TraceMeasure } from "./phases.ts";
 import type { StudyPlan } from "./plan.ts";
+import { telemetryFindings, telemetrySection } from "./telemetry.ts";
 
 export interface Measurements {
   /** What discovery found (engine, model, device; each with its source). */
@@ -432,8 +433,37 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       `The embedded sim ran ${x}× faster than real time; every client-measured time was multiplied by ${x}. The sim's own /metrics and profiler trace record simulated time and are used as exported.`,
     );
 
+  // ---- telemetry: the hardware's counters over the batch-1 bench's window
+  const telemetry = m.bench?.telemetry
+    ? telemetrySection({
+        run: m.bench.telemetry,
+        tokenRate: m.bench.tokenRate,
+        stepMs: token?.estimate,
+        model: m.model?.hardware,
+        fittedBandwidthGBs: m.model?.telemetryBandwidthGBs,
+        promptTokens: m.bench.promptTokens,
+        outputTokens: m.bench.outputLen,
+        timeScale: x,
+      })
+    : undefined;
+  if (telemetry) {
+    findings.push(...telemetryFindings(telemetry));
+    const on: string[] = [];
+    if (telemetry.energyJ) on.push("energy per token (the hardware's energy or power readings)");
+    if (m.model?.telemetryBandwidthGBs)
+      on.push(
+        `the weights/KV term's bandwidth (${fmt(m.model.telemetryBandwidthGBs)} GB/s from DRAM active ÷ memory busy)`,
+      );
+    if (telemetry.interconnect) on.push("the interconnect bytes per token (PCIe/NVLink counters)");
+    if (on.length) decompositionBasis += ` Resting on hardware counters: ${on.join("; ")}.`;
+    method.push(
+      `Telemetry: ${telemetry.source}, ${telemetry.samples} readings cut to the bench's measured window (warm-up excluded); definitions in docs/telemetry.md.`,
+    );
+  }
+
   return {
     schema: "inferscope.study/1",
+    telemetry,
     meta,
     experiments: m.experiment?.plan,
     serverTimings: m.bench?.serverTimings,

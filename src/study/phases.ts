@@ -13,6 +13,7 @@ import type { ServerTimingSummary } from "../load/server-timings.ts";
 import { requestTpot, tokenItls } from "../load/summarize.ts";
 import type { RequestRecord } from "../load/types.ts";
 import { type AuditContext, type AuditReport, auditMetrics } from "../metrics/audit.ts";
+import { allReduceTxBytesPerGpu } from "../model/collectives.ts";
 import {
   ceilings,
   type FitResult,
@@ -28,6 +29,8 @@ import {
 import { fmt } from "../report/format.ts";
 import type { AuditSection, Ceiling, ModelSection, Quantity, ServerTimingSection, WhatIf } from "../report/types.ts";
 import { openStore, type Store } from "../store/index.ts";
+import type { RunTelemetry } from "../telemetry/session.ts";
+import type { TelemetrySpec } from "../telemetry/types.ts";
 import { captureTrace } from "../trace/capture.ts";
 import type { Measurements } from "./assemble.ts";
 import { estimateFromTrace, pooledMeanCI } from "./estimate.ts";
@@ -118,6 +121,36 @@ export interface BenchMeasure {
   clientOverheadMs: number;
   /** The server's own per-request timings beside the client's, when the engine reports them. */
   serverTimings?: ServerTimingSection;
+  /** The hardware's counters over the bench's measured window (null: none asked for or none available). */
+  telemetry?: RunTelemetry | null;
+  /** Output tokens/s over the window, binned (seconds from the window's start, wall clock). */
+  tokenRate?: Array<{ t: number; tokensPerS: number }>;
+}
+
+/** Output tokens per second in bins over the measured phase (run-relative send + chunk times). */
+export function tokenRateSeries(
+  records: readonly RequestRecord[],
+  bins = 40,
+): Array<{ t: number; tokensPerS: number }> {
+  const pts: Array<[number, number]> = [];
+  let end = 0;
+  for (const r of records) {
+    if (r.warmup || r.errorClass !== null) continue;
+    const c = r.chunks;
+    for (let i = 0; i < c.tMs.length; i++) {
+      if (!(c.flags[i]! & 1)) continue;
+      const n = c.tokens[i]! >= 0 ? c.tokens[i]! : c.content[i]! + c.reasoning[i]! > 0 ? 1 : 0;
+      if (n <= 0) continue;
+      const t = (r.sendMs + c.tMs[i]!) / 1000;
+      pts.push([t, n]);
+      if (t > end) end = t;
+    }
+  }
+  if (!pts.length || end <= 0) return [];
+  const w = end / bins;
+  const counts = new Array<number>(bins).fill(0);
+  for (const [t, n] of pts) counts[Math.min(bins - 1, Math.floor(t / w))]! += n;
+  return counts.map((n, i) => ({ t: (i + 0.5) * w, tokensPerS: n / w }));
 }
 
 /** The bench's server-timing summary as a report section (medians over the same requests). */
@@ -170,10 +203,18 @@ function firstFailure(rs: RequestRecord[]): string | undefined {
   return f ? `${f.errorClass}${f.errorMessage ? `: ${f.errorMessage}` : ""}` : undefined;
 }
 
-export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, o: Common): Promise<BenchMeasure> {
+export async function phaseBench(
+  url: string,
+  plan: StudyPlan,
+  m: Measurements,
+  o: Common & { telemetry?: string | TelemetrySpec },
+): Promise<BenchMeasure> {
   const x = m.timeScale;
   const res = await runBench(
     {
+      // The embedded sim's exporter collects every 100 ms (see run.ts): read it as often.
+      telemetry: o.telemetry ?? (m.kind === "embedded-sim" ? { kind: "auto", intervalMs: 100 } : "auto"),
+      embeddedSim: m.kind === "embedded-sim",
       baseUrl: url,
       model: m.servedModel,
       numPrompts: plan.bench.requests,
@@ -225,6 +266,8 @@ export async function phaseBench(url: string, plan: StudyPlan, m: Measurements, 
     warnings,
     clientSaturated: res.client.saturated,
     serverTimings: res.serverTimings ? serverTimingSection(res.serverTimings) : undefined,
+    telemetry: res.telemetry,
+    tokenRate: res.telemetry?.summary ? tokenRateSeries(res.requests) : undefined,
   };
 }
 
@@ -512,6 +555,68 @@ export interface ModelMeasure {
   callsPerToken?: number;
   /** The fit's per-call all-reduce cost came from the profiler trace (a `trace` measurement was fitted). */
   arFromTrace: boolean;
+  /** What the counters are compared with: the model's bytes per step and collective bytes per token. */
+  hardware?: ModelHardware;
+  /** The streaming bandwidth the fit took from telemetry (DRAM active × peak ÷ memory busy), GB/s. */
+  telemetryBandwidthGBs?: number;
+}
+
+/** The model's side of the telemetry comparisons. */
+export interface ModelHardware {
+  /** Interconnect TX bytes over all GPUs per token through the model (prompt or generated): all-reduces, the embedding one included. */
+  allReduceTxBytesPerToken: number | null;
+  /** Interconnect TX bytes over all GPUs per sampled token: the logits gather. */
+  gatherTxBytesPerToken: number;
+  /** DRAM bytes one GPU reads per decode step (weights + routed experts + KV). */
+  bytesPerStepGB: number | null;
+  /** The device's spec bandwidth, GB/s. */
+  specBandwidthGBs: number | null;
+  tp: number;
+}
+
+/**
+ * The model's collective bytes per output token for requests of P prompt and O output tokens: all-reduces run for
+ * every token through the model (P + O − 1 per request), the logits gather once per sampled token (O).
+ */
+export function modelTxBytesPerOutputToken(
+  hw: ModelHardware,
+  promptTokens: number,
+  outputTokens: number,
+): number | null {
+  if (hw.allReduceTxBytesPerToken === null || outputTokens <= 0) return null;
+  return (hw.allReduceTxBytesPerToken * (promptTokens + outputTokens - 1)) / outputTokens + hw.gatherTxBytesPerToken;
+}
+
+/** The model's bytes, from a prediction's terms and collectives (the same counts the step time uses). */
+export function modelHardware(pred: Prediction, tp: number): ModelHardware {
+  const terms = pred.decode.terms;
+  const inp = (name: string) => terms.find((t) => t.name === name)?.inputs as Record<string, any> | undefined;
+  const w = inp("weights");
+  const experts = inp("moe-experts");
+  const kv = inp("kv");
+  const bytesPerStepGB =
+    typeof w?.bytesPerGpuGB === "number"
+      ? w.bytesPerGpuGB +
+        (typeof experts?.GB === "number" ? experts.GB : 0) +
+        (typeof kv?.bytesPerGpuMB === "number" ? kv.bytesPerGpuMB / 1000 : 0)
+      : null;
+  const c = pred.collectives;
+  let allReduceTxBytesPerToken: number | null = null;
+  let gatherTxBytesPerToken = 0;
+  if (tp > 1 && c) {
+    const path = c.implementation === "custom" ? "one-shot" : c.algorithm === "Tree" ? "tree" : "ring";
+    const emb = c.extra.find((e) => e.name === "embedding all-reduce")?.count ?? 0;
+    const gather = c.extra.find((e) => e.name === "logits gather");
+    allReduceTxBytesPerToken = (c.countPerToken + emb) * allReduceTxBytesPerGpu(c.bytesEach, tp, path) * tp;
+    gatherTxBytesPerToken = gather && gather.count > 0 ? (tp - 1) * gather.bytes : 0;
+  } else if (tp === 1) allReduceTxBytesPerToken = 0;
+  return {
+    allReduceTxBytesPerToken,
+    gatherTxBytesPerToken,
+    bytesPerStepGB,
+    specBandwidthGBs: typeof w?.bandwidthGBs === "number" && w.bandwidthIs === "spec" ? w.bandwidthGBs : null,
+    tp,
+  };
 }
 
 const WHATIFS_COMM = ["proto=LL", "zero-comm", "custom-ar", "nvlink", "nvlink+custom-ar", "kv=fp8", "tp=4"];
@@ -564,6 +669,15 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
   }
   const meas: Measurement[] = [];
   const src = "inferscope study";
+  const hw = modelHardware(pred, input.tp ?? 1);
+  // The hardware's own counters, where they say it: DRAM active (achieved ÷ peak) over memory busy time is
+  // the bandwidth while streaming, which replaces the spec × efficiency prior.
+  const tu = m.bench?.telemetry?.summary?.utilization;
+  let telemetryBandwidthGBs: number | undefined;
+  if (tu?.dramActive != null && tu.memBusy != null && tu.memBusy >= 0.05 && hw.specBandwidthGBs) {
+    telemetryBandwidthGBs = (tu.dramActive * hw.specBandwidthGBs) / tu.memBusy;
+    meas.push({ kind: "bandwidth", gbs: telemetryBandwidthGBs, label: "streaming bandwidth (telemetry)", source: src });
+  }
   const tr = m.trace?.steps.length ? estimateFromTrace(m.trace.steps, m.seed + 7) : undefined;
   const tok = m.bench ? pooledMeanCI(m.bench.itlGroups, m.seed) : undefined;
   // With a trace: the server's own step period (immune to time-scaled client delay) and the measured
@@ -746,6 +860,8 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     whatIfs,
     ceilings: ceil,
     callsPerToken: c.countPerToken,
+    hardware: hw,
+    telemetryBandwidthGBs,
     arFromTrace: Boolean(
       fitted && tr && fitted.residuals.some((r) => r.label.startsWith("all-reduce per call (trace)")),
     ),

@@ -2,6 +2,7 @@
 // sweep → profiler trace → A/B on the NCCL protocol (server restarted per arm) → model calibrated on
 // these measurements → decomposition, ceilings, what-ifs → report. Orchestration only: each phase
 // calls one module's library function; the numbers come from src/study/estimate.ts (pure).
+
 import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,6 +30,7 @@ import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
 import { loadProfile } from "../sim/profile.ts";
 import { addSecret, collectEnvironment, openStore, redact, type Store } from "../store/index.ts";
+import type { TelemetrySpec } from "../telemetry/types.ts";
 import { assemble, type Measurements } from "./assemble.ts";
 import { deploymentOf } from "./deployment.ts";
 import {
@@ -81,6 +83,8 @@ export interface StudyOptions {
   flags?: Record<string, string | number | boolean | null>;
   onProgress?: (phase: string, message: string) => void;
   signal?: AbortSignal;
+  /** Hardware telemetry during the bench (`auto|none|nvidia-smi|dcgm:URL|…`); default auto. */
+  telemetry?: string | TelemetrySpec;
 }
 
 export interface StudyOutcome {
@@ -110,6 +114,10 @@ export function embeddedSimCommand(
     String(timeScale),
     "--seed",
     String(seed),
+    // Its exporter collects every 100 ms of wall time (dcgm-exporter's default is 30 s): the study's bench
+    // window is a few wall seconds, and the counters must resolve its edges.
+    "--dcgm-interval-ms",
+    "100",
   ];
   for (const [k, v] of Object.entries(set)) words.push("--set", `${k}=${v}`);
   return words.map((w) => (w === "{port}" ? w : shellQuote(w))).join(" ");
@@ -283,13 +291,26 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
           skip("audit", "not requested");
           return undefined;
         });
-    if (wanted.has("bench"))
+    if (wanted.has("bench")) {
       m.bench = await phase("bench", () =>
-        phaseBench(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal }),
+        phaseBench(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal, telemetry: opts.telemetry }),
       ).finally(benchDone);
-    else {
+      // Telemetry rides on the bench's window: its own row says what was read, or why nothing was.
+      const t = m.bench?.telemetry;
+      if (t?.summary) phases.push({ name: "telemetry", status: "ok", reason: t.source.why, durationMs: 0 });
+      else
+        phases.push({
+          name: "telemetry",
+          status: "unavailable",
+          reason: redactSecrets(
+            t ? [t.source.why, ...t.notes].join("; ") : m.bench ? "--telemetry none" : "the bench did not run",
+          ),
+          durationMs: 0,
+        });
+    } else {
       benchDone();
       skip("bench", "not requested");
+      skip("telemetry", "it records during the bench, which was not requested");
     }
     m.audit = await auditP;
 

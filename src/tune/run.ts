@@ -22,8 +22,12 @@ import {
   type BlockRunner,
   type BlockSample,
   benchBlockRunner,
+  cappedFinding,
   runWatchedBlock,
+  storeBlockTelemetry,
   toStored,
+  type VariantTelemetry,
+  variantTelemetry,
   type Workload,
 } from "../experiment/blocks.ts";
 import { mean, normalQuantile } from "../experiment/stats.ts";
@@ -189,6 +193,8 @@ export interface TuneResult {
     error: string | null;
   }>;
   model: { available: boolean; reason: string | null; unmapped: string[]; notes: string[]; assumptions: string[] };
+  /** Per candidate, from the hardware's counters (empty without --telemetry). */
+  telemetry: VariantTelemetry[];
   errors: string[];
   warnings: string[];
   method: string;
@@ -713,6 +719,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
         server,
       });
       store.addRequests(runId, blockId, res.requests.map(toStored));
+      storeBlockTelemetry(store, runId, blockId, res.telemetry);
       const ok = res.requests.filter((r) => r.ok);
       if (!ok.length) {
         const why = res.requests.find((r) => r.error)?.error ?? "no requests completed";
@@ -918,6 +925,10 @@ export function summarize(
     warnings.push(
       `embedded sim at time scale ${cfg.embedded.timeScale}: times are multiplied back by ${cfg.embedded.timeScale}`,
     );
+  // Per candidate, from the hardware's counters over its blocks' windows (with --telemetry).
+  const telemetry = variantTelemetry(store, runId, det.blocks);
+  const capped = cappedFinding(telemetry);
+  if (capped) warnings.push(capped.replace("the A/B compares capped arms", "every candidate ran capped"));
   const K = cfg.candidates.filter((c) => !c.skipped).length;
   const bestBlocks = leader !== null ? (measuredOf(leader)?.blocks ?? 0) : 0;
   return {
@@ -944,6 +955,7 @@ export function summarize(
     },
     errors,
     warnings,
+    telemetry,
     method:
       `One block = a fresh server start + ${cfg.workload.numPrompts} measured requests (${cfg.workload.warmup} warm-up). ` +
       `Surrogate: log objective = model prediction + common bias + one correction per knob value + a per-candidate deviation ` +

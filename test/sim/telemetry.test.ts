@@ -239,9 +239,10 @@ describe("sim telemetry: the seed profile (8× RTX PRO 6000, TP 8, PCIe)", () =>
     assert.ok(pairs >= 2, `${pairs} consecutive collections scraped`);
   });
 
-  test("PCIe bytes per generated token = all-reduces per token × the ring's per-GPU payload × GPUs", async () => {
+  test("PCIe bytes per generated token = all-reduces × the ring's per-GPU payload + the logits gather, × GPUs", async () => {
     // Idle first (a collection after the previous test's load), then sequential 1-token-prompt requests, so
-    // every step carries one token: 2 × 78 layers + 1 embedding all-reduce of 6144 × 2 B (docs/sim.md).
+    // every step carries one token: 2 × 78 layers + 1 embedding all-reduce of 6144 × 2 B (docs/sim.md), and
+    // the logits gather: 7 of 8 ranks send their 154,880 / 8 × 2 B shard (spread evenly over the GPUs).
     const t0 = await truth(sim.url);
     await load(sim.url, 3, 24, false);
     const t1 = await truth(sim.url);
@@ -249,17 +250,18 @@ describe("sim telemetry: the seed profile (8× RTX PRO 6000, TP 8, PCIe)", () =>
     assert.equal(tokens, 72);
     const perGpuPerCall = (2 * 7 * 12288) / 8;
     assert.equal(allReduceTxBytesPerGpu(12288, 8, "ring"), perGpuPerCall);
+    const gather = ((154880 / 8) * 2 * 7) / 8;
     let total = 0;
     for (let i = 0; i < 8; i++) {
       const g0 = t0.gpus[i]!;
       const g1 = t1.gpus[i]!;
       const tx = g1.pcieTxBytes - g0.pcieTxBytes;
-      assert.ok(Math.abs(tx / tokens - 157 * perGpuPerCall) < 1e-6, `gpu ${i}: ${tx / tokens} B/token`);
+      assert.ok(Math.abs(tx / tokens - (157 * perGpuPerCall + gather)) < 1e-6, `gpu ${i}: ${tx / tokens} B/token`);
       assert.equal(g1.pcieRxBytes - g0.pcieRxBytes, tx);
       assert.equal(g1.nvlinkTxBytes - g0.nvlinkTxBytes, 0);
       total += tx;
     }
-    assert.ok(Math.abs(total / tokens - 157 * perGpuPerCall * 8) < 1e-5);
+    assert.ok(Math.abs(total / tokens - (157 * perGpuPerCall + gather) * 8) < 1e-5);
   });
 });
 
@@ -317,9 +319,10 @@ describe("sim telemetry: power cap and NVLink", () => {
       const tokens = t1.generatedTokens - t0.generatedTokens;
       assert.equal(tokens, 32);
       assert.equal(t1.link, "nvlink");
-      // 2 × 80 layers + 1, each 8192 × 2 B, one-shot: 3 peers read each GPU's buffer.
-      const perToken = 161 * allReduceTxBytesPerGpu(16384, 4, "one-shot");
-      assert.equal(perToken, 161 * 3 * 16384);
+      // 2 × 80 layers + 1, each 8192 × 2 B, one-shot: 3 peers read each GPU's buffer; plus the logits
+      // gather (3 of 4 ranks send a 128,256 / 4 × 2 B shard, spread evenly).
+      const perToken = 161 * allReduceTxBytesPerGpu(16384, 4, "one-shot") + ((128256 / 4) * 2 * 3) / 4;
+      assert.equal(perToken, 161 * 3 * 16384 + 48096);
       for (let i = 0; i < 4; i++) {
         assert.ok(Math.abs((t1.gpus[i]!.nvlinkTxBytes - t0.gpus[i]!.nvlinkTxBytes) / tokens - perToken) < 1e-6);
         assert.equal(t1.gpus[i]!.pcieTxBytes - t0.gpus[i]!.pcieTxBytes, 0);

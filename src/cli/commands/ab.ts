@@ -1,4 +1,5 @@
 // `inferscope ab`: A/B experiment with server restarts. Thin: flags → runAB → print.
+
 import type { Command } from "@commander-js/extra-typings";
 import { runAB } from "../../experiment/ab.ts";
 import { renderAB } from "../../experiment/render.ts";
@@ -6,6 +7,7 @@ import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
 import { checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
+import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, numArg } from "./experiment-args.ts";
 
@@ -28,6 +30,7 @@ interface ABFlags {
   resamples?: number;
   readyTimeout?: string;
   stallTimeout?: string;
+  telemetry?: string;
   grace?: string;
   logDir?: string;
   db?: string;
@@ -63,6 +66,11 @@ export function register(program: Command): void {
       .option("--resamples <n>", "bootstrap resamples (default 2000)", intArg)
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
       .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
+      .option(
+        "--telemetry <source>",
+        "hardware counters during the measurement: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
+        "auto",
+      )
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
       .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
@@ -89,6 +97,7 @@ export function register(program: Command): void {
         seed: o.seed,
         model: o.model,
         stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
+        telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
       },
       seed: o.seed,
       apiKey: o.apiKey,

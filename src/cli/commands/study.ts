@@ -1,8 +1,10 @@
 // `inferscope study`: the whole investigation in one command, written as an HTML/Markdown/JSON report.
+
 import type { Command } from "@commander-js/extra-typings";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
+import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import { emit, headerValueFlag, numberArg, progressEnabled } from "../common.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
@@ -59,6 +61,10 @@ export function register(program: Command): void {
     )
     .option("--profiler-dir <dir>", "--url only: the server's profiler (trace) directory, readable here")
     .option("--seed <n>", "seed for workloads, block order and bootstrap", numberArg("--seed", { integer: true }), 1)
+    .option(
+      "--telemetry <source>",
+      "hardware counters during the measurement: auto (default), none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
+    )
     .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY); never stored")
     // Same as withCommon(); spelled out so commander's typings keep every option's type.
     .option("--json", "print machine-readable JSON instead of tables")
@@ -102,6 +108,8 @@ export function register(program: Command): void {
         dbPath: o.store === false ? null : o.db,
         timeScale: o.timeScale,
         seed: o.seed,
+        // Unset: auto (at 100 ms on the embedded sim).
+        telemetry: o.telemetry === undefined ? undefined : parseTelemetrySpec(o.telemetry),
         apiKey: headerValueFlag(
           o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
           o.apiKey ?? process.env.OPENAI_API_KEY,

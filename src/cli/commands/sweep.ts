@@ -1,4 +1,5 @@
 // `inferscope sweep lengths|concurrency|rate`: one server, one variable. Thin: flags → library → print.
+
 import type { Command } from "@commander-js/extra-typings";
 import { renderLoadSweep, renderSweep } from "../../experiment/render.ts";
 import { runLengthSweep, runLoadSweep, type TargetOptions } from "../../experiment/sweep.ts";
@@ -6,6 +7,7 @@ import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
 import { checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
+import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
 import { intArg, listArg } from "./experiment-args.ts";
 
@@ -21,6 +23,11 @@ function target<C extends Command<any, any, any>>(cmd: C) {
     .option("--seed <n>", "seeds prompts and level order (default 0)", intArg)
     .option("--ready-timeout <duration>", "how long the server may take to become ready (default 10m)")
     .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
+    .option(
+      "--telemetry <source>",
+      "hardware counters during the measurement: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
+      "auto",
+    )
     .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
     .option(
       "--resume <run-id>",
@@ -44,6 +51,7 @@ function common(o: Record<string, any>): TargetOptions {
     resume: o.resume,
     readyTimeoutMs: durationFlag("--ready-timeout", o.readyTimeout),
     stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
+    telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
     signal: interruptSignal(),
     onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${safeLine(e.message)}\n`) : undefined,
   };

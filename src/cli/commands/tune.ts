@@ -1,9 +1,11 @@
 // `inferscope tune`: rank candidate configurations with the model, race them with server restarts,
+
 // prove the best. Thin: flags → runTune → print.
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { addSecret } from "../../store/redact.ts";
+import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
 import { renderTune } from "../../tune/render.ts";
 import { runTune, type Slo } from "../../tune/run.ts";
@@ -91,6 +93,11 @@ export function register(program: Command): void {
       .option("--engine <name>", "vllm, sglang, llamacpp, trtllm, tgi")
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
       .option("--stall-timeout <duration>", "fail a stream with no data for this long (default 60s)")
+      .option(
+        "--telemetry <source>",
+        "hardware counters during the measurement: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
+        "auto",
+      )
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
       .option("--out <dir>", "also write the report (index.html, report.md, results.json) here")
@@ -127,6 +134,7 @@ export function register(program: Command): void {
         seed: o.seed,
         model: o.servedModel,
         stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
+        telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
       },
       given: {
         model: o.model,
