@@ -22,6 +22,8 @@ export interface BenchDeps {
   onProgress?: (p: BenchProgress) => void;
   /** One line per telemetry decision or problem (which source and why, a gap). */
   onTelemetryNote?: (line: string) => void;
+  /** Called as the measured window opens and closes (after warm-up; where telemetry stamps its edges). */
+  onMeasureEdge?: (edge: "start" | "end") => void;
   /** How long to wait for in-flight requests after an interrupt (ms). Default 5000. */
   graceMs?: number;
 }
@@ -329,6 +331,11 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     }
 
     const before = opts.noServerMetrics ? null : await scrape(client);
+    const edge = (e: "start" | "end") => {
+      if (e === "start") tel?.start();
+      else tel?.end();
+      deps.onMeasureEdge?.(e);
+    };
     const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
     eld.enable();
     let cpu0 = process.cpuUsage();
@@ -345,12 +352,12 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         // The threads are up: the measured window starts now.
         cpu0 = process.cpuUsage();
         eld.reset();
-        tel?.start();
+        edge("start");
       });
       phase = sh;
       shardEld = sh.eld;
     } else if (r.concurrency !== null) {
-      tel?.start();
+      edge("start");
       phase = await closedLoop(ctx, {
         users: r.concurrency,
         count: r.numPrompts,
@@ -359,13 +366,13 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         indexBase: 0,
       });
     } else {
-      tel?.start();
+      edge("start");
       phase = await openLoop(ctx, {
         times: arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
         cap: r.maxConcurrency,
       });
     }
-    tel?.end();
+    edge("end");
     const cpu = process.cpuUsage(cpu0);
     eld.disable();
     const after = before ? await scrape(client) : null;

@@ -3,7 +3,7 @@
 // window and derives the summary over it. A source that fails mid-run costs notes, never the run.
 import { fetchRaw } from "../metrics/scrape.ts";
 import { cutToWindow, type Recorder, type RecorderContext, startTelemetry } from "./recorder.ts";
-import { parseTelemetrySpec } from "./spec.ts";
+import { parseTelemetrySpec, specIntervalMs } from "./spec.ts";
 import { summarizeTelemetry } from "./summary.ts";
 import type {
   TelemetryCapture,
@@ -77,8 +77,10 @@ export async function openTelemetry(
     host = "";
   }
   const sim = parsed.kind === "auto" && ctx.baseUrl ? (ctx.embeddedSim ?? (await isEmbeddedSim(ctx.baseUrl))) : false;
+  const waiter = new SampleWaiter();
   const rec: Recorder = await startTelemetry(parsed, {
     signal: ctx.signal,
+    onSample: (x) => waiter.seen(x.t),
     simUrl: sim ? ctx.baseUrl : undefined,
     localTarget: host !== "" && LOOPBACK.test(host),
     onProgress: ctx.onProgress,
@@ -105,8 +107,14 @@ export async function openTelemetry(
         await rec.stop();
         return { source, summary: null, samples: [], notes: [rec.resolved.why] };
       }
-      // One reading past the window's end lets power be integrated up to it; wait for it (bounded).
-      if (t1 !== null) await sampleAfter(rec, t1, ctx.signal);
+      // A reading a full interval past the window's end lets power be integrated (and an exporter's counters,
+      // which move only at its collections, be read) up to it; bounded by three intervals.
+      if (t1 !== null) {
+        const iv = specIntervalMs(rec.resolved.spec) ?? 1000;
+        // An exporter's values change once per collection: wait for one collection past the end as well.
+        const wait = Math.max(iv, collectionSpacingMs(rec.samples) ?? 0) + iv;
+        await waiter.until(t1 + wait / 1000, Math.min(10_000, 2 * wait + 500), ctx.signal);
+      }
       const recording = await rec.stop();
       const capture: TelemetryCapture | null = recording.capture;
       if (capture) source.detail = capture.source.detail;
@@ -140,17 +148,47 @@ export async function openTelemetry(
   };
 }
 
-/** Resolves once the recorder holds a sample taken after `t` (unix s), or after ~3 intervals at most. */
-async function sampleAfter(rec: Recorder, t: number, signal?: AbortSignal): Promise<void> {
-  const iv = intervalOf(rec.resolved.spec) ?? 1000;
-  const deadline = Date.now() + Math.min(10_000, 3 * iv + 500);
-  while (Date.now() < deadline && !signal?.aborted) {
-    const s = rec.samples;
-    if (s.length && s[s.length - 1]!.t > t) return;
-    await new Promise((r) => setTimeout(r, Math.min(50, iv / 4)));
+/** Median spacing (ms) between changes of the first device's readings: an exporter's collection interval. */
+function collectionSpacingMs(samples: readonly TelemetrySample[]): number | null {
+  const dev = samples[0]?.device;
+  const changes: number[] = [];
+  let last: string | null = null;
+  for (const s of samples) {
+    if (s.device !== dev) continue;
+    const key = `${s.energyJ}|${s.powerW}|${s.pcieTxBps}|${s.nvlinkTxBps}`;
+    if (key !== last) changes.push(s.t);
+    last = key;
   }
+  if (changes.length < 4) return null;
+  const gaps = changes.slice(1).map((t, i) => t - changes[i]!);
+  gaps.sort((x, y) => x - y);
+  return gaps[Math.floor(gaps.length / 2)]! * 1000;
 }
 
-function intervalOf(spec: TelemetrySpec): number | undefined {
-  return "intervalMs" in spec ? spec.intervalMs : undefined;
+/** Waits for readings as they arrive (the source's own onSample), for the one past the window's end. */
+class SampleWaiter {
+  private lastT = Number.NEGATIVE_INFINITY;
+  private waiters: Array<{ t: number; resolve: () => void }> = [];
+  seen(t: number): void {
+    if (t > this.lastT) this.lastT = t;
+    this.waiters = this.waiters.filter((w) => {
+      if (this.lastT <= w.t) return true;
+      w.resolve();
+      return false;
+    });
+  }
+  /** Resolves once a reading past `t` arrived, or after `ms` at most. */
+  until(t: number, ms: number, signal?: AbortSignal): Promise<void> {
+    if (this.lastT > t || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+      this.waiters.push({ t, resolve: done });
+    });
+  }
 }

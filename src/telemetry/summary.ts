@@ -134,6 +134,47 @@ export function integrateTrailingAverage(
 }
 
 /**
+ * ∫ over [a, b] of a gauge that holds per-collection averages (dcgm-exporter's rate fields: each value is the
+ * mean over the exporter's last closed collection interval, and stays until the next collection). A new value
+ * first read at f covers the collection interval D before it, read about half a polling interval late, so the
+ * series is a step function shifted back by D + poll/2; D is the median spacing of value changes. A plain
+ * trapezoid of the readings smears each step over the polling gaps and misplaces whole collections at the edges.
+ */
+export function integrateCollections(
+  p: Pt[],
+  a: number,
+  b: number,
+  pollS: number,
+): { value: number; errorBound: number } {
+  const first: Pt[] = [];
+  for (const x of p) if (!first.length || x.v !== first.at(-1)!.v) first.push(x);
+  if (first.length < 4) return integrateTrapezoid(p, a, b);
+  const gaps: number[] = [];
+  for (let i = 1; i < first.length; i++) gaps.push(first[i]!.t - first[i - 1]!.t);
+  gaps.sort((x, y) => x - y);
+  const d = gaps[Math.floor(gaps.length / 2)]!;
+  const shift = d + pollS / 2;
+  let value = 0;
+  let err = 0;
+  for (let i = 0; i < first.length; i++) {
+    const lo = first[i]!.t - shift;
+    const hi = i + 1 < first.length ? first[i + 1]!.t - shift : p.at(-1)!.t - pollS / 2;
+    if (hi <= a || lo >= b) continue;
+    // A collection that straddles an edge is counted whole: its average is all that is known of it, and a
+    // measured window starts and ends on its own requests, so the traffic in it is theirs. What lies outside
+    // the window is the bound.
+    const whole = first[i]!.v * (hi - lo);
+    value += whole;
+    err += Math.abs(first[i]!.v) * (Math.max(0, a - lo) + Math.max(0, hi - b));
+    // A gap of k collections between value changes may hide k − 1 collections that were never read (the
+    // reader stalled): their rate is unknown, so each is bounded by the larger neighbour.
+    const k = Math.round((hi - lo) / d);
+    if (k >= 2 && i + 1 < first.length) err += (k - 1) * d * Math.max(Math.abs(first[i]!.v), Math.abs(first[i + 1]!.v));
+  }
+  return { value, errorBound: err };
+}
+
+/**
  * Delta of a cumulative counter over [a, b]: pieces between readings, clipped linearly at the window's edges. A
  * decrease is a reset (a driver reload, an exporter restart): the piece after it counts from zero, and it is said.
  */
@@ -385,21 +426,26 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       why: "no DRAM-active readings (DCGM_FI_PROF_DRAM_ACTIVE / NVML GPM); utilization.memory is busy time, not bandwidth",
     });
 
-  // Interconnect bytes: ∫ rate dt per device, summed.
-  const integ = (pick: (s: TelemetrySample) => number | undefined): number | null => {
+  // Interconnect bytes: ∫ rate dt per device, summed. An exporter's rates are per-collection averages.
+  const perCollection = ["dcgm", "sim", "prometheus"].includes(capture.source.kind);
+  const pollS = (capture.intervalMs ?? 1000) / 1000;
+  let txErr = 0;
+  const integ = (pick: (s: TelemetrySample) => number | undefined, tx = false): number | null => {
     let total = 0;
     let any = false;
     for (const d of gpuDevs) {
       const p = pts(byDev.get(d)!, pick);
       if (p.length < 2) continue;
-      total += integrateTrapezoid(p, a, b).value;
+      const r = perCollection ? integrateCollections(p, a, b, pollS) : integrateTrapezoid(p, a, b);
+      total += r.value;
+      if (tx) txErr += r.errorBound;
       any = true;
     }
     return any ? total : null;
   };
-  const pcieTxBytes = integ((s) => s.pcieTxBps);
+  const pcieTxBytes = integ((s) => s.pcieTxBps, true);
   const pcieRxBytes = integ((s) => s.pcieRxBps);
-  const nvlinkTxBytes = integ((s) => s.nvlinkTxBps);
+  const nvlinkTxBytes = integ((s) => s.nvlinkTxBps, true);
   const nvlinkRxBytes = integ((s) => s.nvlinkRxBps);
   let interconnect: TelemetrySummary["interconnect"] = null;
   if ([pcieTxBytes, pcieRxBytes, nvlinkTxBytes, nvlinkRxBytes].some((x) => x !== null)) {
@@ -410,6 +456,7 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       nvlinkTxBytes,
       nvlinkRxBytes,
       bytesPerToken: tokens && (pcieTxBytes !== null || nvlinkTxBytes !== null) ? tx / tokens : null,
+      bytesPerTokenError: tokens && (pcieTxBytes !== null || nvlinkTxBytes !== null) ? txErr / tokens : null,
     };
   } else
     unavailable.push({

@@ -152,6 +152,8 @@ export interface TelemetrySummary {
     nvlinkRxBytes: number | null;
     /** TX bytes (PCIe + NVLink, all devices) ÷ tokens. */
     bytesPerToken: number | null;
+    /** ± bound on bytesPerToken from the sampling (edges, collections never read); absent for older summaries. */
+    bytesPerTokenError?: number | null;
   } | null;
   cpu: { busyMean: number | null; energyJ: number | null } | null;
   /** One line per figure that is missing and why (never a zero for an unknown). */
