@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { TelemetryError } from "../../src/errors.ts";
-import { amdSmiJson, amdSmiSource } from "../../src/telemetry/sources/amd-smi.ts";
+import { parseAmdSmiJson } from "../../src/telemetry/amdsmi.ts";
+import { amdSmiSource } from "../../src/telemetry/sources/amd-smi.ts";
 import { advanceRapl, cpuSource, findRaplZones, readCpuTimes } from "../../src/telemetry/sources/cpu.ts";
 import type { TelemetrySample } from "../../src/telemetry/types.ts";
 
@@ -183,5 +184,5 @@ test("amd-smi: polled, parsed after its warning banner; no energy counter is sai
   assert.equal(s.temperatureC, 71);
   assert.equal(s.memoryUsedMiB, 121344);
   assert.ok(cap.unavailable.some((u) => u.field === "energyJ"));
-  assert.throws(() => amdSmiJson("no json here"), /no JSON/);
+  assert.throws(() => parseAmdSmiJson("no json here", { timeS: 0 }), /not valid JSON/);
 });

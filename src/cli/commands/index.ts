@@ -17,7 +17,6 @@ export const commandLoaders: Record<string, () => Promise<CommandModule>> = {
   sim: () => import("./sim.ts"),
   runs: () => import("./runs.ts"),
   report: () => import("./report.ts"),
-  telemetry: () => import("./telemetry.ts"),
 };
 
 /** The modules needed for argv: only the named command's, or all of them for help and errors. */

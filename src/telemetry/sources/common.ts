@@ -88,7 +88,10 @@ export class CaptureBuilder {
     if (!this.unavailable.some((u) => u.field === field)) this.unavailable.push({ field, why });
   }
 
-  build(): TelemetryCapture {
+  /** The capture; `extra` carries what the source's parser knows of its readings (power averaging, accuracy). */
+  build(
+    extra: Pick<TelemetryCapture, "powerAveragingS" | "powerAccuracyW" | "timeResolutionS"> = {},
+  ): TelemetryCapture {
     const samples = [...this.samples].sort(
       (a, b) => a.t - b.t || (a.device < b.device ? -1 : a.device > b.device ? 1 : 0),
     );
@@ -97,6 +100,7 @@ export class CaptureBuilder {
       devices: [...this.devices.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
       samples,
       intervalMs: this.intervalMs,
+      ...stripUndefined(extra),
       notes: [...this.notes],
       unavailable: [...this.unavailable],
     };
