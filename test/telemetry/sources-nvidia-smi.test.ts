@@ -16,6 +16,7 @@ import { nvidiaSmiSource } from "../../src/telemetry/sources/nvidia-smi.ts";
 import { summarizeTelemetry } from "../../src/telemetry/summary.ts";
 import type { TelemetrySample } from "../../src/telemetry/types.ts";
 import { alive, ROOT, runCli, STACK } from "../helpers/cli.ts";
+import { collector } from "./collect.ts";
 import { installReplayNvidiaSmi } from "./replay-bin.ts";
 
 // nvidia-smi stamps local time without a zone: run under a zone far from UTC (−3:30) so a reading
@@ -35,44 +36,6 @@ after(() => {
 const rows = readFileSync(join(FIXTURE, "smi-query.csv"), "utf8").trim().split("\n").slice(1);
 const capturedPower = rows.map((r) => Number(r.split(", ")[2]!.replace(" W", "")));
 
-/** Resolves once `n` samples have arrived (or a note, when `note` matches). */
-function waiter() {
-  const samples: TelemetrySample[] = [];
-  const notes: string[] = [];
-  let wake: (() => void) | null = null;
-  let cond: () => boolean = () => false;
-  const poke = () => {
-    if (wake && cond()) {
-      const w = wake;
-      wake = null;
-      w();
-    }
-  };
-  return {
-    samples,
-    notes,
-    onSample: (s: TelemetrySample) => {
-      samples.push(s);
-      poke();
-    },
-    onNote: (n: string) => {
-      notes.push(n);
-      poke();
-    },
-    until(c: () => boolean, what: string, ms = 15_000): Promise<void> {
-      cond = c;
-      if (c()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-        wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    },
-  };
-}
-
 function withEnv<T>(env: Record<string, string>, fn: () => Promise<T>): Promise<T> {
   for (const [k, v] of Object.entries(env)) process.env[k] = v;
   return fn().finally(() => {
@@ -82,7 +45,7 @@ function withEnv<T>(env: Record<string, string>, fn: () => Promise<T>): Promise<
 
 test("records the replayed rows in order, stamped with local time converted to UTC", { timeout: 30_000 }, async () => {
   assert.ok(new Date().getTimezoneOffset() >= 150, "the test zone is in effect (UTC−2:30 or −3:30)");
-  const w = waiter();
+  const w = collector();
   const before = Date.now() / 1000;
   const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
     intervalMs: 50,
@@ -134,7 +97,7 @@ test("an older driver: clocks_throttle_reasons.* asked instead, power.draw.insta
   timeout: 30_000,
 }, async () => {
   await withEnv({ REPLAY_UNKNOWN_FIELDS: "power.draw.instant,clocks_event_reasons.active" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 2, "2 samples");
     const cap = await h.stop();
@@ -177,7 +140,7 @@ test("nvidia-smi present but the driver not loaded: exit-3 error at start with n
 
 test("nvidia-smi dying mid-run: the samples so far are kept and the exit is noted", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_EXIT_AFTER: "4" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
       intervalMs: 50,
       onSample: w.onSample,
@@ -198,7 +161,7 @@ test("nvidia-smi dying mid-run: the samples so far are kept and the exit is note
 
 test("a malformed line is skipped with a note; the rows after it are kept", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_MALFORMED_AT: "2" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 4, "4 samples");
     const cap = await h.stop();
@@ -222,7 +185,7 @@ test("a last line cut short when nvidia-smi is stopped is dropped with a note, n
   timeout: 30_000,
 }, async () => {
   await withEnv({ REPLAY_COUNT: "3", REPLAY_CUT_LAST: "1" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 3, "3 samples");
     const cap = await h.stop();
@@ -241,7 +204,7 @@ for (const how of ["stop", "abort"] as const) {
   test(`${how} kills nvidia-smi's whole process group: nothing is orphaned`, { timeout: 30_000 }, async () => {
     const pidFile = join(dir, `grandchild-${how}`);
     await withEnv({ REPLAY_GRANDCHILD_PIDFILE: pidFile }, async () => {
-      const w = waiter();
+      const w = collector();
       const ac = new AbortController();
       const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
         intervalMs: 50,
@@ -338,7 +301,7 @@ test("our process exiting (any path) kills nvidia-smi's group", { timeout: 30_00
 test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups stopped", {
   timeout: 30_000,
 }, async () => {
-  const w = waiter();
+  const w = collector();
   const isPcie = (s: TelemetrySample) => s.pcieRxBps !== undefined || s.pcieTxBps !== undefined;
   const before = Date.now() / 1000;
   const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 100, onSample: w.onSample, onNote: w.onNote });
@@ -382,7 +345,7 @@ test("end to end: the live capture and telemetry read of the same rows give the 
   const live = await withEnv(
     { REPLAY_FROM: String(FROM), REPLAY_COUNT: String(COUNT), REPLAY_PACE: "capture" },
     async () => {
-      const w = waiter();
+      const w = collector();
       const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 100, onSample: w.onSample });
       await w.until(() => w.samples.length >= COUNT, `${COUNT} rows`);
       return h.stop();

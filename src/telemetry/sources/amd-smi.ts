@@ -3,15 +3,12 @@
 // skip grid points (counted as missing). rocm-smi (the older tool) is not read.
 import { TelemetryError } from "../../errors.ts";
 import { parseAmdSmiJson } from "../amdsmi.ts";
-import type { TelemetryCapture } from "../types.ts";
 import {
   CaptureBuilder,
   findOnPath,
-  GapTracker,
-  pollGrid,
+  pollingHandle,
   runOnce,
   type SourceStartOptions,
-  sleepUntil,
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
@@ -39,11 +36,10 @@ async function startAmdSmi(o: AmdSmiOptions, opts: SourceStartOptions): Promise<
   const now = opts.now ?? Date.now;
   const limit = o.timeoutMs ?? 10_000;
   const cap = new CaptureBuilder("amd-smi", `${bin} ${ARGS.join(" ")}`, opts.intervalMs, opts);
-  const ac = new AbortController();
 
-  const readOnce = async () => {
+  const readOnce = async (signal?: AbortSignal) => {
     const before = now();
-    const r = await runOnce(bin, ARGS, limit, ac.signal);
+    const r = await runOnce(bin, ARGS, limit, signal);
     if (r.timedOut) throw new Error(`no answer within ${limit} ms`);
     if (r.code !== 0) throw new Error(`exit ${r.code ?? r.signal}: ${r.out.trim().split("\n").slice(-1)[0] ?? ""}`);
     // The reading falls somewhere inside the run: its midpoint.
@@ -66,41 +62,15 @@ async function startAmdSmi(o: AmdSmiOptions, opts: SourceStartOptions): Promise<
   // output does not change shape between runs.
   for (const u of first.unavailable) cap.missing(u.field, u.why);
 
-  const gap = new GapTracker("amd-smi failing", cap);
-  const onAbort = () => ac.abort();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
-  const t0 = now();
-  const loop = (async () => {
-    await sleepUntil(t0 + opts.intervalMs, now, ac.signal);
-    await pollGrid(opts.intervalMs, ac.signal, now, async (skipped) => {
-      gap.skipped(skipped);
-      const at = now();
-      try {
-        const r = await readOnce();
-        if (ac.signal.aborted) return;
-        gap.ok(at);
-        take(r);
-      } catch (err) {
-        if (!ac.signal.aborted) gap.fail(at, (err as Error).message);
-      }
-    });
-  })();
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
+  return pollingHandle({
     kind: "amd-smi",
-    detail: cap.detail,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        ac.abort();
-        await loop;
-        gap.end();
-        return cap.build();
-      })();
-      return stopped;
+    cap,
+    opts,
+    gapWhat: "amd-smi failing",
+    async poll(signal) {
+      const r = await readOnce(signal);
+      if (!signal.aborted) take(r);
     },
-  };
+    reason: (err) => (err as Error).message,
+  });
 }

@@ -6,13 +6,10 @@ import { TelemetryError } from "../../errors.ts";
 import { undici } from "../../lazy.ts";
 import { fetchRaw, parseRaw } from "../../metrics/scrape.ts";
 import { dcgmExpositionCapture, dcgmUnavailable } from "../dcgm.ts";
-import type { TelemetryCapture } from "../types.ts";
 import {
   CaptureBuilder,
-  GapTracker,
-  pollGrid,
+  pollingHandle,
   type SourceStartOptions,
-  sleepUntil,
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
@@ -86,47 +83,20 @@ async function startDcgm(url: string, o: DcgmOptions, opts: SourceStartOptions):
   };
   take(first);
 
-  const gap = new GapTracker(`exporter ${url} unreachable`, cap);
-  const ac = new AbortController();
-  const onAbort = () => ac.abort();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
-  const t0 = now();
-  const loop = (async () => {
-    await sleepUntil(t0 + intervalMs, now, ac.signal);
-    await pollGrid(intervalMs, ac.signal, now, async (skipped) => {
-      gap.skipped(skipped);
-      const at = now();
-      try {
-        const r = await scrapeOnce();
-        if (ac.signal.aborted) return;
-        gap.ok(at);
-        take(r);
-      } catch (err) {
-        if (ac.signal.aborted) return;
-        gap.fail(at, failureReason(err, url));
-      }
-    });
-  })();
-
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
+  return pollingHandle({
     kind: "dcgm",
-    detail: url,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        ac.abort();
-        // Destroying the agent ends a scrape in flight at once instead of waiting out its timeout.
-        await agent.destroy().catch(() => {});
-        await loop;
-        gap.end();
-        for (const u of dcgmUnavailable(families)) cap.missing(u.field, u.why);
-        return cap.build();
-      })();
-      return stopped;
+    cap,
+    opts,
+    gapWhat: `exporter ${url} unreachable`,
+    async poll(signal) {
+      const r = await scrapeOnce();
+      if (!signal.aborted) take(r);
     },
-  };
+    reason: (err) => failureReason(err, url),
+    // Destroying the agent ends a scrape in flight at once instead of waiting out its timeout.
+    halt: () => agent.destroy().catch(() => {}),
+    async close() {
+      for (const u of dcgmUnavailable(families)) cap.missing(u.field, u.why);
+    },
+  });
 }

@@ -5,9 +5,10 @@
 import { spawn } from "node:child_process";
 import { ParseError, TelemetryError } from "../../errors.ts";
 import { createSmiDmonLineParser, createSmiQueryLineParser, smiQueryCapture } from "../smi.ts";
-import type { TelemetryCapture, TelemetrySample } from "../types.ts";
+import type { TelemetrySample } from "../types.ts";
 import {
   CaptureBuilder,
+  captureHandle,
   clock,
   findOnPath,
   killGroup,
@@ -207,7 +208,6 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
   if (!dmon) cap.missing("pcieTxBps", "not read: nvidia-smi dmon -s t was not run");
 
   const graceMs = o.graceMs ?? 2000;
-  let stopped: Promise<TelemetryCapture> | null = null;
   const halt = () => Promise.all([query.halt(graceMs), dmon?.halt(graceMs)]);
   const onAbort = () => {
     void halt();
@@ -215,28 +215,17 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
   opts.signal?.addEventListener("abort", onAbort, { once: true });
   if (opts.signal?.aborted) onAbort();
 
-  return {
-    kind: "nvidia-smi",
-    get detail() {
-      return cap.detail;
-    },
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        await halt();
-        for (const n of [...queryLines.notes(), ...(dmonLines?.notes() ?? [])]) cap.note(n);
-        // The file parser's capture of the same lines: how power.draw is averaged, its stated accuracy, what the
-        // query cannot give. Its samples are the query's; dmon's PCIe readings join them below.
-        const q = smiQueryCapture(parse, querySamples, cap.detail);
-        for (const d of q.devices) cap.device(d);
-        for (const u of q.unavailable) cap.missing(u.field, u.why);
-        return cap.build({ powerAveragingS: q.powerAveragingS, powerAccuracyW: q.powerAccuracyW });
-      })();
-      return stopped;
-    },
-  };
+  return captureHandle("nvidia-smi", cap, async () => {
+    opts.signal?.removeEventListener("abort", onAbort);
+    await halt();
+    for (const n of [...queryLines.notes(), ...(dmonLines?.notes() ?? [])]) cap.note(n);
+    // The file parser's capture of the same lines: how power.draw is averaged, its stated accuracy, what the
+    // query cannot give. Its samples are the query's; dmon's PCIe readings join them in the builder.
+    const q = smiQueryCapture(parse, querySamples, cap.detail);
+    for (const d of q.devices) cap.device(d);
+    for (const u of q.unavailable) cap.missing(u.field, u.why);
+    return cap.build({ powerAveragingS: q.powerAveragingS, powerAccuracyW: q.powerAccuracyW });
+  });
 }
 
 /**

@@ -7,10 +7,8 @@ import { dcgmHost, dcgmVectorsToSamples, type PromVectorElement } from "../dcgm.
 import type { TelemetryCapture } from "../types.ts";
 import {
   CaptureBuilder,
-  GapTracker,
-  pollGrid,
+  pollingHandle,
   type SourceStartOptions,
-  sleepUntil,
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
@@ -92,50 +90,18 @@ async function startPrometheus(
   }
   take(first);
 
-  const gap = new GapTracker(`Prometheus ${url} unreachable`, cap);
-  const ac = new AbortController();
-  const onAbort = () => ac.abort();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
   // Prometheus appends a scrape after it ends: each read reaches back past the previous one, and
   // lastSeen drops what was already taken.
   const overlapMs = Math.max(5000, 2 * intervalMs);
-  const poll = async () => {
-    const at = now();
-    try {
-      take(await read(at - lastPollMs + overlapMs));
-      gap.ok(at);
-    } catch (err) {
-      gap.fail(at, failureReason(err, url));
-    }
-  };
-  const t0 = now();
-  const loop = (async () => {
-    await sleepUntil(t0 + intervalMs, now, ac.signal);
-    await pollGrid(intervalMs, ac.signal, now, async (skipped) => {
-      gap.skipped(skipped);
-      await poll();
-    });
-  })();
-
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
+  return pollingHandle({
     kind: "prometheus",
-    detail: cap.detail,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        ac.abort();
-        await loop;
-        // One last read: Prometheus may have stored the window's last scrapes since the previous poll.
-        await poll();
-        gap.end();
-        await client.close();
-        return cap.build();
-      })();
-      return stopped;
-    },
-  };
+    cap,
+    opts,
+    gapWhat: `Prometheus ${url} unreachable`,
+    poll: async () => take(await read(now() - lastPollMs + overlapMs)),
+    reason: (err) => failureReason(err, url),
+    // One last read: Prometheus may have stored the window's last scrapes since the previous poll.
+    lastRead: true,
+    close: () => client.close(),
+  });
 }
