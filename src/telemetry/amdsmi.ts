@@ -132,8 +132,8 @@ function rocmSmiCard(key: string, card: Record<string, Json>, t: number): { s: T
 /** Either tool's JSON → a capture of one reading per GPU. */
 export function parseAmdSmiJson(text: string, opts: AmdSmiParseOptions): TelemetryCapture {
   const file = opts.file ?? "amd-smi output";
-  // amd-smi may print a WARNING line before the JSON.
-  const start = text.search(/[[{]/);
+  // amd-smi may print WARNING lines before the JSON (which may hold brackets of their own): the JSON starts a line.
+  const start = text.search(/^[ \t]*[[{]/m);
   let doc: Json;
   try {
     doc = JSON.parse(start >= 0 ? text.slice(start) : text) as Json;

@@ -3,7 +3,7 @@
 // (etc/default-counters.csv and etc/dcp-metrics-included.csv of NVIDIA/dcgm-exporter). Pure.
 
 import { parseExposition } from "../metrics/parse.ts";
-import type { Labels } from "../metrics/types.ts";
+import type { Exposition, Labels } from "../metrics/types.ts";
 import type { TelemetryCapture, TelemetryDevice, TelemetrySample } from "./types.ts";
 
 type Conv = (s: TelemetrySample, v: number, help: string | undefined, d: TelemetryDevice) => void;
@@ -132,16 +132,16 @@ function rowsToCapture(rows: Row[], source: TelemetryCapture["source"], hostPref
   const devices = new Map<string, TelemetryDevice>();
   const seen = new Set<string>();
   const notes: string[] = [];
-  let blanks = 0;
+  const blank = new Set<string>();
   for (const r of rows) {
     const conv = DCGM_FAMILIES[r.name];
     if (!conv) continue;
     seen.add(r.name);
     if (isBlank(r.value)) {
-      blanks++;
+      blank.add(r.name);
       continue;
     }
-    const key = dcgmDeviceKey(r.labels, hostPrefix ? (r.labels.Hostname ?? r.labels.instance) : undefined);
+    const key = dcgmDeviceKey(r.labels, hostPrefix ? dcgmHost(r.labels) || undefined : undefined);
     const id = `${r.t}\u0000${key}`;
     let s = samples.get(id);
     if (!s) {
@@ -152,9 +152,17 @@ function rowsToCapture(rows: Row[], source: TelemetryCapture["source"], hostPref
     devices.set(key, d);
     conv(s, r.value, r.help, d);
   }
-  if (blanks)
-    notes.push(`${blanks} readings held DCGM's blank value (not supported or not yet sampled) and were skipped`);
+  // Named by family, not counted: a live source meets the same blanks at every scrape and says them once.
+  if (blank.size)
+    notes.push(
+      `${[...blank].sort().join(", ")}: DCGM's blank value (not supported or not yet sampled); those readings were skipped`,
+    );
   const out = [...samples.values()].sort((x, y) => x.t - y.t || (x.device < y.device ? -1 : 1));
+  return { source, devices: [...devices.values()], samples: out, notes, unavailable: dcgmUnavailable(seen) };
+}
+
+/** The figures the exported families cannot give, from the DCGM_FI_* names seen (one scrape, or a recording's). */
+export function dcgmUnavailable(seen: ReadonlySet<string>): TelemetryCapture["unavailable"] {
   const unavailable: TelemetryCapture["unavailable"] = [];
   const want: [string, string][] = [
     ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "energyJ"],
@@ -178,7 +186,7 @@ function rowsToCapture(rows: Row[], source: TelemetryCapture["source"], hostPref
       field: "throttle",
       why: "no DCGM_FI_DEV_CLOCKS_EVENT_REASONS / CLOCK_THROTTLE_REASONS or DCGM_FI_DEV_POWER_VIOLATION exported",
     });
-  return { source, devices: [...devices.values()], samples: out, notes, unavailable };
+  return unavailable;
 }
 
 export interface DcgmParseOptions {
@@ -189,7 +197,15 @@ export interface DcgmParseOptions {
 
 /** One dcgm-exporter exposition (text) → a capture; several scrapes of one exporter are merged by the caller. */
 export function parseDcgmExposition(text: string, opts: DcgmParseOptions): TelemetryCapture {
-  const exp = parseExposition(text, { file: opts.file });
+  return dcgmExpositionCapture(
+    parseExposition(text, { file: opts.file }),
+    opts.scrapeTimeS,
+    `dcgm-exporter exposition${opts.file ? ` ${opts.file}` : ""}`,
+  );
+}
+
+/** An exposition already parsed (the live dcgm source's scrape) → a capture; samples without a timestamp get `scrapeTimeS`. */
+export function dcgmExpositionCapture(exp: Exposition, scrapeTimeS: number, detail: string): TelemetryCapture {
   const rows: Row[] = [];
   for (const f of exp.families)
     for (const s of f.samples)
@@ -197,14 +213,10 @@ export function parseDcgmExposition(text: string, opts: DcgmParseOptions): Telem
         name: s.name,
         labels: s.labels,
         value: s.value,
-        t: s.timestampMs !== undefined ? s.timestampMs / 1000 : opts.scrapeTimeS,
+        t: s.timestampMs !== undefined ? s.timestampMs / 1000 : scrapeTimeS,
         help: f.help,
       });
-  const cap = rowsToCapture(
-    rows,
-    { kind: "dcgm", detail: `dcgm-exporter exposition${opts.file ? ` ${opts.file}` : ""}` },
-    false,
-  );
+  const cap = rowsToCapture(rows, { kind: "dcgm", detail }, false);
   if (!cap.samples.length && !rows.some((r) => r.name.startsWith("DCGM_")))
     cap.notes.push("the exposition holds no DCGM_FI_* families");
   return cap;
@@ -220,12 +232,22 @@ export type PromVectorElement =
  * Timestamps: `{t}` in ms (PrometheusClient), `timestamp` in seconds. Devices are keyed `host:gpuN` when more
  * than one Hostname (or instance) is present. HELP text is not in a vector: violation counters are taken in ns.
  */
-export function dcgmVectorsToSamples(vectors: PromVectorElement[], detail = "Prometheus"): TelemetryCapture {
+export function dcgmVectorsToSamples(
+  vectors: PromVectorElement[],
+  detail = "Prometheus",
+  opts: { hostPrefix?: boolean } = {},
+): TelemetryCapture {
   const rows: Row[] = vectors.map((e) =>
     "metric" in e
       ? { name: e.metric.__name__ ?? "", labels: e.metric, value: e.value.v, t: e.value.t / 1000 }
       : { name: e.labels.__name__ ?? "", labels: e.labels, value: e.value, t: e.timestamp },
   );
-  const hosts = new Set(rows.map((r) => r.labels.Hostname ?? r.labels.instance ?? ""));
-  return rowsToCapture(rows, { kind: "prometheus", detail }, hosts.size > 1);
+  // A live reader decides over all its reads (hostPrefix), not over one batch.
+  const prefix = opts.hostPrefix ?? new Set(rows.map((r) => dcgmHost(r.labels))).size > 1;
+  return rowsToCapture(rows, { kind: "prometheus", detail }, prefix);
+}
+
+/** The host a series came from: dcgm-exporter's Hostname label, else Prometheus' instance. */
+export function dcgmHost(labels: Labels): string {
+  return labels.Hostname ?? labels.instance ?? "";
 }

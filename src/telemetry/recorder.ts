@@ -16,7 +16,7 @@ export interface RecorderContext {
   /** One line per decision and problem (which source and why, a gap, a dying tool). */
   onProgress?: (line: string) => void;
   onSample?: (s: TelemetrySample) => void;
-  /** Source options (binaries, parsers, paths). */
+  /** Source options (binaries, paths, limits). */
   sources?: SourceOverrides;
   /** PATH searched for nvidia-smi by `auto` (default process.env.PATH). */
   path?: string;
@@ -182,9 +182,12 @@ export function markedWindow(
 
 /**
  * The capture cut to [startS, endS], keeping per device the last sample before the window and the
- * first after it, so power can be integrated (and counters differenced) up to the window's edges.
+ * first after it, so power can be integrated (and counters differenced) up to the window's edges. Where
+ * power is a trailing average (nvidia-smi's power.draw: 1 s), the readings of that span before the window
+ * stay too: the summarizer needs them to remove the lag, and a file read of the same rows has them.
  */
 export function cutToWindow(capture: TelemetryCapture, startS: number, endS: number): TelemetryCapture {
+  const from = startS - (capture.powerAveragingS ?? 0);
   const byDevice = new Map<string, TelemetrySample[]>();
   for (const s of capture.samples) {
     let l = byDevice.get(s.device);
@@ -197,7 +200,7 @@ export function cutToWindow(capture: TelemetryCapture, startS: number, endS: num
     let before: TelemetrySample | undefined;
     let after: TelemetrySample | undefined;
     for (const s of list) {
-      if (s.t < startS) before = s;
+      if (s.t < from) before = s;
       else if (s.t > endS) {
         after = s;
         break;

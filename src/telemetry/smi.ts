@@ -43,6 +43,9 @@ const REASON_COLUMN_BITS: Record<string, number> = {
   display_clock_setting: 0x100,
 };
 
+/** "accurate to within +/- 5 watts" (nvidia-smi --help-query-gpu, power.draw and power.draw.instant). */
+export const SMI_POWER_ACCURACY_W = 5;
+
 /** Values nvidia-smi prints for "no value": the field is left absent, never read as 0. */
 const NO_VALUE =
   /^\[?(N\/A|Not Supported|Unknown Error|Insufficient Permissions|Not Available|GPU requires reset|Not Found)\]?$/i;
@@ -357,8 +360,7 @@ export function smiQueryCapture(
     intervalMs: medianIntervalMs(samples),
     // power.draw is a 1 s trailing average on Ampere and newer (nvidia-smi --help-query-gpu); .instant is not.
     ...(fields.includes("power.draw") || fields.includes("power.draw.average") ? { powerAveragingS: 1 } : {}),
-    // "accurate to within +/- 5 watts" (nvidia-smi --help-query-gpu, power.draw and power.draw.instant).
-    powerAccuracyW: 5,
+    powerAccuracyW: SMI_POWER_ACCURACY_W,
     notes: [],
     unavailable,
   };
@@ -393,36 +395,55 @@ export interface DmonParseOptions extends SmiParseOptions {
   date?: string;
 }
 
+export interface DmonLineOptions extends DmonParseOptions {
+  /**
+   * A live child's `-o T` output: each row is dated by the day that puts its time of day nearest to this clock
+   * (unix ms), so a row read just after midnight from just before it lands on the day before.
+   */
+  now?: () => number;
+}
+
+export interface SmiDmonLineParser {
+  /** One line of dmon output → the sample it holds (none for a header or a blank line). Throws a ParseError. */
+  (line: string): TelemetrySample[];
+  /** The columns of the latest `# gpu …` header line, lower case. */
+  readonly columns: string[] | undefined;
+  /** How rows are timed: a date and time (absolute), a time of day only (relative to the first row), no time. */
+  readonly timeMode: "absolute" | "relative" | "index";
+}
+
 /**
- * `nvidia-smi dmon` output: any `-s` selection, with or without `-o T` / `-o DT` time columns, the two header
- * lines repeated every so many rows, `-` for no value. Without a date, `-o T` times count from the first row
+ * A line-at-a-time parser for `nvidia-smi dmon`: any `-s` selection, with or without `-o T` / `-o DT` time
+ * columns, the two header lines repeated every so many rows, `-` for no value. The same code reads a saved log
+ * (parseSmiDmon) and a live child's stdout. Without a date (or `now`), `-o T` times count from the first row
  * (midnight roll-over handled); without any time column, rows are `intervalS` apart from t = 0.
  */
-export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): TelemetryCapture {
+export function createSmiDmonLineParser(opts: DmonLineOptions = {}): SmiDmonLineParser {
   const file = opts.file ?? "nvidia-smi dmon output";
-  const lines = text.split("\n");
   let cols: string[] | undefined;
   let units: string[] | undefined;
-  const samples: TelemetrySample[] = [];
-  const notes: string[] = [];
+  let lineNo = 0;
   let dayOffset = 0;
   let lastTod = -1;
   let firstTod: number | undefined;
+  let firstDevice: string | undefined;
+  let row = -1;
   const baseDate = opts.date ? /^(\d{4})-(\d{2})-(\d{2})$/.exec(opts.date) : null;
-  let timeMode: "absolute" | "relative" | "index" = "index";
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.replace(/\r$/, "");
-    if (!line.trim()) continue;
+  let timeMode: SmiDmonLineParser["timeMode"] = "index";
+  const parse = ((raw: string): TelemetrySample[] => {
+    lineNo++;
+    const line = raw.replace(/\r$/, "");
+    if (!line.trim()) return [];
     if (line.startsWith("#")) {
       const toks = line.slice(1).trim().toLowerCase().split(/\s+/);
       if (toks.includes("gpu")) {
         cols = toks;
         units = undefined;
       } else if (cols && !units) units = toks;
-      continue;
+      return [];
     }
     if (!cols)
-      throw new ParseError("a dmon data row before its '# gpu …' header line", { file, line: i + 1, column: 1 });
+      throw new ParseError("a dmon data row before its '# gpu …' header line", { file, line: lineNo, column: 1 });
     const cells: { text: string; column: number }[] = [];
     const re = /\S+/g;
     for (let m = re.exec(line); m; m = re.exec(line)) cells.push({ text: m[0], column: m.index + 1 });
@@ -431,7 +452,7 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
         `expected ${cols.length} columns (as the '# ${cols.join(" ")}' header), found ${cells.length}`,
         {
           file,
-          line: i + 1,
+          line: lineNo,
           column: cells[Math.min(cells.length, cols.length) - 1]?.column ?? 1,
         },
       );
@@ -442,62 +463,25 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
       const c = cols[k]!;
       const { text: v, column } = cells[k]!;
       if (c === "date") {
-        if (!/^\d{8}$/.test(v)) throw cellError(c, "expected YYYYMMDD", v, file, i + 1, column);
+        if (!/^\d{8}$/.test(v)) throw cellError(c, "expected YYYYMMDD", v, file, lineNo, column);
         date = v;
         continue;
       }
       if (c === "time") {
         const m = /^(\d{2}):(\d{2}):(\d{2})$/.exec(v);
-        if (!m) throw cellError(c, "expected HH:MM:SS", v, file, i + 1, column);
+        if (!m) throw cellError(c, "expected HH:MM:SS", v, file, lineNo, column);
         tod = Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]);
         continue;
       }
       if (v === "-" || NO_VALUE.test(v)) continue;
       if (c === "gpu") {
-        if (!/^\d+$/.test(v)) throw cellError(c, "expected a GPU index", v, file, i + 1, column);
+        if (!/^\d+$/.test(v)) throw cellError(c, "expected a GPU index", v, file, lineNo, column);
         s.device = `gpu${v}`;
         continue;
       }
       const n = Number(v);
-      if (!Number.isFinite(n)) throw cellError(c, "expected a number", v, file, i + 1, column);
-      const unit = units?.[k]?.toLowerCase();
-      switch (c) {
-        case "pwr":
-          s.powerW = n;
-          break;
-        case "gtemp":
-          s.temperatureC = n;
-          break;
-        case "sm":
-          s.gpuBusy = n / 100;
-          break;
-        case "mem":
-          s.memBusy = n / 100;
-          break;
-        case "mclk":
-          s.memClockMHz = n;
-          break;
-        case "pclk":
-          s.smClockMHz = n;
-          break;
-        case "pviol":
-          s.powerViolation = n / 100;
-          break;
-        case "tviol":
-          // Older drivers print a percentage, newer ones a bool.
-          s.thermalViolation = unit === "bool" ? (n > 0 ? 1 : 0) : n / 100;
-          break;
-        case "fb":
-          s.memoryUsedMiB = n;
-          break;
-        // dmon divides NVML's KB/s by 1024: its MB is 2^20 bytes.
-        case "rxpci":
-          s.pcieRxBps = n * 1048576;
-          break;
-        case "txpci":
-          s.pcieTxBps = n * 1048576;
-          break;
-      }
+      if (!Number.isFinite(n)) throw cellError(c, "expected a number", v, file, lineNo, column);
+      setDmonField(s, c, n, units?.[k]);
     }
     if (!s.device) s.device = "gpu0";
     if (date !== undefined && tod !== undefined) {
@@ -506,44 +490,87 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
       const mo = Number(date.slice(4, 6));
       const d = Number(date.slice(6, 8));
       s.t = wallClockToUnix(y, mo, d, 0, 0, 0, opts.utcOffsetMinutes) + tod;
+    } else if (tod !== undefined && opts.now) {
+      timeMode = "absolute";
+      s.t = nearestDay(tod, opts.now() / 1000, opts.utcOffsetMinutes);
     } else if (tod !== undefined) {
       if (lastTod >= 0 && tod < lastTod - 43200) dayOffset += 86400;
       lastTod = tod;
       if (baseDate) {
         timeMode = "absolute";
-        s.t =
-          wallClockToUnix(
-            Number(baseDate[1]),
-            Number(baseDate[2]),
-            Number(baseDate[3]),
-            0,
-            0,
-            0,
-            opts.utcOffsetMinutes,
-          ) +
-          tod +
-          dayOffset;
+        const [y, mo, d] = [Number(baseDate[1]), Number(baseDate[2]), Number(baseDate[3])];
+        s.t = wallClockToUnix(y, mo, d, 0, 0, 0, opts.utcOffsetMinutes) + tod + dayOffset;
       } else {
         timeMode = "relative";
         firstTod ??= tod;
         s.t = tod + dayOffset - firstTod;
       }
+    } else {
+      // No time column: the k-th row of the first device (and the rows after it) are k intervals in.
+      firstDevice ??= s.device;
+      if (s.device === firstDevice) row++;
+      s.t = row * (opts.intervalS ?? 1);
     }
-    samples.push(s);
-  }
-  if (!cols) throw new ParseError("no dmon header line ('# gpu pwr …') found", { file, line: 1, column: 1 });
-  // No time column: the k-th row of the first device (and the rows after it) are k intervals in.
-  if (timeMode === "index") {
-    const first = samples[0]?.device;
-    let k = -1;
-    for (const s of samples) {
-      if (s.device === first) k++;
-      s.t = k * (opts.intervalS ?? 1);
-    }
+    return [s];
+  }) as SmiDmonLineParser;
+  Object.defineProperty(parse, "columns", { get: () => cols });
+  Object.defineProperty(parse, "timeMode", { get: () => timeMode });
+  return parse;
+}
+
+/** dmon columns → sample field and divisor (% → 0–1; dmon divides NVML's KB/s by 1024, so its MB is 2^20 B). */
+const DMON_FIELDS: Record<string, [keyof TelemetrySample, number]> = {
+  pwr: ["powerW", 1],
+  gtemp: ["temperatureC", 1],
+  sm: ["gpuBusy", 100],
+  mem: ["memBusy", 100],
+  mclk: ["memClockMHz", 1],
+  pclk: ["smClockMHz", 1],
+  pviol: ["powerViolation", 100],
+  tviol: ["thermalViolation", 100],
+  fb: ["memoryUsedMiB", 1],
+  rxpci: ["pcieRxBps", 2 ** -20],
+  txpci: ["pcieTxBps", 2 ** -20],
+};
+
+function setDmonField(s: TelemetrySample, column: string, n: number, unit: string | undefined): void {
+  const f = DMON_FIELDS[column];
+  if (!f) return;
+  // tviol: older drivers print a percentage, newer ones a bool.
+  (s as unknown as Record<string, number>)[f[0]] = column === "tviol" && unit === "bool" ? (n > 0 ? 1 : 0) : n / f[1];
+}
+
+/** A time of day (s after local midnight) on the day that puts it nearest to `nowS`, as unix seconds. */
+function nearestDay(tod: number, nowS: number, utcOffsetMinutes: number | undefined): number {
+  const fixed = utcOffsetMinutes !== undefined;
+  const d = new Date((nowS + (fixed ? utcOffsetMinutes * 60 : 0)) * 1000);
+  const y = fixed ? d.getUTCFullYear() : d.getFullYear();
+  const mo = (fixed ? d.getUTCMonth() : d.getMonth()) + 1;
+  const day = fixed ? d.getUTCDate() : d.getDate();
+  // Day ± 1 past a month's end is normalized by Date.
+  const on = (k: number) => wallClockToUnix(y, mo, day + k, 0, 0, 0, utcOffsetMinutes) + tod;
+  const t = on(0);
+  return t - nowS > 43200 ? on(-1) : nowS - t > 43200 ? on(1) : t;
+}
+
+/** A whole `nvidia-smi dmon` log → a capture (see createSmiDmonLineParser for what is read). */
+export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): TelemetryCapture {
+  const parse = createSmiDmonLineParser(opts);
+  const samples: TelemetrySample[] = [];
+  for (const line of text.split("\n")) for (const s of parse(line)) samples.push(s);
+  const cols = parse.columns;
+  if (!cols)
+    throw new ParseError("no dmon header line ('# gpu pwr …') found", {
+      file: opts.file ?? "nvidia-smi dmon output",
+      line: 1,
+      column: 1,
+    });
+  const notes: string[] = [];
+  if (parse.timeMode === "index")
     notes.push(
       `no time column (dmon without -o T): rows taken ${opts.intervalS ?? 1} s apart from t = 0 (relative time)`,
     );
-  } else if (timeMode === "relative")
+  else if (parse.timeMode === "relative")
     notes.push("dmon -o T prints no date: times count from the first row (relative time); give a date for absolute");
   sortSamples(samples);
   const devs = [...new Set(samples.map((s) => s.device))].map((key) => ({ key }));
@@ -554,9 +581,9 @@ export function parseSmiDmon(text: string, opts: DmonParseOptions = {}): Telemet
     intervalMs: medianIntervalMs(samples) ?? (opts.intervalS ?? 1) * 1000,
     // dmon's pwr is NVML's power usage, the same 1 s average as power.draw.
     powerAveragingS: 1,
-    powerAccuracyW: 5,
+    powerAccuracyW: SMI_POWER_ACCURACY_W,
     // Whole seconds (-o T/DT), or no time at all (rows assumed evenly spaced).
-    timeResolutionS: timeMode === "index" ? (opts.intervalS ?? 1) : 1,
+    timeResolutionS: parse.timeMode === "index" ? (opts.intervalS ?? 1) : 1,
     notes,
     unavailable: [
       { field: "energyJ", why: "dmon has no energy counter; energy is integrated from pwr" },

@@ -73,9 +73,12 @@ test("auto: nvidia-smi on PATH is chosen and said; marks cut the window", { time
   const cut = cutToWindow(out.capture!, win.startS, win.endS);
   const inside = cut.samples.filter((s) => s.t >= win.startS && s.t <= win.endS);
   assert.ok(inside.length >= 1);
-  // One reading on each side, for integrating up to the edges.
+  // One reading on each side, for integrating up to the edges; power.draw being a 1 s trailing average, the
+  // readings of the second before the window too.
+  assert.equal(out.capture!.powerAveragingS, 1);
+  const lead = out.capture!.samples.filter((s) => s.t >= win.startS - 1 && s.t < win.startS).length;
   assert.ok(cut.samples[0]!.t < win.startS);
-  assert.ok(cut.samples.length <= inside.length + 2);
+  assert.ok(cut.samples.length <= inside.length + lead + 2);
 });
 
 function dcgmServer(path: string) {
@@ -195,6 +198,11 @@ test("cutToWindow keeps the window and one reading each side, per device", () =>
   assert.deepEqual(
     cut.samples.map((x) => `${x.device}${x.t}`),
     ["a2", "b2.5", "a3", "a4", "a5", "b7"],
+  );
+  // Power as a 1.5 s trailing average: the readings of that span before the window stay, and one before it.
+  assert.deepEqual(
+    cutToWindow({ ...cap, powerAveragingS: 1.5 }, 3, 4.5).samples.map((x) => `${x.device}${x.t}`),
+    ["a1", "a2", "b2.5", "a3", "a4", "a5", "b7"],
   );
   assert.equal(markedWindow([{ name: "measure-end", t: 1 }]), null);
   assert.deepEqual(

@@ -8,7 +8,11 @@
 // the replay never invents a value.
 // Test knobs (environment): REPLAY_UNKNOWN_FIELDS=a,b (act as an older driver without them),
 // REPLAY_EXIT_AFTER=n (exit 1 after n rows: the tool dying mid-run), REPLAY_MALFORMED_AT=n (row n cut
-// short), REPLAY_GRANDCHILD_PIDFILE=path (start a child in our process group and write its pid there).
+// short), REPLAY_GRANDCHILD_PIDFILE=path (start a child in our process group and write its pid there),
+// REPLAY_FROM=n / REPLAY_COUNT=m (serve rows n … n+m−1 of the capture, then fall silent as a loop with nothing
+// more to say would, until killed; with REPLAY_CUT_LAST=1 the last row is followed by half of the next one,
+// without its newline, as a block-buffered pipe leaves it when the tool is stopped mid-line), REPLAY_PACE=capture (rows at the capture's own spacing instead of -lms, each
+// stamped with its scheduled time: the replayed rows are the capture's, shifted in time as a whole).
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -131,11 +135,23 @@ function main() {
       .join(", ");
   }
 
-  function rowLine(k) {
-    const r = rows[k % rows.length];
+  const from = Number(process.env.REPLAY_FROM ?? "0");
+  const count = process.env.REPLAY_COUNT ? Number(process.env.REPLAY_COUNT) : Infinity;
+  const capturePace = process.env.REPLAY_PACE === "capture";
+  // Each row's time in the capture (ms; only differences are used, so its zone does not matter).
+  const capturedMs = rows.map((r) => {
+    const m = /^(\d{4})\/(\d{2})\/(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{3})$/.exec(r[col.get("timestamp")]);
+    return Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6], +m[7]);
+  });
+  const row = (k) => (from + k) % rows.length;
+  /** When row k is due, in ms after the first row served. */
+  const dueMs = (k) => (capturePace ? capturedMs[row(k)] - capturedMs[row(0)] : k * periodMs);
+
+  function rowLine(k, t0) {
+    const r = rows[row(k)];
     return canon
       .map((c) => {
-        if (c === "timestamp") return stamp(new Date());
+        if (c === "timestamp") return stamp(capturePace ? new Date(t0 + dueMs(k)) : new Date());
         if (c in fromQ && !col.has(c)) return fromQ[c];
         const v = r[col.get(c)];
         return nounits ? v.replace(/ (W|%|MHz|MiB)$/, "") : v;
@@ -150,8 +166,14 @@ function main() {
 
   if (!noheader) process.stdout.write(`${headerLine()}\n`);
   if (periodMs === null) {
-    process.stdout.write(`${rowLine(0)}\n`);
+    process.stdout.write(`${rowLine(0, Date.now())}\n`);
     process.exit(0);
+  }
+  if (capturePace && from + count > rows.length) {
+    process.stderr.write(
+      "replay-nvidia-smi: REPLAY_PACE=capture needs REPLAY_FROM + REPLAY_COUNT within the capture\n",
+    );
+    process.exit(99);
   }
   const exitAfter = process.env.REPLAY_EXIT_AFTER ? Number(process.env.REPLAY_EXIT_AFTER) : Infinity;
   const malformedAt = process.env.REPLAY_MALFORMED_AT ? Number(process.env.REPLAY_MALFORMED_AT) : -1;
@@ -162,10 +184,17 @@ function main() {
       process.stderr.write("replay-nvidia-smi: REPLAY_EXIT_AFTER reached, exiting as a failing tool would\n");
       process.exit(1);
     }
-    const line = rowLine(k);
-    process.stdout.write(k === malformedAt ? `${line.slice(0, 30)}\n` : `${line}\n`);
+    if (k >= count) {
+      // Silent but alive, as nvidia-smi's loop is until it is stopped.
+      setInterval(() => {}, 60_000);
+      return;
+    }
+    const line = rowLine(k, t0);
+    // The cut half-row goes out in the same write as the last whole one: it is there once that row is.
+    const cut = k === count - 1 && process.env.REPLAY_CUT_LAST ? rowLine(k + 1, t0).slice(0, line.length >> 1) : "";
+    process.stdout.write(k === malformedAt ? `${line.slice(0, 30)}\n` : `${line}\n${cut}`);
     k++;
-    setTimeout(next, Math.max(0, t0 + k * periodMs - Date.now()));
+    setTimeout(next, Math.max(0, t0 + dueMs(k) - Date.now()));
   }
   next();
 }

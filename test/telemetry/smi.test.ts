@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { ParseError } from "../../src/errors.ts";
 import {
   CLOCK_EVENT_BITS,
+  createSmiDmonLineParser,
   createSmiQueryLineParser,
   parseSmiDmon,
   parseSmiQ,
@@ -248,4 +249,51 @@ test("dmon -s t (PCIe only, no time column) from the second device capture", () 
   assert.equal(c.samples[0]!.pcieTxBps, 38 * 1048576);
   assert.equal(c.samples[0]!.powerW, undefined);
   assert.equal(c.samples[15]!.t, 15);
+});
+
+test("the line parsers read the real binary's live output (h200-live-2026-12-04): query loop and dmon -s t", () => {
+  const live = (f: string) => readFileSync(join(import.meta.dirname, "fixtures", "h200-live-2026-12-04", f), "utf8");
+  // That host ran in UTC; its clock read 1796408123.2 s at the end (clock.txt).
+  const q = createSmiQueryLineParser({ utcOffsetMinutes: 0 });
+  const out = live("loop.csv")
+    .trim()
+    .split("\n")
+    .filter((l) => !l.startsWith("# rc="));
+  const samples = out.flatMap((l) => q(l));
+  assert.equal(samples.length, out.length - 1);
+  const first = samples[0]!;
+  assert.equal(first.t, Date.UTC(2026, 11, 4, 18, 15, 11, 953) / 1000);
+  assert.equal(first.powerW, 81.56);
+  assert.equal(first.clockEventReasons, 1);
+  assert.deepEqual(q.devices.get("gpu0"), {
+    key: "gpu0",
+    uuid: "GPU-6fcffdc7-4d08-acc8-38d4-e0a8fd6441f0",
+    name: "NVIDIA H200",
+    pcieGen: 5,
+    powerLimitW: 700,
+    smClockMaxMHz: 1980,
+  });
+  // dmon -o T prints the time of day only: a live reader dates it by the day nearest to its clock.
+  const d = createSmiDmonLineParser({ utcOffsetMinutes: 0, now: () => 1796408123202 });
+  const rows = live("dmon-t.txt")
+    .split("\n")
+    .filter((l) => !l.startsWith("# rc="))
+    .map((l) => d(l));
+  assert.deepEqual(
+    rows.map((r) => r.length),
+    [0, 0, 1, 1, 1, 1, 1, 0],
+  );
+  assert.deepEqual(rows[2]![0], {
+    t: Date.UTC(2026, 11, 4, 18, 15, 14) / 1000,
+    device: "gpu0",
+    pcieRxBps: 0,
+    pcieTxBps: 0,
+  });
+  assert.equal(d.timeMode, "absolute");
+  // Just after midnight, a time of day from before it belongs to yesterday.
+  const late = createSmiDmonLineParser({ utcOffsetMinutes: 0, now: () => Date.UTC(2026, 11, 5, 0, 0, 1) });
+  late("#Time         gpu  rxpci  txpci ");
+  assert.equal(late(" 23:59:59       0     12      3 ")[0]!.t, Date.UTC(2026, 11, 4, 23, 59, 59) / 1000);
+  // The same line read as a whole log (no clock, no date) counts from its first row.
+  assert.equal(parseSmiDmon(live("dmon-t.txt").replace(/# rc=.*\n?/, "")).samples[4]!.t, 4);
 });

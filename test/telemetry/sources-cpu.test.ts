@@ -6,40 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { TelemetryError } from "../../src/errors.ts";
-import { amdSmiJson, amdSmiSource } from "../../src/telemetry/sources/amd-smi.ts";
+import { parseAmdSmiJson } from "../../src/telemetry/amdsmi.ts";
+import { amdSmiSource } from "../../src/telemetry/sources/amd-smi.ts";
 import { advanceRapl, cpuSource, findRaplZones, readCpuTimes } from "../../src/telemetry/sources/cpu.ts";
-import type { TelemetrySample } from "../../src/telemetry/types.ts";
+import { collector } from "./collect.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-cpu-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-function collector() {
-  const samples: TelemetrySample[] = [];
-  let wake: (() => void) | null = null;
-  let cond: () => boolean = () => false;
-  return {
-    samples,
-    onSample(s: TelemetrySample) {
-      samples.push(s);
-      if (wake && cond()) {
-        const w = wake;
-        wake = null;
-        w();
-      }
-    },
-    until(c: () => boolean, what: string, ms = 15_000): Promise<void> {
-      cond = c;
-      if (c()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-        wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    },
-  };
-}
 
 test("/proc/stat: busy share per interval from this machine; RAPL unavailable is said, never a zero", {
   timeout: 20_000,
@@ -183,5 +156,5 @@ test("amd-smi: polled, parsed after its warning banner; no energy counter is sai
   assert.equal(s.temperatureC, 71);
   assert.equal(s.memoryUsedMiB, 121344);
   assert.ok(cap.unavailable.some((u) => u.field === "energyJ"));
-  assert.throws(() => amdSmiJson("no json here"), /no JSON/);
+  assert.throws(() => parseAmdSmiJson("no json here", { timeS: 0 }), /not valid JSON/);
 });

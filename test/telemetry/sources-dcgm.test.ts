@@ -9,8 +9,8 @@ import { TelemetryError } from "../../src/errors.ts";
 import { PrometheusClient } from "../../src/metrics/prometheus.ts";
 import { dcgmSource } from "../../src/telemetry/sources/dcgm.ts";
 import { prometheusSource } from "../../src/telemetry/sources/prometheus.ts";
-import type { TelemetrySample } from "../../src/telemetry/types.ts";
 import { freePort, type PrometheusHandle, prometheusSkipReason, startPrometheus } from "../helpers/prometheus.ts";
+import { collector } from "./collect.ts";
 
 const GPUS = [
   { gpu: "0", uuid: "GPU-1c2b08c1-f602-d290-4519-863bc0c96079", bus: "00000000:30:00.0" },
@@ -88,34 +88,6 @@ async function startExporter(port = 0, path = "/metrics"): Promise<Exporter> {
   };
 }
 
-function collector() {
-  const samples: TelemetrySample[] = [];
-  let wake: (() => void) | null = null;
-  let cond: () => boolean = () => false;
-  return {
-    samples,
-    onSample(s: TelemetrySample) {
-      samples.push(s);
-      if (wake && cond()) {
-        const w = wake;
-        wake = null;
-        w();
-      }
-    },
-    until(c: () => boolean, what: string, ms = 20_000): Promise<void> {
-      cond = c;
-      if (c()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-        wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    },
-  };
-}
-
 test("dcgm: scrapes every interval; readings keep their units (mJ → J, % → ratio)", { timeout: 30_000 }, async () => {
   const ex = await startExporter();
   try {
@@ -145,9 +117,10 @@ test("dcgm: scrapes every interval; readings keep their units (mJ → J, % → r
       GPUS.map((g) => [`gpu${g.gpu}`, g.uuid, "NVIDIA H100 80GB HBM3"]),
     );
     assert.deepEqual(cap.notes, []);
+    // What the families served cannot give, as the file parser says it (one list for both).
     assert.deepEqual(
       cap.unavailable.map((u) => u.field),
-      ["pcieTxBps", "nvlinkTxBps"],
+      ["interconnect", "throttle"],
     );
   } finally {
     await ex.close();

@@ -4,15 +4,19 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { TelemetryError } from "../../src/errors.ts";
+import { telemetryRead } from "../../src/telemetry/read.ts";
+import { cutToWindow } from "../../src/telemetry/recorder.ts";
 import { liveTelemetryGroups } from "../../src/telemetry/sources/common.ts";
 import { nvidiaSmiSource } from "../../src/telemetry/sources/nvidia-smi.ts";
+import { summarizeTelemetry } from "../../src/telemetry/summary.ts";
 import type { TelemetrySample } from "../../src/telemetry/types.ts";
 import { alive, ROOT, runCli, STACK } from "../helpers/cli.ts";
+import { collector } from "./collect.ts";
 import { installReplayNvidiaSmi } from "./replay-bin.ts";
 
 // nvidia-smi stamps local time without a zone: run under a zone far from UTC (−3:30) so a reading
@@ -32,44 +36,6 @@ after(() => {
 const rows = readFileSync(join(FIXTURE, "smi-query.csv"), "utf8").trim().split("\n").slice(1);
 const capturedPower = rows.map((r) => Number(r.split(", ")[2]!.replace(" W", "")));
 
-/** Resolves once `n` samples have arrived (or a note, when `note` matches). */
-function waiter() {
-  const samples: TelemetrySample[] = [];
-  const notes: string[] = [];
-  let wake: (() => void) | null = null;
-  let cond: () => boolean = () => false;
-  const poke = () => {
-    if (wake && cond()) {
-      const w = wake;
-      wake = null;
-      w();
-    }
-  };
-  return {
-    samples,
-    notes,
-    onSample: (s: TelemetrySample) => {
-      samples.push(s);
-      poke();
-    },
-    onNote: (n: string) => {
-      notes.push(n);
-      poke();
-    },
-    until(c: () => boolean, what: string, ms = 15_000): Promise<void> {
-      cond = c;
-      if (c()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-        wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    },
-  };
-}
-
 function withEnv<T>(env: Record<string, string>, fn: () => Promise<T>): Promise<T> {
   for (const [k, v] of Object.entries(env)) process.env[k] = v;
   return fn().finally(() => {
@@ -79,7 +45,7 @@ function withEnv<T>(env: Record<string, string>, fn: () => Promise<T>): Promise<
 
 test("records the replayed rows in order, stamped with local time converted to UTC", { timeout: 30_000 }, async () => {
   assert.ok(new Date().getTimezoneOffset() >= 150, "the test zone is in effect (UTC−2:30 or −3:30)");
-  const w = waiter();
+  const w = collector();
   const before = Date.now() / 1000;
   const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
     intervalMs: 50,
@@ -119,7 +85,10 @@ test("records the replayed rows in order, stamped with local time converted to U
       smClockMaxMHz: 1980,
     },
   ]);
-  assert.ok(cap.unavailable.some((u) => u.field === "energyJ" && /integrated from power.draw/.test(u.why)));
+  assert.ok(cap.unavailable.some((u) => u.field === "energyJ" && /integrated from power/.test(u.why)));
+  // What the summarizer needs to integrate power.draw: its 1 s trailing average and nvidia-smi's stated ±5 W.
+  assert.equal(cap.powerAveragingS, 1);
+  assert.equal(cap.powerAccuracyW, 5);
   assert.deepEqual(cap.notes, []);
   assert.deepEqual(liveTelemetryGroups(), []);
 });
@@ -128,7 +97,7 @@ test("an older driver: clocks_throttle_reasons.* asked instead, power.draw.insta
   timeout: 30_000,
 }, async () => {
   await withEnv({ REPLAY_UNKNOWN_FIELDS: "power.draw.instant,clocks_event_reasons.active" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 2, "2 samples");
     const cap = await h.stop();
@@ -171,7 +140,7 @@ test("nvidia-smi present but the driver not loaded: exit-3 error at start with n
 
 test("nvidia-smi dying mid-run: the samples so far are kept and the exit is noted", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_EXIT_AFTER: "4" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
       intervalMs: 50,
       onSample: w.onSample,
@@ -192,7 +161,7 @@ test("nvidia-smi dying mid-run: the samples so far are kept and the exit is note
 
 test("a malformed line is skipped with a note; the rows after it are kept", { timeout: 30_000 }, async () => {
   await withEnv({ REPLAY_MALFORMED_AT: "2" }, async () => {
-    const w = waiter();
+    const w = collector();
     const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
     await w.until(() => w.samples.length >= 4, "4 samples");
     const cap = await h.stop();
@@ -203,9 +172,30 @@ test("a malformed line is skipped with a note; the rows after it are kept", { ti
     );
     assert.ok(
       cap.notes.some((n) =>
-        /^nvidia-smi: 1 malformed line skipped \(first: line 4: \d+ fields where the header has 17/.test(n),
+        /^nvidia-smi: 1 malformed line skipped \(first: line 4: expected 17 comma-separated values \(as the header\), found \d+: "/.test(
+          n,
+        ),
       ),
       cap.notes.join("\n"),
+    );
+  });
+});
+
+test("a last line cut short when nvidia-smi is stopped is dropped with a note, not counted as malformed", {
+  timeout: 30_000,
+}, async () => {
+  await withEnv({ REPLAY_COUNT: "3", REPLAY_CUT_LAST: "1" }, async () => {
+    const w = collector();
+    const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 50, onSample: w.onSample });
+    await w.until(() => w.samples.length >= 3, "3 samples");
+    const cap = await h.stop();
+    assert.deepEqual(
+      cap.samples.map((s) => s.powerW),
+      capturedPower.slice(0, 3),
+    );
+    assert.deepEqual(
+      cap.notes.map((n) => n.replace(/\("[^"]*"\)$/, "(…)")),
+      ["nvidia-smi: its last line was cut short when it stopped (no newline): skipped (…)"],
     );
   });
 });
@@ -214,7 +204,7 @@ for (const how of ["stop", "abort"] as const) {
   test(`${how} kills nvidia-smi's whole process group: nothing is orphaned`, { timeout: 30_000 }, async () => {
     const pidFile = join(dir, `grandchild-${how}`);
     await withEnv({ REPLAY_GRANDCHILD_PIDFILE: pidFile }, async () => {
-      const w = waiter();
+      const w = collector();
       const ac = new AbortController();
       const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({
         intervalMs: 50,
@@ -311,7 +301,7 @@ test("our process exiting (any path) kills nvidia-smi's group", { timeout: 30_00
 test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups stopped", {
   timeout: 30_000,
 }, async () => {
-  const w = waiter();
+  const w = collector();
   const isPcie = (s: TelemetrySample) => s.pcieRxBps !== undefined || s.pcieTxBps !== undefined;
   const before = Date.now() / 1000;
   const h = await nvidiaSmiSource({ binary: bin }).start({ intervalMs: 100, onSample: w.onSample, onNote: w.onNote });
@@ -321,11 +311,11 @@ test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups
   const cap = await h.stop();
   assert.match(cap.source.detail, /-lms 100; .*nvidia-smi dmon -s t -d 1 -o T$/);
   const pcie = cap.samples.filter(isPcie);
-  // The capture's first two dmon rows (rxpci, txpci MB/s): 20, 29 then 0, 0.
+  // The capture's first two dmon rows (rxpci, txpci MB/s, dmon's MB being 2^20 B): 20, 29 then 0, 0.
   assert.deepEqual(
     pcie.slice(0, 2).map((s) => [s.device, s.pcieRxBps, s.pcieTxBps]),
     [
-      ["gpu0", 20e6, 29e6],
+      ["gpu0", 20 * 1048576, 29 * 1048576],
       ["gpu0", 0, 0],
     ],
   );
@@ -337,42 +327,55 @@ test("dmon -s t beside the query loop: PCIe MB/s as bytes/s per GPU; both groups
   assert.deepEqual(liveTelemetryGroups(), []);
 });
 
-test("the parsers read the real binary's output (h200-live-2026-12-04): query loop and dmon -s t", async () => {
-  const { createSmiDmonParser, createSmiQueryParser } = await import("../../src/telemetry/parsers.ts");
-  const live = join(ROOT, "test", "telemetry", "fixtures", "h200-live-2026-12-04");
-  // That host ran in UTC; its clock read 1796408123.2 s at the end (clock.txt).
-  const q = createSmiQueryParser({ utcOffsetMinutes: 0 });
-  const out = readFileSync(join(live, "loop.csv"), "utf8").trim().split("\n");
-  const rs = out.filter((l) => !l.startsWith("#")).map((l) => q(l));
-  assert.equal(rs[0]!.kind, "header");
-  const samples = rs.filter((r) => r.kind === "sample");
-  assert.equal(samples.length, out.length - 2);
-  const first = samples[0]!;
-  assert.equal(first.sample.t, Date.UTC(2026, 11, 4, 18, 15, 11, 953) / 1000);
-  assert.equal(first.sample.powerW, 81.56);
-  assert.equal(first.sample.clockEventReasons, 1);
-  assert.deepEqual(first.device, {
-    key: "gpu0",
-    uuid: "GPU-6fcffdc7-4d08-acc8-38d4-e0a8fd6441f0",
-    name: "NVIDIA H200",
-    pcieGen: 5,
-    powerLimitW: 700,
-    smClockMaxMHz: 1980,
-  });
-  const d = createSmiDmonParser({ utcOffsetMinutes: 0, now: () => 1796408123202 });
-  const ds = readFileSync(join(live, "dmon-t.txt"), "utf8")
-    .split("\n")
-    .filter((l) => l && !l.startsWith("# rc"))
-    .map((l) => d(l));
-  assert.deepEqual(
-    ds.map((r) => r.kind),
-    ["header", "header", "sample", "sample", "sample", "sample", "sample"],
+test("end to end: the live capture and telemetry read of the same rows give the same energy over one window", {
+  timeout: 30_000,
+}, async () => {
+  // Rows 20–80 of the capture (6.1 s): idle at 123 W, the step into the decode loop (~3.9 s in the capture),
+  // ~505 W after it. The window [1.2 s, 5.3 s] from the slice's first row holds the step, and starts more than
+  // power.draw's 1 s averaging after the slice's start.
+  const FROM = 20;
+  const COUNT = 61;
+  const csv = readFileSync(join(FIXTURE, "smi-query.csv"), "utf8").trim().split("\n");
+  const sliceFile = join(dir, "slice.csv");
+  writeFileSync(sliceFile, `${[csv[0], ...csv.slice(1 + FROM, 1 + FROM + COUNT)].join("\n")}\n`);
+  const read = await telemetryRead([sliceFile], { window: "1.2,5.3", utcOffsetMinutes: 0 });
+
+  // The same rows through the live source: the replay serves them at the capture's own spacing, stamped in
+  // this zone's local time (nounits, as the source asks), so the live capture is the slice shifted in time.
+  const live = await withEnv(
+    { REPLAY_FROM: String(FROM), REPLAY_COUNT: String(COUNT), REPLAY_PACE: "capture" },
+    async () => {
+      const w = collector();
+      const h = await nvidiaSmiSource({ binary: bin, dmon: false }).start({ intervalMs: 100, onSample: w.onSample });
+      await w.until(() => w.samples.length >= COUNT, `${COUNT} rows`);
+      return h.stop();
+    },
   );
-  const s0 = ds[2]!.kind === "sample" ? ds[2]!.sample : null;
-  assert.deepEqual(s0, { t: Date.UTC(2026, 11, 4, 18, 15, 14) / 1000, device: "gpu0", pcieRxBps: 0, pcieTxBps: 0 });
-  // Just after midnight, a time of day from before it belongs to yesterday.
-  const late = createSmiDmonParser({ utcOffsetMinutes: 0, now: () => Date.UTC(2026, 11, 5, 0, 0, 1) });
-  late("#Time         gpu  rxpci  txpci ");
-  const r = late(" 23:59:59       0     12      3 ");
-  assert.equal(r.kind === "sample" && r.sample.t, Date.UTC(2026, 11, 4, 23, 59, 59) / 1000);
+  assert.deepEqual(
+    live.samples.map((s) => s.powerW),
+    capturedPower.slice(FROM, FROM + COUNT),
+  );
+  const t0 = live.samples[0]!.t;
+  // As a bench run summarizes its recording: cut to the window, then summarized over it.
+  const a = t0 + 1.2;
+  const b = t0 + 5.3;
+  const sum = summarizeTelemetry(cutToWindow(live, a, b), { window: { startS: a, endS: b, how: "given" } });
+  const file = read.summary!;
+  assert.ok(Math.abs(read.window!.startS - read.captures[0]!.samples[0]!.t - 1.2) < 1e-6);
+  assert.ok(Math.abs(read.window!.endS - read.window!.startS - (b - a)) < 1e-6);
+  assert.equal(sum.energyMethod, "integrated-power");
+  assert.equal(file.energyMethod, "integrated-power");
+  assert.ok(file.energyJ! > 1500 && file.energyErrorJ! > 0, JSON.stringify(file));
+  // The contract: the two paths agree within the stated bound.
+  assert.ok(
+    Math.abs(sum.energyJ! - file.energyJ!) <= file.energyErrorJ!,
+    `live ${sum.energyJ} J vs read ${file.energyJ} ± ${file.energyErrorJ} J`,
+  );
+  // And, the readings being the same, to rounding: same lag removal, same ±5 W term, same bound.
+  assert.ok(Math.abs(sum.energyJ! - file.energyJ!) < 0.01, `live ${sum.energyJ} J vs read ${file.energyJ} J`);
+  assert.ok(Math.abs(sum.energyErrorJ! - file.energyErrorJ!) < 0.01, `± ${sum.energyErrorJ} vs ± ${file.energyErrorJ}`);
+  assert.deepEqual(
+    sum.notes.filter((n) => /^energy integrated/.test(n)),
+    file.notes.filter((n) => /^energy integrated/.test(n)),
+  );
 });

@@ -2,16 +2,13 @@
 // has no CSV loop like nvidia-smi's -lms, and one run takes a few hundred ms, so intervals under ~1 s
 // skip grid points (counted as missing). rocm-smi (the older tool) is not read.
 import { TelemetryError } from "../../errors.ts";
-import { type AmdSmiJsonParser, parseAmdSmiJson } from "../parsers.ts";
-import type { TelemetryCapture } from "../types.ts";
+import { parseAmdSmiJson } from "../amdsmi.ts";
 import {
   CaptureBuilder,
   findOnPath,
-  GapTracker,
-  pollGrid,
+  pollingHandle,
   runOnce,
   type SourceStartOptions,
-  sleepUntil,
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
@@ -20,19 +17,11 @@ export interface AmdSmiOptions {
   binary?: string;
   /** PATH searched when no binary is given (default process.env.PATH). */
   path?: string;
-  parser?: AmdSmiJsonParser;
   /** Per-run limit (ms); default 10 s. */
   timeoutMs?: number;
 }
 
 const ARGS = ["metric", "--json"];
-
-/** amd-smi may print warnings before its JSON ("WARNING: … not in render group"): parse from the first [ or {. */
-export function amdSmiJson(stdout: string): unknown {
-  const i = stdout.search(/^[[{]/m);
-  if (i < 0) throw new Error("no JSON in amd-smi's output");
-  return JSON.parse(stdout.slice(i));
-}
 
 export function amdSmiSource(o: AmdSmiOptions = {}): TelemetrySource {
   return { kind: "amd-smi", start: (opts) => startAmdSmi(o, opts) };
@@ -45,18 +34,16 @@ async function startAmdSmi(o: AmdSmiOptions, opts: SourceStartOptions): Promise<
       hint: "install amd-smi-lib (ROCm), read an exporter with --telemetry prometheus:URL, or use --telemetry none",
     });
   const now = opts.now ?? Date.now;
-  const parse = o.parser ?? parseAmdSmiJson;
   const limit = o.timeoutMs ?? 10_000;
   const cap = new CaptureBuilder("amd-smi", `${bin} ${ARGS.join(" ")}`, opts.intervalMs, opts);
-  const ac = new AbortController();
 
-  const readOnce = async () => {
+  const readOnce = async (signal?: AbortSignal) => {
     const before = now();
-    const r = await runOnce(bin, ARGS, limit, ac.signal);
+    const r = await runOnce(bin, ARGS, limit, signal);
     if (r.timedOut) throw new Error(`no answer within ${limit} ms`);
     if (r.code !== 0) throw new Error(`exit ${r.code ?? r.signal}: ${r.out.trim().split("\n").slice(-1)[0] ?? ""}`);
     // The reading falls somewhere inside the run: its midpoint.
-    return parse(amdSmiJson(r.stdout), (before + now()) / 2000);
+    return parseAmdSmiJson(r.stdout, { file: `${bin} ${ARGS.join(" ")}`, timeS: (before + now()) / 2000 });
   };
   const take = (r: Awaited<ReturnType<typeof readOnce>>) => {
     for (const d of r.devices) cap.device(d);
@@ -71,44 +58,19 @@ async function startAmdSmi(o: AmdSmiOptions, opts: SourceStartOptions): Promise<
   if (first.samples.length === 0)
     throw new TelemetryError(`--telemetry amd-smi: ${bin} ${ARGS.join(" ")} listed no GPU`);
   take(first);
-  if (!first.samples.some((s) => s.energyJ !== undefined))
-    cap.missing("energyJ", "amd-smi metric gave no energy counter; energy is integrated from socket power");
+  // What the first reading could not give (no energy counter, no clock event reasons) stays so: amd-smi's
+  // output does not change shape between runs.
+  for (const u of first.unavailable) cap.missing(u.field, u.why);
 
-  const gap = new GapTracker("amd-smi failing", cap);
-  const onAbort = () => ac.abort();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
-  const t0 = now();
-  const loop = (async () => {
-    await sleepUntil(t0 + opts.intervalMs, now, ac.signal);
-    await pollGrid(opts.intervalMs, ac.signal, now, async (skipped) => {
-      gap.skipped(skipped);
-      const at = now();
-      try {
-        const r = await readOnce();
-        if (ac.signal.aborted) return;
-        gap.ok(at);
-        take(r);
-      } catch (err) {
-        if (!ac.signal.aborted) gap.fail(at, (err as Error).message);
-      }
-    });
-  })();
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
+  return pollingHandle({
     kind: "amd-smi",
-    detail: cap.detail,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        ac.abort();
-        await loop;
-        gap.end();
-        return cap.build();
-      })();
-      return stopped;
+    cap,
+    opts,
+    gapWhat: "amd-smi failing",
+    async poll(signal) {
+      const r = await readOnce(signal);
+      if (!signal.aborted) take(r);
     },
-  };
+    reason: (err) => (err as Error).message,
+  });
 }

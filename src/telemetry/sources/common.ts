@@ -88,7 +88,10 @@ export class CaptureBuilder {
     if (!this.unavailable.some((u) => u.field === field)) this.unavailable.push({ field, why });
   }
 
-  build(): TelemetryCapture {
+  /** The capture; `extra` carries what the source's parser knows of its readings (power averaging, accuracy). */
+  build(
+    extra: Pick<TelemetryCapture, "powerAveragingS" | "powerAccuracyW" | "timeResolutionS"> = {},
+  ): TelemetryCapture {
     const samples = [...this.samples].sort(
       (a, b) => a.t - b.t || (a.device < b.device ? -1 : a.device > b.device ? 1 : 0),
     );
@@ -97,6 +100,7 @@ export class CaptureBuilder {
       devices: [...this.devices.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
       samples,
       intervalMs: this.intervalMs,
+      ...stripUndefined(extra),
       notes: [...this.notes],
       unavailable: [...this.unavailable],
     };
@@ -217,6 +221,87 @@ export class GapTracker {
     this.missed = 0;
     this.reasons = [];
   }
+}
+
+export interface PollingOptions {
+  kind: TelemetrySourceKind;
+  cap: CaptureBuilder;
+  opts: SourceStartOptions;
+  /** Who fails, for gap notes: "exporter http://…/metrics unreachable". */
+  gapWhat: string;
+  /** One read, taken into the capture; throws when the source does not answer. The signal aborts at stop. */
+  poll: (signal: AbortSignal) => Promise<void>;
+  /** A failure in few words, for the gap note. */
+  reason: (err: unknown) => string;
+  /** At stop, right after the abort: cut a read in flight short (destroy a connection pool). */
+  halt?: () => Promise<void>;
+  /** At stop, after the loop: one more read (Prometheus stores a scrape after it ends). */
+  lastRead?: boolean;
+  /** At stop, before the capture is built: release resources, say what is missing. */
+  close?: () => Promise<void>;
+}
+
+/**
+ * The loop of a polled source (an exporter, Prometheus, amd-smi) after its first reading, which start() has
+ * taken: one read per grid point from one interval on, a gap note while reads fail, and the handle.
+ */
+export function pollingHandle(p: PollingOptions): TelemetryHandle {
+  const { cap, opts } = p;
+  const now = opts.now ?? Date.now;
+  const gap = new GapTracker(p.gapWhat, cap);
+  const ac = new AbortController();
+  const onAbort = () => ac.abort();
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  if (opts.signal?.aborted) ac.abort();
+  // A read that ends after the abort says nothing about the source's health, except the last one at stop.
+  const tick = async (final: boolean) => {
+    const at = now();
+    try {
+      await p.poll(ac.signal);
+      if (final || !ac.signal.aborted) gap.ok(at);
+    } catch (err) {
+      if (final || !ac.signal.aborted) gap.fail(at, p.reason(err));
+    }
+  };
+  const t0 = now();
+  const loop = (async () => {
+    await sleepUntil(t0 + opts.intervalMs, now, ac.signal);
+    await pollGrid(opts.intervalMs, ac.signal, now, async (skipped) => {
+      gap.skipped(skipped);
+      await tick(false);
+    });
+  })();
+  return captureHandle(p.kind, cap, async () => {
+    opts.signal?.removeEventListener("abort", onAbort);
+    ac.abort();
+    await p.halt?.();
+    await loop;
+    if (p.lastRead) await tick(true);
+    gap.end();
+    await p.close?.();
+    return cap.build();
+  });
+}
+
+/** The handle over a capture being built: stop() runs `finish` once; later calls get the same capture. */
+export function captureHandle(
+  kind: TelemetrySourceKind,
+  cap: CaptureBuilder,
+  finish: () => Promise<TelemetryCapture>,
+): TelemetryHandle {
+  let stopped: Promise<TelemetryCapture> | null = null;
+  return {
+    kind,
+    get detail() {
+      return cap.detail;
+    },
+    samples: cap.samples,
+    errors: cap.notes,
+    stop() {
+      stopped ??= finish();
+      return stopped;
+    },
+  };
 }
 
 // ---------------------------------------------------------------- child process groups

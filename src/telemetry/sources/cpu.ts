@@ -4,9 +4,9 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TelemetryError } from "../../errors.ts";
-import type { TelemetryCapture } from "../types.ts";
 import {
   CaptureBuilder,
+  captureHandle,
   pollGrid,
   type SourceStartOptions,
   type TelemetryHandle,
@@ -163,23 +163,13 @@ async function startCpu(o: CpuSourceOptions, opts: SourceStartOptions): Promise<
     }
     await tick();
   });
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
-    kind: "cpu",
-    detail: cap.detail,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        const aborted = ac.signal.aborted;
-        ac.abort();
-        await loop;
-        // A last reading closes the window at stop, unless an abort already ended the recording.
-        if (!aborted) await tick();
-        return cap.build();
-      })();
-      return stopped;
-    },
-  };
+  return captureHandle("cpu", cap, async () => {
+    opts.signal?.removeEventListener("abort", onAbort);
+    const aborted = ac.signal.aborted;
+    ac.abort();
+    await loop;
+    // A last reading closes the window at stop, unless an abort already ended the recording.
+    if (!aborted) await tick();
+    return cap.build();
+  });
 }

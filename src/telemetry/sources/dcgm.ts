@@ -5,20 +5,16 @@ import type { Agent } from "undici";
 import { TelemetryError } from "../../errors.ts";
 import { undici } from "../../lazy.ts";
 import { fetchRaw, parseRaw } from "../../metrics/scrape.ts";
-import { type DcgmExpositionParser, parseDcgmExposition } from "../parsers.ts";
-import type { TelemetryCapture } from "../types.ts";
+import { dcgmExpositionCapture, dcgmUnavailable } from "../dcgm.ts";
 import {
   CaptureBuilder,
-  GapTracker,
-  pollGrid,
+  pollingHandle,
   type SourceStartOptions,
-  sleepUntil,
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
 
 export interface DcgmOptions {
-  parser?: DcgmExpositionParser;
   /** Per-scrape limit (ms); default twice the interval, between 1 and 10 s. */
   timeoutMs?: number;
   headers?: Record<string, string>;
@@ -45,7 +41,6 @@ async function startDcgm(url: string, o: DcgmOptions, opts: SourceStartOptions):
   const label = o.label ?? `--telemetry dcgm:${url}`;
   const intervalMs = opts.intervalMs;
   const timeoutMs = o.timeoutMs ?? Math.min(10_000, Math.max(1000, 2 * intervalMs));
-  const parse = o.parser ?? parseDcgmExposition;
   const agent: Agent = new (undici().Agent)({
     connect: { timeout: timeoutMs },
     headersTimeout: timeoutMs,
@@ -60,7 +55,7 @@ async function startDcgm(url: string, o: DcgmOptions, opts: SourceStartOptions):
     const snap = parseRaw(raw);
     // The reading is the exporter's at the time it answered: the midpoint of the request.
     const atS = (raw.atMs - raw.elapsedMs / 2) / 1000;
-    const r = parse(snap.exposition, atS);
+    const r = dcgmExpositionCapture(snap.exposition, atS, url);
     for (const f of snap.exposition.families) if (f.name.startsWith("DCGM_FI_")) families.add(f.name);
     return r;
   };
@@ -84,56 +79,24 @@ async function startDcgm(url: string, o: DcgmOptions, opts: SourceStartOptions):
   const take = (r: typeof first) => {
     for (const d of r.devices) cap.device(d);
     for (const s of r.samples) cap.add(s);
+    for (const n of r.notes) cap.note(n);
   };
   take(first);
 
-  const gap = new GapTracker(`exporter ${url} unreachable`, cap);
-  const ac = new AbortController();
-  const onAbort = () => ac.abort();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
-  const t0 = now();
-  const loop = (async () => {
-    await sleepUntil(t0 + intervalMs, now, ac.signal);
-    await pollGrid(intervalMs, ac.signal, now, async (skipped) => {
-      gap.skipped(skipped);
-      const at = now();
-      try {
-        const r = await scrapeOnce();
-        if (ac.signal.aborted) return;
-        gap.ok(at);
-        take(r);
-      } catch (err) {
-        if (ac.signal.aborted) return;
-        gap.fail(at, failureReason(err, url));
-      }
-    });
-  })();
-
-  let stopped: Promise<TelemetryCapture> | null = null;
-  return {
+  return pollingHandle({
     kind: "dcgm",
-    detail: url,
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        ac.abort();
-        // Destroying the agent ends a scrape in flight at once instead of waiting out its timeout.
-        await agent.destroy().catch(() => {});
-        await loop;
-        gap.end();
-        for (const [field, fam] of [
-          ["energyJ", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"],
-          ["dramActive", "DCGM_FI_PROF_DRAM_ACTIVE"],
-          ["pcieTxBps", "DCGM_FI_PROF_PCIE_TX_BYTES"],
-          ["nvlinkTxBps", "DCGM_FI_PROF_NVLINK_TX_BYTES"],
-        ] as const)
-          if (!families.has(fam)) cap.missing(field, `the exporter does not serve ${fam} (add it to its counters CSV)`);
-        return cap.build();
-      })();
-      return stopped;
+    cap,
+    opts,
+    gapWhat: `exporter ${url} unreachable`,
+    async poll(signal) {
+      const r = await scrapeOnce();
+      if (!signal.aborted) take(r);
     },
-  };
+    reason: (err) => failureReason(err, url),
+    // Destroying the agent ends a scrape in flight at once instead of waiting out its timeout.
+    halt: () => agent.destroy().catch(() => {}),
+    async close() {
+      for (const u of dcgmUnavailable(families)) cap.missing(u.field, u.why);
+    },
+  });
 }

@@ -12,7 +12,7 @@ import { type PrometheusSourceOptions, prometheusSource } from "./prometheus.ts"
 export type { SourceStartOptions, TelemetryHandle, TelemetrySource } from "./common.ts";
 export { liveTelemetryGroups } from "./common.ts";
 
-/** Per-source options (parsers, binaries, paths); tests and the integrator swap pieces here. */
+/** Per-source options (binaries, paths, limits); tests swap pieces here. */
 export interface SourceOverrides {
   nvidiaSmi?: NvidiaSmiOptions;
   dcgm?: DcgmOptions;

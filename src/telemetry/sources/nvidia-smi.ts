@@ -3,16 +3,12 @@
 // older drivers name clocks_throttle_reasons.* and lack power.draw.instant, and one unknown field makes
 // nvidia-smi refuse the whole query.
 import { spawn } from "node:child_process";
-import { TelemetryError } from "../../errors.ts";
-import {
-  createSmiDmonParser,
-  createSmiQueryParser,
-  type SmiDmonParserFactory,
-  type SmiQueryParserFactory,
-} from "../parsers.ts";
-import type { TelemetryCapture } from "../types.ts";
+import { ParseError, TelemetryError } from "../../errors.ts";
+import { createSmiDmonLineParser, createSmiQueryLineParser, smiQueryCapture } from "../smi.ts";
+import type { TelemetrySample } from "../types.ts";
 import {
   CaptureBuilder,
+  captureHandle,
   clock,
   findOnPath,
   killGroup,
@@ -55,10 +51,8 @@ export interface NvidiaSmiOptions {
   path?: string;
   /** Fields to ask for (default SMI_FIELDS). */
   fields?: readonly string[];
-  parser?: SmiQueryParserFactory;
   /** Also run `nvidia-smi dmon -s t` for PCIe MB/s (default true). */
   dmon?: boolean;
-  dmonParser?: SmiDmonParserFactory;
   /** Limit for the one-shot probe (ms); a first nvidia-smi call can take seconds while the driver loads. */
   probeTimeoutMs?: number;
   /** After SIGTERM, SIGKILL the group past this (ms). */
@@ -164,30 +158,22 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
     if (feeds && !renamed) cap.missing(feeds, `nvidia-smi ${d.field}: ${d.why}`);
     else cap.note(`nvidia-smi ${d.field}: ${d.why}`);
   }
-  cap.missing("energyJ", "nvidia-smi --query-gpu has no energy counter; energy is integrated from power.draw");
   cap.missing("dramActive", "nvidia-smi reports utilization.memory (busy time), not DRAM bandwidth; use dcgm:URL");
 
   // The offset is taken once, when the loop starts: nvidia-smi stamps local wall time without a zone.
   const utcOffsetMinutes = -new Date(now()).getTimezoneOffset();
-  const parse = (o.parser ?? createSmiQueryParser)({ utcOffsetMinutes });
-  let lineNo = 0;
-  let badLines = 0;
-  let firstBad = "";
+  const parse = createSmiQueryLineParser({ utcOffsetMinutes, file: "nvidia-smi --query-gpu" });
+  const querySamples: TelemetrySample[] = [];
+  const queryLines = lineReader("nvidia-smi", parse, (s) => {
+    querySamples.push(s);
+    cap.add(s);
+  });
   const query = spawnLines(bin, args, {
-    onLine(line) {
-      lineNo++;
-      const r = parse(line);
-      if (r.kind === "sample") {
-        cap.device(r.device);
-        cap.add(r.sample);
-      } else if (r.kind === "bad") {
-        badLines++;
-        if (!firstBad) firstBad = `line ${lineNo}: ${r.why}: "${line.slice(0, 120)}"`;
-      }
-    },
+    onLine: queryLines.onLine,
+    onCut: queryLines.onCut,
     onExit(how, said) {
       cap.note(
-        `nvidia-smi exited (${how}) at ${clock(now())} after ${cap.samples.length} samples${said ? `: ${said}` : ""}; ` +
+        `nvidia-smi exited (${how}) at ${clock(now())} after ${querySamples.length} samples${said ? `: ${said}` : ""}; ` +
           "the samples so far are kept, nothing after",
       );
     },
@@ -196,18 +182,19 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
 
   // PCIe throughput: dmon's t group, beside the query loop (its interval is whole seconds).
   let dmon: ReturnType<typeof spawnLines> = null;
+  let dmonLines: ReturnType<typeof lineReader> | null = null;
   if (o.dmon !== false) {
     const dmonArgs = ["dmon", "-s", "t", "-d", String(Math.max(1, Math.round(intervalMs / 1000))), "-o", "T"];
-    const parseDmon = (o.dmonParser ?? createSmiDmonParser)({ utcOffsetMinutes, now });
+    const parseDmon = createSmiDmonLineParser({ utcOffsetMinutes, now, file: "nvidia-smi dmon" });
     let dmonSamples = 0;
+    const reader = lineReader("nvidia-smi dmon", parseDmon, (s) => {
+      dmonSamples++;
+      cap.add(s);
+    });
+    dmonLines = reader;
     dmon = spawnLines(bin, dmonArgs, {
-      onLine(line) {
-        const r = parseDmon(line);
-        if (r.kind === "sample") {
-          dmonSamples++;
-          cap.add(r.sample);
-        }
-      },
+      onLine: reader.onLine,
+      onCut: reader.onCut,
       onExit(how, said) {
         if (dmonSamples === 0) cap.missing("pcieTxBps", `nvidia-smi dmon -s t gave no reading (exited: ${how})`);
         cap.note(
@@ -221,7 +208,6 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
   if (!dmon) cap.missing("pcieTxBps", "not read: nvidia-smi dmon -s t was not run");
 
   const graceMs = o.graceMs ?? 2000;
-  let stopped: Promise<TelemetryCapture> | null = null;
   const halt = () => Promise.all([query.halt(graceMs), dmon?.halt(graceMs)]);
   const onAbort = () => {
     void halt();
@@ -229,22 +215,54 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
   opts.signal?.addEventListener("abort", onAbort, { once: true });
   if (opts.signal?.aborted) onAbort();
 
+  return captureHandle("nvidia-smi", cap, async () => {
+    opts.signal?.removeEventListener("abort", onAbort);
+    await halt();
+    for (const n of [...queryLines.notes(), ...(dmonLines?.notes() ?? [])]) cap.note(n);
+    // The file parser's capture of the same lines: how power.draw is averaged, its stated accuracy, what the
+    // query cannot give. Its samples are the query's; dmon's PCIe readings join them in the builder.
+    const q = smiQueryCapture(parse, querySamples, cap.detail);
+    for (const d of q.devices) cap.device(d);
+    for (const u of q.unavailable) cap.missing(u.field, u.why);
+    return cap.build({ powerAveragingS: q.powerAveragingS, powerAccuracyW: q.powerAccuracyW });
+  });
+}
+
+/**
+ * Feeds a child's lines to a file parser: a line it refuses (a ParseError) is skipped and counted, never fatal.
+ * A last line without its newline was cut when the child stopped (a block-buffered pipe ends mid-line): it is
+ * dropped, as the file parser drops a saved loop's. notes() says both, once, at stop.
+ */
+function lineReader(
+  what: string,
+  parse: (line: string) => TelemetrySample[],
+  take: (s: TelemetrySample) => void,
+): { onLine: (line: string) => void; onCut: (line: string) => void; notes: () => string[] } {
+  let bad = 0;
+  let first = "";
+  let cut: string | null = null;
   return {
-    kind: "nvidia-smi",
-    get detail() {
-      return cap.detail;
+    onCut(line) {
+      if (line.trim()) cut = line;
     },
-    samples: cap.samples,
-    errors: cap.notes,
-    stop() {
-      stopped ??= (async () => {
-        opts.signal?.removeEventListener("abort", onAbort);
-        await halt();
-        if (badLines)
-          cap.note(`nvidia-smi: ${badLines} malformed line${badLines === 1 ? "" : "s"} skipped (first: ${firstBad})`);
-        return cap.build();
-      })();
-      return stopped;
+    notes() {
+      const out: string[] = [];
+      if (bad) out.push(`${what}: ${bad} malformed line${bad === 1 ? "" : "s"} skipped (first: ${first})`);
+      if (cut !== null)
+        out.push(`${what}: its last line was cut short when it stopped (no newline): skipped ("${cut.slice(0, 60)}")`);
+      return out;
+    },
+    onLine(line) {
+      let got: TelemetrySample[];
+      try {
+        got = parse(line);
+      } catch (err) {
+        if (!(err instanceof ParseError)) throw err;
+        bad++;
+        if (!first) first = `line ${err.position?.line ?? "?"}: ${err.rawMessage}: "${line.slice(0, 120)}"`;
+        return;
+      }
+      for (const s of got) take(s);
     },
   };
 }
@@ -252,12 +270,17 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
 /**
  * A long-running child in its own process group, read line by line. Its group is killed on our exit
  * by any path (trackGroup); if we are SIGKILLed, its next write to the closed pipe ends it (EPIPE).
- * `onExit` is called when it exits before halt(). Null when it could not be spawned.
+ * `onCut` gets a last line left without its newline; `onExit` is called when it exits before halt(). Null when it
+ * could not be spawned.
  */
 function spawnLines(
   bin: string,
   args: string[],
-  h: { onLine: (line: string) => void; onExit: (how: string, stderrTail: string) => void },
+  h: {
+    onLine: (line: string) => void;
+    onCut: (line: string) => void;
+    onExit: (how: string, stderrTail: string) => void;
+  },
 ): { pgid: number; halt: (graceMs: number) => Promise<void> } | null {
   const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
   const pgid = child.pid;
@@ -284,7 +307,7 @@ function spawnLines(
     });
     child.once("close", (code, signal) => {
       untrackGroup(pgid);
-      if (partial) h.onLine(partial);
+      if (partial) h.onCut(partial.replace(/\r$/, ""));
       partial = "";
       if (!stopping)
         h.onExit(code !== null ? `code ${code}` : String(signal), stderrTail.trim().split("\n").slice(-2).join(" / "));
