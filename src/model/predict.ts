@@ -492,7 +492,7 @@ function fittedDecode(
   const arF = g.link
     ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
     : { mean: 1, logSd: 0 };
-  const u = sp.maturityU ?? 0.5;
+  const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
   const matF = fittedFactor(f, { mat: u, [`mat/${r.engine}`]: u });
   const sM = 1 / Math.sqrt(expertM(r));
   const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
