@@ -1,14 +1,29 @@
 // Grouped cross-validation of the corpus fit: leave one source (paper, blog, benchmark suite, issue thread) out, one
 // model family out, one engine out — the whole fit, hyperparameters included, redone without the group — and row-level
 // leave-one-out as a fourth line (it leaks: a row's siblings stay in the fit). The grouped folds also estimate how much
-// each kind of extrapolation (support.ts) widens the interval: the out-of-support variance inflations. Pure.
+// each kind of extrapolation (support.ts) widens the interval: the out-of-support variance inflations. Pure, but for
+// reading the checked-in inflations (shippedInflations).
 
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { requireModel } from "./architecture.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
-import { shippedCorpus } from "./corpus.ts";
-import { modelFamily } from "./engines.ts";
-import type { CorpusFit } from "./priors.ts";
-import { corpusRowData, decodeRows, effectiveParameters, fitCorpus, predictive, stepParts, Z80 } from "./priors.ts";
+import { CORPUS_FILE, shippedCorpus } from "./corpus.ts";
+import { engineDate, modelFamily } from "./engines.ts";
+import type { CorpusFit, StepParts } from "./priors.ts";
+import {
+  cachedInflations,
+  corpusRowData,
+  decodeRows,
+  effectiveParameters,
+  fitCorpus,
+  predictive,
+  queryFacts,
+  stepParts,
+  Z80,
+} from "./priors.ts";
+import { fitStamp } from "./priors-cache.ts";
+import type { Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import type { Extrapolation, ExtrapolationKind, QueryFacts } from "./support.ts";
 import { EXTRAPOLATION_KINDS, extrapolations } from "./support.ts";
@@ -325,4 +340,82 @@ export function crossValidate(c: Corpus = shippedCorpus(), opts: { rowLoo?: bool
 /** Inflations alone (the grouped folds, no row LOO): what the build stores beside the fit. */
 export function corpusInflations(c: Corpus = shippedCorpus()): Inflations {
   return crossValidate(c, { rowLoo: false }).inflations;
+}
+
+// ---------------------------------------------------------------- the inflations predictions use
+
+/** Checked-in inflations for runs from src/ (tsx), stamped like the build's cache; the build stores its own. */
+export const INFLATIONS_FILE = fileURLToPath(new URL("./corpus/cv-inflations.json", import.meta.url));
+const CV_FILE = fileURLToPath(import.meta.url);
+
+export interface InflationsFile {
+  kind: "inferscope.cv-inflations";
+  stamp: string;
+  inflations: Inflations;
+}
+
+/** The stamp the checked-in file must carry: the corpus and every module the cross-validation runs. */
+export function inflationsStamp(): string {
+  return fitStamp(CV_FILE, CORPUS_FILE).stamp;
+}
+
+/** What `bench/model.ts --write-inflations` writes to INFLATIONS_FILE. */
+export function inflationsFile(inf: Inflations = corpusInflations()): InflationsFile {
+  return { kind: "inferscope.cv-inflations", stamp: inflationsStamp(), inflations: inf };
+}
+
+function isInflations(x: unknown): x is Inflations {
+  const k = (x as Inflations | undefined)?.kinds;
+  return typeof k === "object" && k !== null && EXTRAPOLATION_KINDS.every((e) => typeof k[e]?.a === "number");
+}
+
+/** Where the inflations in use came from. */
+export type InflationsSource = "build cache" | "checked-in file" | "computed now";
+
+let shipped: { inflations: Inflations; source: InflationsSource } | undefined;
+
+/**
+ * The inflations for the shipped corpus: the build's cache, else the checked-in file when its stamp matches the code
+ * and corpus in this checkout, else the grouped cross-validation run now (seconds; once per process).
+ */
+export function shippedInflations(): { inflations: Inflations; source: InflationsSource } {
+  if (shipped) return shipped;
+  const cached = cachedInflations();
+  if (isInflations(cached)) return (shipped = { inflations: cached, source: "build cache" });
+  try {
+    const j = JSON.parse(readFileSync(INFLATIONS_FILE, "utf8")) as InflationsFile;
+    if (j.kind === "inferscope.cv-inflations" && isInflations(j.inflations) && j.stamp === inflationsStamp())
+      return (shipped = { inflations: j.inflations, source: "checked-in file" });
+  } catch {
+    // missing or unreadable: computed below
+  }
+  return (shipped = { inflations: corpusInflations(), source: "computed now" });
+}
+
+export interface SupportCheck {
+  /** Each extrapolation with its own factor on the interval's log-width. */
+  extrapolations: (Extrapolation & { inflation: number })[];
+  /** Σ a_k: the predicted variance is multiplied by 1 + a. */
+  a: number;
+  /** Parameters carrying ≥ 5 % of the step that a single corpus row informed. */
+  singleRow: string[];
+  source?: InflationsSource;
+}
+
+/** How far a prediction lies from the corpus, what that does to its interval, and what rests on a single row. */
+export function supportCheck(r: Resolved, sp: StepParts, f: CorpusFit): SupportCheck {
+  const q: QueryFacts = { ...queryFacts(r) };
+  if (r.input.engineVersion) q.date = engineDate(r.engine, r.input.engineVersion).date;
+  const ex = extrapolations(q, f.support);
+  const rows = new Map(f.params.map((p) => [p.name, p.rows]));
+  const base = predictive(f, sp);
+  const single = new Set<string>();
+  sp.parts.forEach((p, i) => {
+    if (base.parts[i].ms / base.ms < 0.05) return;
+    for (const k of Object.keys(p.coef)) if (rows.get(k) === 1) single.add(k);
+  });
+  if (!ex.length) return { extrapolations: [], a: 0, singleRow: [...single].sort() };
+  const s = shippedInflations();
+  const { a, each } = inflationFor(ex, s.inflations);
+  return { extrapolations: each, a, singleRow: [...single].sort(), source: s.source };
 }

@@ -29,6 +29,7 @@ export interface FitCacheFile {
 export interface CachedFit {
   fit: CorpusFit;
   supportDates: Map<string, string>;
+  inflations?: unknown;
 }
 
 export type FitCacheRead =
@@ -76,6 +77,7 @@ export function fitCacheFile(
   fit: CorpusFit,
   supportDates: Map<string, string>,
   stamp: { stamp: string; hashed: string[] },
+  inflations?: unknown,
 ): FitCacheFile {
   const finite = (xs: number[], what: string) => {
     for (const x of xs) if (!Number.isFinite(x)) throw new Error(`internal: corpus fit ${what} is not finite (${x})`);
@@ -90,6 +92,7 @@ export function fitCacheFile(
     hashed: stamp.hashed,
     fit: rest,
     supportDates: [...supportDates],
+    ...(inflations ? { inflations } : {}),
   };
 }
 
@@ -142,5 +145,5 @@ export function readFitCache(cacheFile: string, entry: string, corpusFile: strin
     logEvidence: f.logEvidence,
     support: f.support,
   };
-  return { ok: true, value: { fit, supportDates: new Map(j.supportDates) } };
+  return { ok: true, value: { fit, supportDates: new Map(j.supportDates), inflations: j.inflations } };
 }

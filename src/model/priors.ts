@@ -18,6 +18,8 @@ import { fileURLToPath } from "node:url";
 import type { AllReduceChoice } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
 import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
+// cv.ts imports this module too; only precomputedPriors() (the build) calls into it.
+import { corpusInflations } from "./cv.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
 import type { Gpu } from "./hardware.ts";
 import type { CachedFit, FitCacheFile, FitCacheRead } from "./priors-cache.ts";
@@ -801,6 +803,11 @@ export function shippedCacheStatus(): FitCacheRead {
   return cacheRead;
 }
 
+/** The out-of-support inflations the build stored beside the fit, when its cache holds them. */
+export function cachedInflations(): unknown {
+  return shippedCache()?.inflations;
+}
+
 function shippedCache(): CachedFit | undefined {
   const r = shippedCacheStatus();
   return r.ok ? r.value : undefined;
@@ -808,7 +815,8 @@ function shippedCache(): CachedFit | undefined {
 
 /** What the build writes to PRIORS_CACHE_FILE: a fresh fit of the shipped corpus, stamped with its inputs. */
 export function precomputedPriors(): FitCacheFile {
-  return fitCacheFile(fitCorpus(shippedCorpus()), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE));
+  const c = shippedCorpus();
+  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE), corpusInflations(c));
 }
 
 // ---------------------------------------------------------------- the prediction
