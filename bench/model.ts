@@ -113,7 +113,7 @@ console.log(
   `${Object.values(cv.plain).reduce((s, r) => s + r.folds, 0)} refits in ${(cvMs / 1000).toFixed(1)} s wall / ${((cvCpu.user + cvCpu.system) / 1e6).toFixed(1)} s CPU`,
 );
 if (process.argv.includes("--write-inflations")) {
-  writeFileSync(INFLATIONS_FILE, `${JSON.stringify(inflationsFile(cv.inflations), null, 1)}\n`);
+  writeFileSync(INFLATIONS_FILE, `${JSON.stringify(inflationsFile(cv.inflations), null, 2)}\n`);
   console.log(`wrote ${INFLATIONS_FILE}`);
 }
 

@@ -102,9 +102,9 @@ export function extrapolations(q: QueryFacts, s: CorpusSupport): Extrapolation[]
   else if (q.date) {
     // Dates in the corpus are often known to the month: a release within the same month is inside.
     if (month(q.date) < month(e.first))
-      out.push({ kind: "release", detail: `no ${q.engine} row before ${month(e.first)} (release of ${q.date})` });
+      out.push({ kind: "release", detail: `no ${q.engine} row before ${month(e.first)}` });
     else if (month(q.date) > month(e.last))
-      out.push({ kind: "release", detail: `no ${q.engine} row after ${month(e.last)} (release of ${q.date})` });
+      out.push({ kind: "release", detail: `no ${q.engine} row after ${month(e.last)}` });
   }
   if (!s.families.includes(q.family)) out.push({ kind: "family", detail: `no ${q.family} row in the corpus` });
   if (q.moe) {

@@ -1,0 +1,10 @@
+import { crossValidate } from "./src/model/cv.ts";
+const t = performance.now();
+const r = crossValidate();
+console.log("ms", performance.now() - t);
+const f = (s: any) => `n ${s.n} err ${(100*s.medianAbsError).toFixed(1)} cov ${(100*s.coverage).toFixed(1)} ratio ${s.medianRatio.toFixed(2)}`;
+for (const [k, v] of Object.entries(r.plain)) console.log("plain", k, v.folds, "| all", f(v.all), "| dense", f(v.dense), "| moe", f(v.moe));
+for (const [k, v] of Object.entries(r.widened)) console.log("wide ", k, v.folds, "| all", f(v.all), "| dense", f(v.dense), "| moe", f(v.moe));
+console.log(JSON.stringify(r.inflations));
+console.log("eff", r.effectiveParameters, r.parameters);
+for (const x of r.plain.source.rows) console.log(x.id.padEnd(14), x.group.padEnd(40), (100*x.error).toFixed(1).padStart(7), x.ratio.toFixed(2), x.inside, x.extrapolations.map(e=>e.kind).join(","));
