@@ -202,7 +202,8 @@ const CHI2_1_MEDIAN = 0.454936423119572;
 /**
  * Variance inflations per extrapolation kind from held-out rows: with z² = (log measured − log centre)² / predicted
  * variance, a row with kinds K should have median z² = χ²₁'s median × (1 + Σ_K a_k). Each a_k is fitted by backfitting
- * on the median (robust to a single wild row), floored at 0: extrapolating never narrows an interval.
+ * on the median (robust to a single wild row), floored at 0: extrapolating never narrows an interval (an additive
+ * model of negative excesses is ill-posed: their sum can pass −1).
  */
 export function estimateInflations(rows: CvRow[], from: Grouping[]): Inflations {
   const data = rows.map((r) => ({

@@ -7,11 +7,12 @@ import { supportCheck } from "./cv.ts";
 import type { TermName } from "./priors.ts";
 import {
   corpusFit,
-  deviceClass,
+  etaCoefOf,
   expertM,
   fittedFactor,
   formatFactorOf,
   formatFamily,
+  kernelCoefOf,
   predictive,
   referenceKernelUs,
   stepParts,
@@ -504,17 +505,21 @@ function fittedDecode(
   const pr = predictive(f, sp, true, sup.a);
   const ref = referenceBandwidthGBs(r);
   const g = sp.groups;
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const etaCoef = etaCoefOf(r);
   const eta = fittedFactor(f, etaCoef);
   const etaR80 = r80(1 / eta.mean, eta.logSd);
   const etaRange: Range = { low: etaR80.low, mid: etaR80.mid, high: etaR80.high };
-  const kf = fittedFactor(f, { kern: 1, [`kern/${g.kernels}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 });
+  const kf = fittedFactor(f, kernelCoefOf(r));
   const c0 = referenceKernelUs(r);
   const arF = g.link
     ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
     : { mean: 1, logSd: 0 };
   const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
-  const matF = fittedFactor(f, { mat: u, [`mat/${r.engine}`]: u });
+  const matF = fittedFactor(f, {
+    mat: u,
+    [`mat/${r.engine}`]: u,
+    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
+  });
   const sM = 1 / Math.sqrt(expertM(r));
   const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
   const stepMs = roundRange({ low: pr.low80, mid: pr.ms, high: pr.high80 }, 4);

@@ -81,12 +81,16 @@ export interface StepParts {
   maturityU: number | null;
   /** When u is unknown: the mixture it is drawn from (its mean is the coefficient; its variance widens the interval). */
   maturityMix: { mean: number; var: number; over: string } | null;
+  /** The release-month parameter this step uses (rel/engine/YYYY-MM), null when no engine version was given. */
+  releaseKey: string | null;
   maturityNote: string;
   groups: { device: string; kernels: string; moe?: string; link?: string; engine: string; formats: string[] };
 }
 
-type HyperGroup = "eta" | "fmt" | "moe" | "kern" | "kdev" | "ar" | "mat";
-const HYPERS: HyperGroup[] = ["eta", "fmt", "moe", "kern", "kdev", "ar", "mat"];
+// etak: memory kind (the device class's parent); ffam: format family (a format's parent; formerly a fixed 0.3); keng: engine (the kernel group's parent); rel: engine release (a
+// release month's deviation from its engine's maturity curve).
+type HyperGroup = "eta" | "etak" | "ffam" | "fmt" | "moe" | "kern" | "keng" | "kdev" | "ar" | "mat" | "rel";
+const HYPERS: HyperGroup[] = ["eta", "etak", "ffam", "fmt", "moe", "kern", "keng", "kdev", "ar", "mat", "rel"];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
 const MU: Record<string, { mean: number; sd: number; label: string }> = {
@@ -106,15 +110,21 @@ const MU: Record<string, { mean: number; sd: number; label: string }> = {
   mat: { mean: 0.3, sd: 0.5, label: "engine-maturity gap on day one of a family's support (all engines)" },
 };
 
-/** Starting spreads (log scale) and the weak hyperprior's centre. */
+/** Starting spreads (log scale) and the weak hyperprior's centre. A two-level family splits its one-level centre's
+ * variance evenly between the levels (η: 0.14 → 0.1 + 0.1 for memory kind and device class; kernels: 0.28 → 0.2 + 0.2
+ * for engine and engine/backend/mode); a release's deviation from its engine's curve starts at 0.1. */
 const TAU0: Record<HyperGroup | "sigma", number> = {
-  eta: 0.14,
+  eta: 0.1,
+  etak: 0.1,
+  ffam: 0.28,
   fmt: 0.14,
   moe: 0.28,
-  kern: 0.28,
+  kern: 0.2,
+  keng: 0.2,
   kdev: 0.2,
   ar: 0.28,
   mat: 0.28,
+  rel: 0.1,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -140,6 +150,27 @@ export function deviceClass(g: Gpu): string {
     default:
       return `${g.arch}`;
   }
+}
+
+/** The device class's parent: its memory kind (HBM, GDDR, LPDDR/unified, DRAM). */
+export function memoryKind(device: string): string {
+  if (/hbm/.test(device)) return "hbm";
+  if (/gddr/.test(device)) return "gddr";
+  if (/lpddr|unified/.test(device)) return "lpddr";
+  if (/dram/.test(device)) return "dram";
+  return device;
+}
+
+/** Bandwidth-efficiency coefficients: shared mean + memory kind + device class (or the measured-probe factor). */
+export function etaCoefOf(r: Resolved): Record<string, number> {
+  if (referenceBandwidthGBs(r).measured) return { etaProbe: 1 };
+  const dev = deviceClass(r.gpu);
+  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1 };
+}
+
+/** Per-kernel cost coefficients (without maturity): shared mean + engine + engine/backend/mode + device class. */
+export function kernelCoefOf(r: Resolved): Record<string, number> {
+  return { kern: 1, [`keng/${r.engine}`]: 1, [`kern/${kernelGroup(r)}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 };
 }
 
 function backend(r: Resolved): "metal" | "cpu" | "cuda" {
@@ -229,7 +260,7 @@ function engineRowsMix(r: Resolved, s: CorpusSupport, why: string) {
 export function maturity(
   r: Resolved,
   s: CorpusSupport = shippedSupport(),
-): { u: number | null; mix: { mean: number; var: number; over: string } | null; note: string } {
+): { u: number | null; mix: { mean: number; var: number; over: string } | null; note: string; date?: string } {
   const since = familySupportSince(r, s);
   const fam = modelFamily(r.arch);
   const v = r.input.engineVersion;
@@ -256,6 +287,7 @@ export function maturity(
   return {
     u,
     mix: null,
+    date: d.date,
     note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
   };
 }
@@ -284,13 +316,15 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
   const loads = pre?.loads ?? decodeLoads(r, exR.mid);
   const ref = referenceBandwidthGBs(r);
   const dev = ref.measured ? "probe" : deviceClass(r.gpu);
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${dev}`]: 1 };
+  const etaCoef = etaCoefOf(r);
   const mat = maturity(r, support);
   const u = mat.u ?? mat.mix?.mean ?? 0.5;
-  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
+  // A release's own deviation from its engine's maturity curve (0 ± τ_rel for a release month no row ran).
+  const relKey = mat.date ? `rel/${r.engine}/${mat.date.slice(0, 7)}` : null;
+  const matCoef: Record<string, number> = { mat: u, [`mat/${r.engine}`]: u, ...(relKey ? { [relKey]: 1 } : {}) };
   const kg = kernelGroup(r);
   // Small kernels run for a few µs on their own: the per-kernel cost also depends on the device.
-  const kCoef = { kern: 1, [`kern/${kg}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1, ...matCoef };
+  const kCoef = { ...kernelCoefOf(r), ...matCoef };
   const moeG = `${r.engine}/${backend(r)}`;
   const sM = 1 / Math.sqrt(expertM(r));
   const parts: Part[] = [];
@@ -385,6 +419,7 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
     parts,
     maturityU: mat.u,
     maturityMix: mat.mix,
+    releaseKey: relKey,
     maturityNote: mat.note,
     groups: {
       device: dev,
@@ -436,6 +471,8 @@ interface FitRow {
 }
 
 function hyperOf(name: string): HyperGroup | undefined {
+  // A format family (fmt:nvfp4, …) is itself a deviation from the 16-bit reference, spread τ_ffam.
+  if (name.startsWith("fmt:")) return "ffam";
   const i = name.indexOf("/");
   if (i < 0) return undefined;
   const h = name.slice(0, i) as HyperGroup;
@@ -747,9 +784,12 @@ export function fitCorpus(
       name: n,
       kind: h ? "group" : "mean",
       hyper: h,
-      label: h
-        ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
-        : (MU[n]?.label ?? n),
+      label:
+        h === "ffam"
+          ? `format family: ${MU[n]?.label ?? n}`
+          : h
+            ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
+            : (MU[n]?.label ?? n),
       prior: priorOf(n, hyper),
       posterior: { mean: best.theta[j], sd: Math.sqrt(Math.max(0, best.cov[j][j])) },
       rows: rowCount.get(n) ?? 0,
@@ -886,6 +926,8 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
     const vm = comboVar(f, { mat: 1, [`mat/${sp.groups.engine}`]: 1 });
     v += matShare ** 2 * (m * m + vm) * sp.maturityMix.var;
   }
+  // No release given: the release-to-release spread around the engine's maturity curve.
+  if (!sp.releaseKey && matShare > 0) v += matShare ** 2 * f.hyper.tau.rel ** 2;
   if (withResidual) v += f.hyper.sigma ** 2;
   // Out-of-support widening (cv.ts): a variance multiplier estimated from the grouped cross-validation.
   v *= 1 + Math.max(0, inflationVar);
@@ -1051,8 +1093,7 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
   const sp = stepParts(r);
   const pr = predictive(f, sp, false);
   const g = sp.groups;
-  const ref = referenceBandwidthGBs(r);
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const etaCoef = etaCoefOf(r);
   const eta = fittedFactor(f, etaCoef);
   let fixed = 0;
   let fixedSd = 0;
@@ -1063,7 +1104,11 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
     }
   });
   const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
-  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
+  const matCoef: Record<string, number> = {
+    mat: u,
+    [`mat/${r.engine}`]: u,
+    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
+  };
   // Unknown release: the maturity weight's own spread (its mixture) widens the fixed-cost prior.
   if (sp.maturityMix) {
     const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1 });
