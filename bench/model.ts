@@ -113,7 +113,12 @@ console.log(
   `${Object.values(cv.plain).reduce((s, r) => s + r.folds, 0)} refits in ${(cvMs / 1000).toFixed(1)} s wall / ${((cvCpu.user + cvCpu.system) / 1e6).toFixed(1)} s CPU`,
 );
 if (process.argv.includes("--write-inflations")) {
-  writeFileSync(INFLATIONS_FILE, `${JSON.stringify(inflationsFile(cv.inflations), null, 2)}\n`);
+  // Short string lists on one line, as biome formats JSON.
+  const text = JSON.stringify(inflationsFile(cv.inflations), null, 2).replace(
+    /\[\s*("[^"\n]*"(?:,\s*"[^"\n]*")*)\s*\]/g,
+    (_m, l: string) => `[${l.split(/,\s*/).join(", ")}]`,
+  );
+  writeFileSync(INFLATIONS_FILE, `${text}\n`);
   console.log(`wrote ${INFLATIONS_FILE}`);
 }
 
