@@ -485,7 +485,9 @@ function supportNotes(s: SupportCheck): string[] {
     (e) => `extrapolating: ${e.detail}; interval ×${e.inflation.toFixed(2)} (${e.kind}, inflation from the grouped CV)`,
   );
   if (s.singleRow.length)
-    out.push(`rests on a single corpus row: ${s.singleRow.join(", ")} (each informed by one measurement only)`);
+    out.push(
+      `rests on a single corpus row: ${s.singleRow.join(", ")} (each informed by one measurement, shrunk toward its parent)`,
+    );
   return out;
 }
 

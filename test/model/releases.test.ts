@@ -82,18 +82,16 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   const none = predict(base);
   assert.match(none.interval!.maturity, /mixture over the \d+ llamacpp release dates/);
   // Outside the releases the corpus spans for an engine: named, with its factor.
-  const old = predict({
-    model: "gpt-oss-120b",
-    quant: "mxfp4",
-    gpu: "h100-sxm",
-    gpus: 8,
-    tp: 8,
-    engine: "sglang",
-    engineVersion: "v0.4.1",
-  });
+  const gptoss = { model: "gpt-oss-120b", quant: "mxfp4", gpu: "h100-sxm", gpus: 8, tp: 8, engine: "sglang" as const };
+  const old = predict({ ...gptoss, engineVersion: "v0.4.1" });
   const rel = old.extrapolations!.find((e) => e.kind === "release");
   assert.ok(rel && /no sglang row before 2025-08/.test(rel.detail), JSON.stringify(old.extrapolations));
   assert.ok(rel.inflation >= 1);
+  // …and wider than a release the corpus ran (its release month carries no row: 0 ± τ_rel).
+  const inSpan = predict({ ...gptoss, engineVersion: "v0.5.1.post3" });
+  const w = (p: typeof old) => p.decode.stepMs.high / p.decode.stepMs.low;
+  assert.ok(w(old) > w(inSpan) * 1.05, `${w(old)} vs ${w(inSpan)}`);
+  assert.deepEqual(inSpan.extrapolations, []);
   assert.ok(old.interval!.notes!.some((n) => /^extrapolating: no sglang row before 2025-08; interval ×\d/.test(n)));
   // Inside the support nothing is named.
   const v1 = shippedCorpus().rows.find((r) => r.id === "V2-TP2")!;
