@@ -7,7 +7,7 @@
 // - vLLM, SGLang, TensorRT-LLM: the GitHub releases pages of vllm-project/vllm, sgl-project/sglang, NVIDIA/TensorRT-LLM.
 // - llama.cpp: builds are tagged bNNNN on every master merge (ggml-org/llama.cpp releases); the build numbers below are
 //   sampled so that any build's date is interpolated by number between its neighbours. b1631 is dated by the corpus
-//   (validation-public.md V11, build 1631 of 2023-12-16).
+//   (validation-public.md V11, build 1631 of 2023-12-16), b4748 by the shared llama.cpp build (2025-02-20).
 // - MLX: mlx-lm 0.28.2 (validation-public.md V9).
 import { UsageError } from "../errors.ts";
 import { editDistance } from "./hardware.ts";
@@ -100,6 +100,9 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["b3500", "2024-08-02", "approx"],
     ["b4000", "2024-10-31", "approx"],
     ["b4500", "2025-01-17", "approx"],
+    // ../shared/engines/llama.cpp/README.md: build b4748 is commit c392e509 of 2025-02-20 (stream-quirks.md). The
+    // approx neighbours b4500 and b5000 interpolate it to 2025-02-22.
+    ["b4748", "2025-02-20"],
     ["b5000", "2025-03-31", "approx"],
     ["b5500", "2025-05-27", "approx"],
     ["b6000", "2025-07-26", "approx"],
