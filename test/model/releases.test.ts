@@ -29,13 +29,14 @@ test("any release name resolves to its date: v0.4.1, 0.4.1, post releases, llama
   assert.throws(() => resolveRelease("vllm", "banana"), UsageError);
 });
 
-test("grouping keys: the corpus's own keys when present, else derived from the source text and the model", () => {
+test("grouping keys are the corpus rows' sourceKey and family", () => {
   const c = shippedCorpus();
   const row = (id: string) => c.rows.find((r) => r.id === id)!;
-  // Two sections of one README are one source; an issue and its follow-up PR are one thread.
-  assert.equal(sourceKey(row("V2-TP1")), sourceKey(row("V2-TP8")));
+  // Two sections of one README are one source (gpt-fast's Benchmarks and Tensor Parallelism tables); two documents
+  // are two sources.
+  assert.equal(sourceKey(row("V2-TP1")), sourceKey(row("V3-TP2")));
   assert.equal(sourceKey(row("V4-eager")), sourceKey(row("V4-graphs")));
-  assert.notEqual(sourceKey(row("V2-TP1")), sourceKey(row("V3-TP2")));
+  assert.notEqual(sourceKey(row("V2-TP1")), sourceKey(row("V5-F16")));
   assert.equal(sourceKey({ ...row("V1"), sourceKey: "gpustack-perf-lab" } as never), "gpustack-perf-lab");
   assert.equal(familyKey(row("V7-d0")), familyKey(row("V10-qwen3")));
   assert.equal(familyKey({ ...row("V1"), family: "qwen3-dense" } as never), "qwen3-dense");
@@ -83,16 +84,17 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   assert.match(none.interval!.maturity, /mixture over the \d+ llamacpp release dates/);
   // Outside the releases the corpus spans for an engine: named, with its factor.
   const gptoss = { model: "gpt-oss-120b", quant: "mxfp4", gpu: "h100-sxm", gpus: 8, tp: 8, engine: "sglang" as const };
-  const old = predict({ ...gptoss, engineVersion: "v0.4.1" });
+  // (The corpus's SGLang rows run from v0.4.1.post2, 2024-12, to v0.5.1.post3, 2025-08.)
+  const old = predict({ ...gptoss, engineVersion: "v0.3.0" });
   const rel = old.extrapolations!.find((e) => e.kind === "release");
-  assert.ok(rel && /no sglang row before 2025-08/.test(rel.detail), JSON.stringify(old.extrapolations));
+  assert.ok(rel && /no sglang row before 2024-12/.test(rel.detail), JSON.stringify(old.extrapolations));
   assert.ok(rel.inflation >= 1);
   // …and wider than a release the corpus ran (its release month carries no row: 0 ± τ_rel).
   const inSpan = predict({ ...gptoss, engineVersion: "v0.5.1.post3" });
   const w = (p: typeof old) => p.decode.stepMs.high / p.decode.stepMs.low;
   assert.ok(w(old) > w(inSpan) * 1.05, `${w(old)} vs ${w(inSpan)}`);
   assert.deepEqual(inSpan.extrapolations, []);
-  assert.ok(old.interval!.notes!.some((n) => /^extrapolating: no sglang row before 2025-08; interval ×\d/.test(n)));
+  assert.ok(old.interval!.notes!.some((n) => /^extrapolating: no sglang row before 2024-12; interval ×\d/.test(n)));
   // Inside the support nothing is named.
   const v1 = shippedCorpus().rows.find((r) => r.id === "V2-TP2")!;
   assert.deepEqual(predict(v1.input).extrapolations, []);
