@@ -568,7 +568,7 @@ function fittedDecode(
   }
   const kernelCUs = r80(c0 * kf.mean * matF.mean, Math.hypot(kf.logSd, matF.logSd));
   const touched = a.moe ? expertsTouched(a.moe.experts, a.moe.topk, r.batch) : 0;
-  const basisSrc = "corpus fit (priors.ts, validation-public.md rows)";
+  const basisSrc = `corpus fit (priors.ts) to ${f.rowsUsed.length} public decode measurements (src/model/corpus/)`;
   const info: Record<TermName, { formula: string; inputs: Record<string, unknown>; source: string }> = {
     weights: {
       formula: "Σ_groups params_per_GPU · bpw / 8 ÷ BW · (1/η_device) · q_format",

@@ -119,27 +119,27 @@ test("the shipped corpus spans the engines, GPU generations, sources and MoE row
   }
 });
 
-// One grouped cross-validation for the tests below (the grouped folds only: ≈ 26 refits).
+// One grouped cross-validation for the tests below (the grouped folds only: 32 refits).
 let report: CvReport | undefined;
 const cv = () => (report ??= crossValidate(shippedCorpus(), { rowLoo: false }));
 
 test("grouped cross-validation: leave-one-source-out, -family-out and -engine-out figures pinned", () => {
   const r = cv();
   const s = r.widened.source;
-  // Measured 2026-12-04 (40 rows, 13 sources): median |error| 9.5 %, coverage 38/40 = 95 % (MoE 29/30 = 96.7 %,
-  // dense 9/10), median high/low 1.82×. Targets: ≤ 12 % (met), 75–90 % overall and for MoE (not met: the intervals
-  // are too wide off the corpus), ≤ 1.6× (not met). The pins hold what is reached, so a regression fails.
-  assert.equal(s.folds, 13);
-  assert.equal(s.all.n, 40);
-  assert.ok(s.all.medianAbsError <= 0.11, `LOSO median |error| ${s.all.medianAbsError}`);
-  assert.ok(s.all.coverage >= 0.85 && s.all.coverage <= 0.975, `LOSO coverage ${s.all.coverage}`);
-  assert.ok(s.moe.coverage >= 0.85, `LOSO MoE coverage ${s.moe.coverage}`);
+  // Measured 2026-12-04 (89 decode rows, 17 sources): median |error| 15.5 %, coverage 68/89 = 76.4 % (MoE 35/43 =
+  // 81.4 %, dense 33/46 = 71.7 %), median high/low 1.81×. Targets: ≤ 12 % (not met), 75–90 % overall and for MoE
+  // (met), ≤ 1.6× (not met). The pins hold what is reached (one or two rows of slack), so a regression fails.
+  assert.equal(s.folds, 17);
+  assert.equal(s.all.n, 89);
+  assert.ok(s.all.medianAbsError <= 0.165, `LOSO median |error| ${s.all.medianAbsError}`);
+  assert.ok(s.all.coverage >= 0.74 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
+  assert.ok(s.moe.coverage >= 0.79 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
   assert.ok(s.all.medianRatio <= 1.9, `LOSO median high/low ${s.all.medianRatio}`);
-  // Family (7 folds): 13.3 %, 92.5 %, 2.01×; engine (6 folds): 10.9 %, 100 %, 2.49×.
+  // Family (9 folds): 14.9 %, 75.3 %, 1.60×; engine (6 folds): 15.1 %, 85.4 %, 2.63×.
   const fam = r.widened.family;
-  assert.ok(fam.all.medianAbsError <= 0.15 && fam.all.coverage >= 0.85, JSON.stringify(fam.all));
+  assert.ok(fam.all.medianAbsError <= 0.16 && fam.all.coverage >= 0.73, JSON.stringify(fam.all));
   const eng = r.widened.engine;
-  assert.ok(eng.all.medianAbsError <= 0.12 && eng.all.coverage >= 0.9, JSON.stringify(eng.all));
+  assert.ok(eng.all.medianAbsError <= 0.16 && eng.all.coverage >= 0.82, JSON.stringify(eng.all));
   for (const g of ["source", "family", "engine"] as const)
     for (const row of r.widened[g].rows) assert.ok(row.low < row.centreMs && row.centreMs < row.high, `${g} ${row.id}`);
   // Widening never narrows: a widened fold row's interval holds its plain one.
@@ -147,8 +147,25 @@ test("grouped cross-validation: leave-one-source-out, -family-out and -engine-ou
     const p = r.plain.engine.rows.find((x) => x.id === row.id)!;
     assert.ok(row.low <= p.low + 1e-12 && row.high >= p.high - 1e-12, row.id);
   }
-  // The effective number of parameters is well below the parameter count (shrinkage at work).
+  // The effective number of parameters is well below the parameter count (shrinkage at work): 30.6 of 100.
   assert.ok(r.effectiveParameters > 5 && r.effectiveParameters < r.parameters * 0.6, String(r.effectiveParameters));
+});
+
+test("an early release's slowness sits in the release and maturity terms, not in the format it ran", () => {
+  // P5: SGLang v0.4.1.post2 ran DeepSeek-V3 (FP8 block-scaled) days after support landed, 3.6× slower than the later
+  // releases' rows would predict. In the full fit that excess belongs to its release month and the maturity curve; the
+  // FP8 family stays near the 16-bit reference, so a dense FP8 model on a current SGLang is not predicted slow.
+  const f = corpusFit();
+  const mean = (n: string) => f.params.find((p) => p.name === n)!.posterior.mean;
+  assert.ok(mean("rel/sglang/2024-12") > 0.4, String(mean("rel/sglang/2024-12")));
+  assert.ok(Math.abs(mean("fmt:fp8") + mean("fmt/fp8-block")) < 0.15, String(mean("fmt:fp8")));
+  const c = shippedCorpus();
+  const bench = (id: string) => c.benchmarks.find((r) => r.id === id)!;
+  const step = (id: string) => predict(bench(id).input).decode.stepMs;
+  // Qwen3-8B FP8 vs BF16 on SGLang v0.5.3 (measured 5.65 vs 7.19 ms at concurrency 4): FP8 predicted faster.
+  assert.ok(step("B1-qwen3-8b-fp8-sglang-c4").mid < step("B1-qwen3-8b-sglang-c4").mid);
+  const fp8 = step("B1-qwen3-8b-fp8-sglang-c4");
+  assert.ok(fp8.low <= 5.65 && 5.65 <= fp8.high, JSON.stringify(fp8));
 });
 
 test("the checked-in out-of-support inflations are the grouped CV's, for this corpus and code", () => {
@@ -165,9 +182,10 @@ test("the checked-in out-of-support inflations are the grouped CV's, for this co
 test("row-level leave-one-out stays as a fourth line (it leaks siblings: far sharper than the grouped folds)", () => {
   const l = leaveOneOut();
   assert.equal(l.rows.length, shippedCorpus().rows.length);
-  // Measured 2026-12-04: median |error| 4.1 %, coverage 32/40 = 80 %, median high/low 1.26×.
-  assert.ok(l.medianAbsError <= 0.05, `median |error| ${l.medianAbsError}`);
-  assert.ok(l.coverage >= 0.75 && l.coverage <= 0.9, `coverage ${l.coverage}`);
+  // Measured 2026-12-04 (89 rows): median |error| 5.6 %, coverage 77/89 = 86.5 %, median high/low 1.36×.
+  assert.ok(l.medianAbsError <= 0.065, `median |error| ${l.medianAbsError}`);
+  assert.ok(l.coverage >= 0.8 && l.coverage <= 0.92, `coverage ${l.coverage}`);
+  assert.ok(l.medianRatio <= 1.45, `median high/low ${l.medianRatio}`);
   assert.ok(l.medianAbsError < cv().widened.source.all.medianAbsError);
 });
 
