@@ -11,6 +11,7 @@ import {
   corpusFit,
   etaCoefOf,
   expertM,
+  expertSmallMShape,
   fittedFactor,
   formatFactorOf,
   formatFamily,
@@ -225,7 +226,8 @@ function paramSet(r: Resolved, which: Which, ar: AllReduceChoice | null, a2a: Ra
       const f = corpusFit();
       P.loadScale = (l) => formatFactorOf(r, l, f);
       const ie = v("invEtaExperts");
-      if (ie !== undefined) P.expertScale = Math.max(0.2, ie) * P.etaM;
+      // The fitted factor at one token per expert, carried to this batch by the corpus fit's small-M shape.
+      if (ie !== undefined) P.expertScale = Math.max(0.2, ie) * P.etaM * expertSmallMShape(r, f);
     }
     const fixed = v("fixedMs");
     if (fixed !== undefined) P.fixedMs = Math.max(0, fixed);

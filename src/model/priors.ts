@@ -1088,6 +1088,19 @@ export interface CalibrationPriors {
   source: string;
 }
 
+/**
+ * The corpus fit's small-M shape of the routed-expert reads relative to one token per expert: e^(g·(s(M) − 1)),
+ * s(M) = 1/√M, g = the fitted expert-GEMM shortfall (shared + engine/backend, posterior means). A calibration's
+ * invEtaExperts is the factor at M = 1; this carries it to any batch, so a batch sweep fits and predicts with the
+ * same batch dependence as the uncalibrated model (1 for a dense model).
+ */
+export function expertSmallMShape(r: Resolved, f: CorpusFit = corpusFit()): number {
+  if (!r.arch.moe) return 1;
+  const grp = `${r.engine}/${backend(r)}`;
+  const g = paramMoments(f, "moe").mean + paramMoments(f, `moe/${grp}`).mean;
+  return Math.exp(g * (1 / Math.sqrt(expertM(r)) - 1));
+}
+
 /** The corpus posterior for this deployment, as priors for `model fit` (the same distributions, updated there). */
 export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): CalibrationPriors {
   const sp = stepParts(r);
@@ -1116,8 +1129,8 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
   }
   let invEtaExperts: CalibrationPriors["invEtaExperts"];
   if (g.moe) {
-    const sM = 1 / Math.sqrt(expertM(r));
-    const e = fittedFactor(f, { ...etaCoef, moe: sM, [`moe/${g.moe}`]: sM, ...matCoef });
+    // At one token per expert (s(M) = 1); each batch's expert reads carry expertSmallMShape (the fit's batch shape).
+    const e = fittedFactor(f, { ...etaCoef, moe: 1, [`moe/${g.moe}`]: 1, ...matCoef });
     invEtaExperts = { mean: e.mean, sd: e.mean * e.logSd };
   }
   const ar = g.link
