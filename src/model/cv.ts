@@ -383,10 +383,21 @@ export interface SupportCheck {
 }
 
 /** How far a prediction lies from the corpus, what that does to its interval, and what rests on a single row. */
-export function supportCheck(r: Resolved, sp: StepParts, f: CorpusFit): SupportCheck {
+/** The extrapolations of one input against the fit's support (what supportCheck widens by). */
+function extrapolationsOf(r: Resolved, f: CorpusFit): Extrapolation[] {
   const q: QueryFacts = { ...queryFacts(r) };
   if (r.input.engineVersion) q.date = engineDate(r.engine, r.input.engineVersion).date;
-  const ex = extrapolations(q, f.support);
+  return extrapolations(q, f.support);
+}
+
+/** The variance inflation's excess alone (no notes): the what-if grid's fast path widens as predict() does. */
+export function supportInflation(r: Resolved, f: CorpusFit): number {
+  const ex = extrapolationsOf(r, f);
+  return ex.length ? inflationFor(ex, shippedInflations().inflations).a : 0;
+}
+
+export function supportCheck(r: Resolved, sp: StepParts, f: CorpusFit): SupportCheck {
+  const ex = extrapolationsOf(r, f);
   const rows = new Map(f.params.map((p) => [p.name, p.rows]));
   const base = predictive(f, sp);
   const single = new Set<string>();

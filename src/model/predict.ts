@@ -3,7 +3,7 @@ import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
 import type { SupportCheck } from "./cv.ts";
-import { supportCheck } from "./cv.ts";
+import { supportCheck, supportInflation } from "./cv.ts";
 import type { MoePhysicsTerm } from "./moe.ts";
 import { attachPhysics, moePhysics } from "./moe.ts";
 import type { TermName } from "./priors.ts";
@@ -291,7 +291,9 @@ export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond
   if (!r.input.calibration) {
     const a = r.arch;
     const ex = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep).mid : 0;
-    const pr = predictive(corpusFit(), stepParts(r, { loads: decodeLoads(r, ex) }));
+    const f = corpusFit();
+    // Out-of-support widening as in predict() (cv.ts), so a what-if grid's ranges are predict()'s.
+    const pr = predictive(f, stepParts(r, { loads: decodeLoads(r, ex) }), true, supportInflation(r, f));
     const stepMs = { low: pr.low80, mid: pr.ms, high: pr.high80 };
     return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
   }

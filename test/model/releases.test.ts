@@ -6,7 +6,7 @@ import { UsageError } from "../../src/errors.ts";
 import { shippedCorpus } from "../../src/model/corpus.ts";
 import type { CvRow } from "../../src/model/cv.ts";
 import { estimateInflations, familyKey, inflationFor, sourceKey } from "../../src/model/cv.ts";
-import { predict } from "../../src/model/predict.ts";
+import { predict, predictStep } from "../../src/model/predict.ts";
 import { resolveRelease } from "../../src/model/releases.ts";
 
 test("any release name resolves to its date: v0.4.1, 0.4.1, post releases, llama.cpp builds, plain dates", () => {
@@ -94,6 +94,9 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   const w = (p: typeof old) => p.decode.stepMs.high / p.decode.stepMs.low;
   assert.ok(w(old) > w(inSpan) * 1.05, `${w(old)} vs ${w(inSpan)}`);
   assert.deepEqual(inSpan.extrapolations, []);
+  // The what-if grid's fast path widens alike.
+  const st = predictStep({ ...gptoss, engineVersion: "v0.3.0" }).stepMs;
+  assert.ok(Math.abs(st.high / st.low - w(old)) < 1e-3, `${st.high / st.low} vs ${w(old)}`);
   assert.ok(old.interval!.notes!.some((n) => /^extrapolating: no sglang row before 2024-12; interval ×\d/.test(n)));
   // Inside the support nothing is named.
   const v1 = shippedCorpus().rows.find((r) => r.id === "V2-TP2")!;
