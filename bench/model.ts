@@ -1,12 +1,18 @@
-// npm run bench:model — leave-one-out scoring on the corpus (validation-public.md), predict() latency and a 10,000-point
-// what-if grid.
+// npm run bench:model — grouped cross-validation of the corpus fit (the decode rows of src/model/corpus/), the
+// out-of-support inflations it implies, the benchmark rows (never fitted) against the workload prediction, predict()
+// latency and a 10,000-point what-if grid. `--write-inflations` also writes the
+// inflations to src/model/corpus/cv-inflations.json (what runs from src/ use; the build stores its own).
+import { writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import Table from "cli-table3";
 import { shippedCorpus } from "../src/model/corpus.ts";
+import type { CvScore, Grouping } from "../src/model/cv.ts";
+import { crossValidate, INFLATIONS_FILE, inflationsFile } from "../src/model/cv.ts";
 import { SEED_DEPLOYMENT } from "../src/model/examples.ts";
 import { predict } from "../src/model/predict.ts";
-import { corpusFit, leaveOneOut } from "../src/model/priors.ts";
+import { corpusFit } from "../src/model/priors.ts";
 import { whatifGrid } from "../src/model/whatif.ts";
+import { predictWorkload } from "../src/model/workload.ts";
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -14,49 +20,150 @@ function median(xs: number[]): number {
   return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-// 1. Leave-one-out on the corpus: refit (hyperparameters too) without each row, predict it.
+// 1. Grouped cross-validation on the corpus: leave one source out (the headline), one model family out, one engine
+// out — each fold refits everything, hyperparameters included — and row-level leave-one-out last (it leaks siblings).
 const corpus = shippedCorpus();
 const c0 = process.cpuUsage();
 const l0 = performance.now();
-const loo = leaveOneOut(corpus);
-const looMs = performance.now() - l0;
-const looCpu = process.cpuUsage(c0);
-const t = new Table({
-  head: ["row", "measured ms/token", "LOO centre", "80 % interval", "error", "inside", "high/low"],
+const cv = crossValidate(corpus);
+const cvMs = performance.now() - l0;
+const cvCpu = process.cpuUsage(c0);
+const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+const line = (s: CvScore) =>
+  s.n ? `${pct(s.medianAbsError)} | ${pct(s.coverage)} | ${s.medianRatio.toFixed(2)}× (n ${s.n})` : "no rows";
+const summary = new Table({
+  head: ["validation", "folds", "all: median |error| | 80 % coverage | median high/low", "dense", "MoE"],
   style: { head: [], border: [] },
 });
-for (const r of loo.rows)
-  t.push([
+const names: Record<Grouping, string> = {
+  source: "leave one source out",
+  family: "leave one model family out",
+  engine: "leave one engine out",
+  row: "leave one row out (leaks siblings)",
+};
+for (const g of ["source", "family", "engine"] as const) {
+  const w = cv.widened[g];
+  summary.push([`${names[g]}, widened out of support`, w.folds, line(w.all), line(w.dense), line(w.moe)]);
+  const p = cv.plain[g];
+  summary.push([`  ${names[g]}, as fitted`, p.folds, line(p.all), line(p.dense), line(p.moe)]);
+}
+const rl = cv.plain.row;
+summary.push([names.row, rl.folds, line(rl.all), line(rl.dense), line(rl.moe)]);
+console.log(
+  `grouped cross-validation on the corpus (${corpus.rows.length} decode rows, src/model/corpus/; its ${corpus.benchmarks.length} benchmark rows are never fitted): every figure is left out (targets for leave-one-source-out: median |error| ≤ 12 %, coverage 75–90 % overall and for MoE, median high/low ≤ 1.6×)`,
+);
+console.log(summary.toString());
+const inf = new Table({
+  head: ["extrapolation", "held-out rows", "interval ×", "basis"],
+  style: { head: [], border: [] },
+});
+for (const k of Object.values(cv.inflations.kinds)) inf.push([k.kind, k.n, Math.sqrt(1 + k.a).toFixed(2), k.basis]);
+console.log(
+  "out-of-support inflations (median of z² over the grouped folds' held-out rows, backfitted per kind; cross-fitted in the widened lines above):",
+);
+console.log(inf.toString());
+const rowsT = new Table({
+  head: [
+    "row",
+    "measured ms",
+    "in-sample",
+    "left out: source",
+    "family",
+    "engine",
+    "row",
+    "LOSO 80 %",
+    "extrapolations (LOSO)",
+  ],
+  style: { head: [], border: [] },
+});
+const sgn = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)} %` : "–");
+for (const r of cv.perRow) {
+  const s = cv.widened.source.rows.find((x) => x.id === r.id)!;
+  rowsT.push([
     r.id,
-    r.measuredMs.toFixed(2),
-    r.centreMs.toFixed(2),
-    `${r.low.toFixed(2)}–${r.high.toFixed(2)}`,
-    `${r.error >= 0 ? "+" : ""}${(100 * r.error).toFixed(1)} %`,
-    r.inside ? "yes" : "NO",
-    `${r.ratio.toFixed(2)}×`,
+    s.measuredMs.toFixed(2),
+    sgn(r.inSample),
+    sgn(r.source),
+    sgn(r.family),
+    sgn(r.engine),
+    sgn(r.row ?? Number.NaN),
+    `${s.low.toFixed(2)}–${s.high.toFixed(2)}${s.inside ? "" : " MISS"}`,
+    s.extrapolations.map((e) => e.kind).join(", "),
   ]);
+}
+console.log("per row: in-sample error (the shipped fit saw it) beside its left-out errors");
+console.log(rowsT.toString());
 console.log(
-  `leave-one-out on the corpus (${corpus.rows.length} rows of validation-public.md, src/model/corpus/): each row predicted by a fit that never saw it`,
-);
-console.log(t.toString());
-const inside = loo.rows.filter((r) => r.inside).length;
-console.log(
-  `median |error| ${(100 * loo.medianAbsError).toFixed(1)} % (target ≤ 12 %); coverage of the 80 % interval ${inside}/${loo.rows.length} = ${(100 * loo.coverage).toFixed(1)} % (target 75–90 %); median high/low ${loo.medianRatio.toFixed(2)}× (target ≤ 1.5×)`,
-);
-console.log(
-  `fit on all rows: residual σ ${(100 * loo.hyper.sigma).toFixed(1)} % (log); spreads ${Object.entries(loo.hyper.tau)
+  `effective number of parameters Σ(1 − posterior var / prior var) = ${cv.effectiveParameters.toFixed(1)} of ${cv.parameters} for ${corpus.rows.length} rows; residual σ ${(100 * cv.hyper.sigma).toFixed(1)} % (log); spreads ${Object.entries(
+    cv.hyper.tau,
+  )
     .map(([k, v]) => `${k} ${v}`)
-    .join(
-      ", ",
-    )}; ${loo.rows.length} refits in ${(looMs / 1000).toFixed(1)} s wall / ${((looCpu.user + looCpu.system) / 1e6).toFixed(1)} s CPU`,
+    .join(", ")}`,
 );
 {
-  // The same rows predicted in-sample (the shipped fit has seen them): for contrast only.
   const f = corpusFit();
+  const one = f.params.filter((p) => p.rows === 1).map((p) => p.name);
+  console.log(
+    `parameters informed by one row only (shrunk toward their group's mean by the estimated τ): ${one.length} — ${one.join(", ")}`,
+  );
   const errs = corpus.rows.map((r) => Math.abs(predict(r.input).decode.stepMs.mid - r.measuredMs) / r.measuredMs);
   console.log(
-    `in-sample (the shipped fit, all rows seen): median |error| ${(100 * median(errs)).toFixed(1)} % over ${f.rowsUsed.length} rows`,
+    `in-sample (the shipped fit, all rows seen; for contrast only): median |error| ${(100 * median(errs)).toFixed(1)} % over ${f.rowsUsed.length} rows`,
   );
+}
+{
+  // Benchmark rows (kind: benchmark): serving TPOT under load, never fitted, so every figure here is left out. The
+  // workload schedule (continuous batching, chunked prefill) at the row's concurrency and mean lengths.
+  const bt = new Table({
+    head: [
+      "benchmark row",
+      "measured TPOT ms",
+      "predicted mean TPOT (80 %)",
+      "error",
+      "decode step at C",
+      "prefill share",
+    ],
+    style: { head: [], border: [] },
+  });
+  const errs: number[] = [];
+  let inside = 0;
+  for (const r of corpus.benchmarks) {
+    const w = predictWorkload(r.input, {
+      concurrency: r.workload.concurrency,
+      inputLen: { mean: r.workload.inputLen, sd: 0, source: "the row's mean input length" },
+      outputLen: { mean: r.workload.outputLen, sd: 0, source: "the row's mean output length" },
+    });
+    const t = w.meanTpotMs;
+    const e = (t.mid - r.measuredMs) / r.measuredMs;
+    errs.push(Math.abs(e));
+    if (t.low <= r.measuredMs && r.measuredMs <= t.high) inside++;
+    bt.push([
+      r.id,
+      r.measuredMs.toFixed(2),
+      `${t.mid.toFixed(2)} (${t.low.toFixed(2)}–${t.high.toFixed(2)})`,
+      sgn(e),
+      predict(r.input).decode.stepMs.mid.toFixed(2),
+      `${(100 * w.prefillShare).toFixed(0)} %`,
+    ]);
+  }
+  if (corpus.benchmarks.length) {
+    console.log(
+      `benchmark rows (never fitted): median |error| ${(100 * median(errs)).toFixed(1)} %, ${inside}/${corpus.benchmarks.length} inside the 80 % interval`,
+    );
+    console.log(bt.toString());
+  }
+}
+console.log(
+  `${Object.values(cv.plain).reduce((s, r) => s + r.folds, 0)} refits in ${(cvMs / 1000).toFixed(1)} s wall / ${((cvCpu.user + cvCpu.system) / 1e6).toFixed(1)} s CPU`,
+);
+if (process.argv.includes("--write-inflations")) {
+  // Short string lists on one line, as biome formats JSON.
+  const text = JSON.stringify(inflationsFile(cv.inflations), null, 2).replace(
+    /\[\s*("[^"\n]*"(?:,\s*"[^"\n]*")*)\s*\]/g,
+    (_m, l: string) => `[${l.split(/,\s*/).join(", ")}]`,
+  );
+  writeFileSync(INFLATIONS_FILE, `${text}\n`);
+  console.log(`wrote ${INFLATIONS_FILE}`);
 }
 
 // 2. predict() latency on the worked example.

@@ -8,7 +8,7 @@ import type { Measurement, Variant } from "./measurements.ts";
 import { describeVariant } from "./measurements.ts";
 import type { Prediction } from "./predict.ts";
 import { arKey, predictResolved, prefillEstimate } from "./predict.ts";
-import { calibrationPriors, formatFactorOf } from "./priors.ts";
+import { calibrationPriors, expertSmallMShape, formatFactorOf } from "./priors.ts";
 import type { CalibParam, Calibration, ModelInput, Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import {
@@ -211,7 +211,8 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     }
     const coef = zeros();
     coef[0] = bytes / (ref.gbs * 1e6);
-    if (iExp >= 0) coef[iExp] = expertBytes / (ref.gbs * 1e6);
+    // invEtaExperts is the factor at one token per expert; the corpus fit's small-M shape carries it to this batch.
+    if (iExp >= 0) coef[iExp] = (expertBytes * expertSmallMShape(rb)) / (ref.gbs * 1e6);
     const ccb = collectiveCounts(rb, batch);
     const nAll = ar && !input.zeroComm ? ccb.perToken + ccb.embedding + ccb.logitsGather : 0;
     coef[1] = nAll / 1000;

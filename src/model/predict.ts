@@ -2,16 +2,20 @@
 import { paramBreakdown } from "./architecture.ts";
 import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
+import type { SupportCheck } from "./cv.ts";
+import { supportCheck, supportInflation } from "./cv.ts";
 import type { MoePhysicsTerm } from "./moe.ts";
 import { attachPhysics, moePhysics } from "./moe.ts";
 import type { TermName } from "./priors.ts";
 import {
   corpusFit,
-  deviceClass,
+  etaCoefOf,
   expertM,
+  expertSmallMShape,
   fittedFactor,
   formatFactorOf,
   formatFamily,
+  kernelCoefOf,
   predictive,
   referenceKernelUs,
   stepParts,
@@ -151,6 +155,8 @@ export interface Prediction {
   request: { outputLen: number; totalMs: Range; tokensPerSecond: Range; formula: string };
   memory: { weightsGBPerGpu: number; kvGBPerGpuAtContext: number; capacityGB: number; fits: boolean; note: string };
   calibrated: boolean;
+  /** Where the inputs lie outside the corpus (uncalibrated predictions): kind, sentence, factor on the interval. */
+  extrapolations?: { kind: string; detail: string; inflation: number }[];
   /** The uncalibrated range is an 80 % prediction interval from the corpus fit (priors.ts). */
   interval?: {
     level: number;
@@ -159,6 +165,11 @@ export interface Prediction {
     maturity: string;
     /** Parameters this configuration uses that no corpus row informed (their prior spread stands). */
     unseen: string[];
+    /** How the inputs lie outside the corpus; each widens the interval by its CV-estimated factor (cv.ts). */
+    extrapolations?: { kind: string; detail: string; inflation: number }[];
+    /** The interval's total widening factor on its log-width (1 = inside the corpus's support). */
+    widening?: number;
+    notes?: string[];
   };
   /** The MoE accounting behind the moe-* terms (MoE models only). */
   moe?: {
@@ -215,7 +226,8 @@ function paramSet(r: Resolved, which: Which, ar: AllReduceChoice | null, a2a: Ra
       const f = corpusFit();
       P.loadScale = (l) => formatFactorOf(r, l, f);
       const ie = v("invEtaExperts");
-      if (ie !== undefined) P.expertScale = Math.max(0.2, ie) * P.etaM;
+      // The fitted factor at one token per expert, carried to this batch by the corpus fit's small-M shape.
+      if (ie !== undefined) P.expertScale = Math.max(0.2, ie) * P.etaM * expertSmallMShape(r, f);
     }
     const fixed = v("fixedMs");
     if (fixed !== undefined) P.fixedMs = Math.max(0, fixed);
@@ -279,7 +291,9 @@ export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond
   if (!r.input.calibration) {
     const a = r.arch;
     const ex = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep).mid : 0;
-    const pr = predictive(corpusFit(), stepParts(r, { loads: decodeLoads(r, ex) }));
+    const f = corpusFit();
+    // Out-of-support widening as in predict() (cv.ts), so a what-if grid's ranges are predict()'s.
+    const pr = predictive(f, stepParts(r, { loads: decodeLoads(r, ex) }), true, supportInflation(r, f));
     const stepMs = { low: pr.low80, mid: pr.ms, high: pr.high80 };
     return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
   }
@@ -426,7 +440,7 @@ export function predictResolved(r: Resolved): Prediction {
     },
     memory,
     calibrated,
-    ...(dec.interval ? { interval: dec.interval } : {}),
+    ...(dec.interval ? { interval: dec.interval, extrapolations: dec.interval.extrapolations ?? [] } : {}),
     ...(dec.moe ? { moe: dec.moe } : {}),
     assumptions,
   };
@@ -479,6 +493,18 @@ const r80 = (mid: number, logSd: number): Range => ({
   high: mid * Math.exp(Z80 * logSd),
 });
 
+/** Sentences for the interval: each extrapolation and its widening, and what rests on a single corpus row. */
+function supportNotes(s: SupportCheck): string[] {
+  const out = s.extrapolations.map(
+    (e) => `extrapolating: ${e.detail}; interval ×${e.inflation.toFixed(2)} (${e.kind}, inflation from the grouped CV)`,
+  );
+  if (s.singleRow.length)
+    out.push(
+      `rests on a single corpus row: ${s.singleRow.join(", ")} (each informed by one measurement, shrunk toward its parent)`,
+    );
+  return out;
+}
+
 /** The uncalibrated prediction: every efficiency from the corpus fit; the range is the 80 % prediction interval. */
 function fittedDecode(
   r: Resolved,
@@ -490,20 +516,26 @@ function fittedDecode(
   const f = corpusFit();
   const loads = decodeLoads(r, expertsRange.mid);
   const sp = stepParts(r, { loads, kernels, ar });
-  const pr = predictive(f, sp);
+  // Out-of-support widening and single-row notes (cv.ts): the interval grows by the CV-estimated inflations.
+  const sup = supportCheck(r, sp, f);
+  const pr = predictive(f, sp, true, sup.a);
   const ref = referenceBandwidthGBs(r);
   const g = sp.groups;
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const etaCoef = etaCoefOf(r);
   const eta = fittedFactor(f, etaCoef);
   const etaR80 = r80(1 / eta.mean, eta.logSd);
   const etaRange: Range = { low: etaR80.low, mid: etaR80.mid, high: etaR80.high };
-  const kf = fittedFactor(f, { kern: 1, [`kern/${g.kernels}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 });
+  const kf = fittedFactor(f, kernelCoefOf(r));
   const c0 = referenceKernelUs(r);
   const arF = g.link
     ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
     : { mean: 1, logSd: 0 };
-  const u = sp.maturityU ?? 0.5;
-  const matF = fittedFactor(f, { mat: u, [`mat/${r.engine}`]: u });
+  const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
+  const matF = fittedFactor(f, {
+    mat: u,
+    [`mat/${r.engine}`]: u,
+    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
+  });
   const sM = 1 / Math.sqrt(expertM(r));
   const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
   const stepMs = roundRange({ low: pr.low80, mid: pr.ms, high: pr.high80 }, 4);
@@ -540,7 +572,7 @@ function fittedDecode(
   }
   const kernelCUs = r80(c0 * kf.mean * matF.mean, Math.hypot(kf.logSd, matF.logSd));
   const touched = a.moe ? expertsTouched(a.moe.experts, a.moe.topk, r.batch) : 0;
-  const basisSrc = "corpus fit (priors.ts, validation-public.md rows)";
+  const basisSrc = `corpus fit (priors.ts) to ${f.rowsUsed.length} public decode measurements (src/model/corpus/)`;
   const info: Record<TermName, { formula: string; inputs: Record<string, unknown>; source: string }> = {
     weights: {
       formula: "Σ_groups params_per_GPU · bpw / 8 ÷ BW · (1/η_device) · q_format",
@@ -726,6 +758,9 @@ function fittedDecode(
       basis: `80 % posterior-predictive interval of a hierarchical fit to ${f.rowsUsed.length} public measurements (residual σ ${(100 * f.hyper.sigma).toFixed(1)} % in log time)`,
       maturity: sp.maturityNote,
       unseen: pr.unseen,
+      extrapolations: sup.extrapolations.map((e) => ({ ...e, inflation: round(e.inflation, 3) })),
+      widening: round(Math.sqrt(1 + sup.a), 3),
+      notes: supportNotes(sup),
     },
   };
 }

@@ -10,7 +10,7 @@ import type { CorpusFit } from "./priors.ts";
 
 export const FIT_CACHE_KIND = "inferscope.priors-fit";
 /** Bumped when the file's layout changes. */
-export const FIT_CACHE_FORMAT = 1;
+export const FIT_CACHE_FORMAT = 2;
 export const FIT_CACHE_NAME = "priors-fit.json";
 
 export interface FitCacheFile {
@@ -22,11 +22,14 @@ export interface FitCacheFile {
   fit: Omit<CorpusFit, "index">;
   /** supportDates() of the corpus: "engine|model" → first supported (the maturity clock). */
   supportDates: [string, string][];
+  /** Variance inflations per extrapolation kind, estimated by the grouped cross-validation (cv.ts). */
+  inflations?: unknown;
 }
 
 export interface CachedFit {
   fit: CorpusFit;
   supportDates: Map<string, string>;
+  inflations?: unknown;
 }
 
 export type FitCacheRead =
@@ -74,6 +77,7 @@ export function fitCacheFile(
   fit: CorpusFit,
   supportDates: Map<string, string>,
   stamp: { stamp: string; hashed: string[] },
+  inflations?: unknown,
 ): FitCacheFile {
   const finite = (xs: number[], what: string) => {
     for (const x of xs) if (!Number.isFinite(x)) throw new Error(`internal: corpus fit ${what} is not finite (${x})`);
@@ -88,6 +92,7 @@ export function fitCacheFile(
     hashed: stamp.hashed,
     fit: rest,
     supportDates: [...supportDates],
+    ...(inflations ? { inflations } : {}),
   };
 }
 
@@ -124,6 +129,8 @@ export function readFitCache(cacheFile: string, entry: string, corpusFile: strin
     f.cov.length === f.names.length &&
     f.cov.every((r) => Array.isArray(r) && r.length === f.names.length) &&
     Array.isArray(f.params) &&
+    typeof f.support === "object" &&
+    f.support !== null &&
     Array.isArray(j.supportDates);
   if (!shapeOk) return { ok: false, reason: "invalid", detail: `${cacheFile}: fit arrays of the wrong shape` };
   const fit: CorpusFit = {
@@ -136,6 +143,7 @@ export function readFitCache(cacheFile: string, entry: string, corpusFile: strin
     params: f.params.map((p) => ({ ...p, hyper: p.hyper })),
     rowsUsed: f.rowsUsed,
     logEvidence: f.logEvidence,
+    support: f.support,
   };
-  return { ok: true, value: { fit, supportDates: new Map(j.supportDates) } };
+  return { ok: true, value: { fit, supportDates: new Map(j.supportDates), inflations: j.inflations } };
 }

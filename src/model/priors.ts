@@ -15,14 +15,16 @@
 // corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
 
 import { fileURLToPath } from "node:url";
-import { requireModel } from "./architecture.ts";
 import type { AllReduceChoice } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
 import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
+// cv.ts imports this module too; only precomputedPriors() (the build) calls into it.
+import { corpusInflations } from "./cv.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
 import type { Gpu } from "./hardware.ts";
 import type { CachedFit, FitCacheFile, FitCacheRead } from "./priors-cache.ts";
 import { FIT_CACHE_NAME, fitCacheFile, fitStamp, readFitCache } from "./priors-cache.ts";
+import { releasesBetween } from "./releases.ts";
 import type { Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import type { GroupLoad, KernelCount } from "./step.ts";
@@ -40,6 +42,8 @@ import {
   P2P_US,
   referenceBandwidthGBs,
 } from "./step.ts";
+import type { CorpusSupport, RowFacts } from "./support.ts";
+import { corpusSupport, linkKind } from "./support.ts";
 
 /** z of the two-sided 80 % interval. */
 export const Z80 = 1.2815515655446004;
@@ -75,12 +79,18 @@ export interface StepParts {
   parts: Part[];
   /** Maturity weight u ∈ [0, 1] (1 on the day the engine first supported the family), null when unknown. */
   maturityU: number | null;
+  /** When u is unknown: the mixture it is drawn from (its mean is the coefficient; its variance widens the interval). */
+  maturityMix: { mean: number; var: number; over: string } | null;
+  /** The release-month parameter this step uses (rel/engine/YYYY-MM), null when no engine version was given. */
+  releaseKey: string | null;
   maturityNote: string;
   groups: { device: string; kernels: string; moe?: string; link?: string; engine: string; formats: string[] };
 }
 
-type HyperGroup = "eta" | "fmt" | "moe" | "kern" | "kdev" | "ar" | "mat";
-const HYPERS: HyperGroup[] = ["eta", "fmt", "moe", "kern", "kdev", "ar", "mat"];
+// etak: memory kind (the device class's parent); ffam: format family (a format's parent; formerly a fixed 0.3); keng: engine (the kernel group's parent); rel: engine release (a
+// release month's deviation from its engine's maturity curve).
+type HyperGroup = "eta" | "etak" | "ffam" | "fmt" | "moe" | "kern" | "keng" | "kdev" | "ar" | "mat" | "rel";
+const HYPERS: HyperGroup[] = ["eta", "etak", "ffam", "fmt", "moe", "kern", "keng", "kdev", "ar", "mat", "rel"];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
 const MU: Record<string, { mean: number; sd: number; label: string }> = {
@@ -100,15 +110,21 @@ const MU: Record<string, { mean: number; sd: number; label: string }> = {
   mat: { mean: 0.3, sd: 0.5, label: "engine-maturity gap on day one of a family's support (all engines)" },
 };
 
-/** Starting spreads (log scale) and the weak hyperprior's centre. */
+/** Starting spreads (log scale) and the weak hyperprior's centre. A two-level family splits its one-level centre's
+ * variance evenly between the levels (η: 0.14 → 0.1 + 0.1 for memory kind and device class; kernels: 0.28 → 0.2 + 0.2
+ * for engine and engine/backend/mode); a release's deviation from its engine's curve starts at 0.1. */
 const TAU0: Record<HyperGroup | "sigma", number> = {
-  eta: 0.14,
+  eta: 0.1,
+  etak: 0.1,
+  ffam: 0.28,
   fmt: 0.14,
   moe: 0.28,
-  kern: 0.28,
+  kern: 0.2,
+  keng: 0.2,
   kdev: 0.2,
   ar: 0.28,
   mat: 0.28,
+  rel: 0.1,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -134,6 +150,27 @@ export function deviceClass(g: Gpu): string {
     default:
       return `${g.arch}`;
   }
+}
+
+/** The device class's parent: its memory kind (HBM, GDDR, LPDDR/unified, DRAM). */
+export function memoryKind(device: string): string {
+  if (/hbm/.test(device)) return "hbm";
+  if (/gddr/.test(device)) return "gddr";
+  if (/lpddr|unified/.test(device)) return "lpddr";
+  if (/dram/.test(device)) return "dram";
+  return device;
+}
+
+/** Bandwidth-efficiency coefficients: shared mean + memory kind + device class (or the measured-probe factor). */
+export function etaCoefOf(r: Resolved): Record<string, number> {
+  if (referenceBandwidthGBs(r).measured) return { etaProbe: 1 };
+  const dev = deviceClass(r.gpu);
+  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1 };
+}
+
+/** Per-kernel cost coefficients (without maturity): shared mean + engine + engine/backend/mode + device class. */
+export function kernelCoefOf(r: Resolved): Record<string, number> {
+  return { kern: 1, [`keng/${r.engine}`]: 1, [`kern/${kernelGroup(r)}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 };
 }
 
 function backend(r: Resolved): "metal" | "cpu" | "cuda" {
@@ -188,41 +225,70 @@ function linkGroup(r: Resolved, ar: AllReduceChoice): string {
 
 // ---------------------------------------------------------------- maturity
 
-let supportCache: Map<string, string> | undefined;
-
-/** When the engine first supported the model's family (from the corpus), or undefined. */
-export function familySupportSince(r: Resolved): string | undefined {
-  if (!supportCache) {
-    supportCache = new Map();
-    for (const [k, v] of shippedCache()?.supportDates ?? supportDates()) {
-      const [engine, model] = k.split("|");
-      const key = `${engine}|${modelFamily(requireModel(model))}`;
-      const prev = supportCache.get(key);
-      if (!prev || v < prev) supportCache.set(key, v);
-    }
-  }
-  return supportCache.get(`${r.engine}|${modelFamily(r.arch)}`);
+/** Support of the shipped corpus (the fit's own when the build's cache holds it). */
+export function shippedSupport(): CorpusSupport {
+  return corpusFit().support;
 }
 
-export function maturity(r: Resolved): { u: number | null; note: string } {
-  const since = familySupportSince(r);
+/** When the engine first supported the model's family (from the corpus), or undefined. */
+export function familySupportSince(r: Resolved, s: CorpusSupport = shippedSupport()): string | undefined {
+  return s.familySince[`${r.engine}|${modelFamily(r.arch)}`];
+}
+
+function mixOf(us: number[], over: string): { mean: number; var: number; over: string } {
+  const n = us.length;
+  const mean = us.reduce((a, b) => a + b, 0) / n;
+  const v = us.reduce((a, b) => a + (b - mean) ** 2, 0) / n;
+  return { mean, var: v, over };
+}
+
+/** Maturity weights of the engine's corpus rows, or u ~ U(0, 1) for an engine the corpus never ran. */
+function engineRowsMix(r: Resolved, s: CorpusSupport, why: string) {
+  const e = s.engines[r.engine];
+  if (!e) {
+    const m = { mean: 0.5, var: 1 / 12, over: "uniform 0–1" };
+    return { u: null, mix: m, note: `${why}; no ${r.engine} row in the corpus: maturity weight uniform on 0–1` };
+  }
+  const m = mixOf(e.u, `the ${e.rows} ${r.engine} rows`);
+  return {
+    u: null,
+    mix: m,
+    note: `${why}: maturity weight drawn from the ${e.rows} ${r.engine} corpus rows' (mean ${m.mean.toFixed(2)}, sd ${Math.sqrt(m.var).toFixed(2)})`,
+  };
+}
+
+export function maturity(
+  r: Resolved,
+  s: CorpusSupport = shippedSupport(),
+): { u: number | null; mix: { mean: number; var: number; over: string } | null; note: string; date?: string } {
+  const since = familySupportSince(r, s);
+  const fam = modelFamily(r.arch);
   const v = r.input.engineVersion;
-  if (!v)
+  if (!v) {
+    const e = s.engines[r.engine];
+    if (!since || !e)
+      return engineRowsMix(r, s, `engine version not given and ${r.engine} on ${fam} not in the corpus`);
+    // The releases the corpus spans for this engine (from the family's first support on): a mixture over their dates.
+    const from = [since, e.first].sort()[1];
+    const dates = [...new Set([from, e.last, ...releasesBetween(r.engine, from, e.last).map((x) => x.date)])];
+    const us = dates.map((d) => maturityWeight(supportAgeMonths(d, since)));
+    const m = mixOf(us, `${dates.length} ${r.engine} release dates ${from.slice(0, 7)}–${e.last.slice(0, 7)}`);
     return {
       u: null,
-      note: `engine version not given: the interval covers the spread across ${r.engine} releases (maturity weight uniform on 0–1)`,
+      mix: m,
+      note: `engine version not given: the maturity weight is a mixture over the ${m.over} the corpus spans (mean ${m.mean.toFixed(2)}, sd ${Math.sqrt(m.var).toFixed(2)}; ${fam} supported since ${since})`,
     };
+  }
   const d = engineDate(r.engine, v);
   if (!since)
-    return {
-      u: null,
-      note: `${r.engine} ${v} (${d.date}); when ${r.engine} first ran the ${modelFamily(r.arch)} family is not in the corpus: maturity weight uniform on 0–1`,
-    };
+    return engineRowsMix(r, s, `${r.engine} ${v} (${d.date}); when ${r.engine} first ran ${fam} is not in the corpus`);
   const age = supportAgeMonths(d.date, since);
   const u = maturityWeight(age);
   return {
     u,
-    note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${modelFamily(r.arch)} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
+    mix: null,
+    date: d.date,
+    note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
   };
 }
 
@@ -242,7 +308,7 @@ export interface PartsContext {
 }
 
 /** Splits one decode step into parts (see the header). */
-export function stepParts(r: Resolved, pre?: Partial<PartsContext>): StepParts {
+export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: CorpusSupport): StepParts {
   const a = r.arch;
   const kernels = pre?.kernels ?? kernelCount(r);
   const ar = pre?.ar !== undefined ? pre.ar : allReduceFor(r);
@@ -250,13 +316,15 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>): StepParts {
   const loads = pre?.loads ?? decodeLoads(r, exR.mid);
   const ref = referenceBandwidthGBs(r);
   const dev = ref.measured ? "probe" : deviceClass(r.gpu);
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${dev}`]: 1 };
-  const mat = maturity(r);
-  const u = mat.u ?? 0.5;
-  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
+  const etaCoef = etaCoefOf(r);
+  const mat = maturity(r, support);
+  const u = mat.u ?? mat.mix?.mean ?? 0.5;
+  // A release's own deviation from its engine's maturity curve (0 ± τ_rel for a release month no row ran).
+  const relKey = mat.date ? `rel/${r.engine}/${mat.date.slice(0, 7)}` : null;
+  const matCoef: Record<string, number> = { mat: u, [`mat/${r.engine}`]: u, ...(relKey ? { [relKey]: 1 } : {}) };
   const kg = kernelGroup(r);
   // Small kernels run for a few µs on their own: the per-kernel cost also depends on the device.
-  const kCoef = { kern: 1, [`kern/${kg}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1, ...matCoef };
+  const kCoef = { ...kernelCoefOf(r), ...matCoef };
   const moeG = `${r.engine}/${backend(r)}`;
   const sM = 1 / Math.sqrt(expertM(r));
   const parts: Part[] = [];
@@ -350,6 +418,8 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>): StepParts {
   return {
     parts,
     maturityU: mat.u,
+    maturityMix: mat.mix,
+    releaseKey: relKey,
     maturityNote: mat.note,
     groups: {
       device: dev,
@@ -389,6 +459,8 @@ export interface CorpusFit {
   params: ParamInfo[];
   rowsUsed: string[];
   logEvidence: number;
+  /** What the fitted rows measured (support.ts): the yardstick for extrapolation and the maturity clock. */
+  support: CorpusSupport;
 }
 
 interface FitRow {
@@ -399,6 +471,8 @@ interface FitRow {
 }
 
 function hyperOf(name: string): HyperGroup | undefined {
+  // A format family (fmt:nvfp4, …) is itself a deviation from the 16-bit reference, spread τ_ffam.
+  if (name.startsWith("fmt:")) return "ffam";
   const i = name.indexOf("/");
   if (i < 0) return undefined;
   const h = name.slice(0, i) as HyperGroup;
@@ -571,29 +645,82 @@ function hyperLogPrior(h: Hyper): number {
   return s;
 }
 
-function fitRows(c: Corpus, exclude?: string): FitRow[] {
-  return c.rows
-    .filter((r) => r.id !== exclude)
-    .map((r) => {
-      const sp = stepParts(resolve(r.input));
-      return { id: r.id, y: Math.log(r.measuredMs), parts: sp.parts, maturityU: sp.maturityU };
-    });
+/**
+ * Rows the decode fit uses: `kind: decode` (a benchmark at concurrency 1 is one; rows under load sit in
+ * `c.benchmarks` and are predicted by workload.ts, never fitted).
+ */
+export function decodeRows(c: Corpus): CorpusRow[] {
+  return c.rows.filter((r) => r.kind === "decode");
 }
 
-const rowCache = new WeakMap<Corpus, FitRow[]>();
+/** The support facts of one resolved input (engine date and maturity left to the caller). */
+export function queryFacts(r: Resolved): Omit<RowFacts, "id" | "date" | "since" | "u"> {
+  const a = r.arch;
+  const exR = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep) : { mid: 0 };
+  const formats = new Set<string>();
+  for (const l of decodeLoads(r, exR.mid)) {
+    if (l.group === "attentionCore" || l.group === "kv") continue;
+    const key = formatKey(r, l);
+    if (formatFamily(key)) formats.add(key);
+  }
+  const ref = referenceBandwidthGBs(r);
+  return {
+    engine: r.engine,
+    family: modelFamily(a),
+    device: ref.measured ? "probe" : deviceClass(r.gpu),
+    formats: [...formats].sort(),
+    moe: a.moe ? { experts: a.moe.experts, active: a.moe.topk / a.moe.experts } : undefined,
+    tp: r.tp,
+    ep: r.ep,
+    link: linkKind(r),
+  };
+}
 
-function allRows(c: Corpus): FitRow[] {
+interface RowData {
+  rows: FitRow[];
+  facts: RowFacts[];
+  support: CorpusSupport;
+}
+
+function rowData(c: Corpus): RowData {
+  const rows = decodeRows(c);
+  const res = rows.map((r) => resolve(r.input));
+  const facts: RowFacts[] = rows.map((row, i) => ({
+    id: row.id,
+    ...queryFacts(res[i]),
+    date: row.engine.date.length === 7 ? `${row.engine.date}-15` : row.engine.date,
+    since: row.modelSupportSince.length === 7 ? `${row.modelSupportSince}-15` : row.modelSupportSince,
+    u: 0,
+  }));
+  const first = corpusSupport(facts);
+  for (const f of facts) f.u = maturityWeight(supportAgeMonths(f.date, first.familySince[`${f.engine}|${f.family}`]));
+  const support = corpusSupport(facts);
+  const fitRows = rows.map((row, i) => {
+    const sp = stepParts(res[i], undefined, support);
+    return { id: row.id, y: Math.log(row.measuredMs), parts: sp.parts, maturityU: sp.maturityU };
+  });
+  return { rows: fitRows, facts, support };
+}
+
+const rowCache = new WeakMap<Corpus, RowData>();
+
+/** Fit rows, support facts and the full corpus's support (memoised per corpus object). */
+export function corpusRowData(c: Corpus): RowData {
   let r = rowCache.get(c);
-  if (!r) rowCache.set(c, (r = fitRows(c)));
+  if (!r) rowCache.set(c, (r = rowData(c)));
   return r;
 }
 
 /** Fits the corpus (optionally without one row): MAP parameters, posterior covariance, empirical-Bayes spreads. */
 export function fitCorpus(
   c: Corpus = shippedCorpus(),
-  opts: { exclude?: string; hyper?: Hyper; hyperStart?: Hyper } = {},
+  opts: { exclude?: string | ReadonlySet<string>; hyper?: Hyper; hyperStart?: Hyper } = {},
 ): CorpusFit {
-  const rows = allRows(c).filter((r) => r.id !== opts.exclude);
+  const data = corpusRowData(c);
+  const ex = opts.exclude;
+  const out = (id: string) => (typeof ex === "string" ? id === ex : ex ? ex.has(id) : false);
+  const rows = data.rows.filter((r) => !out(r.id));
+  const support = ex ? corpusSupport(data.facts.filter((f) => !out(f.id))) : data.support;
   const nameSet = new Set<string>();
   for (const row of rows) for (const p of row.parts) for (const k of Object.keys(p.coef)) nameSet.add(k);
   // Row counts per parameter: number of rows (not parts) that depend on it.
@@ -657,9 +784,12 @@ export function fitCorpus(
       name: n,
       kind: h ? "group" : "mean",
       hyper: h,
-      label: h
-        ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
-        : (MU[n]?.label ?? n),
+      label:
+        h === "ffam"
+          ? `format family: ${MU[n]?.label ?? n}`
+          : h
+            ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
+            : (MU[n]?.label ?? n),
       prior: priorOf(n, hyper),
       posterior: { mean: best.theta[j], sd: Math.sqrt(Math.max(0, best.cov[j][j])) },
       rows: rowCount.get(n) ?? 0,
@@ -674,7 +804,13 @@ export function fitCorpus(
     params,
     rowsUsed: rows.map((r) => r.id),
     logEvidence: best.logEvidence,
+    support,
   };
+}
+
+/** Effective number of parameters: Σ (1 − posterior variance / prior variance), the data's share of each. */
+export function effectiveParameters(f: CorpusFit): number {
+  return f.params.reduce((s, p) => s + Math.max(0, 1 - (p.posterior.sd / p.prior.sd) ** 2), 0);
 }
 
 let shippedFit: CorpusFit | undefined;
@@ -707,6 +843,11 @@ export function shippedCacheStatus(): FitCacheRead {
   return cacheRead;
 }
 
+/** The out-of-support inflations the build stored beside the fit, when its cache holds them. */
+export function cachedInflations(): unknown {
+  return shippedCache()?.inflations;
+}
+
 function shippedCache(): CachedFit | undefined {
   const r = shippedCacheStatus();
   return r.ok ? r.value : undefined;
@@ -714,7 +855,8 @@ function shippedCache(): CachedFit | undefined {
 
 /** What the build writes to PRIORS_CACHE_FILE: a fresh fit of the shipped corpus, stamped with its inputs. */
 export function precomputedPriors(): FitCacheFile {
-  return fitCacheFile(fitCorpus(shippedCorpus()), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE));
+  const c = shippedCorpus();
+  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE), corpusInflations(c));
 }
 
 // ---------------------------------------------------------------- the prediction
@@ -759,7 +901,7 @@ function comboVar(f: CorpusFit, coef: Record<string, number>): number {
   return v;
 }
 
-export function predictive(f: CorpusFit, sp: StepParts, withResidual = true): Predictive {
+export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inflationVar = 0): Predictive {
   const vals = sp.parts.map((p) => {
     let e = 0;
     for (const k in p.coef) e += p.coef[k] * paramMoments(f, k).mean;
@@ -777,13 +919,18 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true): Pr
     if ("mat" in p.coef) matShare += w;
   });
   let v = comboVar(f, g) + extra;
-  if (sp.maturityU === null && matShare > 0) {
-    // Unknown release: u ~ U(0, 1). The coefficient 0.5 carries E[u]; add the rest of Var(m·u) = m²/12 + Var(m)/3 − Var(m)/4.
+  if (sp.maturityMix && matShare > 0) {
+    // Unknown release: u drawn from a mixture. The coefficient E[u] carries the mean and Var(m)·E[u]²; add the rest
+    // of Var(m·u) = E[m]²·Var(u) + Var(m)·Var(u).
     const m = paramMoments(f, "mat").mean + paramMoments(f, `mat/${sp.groups.engine}`).mean;
     const vm = comboVar(f, { mat: 1, [`mat/${sp.groups.engine}`]: 1 });
-    v += matShare ** 2 * ((m * m) / 12 + vm / 12);
+    v += matShare ** 2 * (m * m + vm) * sp.maturityMix.var;
   }
+  // No release given: the release-to-release spread around the engine's maturity curve.
+  if (!sp.releaseKey && matShare > 0) v += matShare ** 2 * f.hyper.tau.rel ** 2;
   if (withResidual) v += f.hyper.sigma ** 2;
+  // Out-of-support widening (cv.ts): a variance multiplier estimated from the grouped cross-validation.
+  v *= 1 + Math.max(0, inflationVar);
   const sd = Math.sqrt(Math.max(0, v));
   const parts: PartValue[] = sp.parts.map((p, i) => ({
     term: p.term,
@@ -836,7 +983,7 @@ export function leaveOneOut(c: Corpus = shippedCorpus(), only?: (r: CorpusRow) =
   for (const r of c.rows) {
     if (only && !only(r)) continue;
     const f = fitCorpus(c, { exclude: r.id, hyperStart: full.hyper });
-    const p = predictive(f, stepParts(resolve(r.input)));
+    const p = predictive(f, stepParts(resolve(r.input), undefined, f.support));
     rows.push({
       id: r.id,
       label: r.label,
@@ -941,13 +1088,25 @@ export interface CalibrationPriors {
   source: string;
 }
 
+/**
+ * The corpus fit's small-M shape of the routed-expert reads relative to one token per expert: e^(g·(s(M) − 1)),
+ * s(M) = 1/√M, g = the fitted expert-GEMM shortfall (shared + engine/backend, posterior means). A calibration's
+ * invEtaExperts is the factor at M = 1; this carries it to any batch, so a batch sweep fits and predicts with the
+ * same batch dependence as the uncalibrated model (1 for a dense model).
+ */
+export function expertSmallMShape(r: Resolved, f: CorpusFit = corpusFit()): number {
+  if (!r.arch.moe) return 1;
+  const grp = `${r.engine}/${backend(r)}`;
+  const g = paramMoments(f, "moe").mean + paramMoments(f, `moe/${grp}`).mean;
+  return Math.exp(g * (1 / Math.sqrt(expertM(r)) - 1));
+}
+
 /** The corpus posterior for this deployment, as priors for `model fit` (the same distributions, updated there). */
 export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): CalibrationPriors {
   const sp = stepParts(r);
   const pr = predictive(f, sp, false);
   const g = sp.groups;
-  const ref = referenceBandwidthGBs(r);
-  const etaCoef: Record<string, number> = ref.measured ? { etaProbe: 1 } : { eta: 1, [`eta/${g.device}`]: 1 };
+  const etaCoef = etaCoefOf(r);
   const eta = fittedFactor(f, etaCoef);
   let fixed = 0;
   let fixedSd = 0;
@@ -957,17 +1116,21 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
       fixedSd += pr.parts[i].ms * pr.parts[i].logSd;
     }
   });
-  const u = sp.maturityU ?? 0.5;
-  const matCoef = { mat: u, [`mat/${r.engine}`]: u };
-  // Unknown release: the maturity weight's own spread (u ~ U(0, 1)) widens the fixed-cost prior.
-  if (sp.maturityU === null) {
+  const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
+  const matCoef: Record<string, number> = {
+    mat: u,
+    [`mat/${r.engine}`]: u,
+    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
+  };
+  // Unknown release: the maturity weight's own spread (its mixture) widens the fixed-cost prior.
+  if (sp.maturityMix) {
     const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1 });
-    fixedSd = Math.hypot(fixedSd, fixed * Math.abs(Math.log(m.mean)) * Math.sqrt(1 / 12));
+    fixedSd = Math.hypot(fixedSd, fixed * Math.abs(Math.log(m.mean)) * Math.sqrt(sp.maturityMix.var));
   }
   let invEtaExperts: CalibrationPriors["invEtaExperts"];
   if (g.moe) {
-    const sM = 1 / Math.sqrt(expertM(r));
-    const e = fittedFactor(f, { ...etaCoef, moe: sM, [`moe/${g.moe}`]: sM, ...matCoef });
+    // At one token per expert (s(M) = 1); each batch's expert reads carry expertSmallMShape (the fit's batch shape).
+    const e = fittedFactor(f, { ...etaCoef, moe: 1, [`moe/${g.moe}`]: 1, ...matCoef });
     invEtaExperts = { mean: e.mean, sd: e.mean * e.logSd };
   }
   const ar = g.link

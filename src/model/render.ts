@@ -47,6 +47,7 @@ export function renderPrediction(p: Prediction): string {
     `prefill (${p.prefill.inputLen} tokens): TTFT ${fmtRange(p.prefill.ttftMs, 1, " ms")}; ${p.request.outputLen}-token request ${fmtRange(p.request.totalMs, 0, " ms")}`,
   );
   out.push(`memory: ${p.memory.note}`);
+  for (const n of p.interval?.notes ?? []) out.push(n);
   if (p.workload) out.push(...renderWorkload(p.workload));
   out.push("assumptions:");
   for (const a of p.assumptions) out.push(`  - ${a}`);

@@ -1,10 +1,14 @@
-// The corpus (src/model/corpus/*.yaml, validation-public.md as data) and the leave-one-out figures that pin the
-// fitted model: a change that makes the median error, the 80 % coverage or the sharpness worse fails here.
+// The corpus (src/model/corpus/*.yaml, validation-public.md as data) and the grouped cross-validation figures that pin
+// the fitted model (cv.ts): a change that makes the left-out error, the 80 % coverage or the sharpness worse fails here.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { InputError } from "../../src/errors.ts";
 import { requireModel } from "../../src/model/architecture.ts";
 import { parseCorpus, shippedCorpus } from "../../src/model/corpus.ts";
+import type { CvReport } from "../../src/model/cv.ts";
+import { crossValidate, INFLATIONS_FILE, inflationsStamp } from "../../src/model/cv.ts";
+import { SEED_DEPLOYMENT } from "../../src/model/examples.ts";
 import { requireGpu } from "../../src/model/hardware.ts";
 import { predict } from "../../src/model/predict.ts";
 import { corpusFit, leaveOneOut } from "../../src/model/priors.ts";
@@ -115,14 +119,86 @@ test("the shipped corpus spans the engines, GPU generations, sources and MoE row
   }
 });
 
-test("leave-one-out on the corpus: median |error|, 80 % coverage and sharpness pinned", () => {
+// One grouped cross-validation for the tests below (the grouped folds only: 32 refits).
+let report: CvReport | undefined;
+const cv = () => (report ??= crossValidate(shippedCorpus(), { rowLoo: false }));
+
+test("grouped cross-validation: leave-one-source-out, -family-out and -engine-out figures pinned", () => {
+  const r = cv();
+  const s = r.widened.source;
+  // Measured 2026-12-04 (89 decode rows, 17 sources): median |error| 15.5 %, coverage 68/89 = 76.4 % (MoE 35/43 =
+  // 81.4 %, dense 33/46 = 71.7 %), median high/low 1.81×. Targets: ≤ 12 % (not met), 75–90 % overall and for MoE
+  // (met), ≤ 1.6× (not met). The pins hold what is reached (one or two rows of slack), so a regression fails.
+  assert.equal(s.folds, 17);
+  assert.equal(s.all.n, 89);
+  assert.ok(s.all.medianAbsError <= 0.165, `LOSO median |error| ${s.all.medianAbsError}`);
+  assert.ok(s.all.coverage >= 0.74 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
+  assert.ok(s.moe.coverage >= 0.79 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
+  assert.ok(s.all.medianRatio <= 1.9, `LOSO median high/low ${s.all.medianRatio}`);
+  // Family (9 folds): 14.9 %, 75.3 %, 1.60×; engine (6 folds): 15.1 %, 85.4 %, 2.63×.
+  const fam = r.widened.family;
+  assert.ok(fam.all.medianAbsError <= 0.16 && fam.all.coverage >= 0.73, JSON.stringify(fam.all));
+  const eng = r.widened.engine;
+  assert.ok(eng.all.medianAbsError <= 0.16 && eng.all.coverage >= 0.82, JSON.stringify(eng.all));
+  for (const g of ["source", "family", "engine"] as const)
+    for (const row of r.widened[g].rows) assert.ok(row.low < row.centreMs && row.centreMs < row.high, `${g} ${row.id}`);
+  // Widening never narrows: a widened fold row's interval holds its plain one.
+  for (const row of r.widened.engine.rows) {
+    const p = r.plain.engine.rows.find((x) => x.id === row.id)!;
+    assert.ok(row.low <= p.low + 1e-12 && row.high >= p.high - 1e-12, row.id);
+  }
+  // The effective number of parameters is well below the parameter count (shrinkage at work): 30.6 of 100.
+  assert.ok(r.effectiveParameters > 5 && r.effectiveParameters < r.parameters * 0.6, String(r.effectiveParameters));
+});
+
+test("an early release's slowness sits in the release and maturity terms, not in the format it ran", () => {
+  // P5: SGLang v0.4.1.post2 ran DeepSeek-V3 (FP8 block-scaled) days after support landed, 3.6× slower than the later
+  // releases' rows would predict. In the full fit that excess belongs to its release month and the maturity curve; the
+  // FP8 family stays near the 16-bit reference, so a dense FP8 model on a current SGLang is not predicted slow.
+  const f = corpusFit();
+  const mean = (n: string) => f.params.find((p) => p.name === n)!.posterior.mean;
+  assert.ok(mean("rel/sglang/2024-12") > 0.4, String(mean("rel/sglang/2024-12")));
+  assert.ok(Math.abs(mean("fmt:fp8") + mean("fmt/fp8-block")) < 0.15, String(mean("fmt:fp8")));
+  const c = shippedCorpus();
+  const bench = (id: string) => c.benchmarks.find((r) => r.id === id)!;
+  const step = (id: string) => predict(bench(id).input).decode.stepMs;
+  // Qwen3-8B FP8 vs BF16 on SGLang v0.5.3 (measured 5.65 vs 7.19 ms at concurrency 4): FP8 predicted faster.
+  assert.ok(step("B1-qwen3-8b-fp8-sglang-c4").mid < step("B1-qwen3-8b-sglang-c4").mid);
+  const fp8 = step("B1-qwen3-8b-fp8-sglang-c4");
+  assert.ok(fp8.low <= 5.65 && 5.65 <= fp8.high, JSON.stringify(fp8));
+});
+
+test("the checked-in out-of-support inflations are the grouped CV's, for this corpus and code", () => {
+  const file = JSON.parse(readFileSync(INFLATIONS_FILE, "utf8"));
+  assert.equal(
+    file.stamp,
+    inflationsStamp(),
+    "src/model/corpus/cv-inflations.json is stale: run `npx tsx bench/model.ts --write-inflations`",
+  );
+  assert.deepStrictEqual(file.inflations, cv().inflations);
+  for (const k of Object.values(cv().inflations.kinds)) assert.ok(k.a >= 0 && Number.isFinite(k.a), k.kind);
+});
+
+test("row-level leave-one-out stays as a fourth line (it leaks siblings: far sharper than the grouped folds)", () => {
   const l = leaveOneOut();
   assert.equal(l.rows.length, shippedCorpus().rows.length);
-  // Measured 2026-12-03: median |error| 4.6 %, coverage 31/40 = 77.5 %, median high/low 1.25×.
-  assert.ok(l.medianAbsError <= 0.05, `median |error| ${l.medianAbsError}`);
-  assert.ok(l.coverage >= 0.75 && l.coverage <= 0.9, `coverage ${l.coverage}`);
-  assert.ok(l.medianRatio <= 1.3, `median high/low ${l.medianRatio}`);
-  for (const r of l.rows) assert.ok(r.low < r.centreMs && r.centreMs < r.high, r.id);
+  // Measured 2026-12-04 (89 rows): median |error| 5.6 %, coverage 77/89 = 86.5 %, median high/low 1.36×.
+  assert.ok(l.medianAbsError <= 0.065, `median |error| ${l.medianAbsError}`);
+  assert.ok(l.coverage >= 0.8 && l.coverage <= 0.92, `coverage ${l.coverage}`);
+  assert.ok(l.medianRatio <= 1.45, `median high/low ${l.medianRatio}`);
+  assert.ok(l.medianAbsError < cv().widened.source.all.medianAbsError);
+});
+
+test("the seed example and the H200 figures lie inside their intervals", () => {
+  const seed = predict(SEED_DEPLOYMENT).decode.stepMs;
+  assert.ok(seed.low <= 17.4 && 17.4 <= seed.high, JSON.stringify(seed));
+  for (const [batch, ms] of [
+    [1, 5.05],
+    [64, 7.13],
+  ] as const) {
+    const p = predict({ model: "llama-3.1-8b", quant: "bf16", gpu: "h200", engine: "gptfast", batch }).decode.stepMs;
+    assert.ok(p.low <= ms && ms <= p.high, `batch ${batch}: ${JSON.stringify(p)}`);
+  }
 });
 
 test("the in-sample fit reproduces the corpus trends: TP scaling, CUDA graphs, a latency-bound V6", () => {

@@ -58,7 +58,7 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
     .option("--engine <name>", "vllm, sglang, trtllm, llamacpp, gptfast, mlx (default vllm)")
     .option(
       "--engine-version <v>",
-      "engine release (v0.11.0, b6918, 0.28.2) or date (2025-08): sets the engine-maturity factor; without it the interval covers the spread across releases",
+      "engine release (v0.4.1, 0.11.0, b6918, v0.5.1.post3) or date (2025-08): sets the engine-maturity factor; without it the factor is a mixture over the releases the corpus spans; a release outside them is named and widens the interval",
     )
     .option("--eager", "no CUDA graphs (vLLM --enforce-eager)")
     .option("--nccl-proto <list>", "NCCL_PROTO value, e.g. LL, Simple, ^LL128")
