@@ -419,7 +419,10 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       achievedGBs: peakGBs === null ? null : utilization.dramActive * peakGBs,
     };
     if (peakGBs === null)
-      unavailable.push({ field: "dram.achievedGBs", why: "no peak bandwidth known for this device (telemetry read takes --peak-bandwidth)" });
+      unavailable.push({
+        field: "dram.achievedGBs",
+        why: "no peak bandwidth known for this device (telemetry read takes --peak-bandwidth)",
+      });
   } else
     unavailable.push({
       field: "dram",
