@@ -388,6 +388,7 @@ ${qTable([
   ["output tokens per joule", t.tokensPerJoule],
   ["average power", t.avgPowerW],
   ["peak power", t.peakPowerW],
+  ["CPU busy", t.cpuBusy],
   ["achieved DRAM bandwidth", t.dram?.achievedGBs],
   ["model bytes per step ÷ measured step", t.dram?.modelGBs],
   ["measured bandwidth efficiency", t.dram?.efficiency],

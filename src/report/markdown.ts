@@ -149,6 +149,7 @@ export function renderMarkdown(r: StudyResult): string {
         ["output tokens per joule", tl.tokensPerJoule],
         ["average power", tl.avgPowerW],
         ["peak power", tl.peakPowerW],
+        ["CPU busy", tl.cpuBusy],
         ["achieved DRAM bandwidth", tl.dram?.achievedGBs],
         ["model bytes per step ÷ measured step", tl.dram?.modelGBs],
         ["measured bandwidth efficiency", tl.dram?.efficiency],

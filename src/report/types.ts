@@ -229,6 +229,8 @@ export interface TelemetrySection {
   tokensPerJoule?: Quantity;
   avgPowerW?: Quantity;
   peakPowerW?: Quantity;
+  /** CPU hosts: share of CPU time busy over the window (/proc/stat). */
+  cpuBusy?: Quantity;
   smClockMHz?: { median: number | null; max: number | null };
   throttle?: { powerCapped: boolean; shareOfWindow: number; reasons: Array<{ reason: string; share: number }> };
   /** Achieved DRAM bandwidth (DRAM active × peak) beside the model's bytes per step ÷ the measured step time. */

@@ -279,7 +279,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     profiler = p;
     truth = () => p.lastTruth;
   }
-  const dcgmIntervalMs = opts.dcgmIntervalMs ?? 1000;
+  const dcgmIntervalMs = opts.dcgmIntervalMs ?? 100;
   if (!(dcgmIntervalMs >= 10) || !Number.isFinite(dcgmIntervalMs))
     throw new UsageError(`--dcgm-interval-ms must be at least 10, got ${dcgmIntervalMs}`);
   const speedZero = opts.speed === "zero";

@@ -212,8 +212,8 @@ export async function phaseBench(
   const x = m.timeScale;
   const res = await runBench(
     {
-      // The embedded sim's exporter collects every 100 ms (see run.ts): read it as often.
-      telemetry: o.telemetry ?? (m.kind === "embedded-sim" ? { kind: "auto", intervalMs: 100 } : "auto"),
+      // The embedded sim's exporter collects every 100 ms; auto reads it every 50 ms (session.ts).
+      telemetry: o.telemetry ?? "auto",
       embeddedSim: m.kind === "embedded-sim",
       baseUrl: url,
       model: m.servedModel,

@@ -114,10 +114,6 @@ export function embeddedSimCommand(
     String(timeScale),
     "--seed",
     String(seed),
-    // Its exporter collects every 100 ms of wall time (dcgm-exporter's default is 30 s): the study's bench
-    // window is a few wall seconds, and the counters must resolve its edges.
-    "--dcgm-interval-ms",
-    "100",
   ];
   for (const [k, v] of Object.entries(set)) words.push("--set", `${k}=${v}`);
   return words.map((w) => (w === "{port}" ? w : shellQuote(w))).join(" ");

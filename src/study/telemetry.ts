@@ -94,6 +94,8 @@ export function telemetrySection(i: TelemetryInputs): TelemetrySection | undefin
     );
   if (s.peakPowerW !== null)
     sec.peakPowerW = measured(s.peakPowerW, "W", "highest reading of total power in the window");
+  if (s.cpu?.busyMean != null)
+    sec.cpuBusy = measured(s.cpu.busyMean * 100, "%", "busy share of all CPUs' time over the window, from /proc/stat");
   if (s.smClockMHz) sec.smClockMHz = { median: s.smClockMHz.median, max: s.smClockMHz.deviceMax ?? s.smClockMHz.max };
   if (s.throttle)
     sec.throttle = {

@@ -77,8 +77,12 @@ export async function openTelemetry(
     host = "";
   }
   const sim = parsed.kind === "auto" && ctx.baseUrl ? (ctx.embeddedSim ?? (await isEmbeddedSim(ctx.baseUrl))) : false;
+  // The sim's exporter collects every 100 ms by default: read it twice as often (a reader as slow as the
+  // exporter aliases, docs/telemetry.md), unless an interval was given.
+  const use: TelemetrySpec =
+    sim && parsed.kind === "auto" && parsed.intervalMs === undefined ? { kind: "auto", intervalMs: 50 } : parsed;
   const waiter = new SampleWaiter();
-  const rec: Recorder = await startTelemetry(parsed, {
+  const rec: Recorder = await startTelemetry(use, {
     signal: ctx.signal,
     onSample: (x) => waiter.seen(x.t),
     simUrl: sim ? ctx.baseUrl : undefined,

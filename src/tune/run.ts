@@ -252,7 +252,11 @@ export function resolveTuneConfig(opts: TuneOptions): TuneConfig {
   if (!(errorRate > 0 && errorRate < 0.5)) throw new UsageError(`--error-rate must be in (0, 0.5), got ${errorRate}`);
   const minBlocks = opts.minBlocks ?? 2;
   if (!(Number.isInteger(minBlocks) && minBlocks >= 1)) throw new UsageError(`--min-blocks must be an integer ≥ 1`);
-  const workload: Workload = { ...DEFAULT_WORKLOAD, ...stripUndefined(opts.workload ?? {}) };
+  const workload: Workload = {
+    ...DEFAULT_WORKLOAD,
+    telemetry: { kind: "auto" },
+    ...stripUndefined(opts.workload ?? {}),
+  };
   if (workload.requestRate !== undefined) delete workload.concurrency;
   for (const k of ["numPrompts", "randomInputLen", "randomOutputLen"] as const)
     if (!(Number.isInteger(workload[k]) && workload[k] >= 1))

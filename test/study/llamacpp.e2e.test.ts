@@ -147,6 +147,23 @@ test("study --server-cmd llama-server --variant t1 --variant t2: detected, A/B r
   }
   // The server's own timing beside the client's.
   assert.equal(res.serverTimings?.source, "llamacpp-timings");
+  // Telemetry on a CPU host: auto takes /proc/stat (+ RAPL where readable) for a server on this host. Every
+  // figure it cannot give is named with the reason, never shown as 0 or left blank.
+  const tp = res.meta.phases.find((p) => p.name === "telemetry")!;
+  if (tp.status === "ok") {
+    const t = res.telemetry!;
+    assert.match(t.source, /cpu/);
+    assert.ok(t.cpuBusy && t.cpuBusy.value > 0 && t.cpuBusy.value <= 100, `CPU busy ${t.cpuBusy?.value}`);
+    if (!t.energyJ)
+      assert.ok(
+        t.unavailable.some((u) => /energy/i.test(u.field) && u.why.length > 0),
+        JSON.stringify(t.unavailable),
+      );
+    else assert.ok(t.energyJ.value > 0);
+    const html = readFileSync(join(out, "index.html"), "utf8");
+    assert.match(html, /Hardware telemetry/);
+    assert.match(html, /CPU busy/);
+  } else assert.ok((tp.reason ?? "").length > 0, "an unavailable telemetry phase says why");
   // (d) The model, calibrated on this run, brackets the measured decode time: the calibrated range
   // meets the measurement's own 95 % interval (the fit also weighs the sweep slope, a second
   // measurement of the same per-token time, so on a busy host its centre sits between the two).

@@ -57,8 +57,24 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
     "discover",
     "model",
     "sweep",
+    "telemetry",
     "trace",
   ]);
+  // Telemetry: the sim's exporter over the bench's window, J/token, and the interconnect bytes per token
+  // beside the model's collective bytes for the same requests (prompt and decode tokens; docs/telemetry.md).
+  const tel = res.telemetry!;
+  assert.match(tel.source, /embedded sim/);
+  assert.ok(tel.joulesPerToken!.value > 0 && tel.avgPowerW!.value > 0);
+  assert.ok(tel.interconnect?.ratio !== undefined, "interconnect bytes beside the model's");
+  const icErr =
+    (tel.interconnect!.bytesPerToken.high ?? tel.interconnect!.bytesPerToken.value) -
+    tel.interconnect!.bytesPerToken.value;
+  assert.ok(
+    Math.abs(tel.interconnect!.bytesPerToken.value - tel.interconnect!.modelBytesPerToken!.value) <=
+      0.01 * tel.interconnect!.modelBytesPerToken!.value + icErr,
+    `interconnect ${JSON.stringify(tel.interconnect)}`,
+  );
+  assert.ok(tel.series.some((p) => p.powerW !== undefined) && tel.series.some((p) => p.tokensPerS !== undefined));
   // Seed scenario (profile glm5-8x-rtxpro6000-pcie, NCCL's default = Simple): 157 all-reduces per
   // step; the LL arm is faster; the decomposition adds up to the step.
   assert.equal(res.trace!.allReduceCallsPerStep, 157);
@@ -162,6 +178,10 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
       })),
     );
     assert.ok(marks.length >= 10, JSON.stringify(marks));
+    assert.ok(
+      marks.some((m) => m.id === "telemetry-over-time"),
+      "power and tokens/s are drawn on one time axis",
+    );
     for (const m of marks) assert.ok(m.n > 0, `chart ${m.id} has no marks`);
     await page.screenshot({ path: join(dir, "study.png"), fullPage: false });
     assert.ok(existsSync(join(dir, "study.png")));

@@ -65,9 +65,9 @@ export function register(program: Command): void {
     .option("--served-model-name <name>", "model name to serve (default: the profile's)")
     .option(
       "--dcgm-interval-ms <ms>",
-      "/dcgm/metrics collection interval in wall ms: gauges average over it (dcgm-exporter's -c)",
+      "/dcgm/metrics collection interval in wall ms: gauges average over it (dcgm-exporter's -c; default 100)",
       numberArg("--dcgm-interval-ms", { min: 10 }),
-      1000,
+      100,
     )
     .option("--explain", "print the profile's true step decomposition and exit")
     .option("--list-profiles", "list the built-in profiles and exit")

@@ -95,8 +95,7 @@ export function register(program: Command): void {
       .option("--stall-timeout <duration>", "fail a stream with no data for this long (default 60s)")
       .option(
         "--telemetry <source>",
-        "hardware counters during the measurement: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
-        "auto",
+        "hardware counters during the measurement: auto (default), none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
       )
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
@@ -134,7 +133,8 @@ export function register(program: Command): void {
         seed: o.seed,
         model: o.servedModel,
         stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
-        telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
+        // Given only when set: a resumed run keeps its own (the default, auto, is applied by runTune).
+        telemetry: o.telemetry === undefined ? undefined : parseTelemetrySpec(o.telemetry),
       },
       given: {
         model: o.model,
