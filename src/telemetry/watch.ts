@@ -1,6 +1,7 @@
 // Live view of a telemetry source, like `metrics watch`: the newest reading per device each frame,
 // power from the energy counter's rate where the source has no power reading (RAPL).
 import { type RecorderContext, startTelemetry } from "./recorder.ts";
+import { sleepUntil } from "./sources/common.ts";
 import type { TelemetrySample, TelemetrySourceKind, TelemetrySpec } from "./types.ts";
 
 export interface TelemetryFrameDevice {
@@ -114,18 +115,6 @@ export interface TelemetryWatchOptions {
   context?: Omit<RecorderContext, "signal" | "onSample">;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-
 /** Records the source and emits a frame every interval; returns the number of frames. */
 export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOptions): Promise<number> {
   const intervalMs = Math.max(100, opts.intervalMs ?? 1000);
@@ -153,7 +142,7 @@ export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOp
     let tick = 0;
     while (!ac.signal.aborted && (opts.iterations === undefined || frames < opts.iterations)) {
       tick++;
-      await sleep(t0 + tick * intervalMs - Date.now(), ac.signal);
+      await sleepUntil(t0 + tick * intervalMs, Date.now, ac.signal);
       if (ac.signal.aborted) break;
       // Until the first reading arrives (a tool still starting) there is nothing to show.
       if (rec.samples.length === 0 && rec.errors.length === notesSeen) continue;
