@@ -4,8 +4,8 @@ import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { checkInputFiles } from "../../input-file.ts";
-import type { TelemetryFileFormat } from "../../telemetry/read.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
+import { TELEMETRY_FORMATS, type TelemetryFileFormat } from "../../telemetry/types.ts";
 import {
   formatTelemetryLine,
   formatTelemetryPanel,
@@ -76,17 +76,7 @@ export function register(program: Command): void {
         "peak DRAM bandwidth of one device, e.g. 4800GB/s (adds achieved bandwidth)",
         bandwidthFlag,
       )
-      .addOption(
-        new Option("--format <format>", "force the format of every file").choices([
-          "smi-query",
-          "smi-dmon",
-          "smi-q",
-          "smi-topo",
-          "dcgm",
-          "amd-smi",
-          "rocm-smi",
-        ] as const),
-      )
+      .addOption(new Option("--format <format>", "force the format of every file").choices(TELEMETRY_FORMATS))
       .option(
         "--utc-offset <offset>",
         "UTC offset of the machine that wrote nvidia-smi timestamps (Z, +01:00, minutes); default: this machine's zone",
