@@ -4,27 +4,31 @@ import { type RecorderContext, startTelemetry } from "./recorder.ts";
 import { sleepUntil } from "./sources/common.ts";
 import type { TelemetrySample, TelemetrySourceKind, TelemetrySpec } from "./types.ts";
 
-export interface TelemetryFrameDevice {
+/** The sample fields a frame shows as they are: the newest value of each. */
+const CARRIED = [
+  "smClockMHz",
+  "smClockMaxMHz",
+  "memClockMHz",
+  "gpuBusy",
+  "memBusy",
+  "dramActive",
+  "temperatureC",
+  "memoryUsedMiB",
+  "memoryTotalMiB",
+  "cpuBusy",
+  "energyJ",
+  "pcieTxBps",
+  "pcieRxBps",
+  "nvlinkTxBps",
+] as const;
+
+export interface TelemetryFrameDevice extends Pick<TelemetrySample, (typeof CARRIED)[number]> {
   device: string;
   /** Unix seconds of the newest reading. */
   t: number;
   powerW?: number;
   /** How powerW was obtained. */
   powerFrom?: "reading" | "energy-rate";
-  smClockMHz?: number;
-  smClockMaxMHz?: number;
-  memClockMHz?: number;
-  gpuBusy?: number;
-  memBusy?: number;
-  dramActive?: number;
-  temperatureC?: number;
-  memoryUsedMiB?: number;
-  memoryTotalMiB?: number;
-  cpuBusy?: number;
-  energyJ?: number;
-  pcieTxBps?: number;
-  pcieRxBps?: number;
-  nvlinkTxBps?: number;
   /** Clock event reasons that limit clocks, by NVML name (idle excluded). */
   reasons?: string[];
 }
@@ -67,23 +71,7 @@ export function frameFrom(
     const d: TelemetryFrameDevice = { device, t: s.t };
     // The newest value of each field (a source may fill fields in different readings).
     for (const x of list) {
-      for (const k of [
-        "smClockMHz",
-        "smClockMaxMHz",
-        "memClockMHz",
-        "gpuBusy",
-        "memBusy",
-        "dramActive",
-        "temperatureC",
-        "memoryUsedMiB",
-        "memoryTotalMiB",
-        "cpuBusy",
-        "energyJ",
-        "pcieTxBps",
-        "pcieRxBps",
-        "nvlinkTxBps",
-      ] as const)
-        if (x[k] !== undefined) d[k] = x[k];
+      for (const k of CARRIED) if (x[k] !== undefined) d[k] = x[k];
       if (x.powerW !== undefined || x.powerInstantW !== undefined) {
         d.powerW = x.powerW ?? x.powerInstantW;
         d.powerFrom = "reading";
