@@ -211,17 +211,12 @@ export function expectedJoulesPerToken(
   return { joulesPerToken: (e.energyJ * gpus) / tokens, stepMs, powerW: e.powerW, capped: e.capped, gpus };
 }
 
+/** The step effect's additive quantities: a total sums each, times the share of the step it counts. */
+const SUMMED = ["energyJ", "simMs", "dramBytes", "flops", "txBytes", "smMs", "kernelMs", "memMs"] as const;
+
 /** Cumulative per-GPU quantities (the serving GPUs share one set: TP ranks do the same work). */
-interface Totals {
-  energyJ: number;
-  simMs: number;
+interface Totals extends Pick<StepEffect, (typeof SUMMED)[number]> {
   wallMs: number;
-  dramBytes: number;
-  flops: number;
-  txBytes: number;
-  smMs: number;
-  kernelMs: number;
-  memMs: number;
   cappedWallMs: number;
   /** ∫ SM clock d(wall ms) over step time. */
   clockWallMs: number;
@@ -530,15 +525,8 @@ export class SimTelemetry {
 function addStep(out: Totals, s: Step, f: number): void {
   const e = s.e;
   const wall = (s.endMs - s.startMs) * f;
-  out.energyJ += e.energyJ * f;
-  out.simMs += e.simMs * f;
+  for (const k of SUMMED) out[k] += e[k] * f;
   out.wallMs += wall;
-  out.dramBytes += e.dramBytes * f;
-  out.flops += e.flops * f;
-  out.txBytes += e.txBytes * f;
-  out.smMs += e.smMs * f;
-  out.kernelMs += e.kernelMs * f;
-  out.memMs += e.memMs * f;
   if (e.capped) out.cappedWallMs += wall;
   out.clockWallMs += e.smClockMHz * wall;
 }
@@ -564,122 +552,67 @@ interface Reading {
 const int = (x: number) => Math.round(x).toFixed(0);
 const dbl = (x: number) => x.toFixed(6);
 
+const family =
+  (type: Family["type"]) =>
+  (name: string, help: string, value: Family["value"]): Family => ({ name, type, help, value });
+const gauge = family("gauge");
+const counter = family("counter");
+
+/** DCGM words every link byte-rate field the same way. */
+const linkRate = (
+  name: string,
+  dir: "transmitted" | "received",
+  link: string,
+  field: "pcieTxBps" | "pcieRxBps" | "nvlinkTxBps" | "nvlinkRxBps",
+): Family =>
+  gauge(
+    name,
+    `The rate of data ${dir} over ${link} - including both protocol headers and data payloads - in bytes per second.`,
+    (r) => int(r.g[field]),
+  );
+
 /**
  * Names, types and HELP as dcgm-exporter 4.5.3-4.8.2 writes them (etc/default-counters.csv,
  * etc/dcp-metrics-included.csv; commented-out lines enabled). Fields in no stock CSV (NVLink rates, clock event
  * reasons) take DCGM's own field descriptions (dcgm_fields.h), worded as the PCIe rate lines are.
  */
 export const FAMILIES: readonly Family[] = [
-  {
-    name: "DCGM_FI_DEV_SM_CLOCK",
-    type: "gauge",
-    help: "SM clock frequency (in MHz).",
-    value: (r) => int(r.g.smClockMHz),
-  },
-  {
-    name: "DCGM_FI_DEV_MEM_CLOCK",
-    type: "gauge",
-    help: "Memory clock frequency (in MHz).",
-    value: (r) => int(r.spec.memClockMHz),
-  },
-  { name: "DCGM_FI_DEV_GPU_TEMP", type: "gauge", help: "GPU temperature (in C).", value: (r) => int(r.g.tempC) },
-  { name: "DCGM_FI_DEV_POWER_USAGE", type: "gauge", help: "Power draw (in W).", value: (r) => dbl(r.g.powerW) },
-  {
-    name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    type: "counter",
-    help: "Total energy consumption since boot (in mJ).",
-    value: (r) => Math.floor((r.bootEnergyJ + r.t.energyJ) * 1000).toFixed(0),
-  },
-  {
-    name: "DCGM_FI_DEV_GPU_UTIL",
-    type: "gauge",
-    help: "GPU utilization (in %).",
-    value: (r) => int(r.g.gpuUtil * 100),
-  },
-  {
-    name: "DCGM_FI_DEV_MEM_COPY_UTIL",
-    type: "gauge",
-    help: "Memory utilization (in %).",
-    value: (r) => int(r.g.memCopyUtil * 100),
-  },
-  {
-    name: "DCGM_FI_DEV_POWER_VIOLATION",
-    type: "counter",
-    help: "Throttling duration due to power constraints (in ns).",
-    value: (r) => Math.floor(r.t.powerCappedWallMs * 1e6).toFixed(0),
-  },
-  {
-    name: "DCGM_FI_DEV_THERMAL_VIOLATION",
-    type: "counter",
-    help: "Throttling duration due to thermal constraints (in ns).",
-    value: () => "0",
-  },
-  {
-    name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-    type: "gauge",
-    help: "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
-    value: (r) => String(r.g.reasons),
-  },
-  {
-    name: "DCGM_FI_DEV_FB_FREE",
-    type: "gauge",
-    help: "Framebuffer memory free (in MiB).",
-    value: (r) => String(r.serving ? r.spec.memoryMiB - r.usedMiB : r.spec.memoryMiB),
-  },
-  {
-    name: "DCGM_FI_DEV_FB_USED",
-    type: "gauge",
-    help: "Framebuffer memory used (in MiB).",
-    value: (r) => String(r.serving ? r.usedMiB : 0),
-  },
-  {
-    name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    type: "gauge",
-    help: "Ratio of time the graphics engine is active.",
-    value: (r) => dbl(r.g.grActive),
-  },
-  {
-    name: "DCGM_FI_PROF_SM_ACTIVE",
-    type: "gauge",
-    help: "The ratio of cycles an SM has at least 1 warp assigned.",
-    value: (r) => dbl(r.g.smActive),
-  },
-  {
-    name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    type: "gauge",
-    help: "Ratio of cycles the tensor (HMMA) pipe is active.",
-    value: (r) => dbl(r.g.tensorActive),
-  },
-  {
-    name: "DCGM_FI_PROF_DRAM_ACTIVE",
-    type: "gauge",
-    help: "Ratio of cycles the device memory interface is active sending or receiving data.",
-    value: (r) => dbl(r.g.dramActive),
-  },
-  {
-    name: "DCGM_FI_PROF_PCIE_TX_BYTES",
-    type: "gauge",
-    help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-    value: (r) => int(r.g.pcieTxBps),
-  },
-  {
-    name: "DCGM_FI_PROF_PCIE_RX_BYTES",
-    type: "gauge",
-    help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-    value: (r) => int(r.g.pcieRxBps),
-  },
-  {
-    name: "DCGM_FI_PROF_NVLINK_TX_BYTES",
-    type: "gauge",
-    help: "The rate of data transmitted over NVLink - including both protocol headers and data payloads - in bytes per second.",
-    value: (r) => int(r.g.nvlinkTxBps),
-  },
-  {
-    name: "DCGM_FI_PROF_NVLINK_RX_BYTES",
-    type: "gauge",
-    help: "The rate of data received over NVLink - including both protocol headers and data payloads - in bytes per second.",
-    value: (r) => int(r.g.nvlinkRxBps),
-  },
+  gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", (r) => int(r.g.smClockMHz)),
+  gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", (r) => int(r.spec.memClockMHz)),
+  gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", (r) => int(r.g.tempC)),
+  gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", (r) => dbl(r.g.powerW)),
+  counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", (r) =>
+    Math.floor((r.bootEnergyJ + r.t.energyJ) * 1000).toFixed(0),
+  ),
+  gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", (r) => int(r.g.gpuUtil * 100)),
+  gauge("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", (r) => int(r.g.memCopyUtil * 100)),
+  counter("DCGM_FI_DEV_POWER_VIOLATION", "Throttling duration due to power constraints (in ns).", (r) =>
+    Math.floor(r.t.powerCappedWallMs * 1e6).toFixed(0),
+  ),
+  counter("DCGM_FI_DEV_THERMAL_VIOLATION", "Throttling duration due to thermal constraints (in ns).", () => "0"),
+  gauge(
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
+    (r) => String(r.g.reasons),
+  ),
+  gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", (r) =>
+    String(r.serving ? r.spec.memoryMiB - r.usedMiB : r.spec.memoryMiB),
+  ),
+  gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", (r) => String(r.serving ? r.usedMiB : 0)),
+  gauge("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", (r) => dbl(r.g.grActive)),
+  gauge("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", (r) => dbl(r.g.smActive)),
+  gauge("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.", (r) =>
+    dbl(r.g.tensorActive),
+  ),
+  gauge(
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "Ratio of cycles the device memory interface is active sending or receiving data.",
+    (r) => dbl(r.g.dramActive),
+  ),
+  linkRate("DCGM_FI_PROF_PCIE_TX_BYTES", "transmitted", "the PCIe bus", "pcieTxBps"),
+  linkRate("DCGM_FI_PROF_PCIE_RX_BYTES", "received", "the PCIe bus", "pcieRxBps"),
+  linkRate("DCGM_FI_PROF_NVLINK_TX_BYTES", "transmitted", "NVLink", "nvlinkTxBps"),
+  linkRate("DCGM_FI_PROF_NVLINK_RX_BYTES", "received", "NVLink", "nvlinkRxBps"),
 ];
 
 /** A GPU UUID in nvidia-smi's form, deterministic from the profile, seed and index. */
