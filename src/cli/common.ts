@@ -193,3 +193,45 @@ export function interruptOnSignals(note?: () => string | undefined): { signal: A
     },
   };
 }
+
+/** Ctrl-C (or SIGTERM) stops a live view; the command then returns normally (exit 0). */
+function stopSignal(): { signal: AbortSignal; dispose: () => void } {
+  const ac = new AbortController();
+  const onSig = () => ac.abort();
+  process.once("SIGINT", onSig);
+  process.once("SIGTERM", onSig);
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off("SIGINT", onSig);
+      process.off("SIGTERM", onSig);
+    },
+  };
+}
+
+/**
+ * Runs a live view (`metrics watch`, `telemetry watch`) until it ends or Ctrl-C stops it. Frames print as JSON
+ * lines with --json, as a redrawn panel on a terminal, else one line each; server text is made terminal-safe.
+ */
+export async function liveView<F>(
+  opts: CommonOptions,
+  format: { panel: (f: F) => string; line: (f: F) => string },
+  run: (signal: AbortSignal, onFrame: (frame: F) => void) => Promise<unknown>,
+): Promise<void> {
+  const tty = Boolean(process.stdout.isTTY) && !opts.json;
+  // log-update (~60 ms to load) only for the live panel: other commands never pay for it.
+  const logUpdate = tty ? (await import("log-update")).default : null;
+  const onFrame = (frame: F) => {
+    const f = terminalSafe(frame);
+    if (opts.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
+    else if (logUpdate) logUpdate(format.panel(f));
+    else process.stdout.write(`${format.line(f)}\n`);
+  };
+  const { signal, dispose } = stopSignal();
+  try {
+    await run(signal, onFrame);
+  } finally {
+    dispose();
+    logUpdate?.done();
+  }
+}

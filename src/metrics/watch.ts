@@ -1,6 +1,7 @@
 // Live view of one server (or a fleet through Prometheus): token rates, running/waiting, KV usage and
 // windowed ITL/TTFT quantiles. Frames are computed by the pure audit over a sliding window of scrapes.
 import { undici } from "../lazy.ts";
+import { abortableSleep } from "../sleep.ts";
 import { type AuditReport, analyzeAudit, fmtSeconds } from "./audit.ts";
 import type { Concept } from "./concepts.ts";
 import { DEFAULT_TIMEOUT_MS, type FetchOptions, scrape } from "./scrape.ts";
@@ -110,18 +111,6 @@ export interface WatchOptions extends FetchOptions {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onFrame: (frame: WatchFrame) => void;
 }
-
-const abortableSleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 
 /** Scrapes every interval and emits a frame over the trailing window; returns the number of frames. */
 export async function watchMetrics(target: string, opts: WatchOptions): Promise<number> {

@@ -1,5 +1,5 @@
 // Number and text formatting shared by every report writer (pure).
-import type { Deployment, DeploymentField, Quantity } from "./types.ts";
+import type { Deployment, DeploymentField, Quantity, TelemetrySection } from "./types.ts";
 
 /** Significant-figure formatting that keeps small and large numbers readable. */
 export function fmt(x: number | undefined, digits = 3): string {
@@ -118,4 +118,21 @@ export function deploymentRows(d: Deployment): Array<{ field: string; value: str
           : "unknown",
     };
   });
+}
+
+/** The telemetry section's table, the same rows in every writer. */
+export function telemetryRows(t: TelemetrySection): Array<[string, Quantity | undefined]> {
+  return [
+    ["energy", t.energyJ],
+    ["energy per output token", t.joulesPerToken],
+    ["output tokens per joule", t.tokensPerJoule],
+    ["average power", t.avgPowerW],
+    ["peak power", t.peakPowerW],
+    ["CPU busy", t.cpuBusy],
+    ["achieved DRAM bandwidth", t.dram?.achievedGBs],
+    ["model bytes per step ÷ measured step", t.dram?.modelGBs],
+    ["measured bandwidth efficiency", t.dram?.efficiency],
+    ["interconnect TX bytes per token", t.interconnect?.bytesPerToken],
+    ["model collective bytes per token", t.interconnect?.modelBytesPerToken],
+  ];
 }

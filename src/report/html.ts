@@ -1,6 +1,6 @@
 // The self-contained HTML report: one file, inline CSS, inline SVG charts, no scripts, no network.
 import type { RenderedChart } from "./charts.ts";
-import { deploymentRows, deploymentTitle, esc, fmt, fmtP, fmtPct, fmtQ } from "./format.ts";
+import { deploymentRows, deploymentTitle, esc, fmt, fmtP, fmtPct, fmtQ, telemetryRows } from "./format.ts";
 import type {
   Ceiling,
   ExperimentPlan,
@@ -382,19 +382,7 @@ function telemetryHtml(t: TelemetrySection, rendered: RenderedChart[]): string {
     : "";
   return `<section id="telemetry"><h2>Hardware telemetry</h2>
 <p>${esc(t.source)} — ${esc(t.why)}. ${esc(t.samples)} samples from ${esc(t.devices.length)} device${t.devices.length === 1 ? "" : "s"} over the measured window of ${esc(fmt(t.window.seconds, 3))} s.</p>
-${qTable([
-  ["energy", t.energyJ],
-  ["energy per output token", t.joulesPerToken],
-  ["output tokens per joule", t.tokensPerJoule],
-  ["average power", t.avgPowerW],
-  ["peak power", t.peakPowerW],
-  ["CPU busy", t.cpuBusy],
-  ["achieved DRAM bandwidth", t.dram?.achievedGBs],
-  ["model bytes per step ÷ measured step", t.dram?.modelGBs],
-  ["measured bandwidth efficiency", t.dram?.efficiency],
-  ["interconnect TX bytes per token", t.interconnect?.bytesPerToken],
-  ["model collective bytes per token", t.interconnect?.modelBytesPerToken],
-])}
+${qTable(telemetryRows(t))}
 <p class="how">${throttle}${clock}</p>
 ${t.unavailable.length ? `<p class="how">Not available: ${esc(t.unavailable.map((u) => `${u.field} (${u.why})`).join("; "))}.</p>` : ""}
 ${notes(t.notes)}

@@ -1,5 +1,5 @@
 // report.md: the same content as index.html as Markdown tables (charts live in the HTML).
-import { deploymentRows, deploymentTitle, fmt, fmtP, fmtPct, fmtQ, mdEsc } from "./format.ts";
+import { deploymentRows, deploymentTitle, fmt, fmtP, fmtPct, fmtQ, mdEsc, telemetryRows } from "./format.ts";
 import type { Quantity, StudyResult } from "./types.ts";
 
 function table(head: string[], rows: string[][]): string {
@@ -142,21 +142,7 @@ export function renderMarkdown(r: StudyResult): string {
     out.push(
       `${mdEsc(tl.source)} — ${mdEsc(tl.why)}. ${tl.samples} samples from ${tl.devices.length} device(s) over ${fmt(tl.window.seconds, 3)} s of the measured window.\n`,
     );
-    out.push(
-      qRows([
-        ["energy", tl.energyJ],
-        ["energy per output token", tl.joulesPerToken],
-        ["output tokens per joule", tl.tokensPerJoule],
-        ["average power", tl.avgPowerW],
-        ["peak power", tl.peakPowerW],
-        ["CPU busy", tl.cpuBusy],
-        ["achieved DRAM bandwidth", tl.dram?.achievedGBs],
-        ["model bytes per step ÷ measured step", tl.dram?.modelGBs],
-        ["measured bandwidth efficiency", tl.dram?.efficiency],
-        ["interconnect TX bytes per token", tl.interconnect?.bytesPerToken],
-        ["model collective bytes per token", tl.interconnect?.modelBytesPerToken],
-      ]),
-    );
+    out.push(qRows(telemetryRows(tl)));
     const th = tl.throttle;
     if (th)
       out.push(

@@ -211,17 +211,12 @@ export function expectedJoulesPerToken(
   return { joulesPerToken: (e.energyJ * gpus) / tokens, stepMs, powerW: e.powerW, capped: e.capped, gpus };
 }
 
+/** The step effect's additive quantities: a total sums each, times the share of the step it counts. */
+const SUMMED = ["energyJ", "simMs", "dramBytes", "flops", "txBytes", "smMs", "kernelMs", "memMs"] as const;
+
 /** Cumulative per-GPU quantities (the serving GPUs share one set: TP ranks do the same work). */
-interface Totals {
-  energyJ: number;
-  simMs: number;
+interface Totals extends Pick<StepEffect, (typeof SUMMED)[number]> {
   wallMs: number;
-  dramBytes: number;
-  flops: number;
-  txBytes: number;
-  smMs: number;
-  kernelMs: number;
-  memMs: number;
   cappedWallMs: number;
   /** ∫ SM clock d(wall ms) over step time. */
   clockWallMs: number;
@@ -508,78 +503,20 @@ export class SimTelemetry {
       (uuid, i) =>
         `gpu="${i}",UUID="${uuid}",pci_bus_id="${pciBusId(i)}",device="nvidia${i}",modelName="${esc(p.hardware.gpu)}",Hostname="${esc(this.o.hostname)}",DCGM_FI_DRIVER_VERSION="${SIM_DRIVER_VERSION}"`,
     );
+    const readings = labels.map(
+      (_, i): Reading => ({
+        g: c.gauges[i]!,
+        t: c.truth.gpus[i]!,
+        spec,
+        bootEnergyJ: this.bootEnergyJ[i]!,
+        serving: i < this.serving,
+        usedMiB,
+      }),
+    );
     let out = "";
-    const family = (f: Family, value: (i: number) => string) => {
-      out += `# HELP ${f.name} ${f.help}\n# TYPE ${f.name} ${f.type}\n`;
-      for (let i = 0; i < labels.length; i++) out += `${f.name}{${labels[i]}} ${value(i)}\n`;
-    };
-    const g = c.gauges;
-    const t = c.truth.gpus;
-    const int = (x: number) => Math.round(x).toFixed(0);
-    const dbl = (x: number) => x.toFixed(6);
     for (const f of FAMILIES) {
-      switch (f.name) {
-        case "DCGM_FI_DEV_SM_CLOCK":
-          family(f, (i) => int(g[i]!.smClockMHz));
-          break;
-        case "DCGM_FI_DEV_MEM_CLOCK":
-          family(f, () => int(spec.memClockMHz));
-          break;
-        case "DCGM_FI_DEV_GPU_TEMP":
-          family(f, (i) => int(g[i]!.tempC));
-          break;
-        case "DCGM_FI_DEV_POWER_USAGE":
-          family(f, (i) => dbl(g[i]!.powerW));
-          break;
-        case "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
-          family(f, (i) => Math.floor((this.bootEnergyJ[i]! + t[i]!.energyJ) * 1000).toFixed(0));
-          break;
-        case "DCGM_FI_DEV_GPU_UTIL":
-          family(f, (i) => int(g[i]!.gpuUtil * 100));
-          break;
-        case "DCGM_FI_DEV_MEM_COPY_UTIL":
-          family(f, (i) => int(g[i]!.memCopyUtil * 100));
-          break;
-        case "DCGM_FI_DEV_POWER_VIOLATION":
-          family(f, (i) => Math.floor(t[i]!.powerCappedWallMs * 1e6).toFixed(0));
-          break;
-        case "DCGM_FI_DEV_THERMAL_VIOLATION":
-          family(f, () => "0");
-          break;
-        case "DCGM_FI_DEV_CLOCKS_EVENT_REASONS":
-          family(f, (i) => String(g[i]!.reasons));
-          break;
-        case "DCGM_FI_DEV_FB_FREE":
-          family(f, (i) => String(i < this.serving ? spec.memoryMiB - usedMiB : spec.memoryMiB));
-          break;
-        case "DCGM_FI_DEV_FB_USED":
-          family(f, (i) => String(i < this.serving ? usedMiB : 0));
-          break;
-        case "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
-          family(f, (i) => dbl(g[i]!.grActive));
-          break;
-        case "DCGM_FI_PROF_SM_ACTIVE":
-          family(f, (i) => dbl(g[i]!.smActive));
-          break;
-        case "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":
-          family(f, (i) => dbl(g[i]!.tensorActive));
-          break;
-        case "DCGM_FI_PROF_DRAM_ACTIVE":
-          family(f, (i) => dbl(g[i]!.dramActive));
-          break;
-        case "DCGM_FI_PROF_PCIE_TX_BYTES":
-          family(f, (i) => int(g[i]!.pcieTxBps));
-          break;
-        case "DCGM_FI_PROF_PCIE_RX_BYTES":
-          family(f, (i) => int(g[i]!.pcieRxBps));
-          break;
-        case "DCGM_FI_PROF_NVLINK_TX_BYTES":
-          family(f, (i) => int(g[i]!.nvlinkTxBps));
-          break;
-        case "DCGM_FI_PROF_NVLINK_RX_BYTES":
-          family(f, (i) => int(g[i]!.nvlinkRxBps));
-          break;
-      }
+      out += `# HELP ${f.name} ${f.help}\n# TYPE ${f.name} ${f.type}\n`;
+      for (let i = 0; i < labels.length; i++) out += `${f.name}{${labels[i]}} ${f.value(readings[i]!)}\n`;
     }
     return out;
   }
@@ -588,15 +525,8 @@ export class SimTelemetry {
 function addStep(out: Totals, s: Step, f: number): void {
   const e = s.e;
   const wall = (s.endMs - s.startMs) * f;
-  out.energyJ += e.energyJ * f;
-  out.simMs += e.simMs * f;
+  for (const k of SUMMED) out[k] += e[k] * f;
   out.wallMs += wall;
-  out.dramBytes += e.dramBytes * f;
-  out.flops += e.flops * f;
-  out.txBytes += e.txBytes * f;
-  out.smMs += e.smMs * f;
-  out.kernelMs += e.kernelMs * f;
-  out.memMs += e.memMs * f;
   if (e.capped) out.cappedWallMs += wall;
   out.clockWallMs += e.smClockMHz * wall;
 }
@@ -605,7 +535,41 @@ interface Family {
   name: string;
   type: "gauge" | "counter";
   help: string;
+  /** The sample's value for one GPU, formatted as dcgm-exporter prints it. */
+  value: (r: Reading) => string;
 }
+
+/** What a family's value reads for one GPU: the last collection's gauges and truth, and the board's facts. */
+interface Reading {
+  g: GpuGauges;
+  t: GpuTruth;
+  spec: GpuPowerSpec;
+  bootEnergyJ: number;
+  serving: boolean;
+  usedMiB: number;
+}
+
+const int = (x: number) => Math.round(x).toFixed(0);
+const dbl = (x: number) => x.toFixed(6);
+
+const family =
+  (type: Family["type"]) =>
+  (name: string, help: string, value: Family["value"]): Family => ({ name, type, help, value });
+const gauge = family("gauge");
+const counter = family("counter");
+
+/** DCGM words every link byte-rate field the same way. */
+const linkRate = (
+  name: string,
+  dir: "transmitted" | "received",
+  link: string,
+  field: "pcieTxBps" | "pcieRxBps" | "nvlinkTxBps" | "nvlinkRxBps",
+): Family =>
+  gauge(
+    name,
+    `The rate of data ${dir} over ${link} - including both protocol headers and data payloads - in bytes per second.`,
+    (r) => int(r.g[field]),
+  );
 
 /**
  * Names, types and HELP as dcgm-exporter 4.5.3-4.8.2 writes them (etc/default-counters.csv,
@@ -613,66 +577,42 @@ interface Family {
  * reasons) take DCGM's own field descriptions (dcgm_fields.h), worded as the PCIe rate lines are.
  */
 export const FAMILIES: readonly Family[] = [
-  { name: "DCGM_FI_DEV_SM_CLOCK", type: "gauge", help: "SM clock frequency (in MHz)." },
-  { name: "DCGM_FI_DEV_MEM_CLOCK", type: "gauge", help: "Memory clock frequency (in MHz)." },
-  { name: "DCGM_FI_DEV_GPU_TEMP", type: "gauge", help: "GPU temperature (in C)." },
-  { name: "DCGM_FI_DEV_POWER_USAGE", type: "gauge", help: "Power draw (in W)." },
-  {
-    name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    type: "counter",
-    help: "Total energy consumption since boot (in mJ).",
-  },
-  { name: "DCGM_FI_DEV_GPU_UTIL", type: "gauge", help: "GPU utilization (in %)." },
-  { name: "DCGM_FI_DEV_MEM_COPY_UTIL", type: "gauge", help: "Memory utilization (in %)." },
-  {
-    name: "DCGM_FI_DEV_POWER_VIOLATION",
-    type: "counter",
-    help: "Throttling duration due to power constraints (in ns).",
-  },
-  {
-    name: "DCGM_FI_DEV_THERMAL_VIOLATION",
-    type: "counter",
-    help: "Throttling duration due to thermal constraints (in ns).",
-  },
-  {
-    name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-    type: "gauge",
-    help: "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
-  },
-  { name: "DCGM_FI_DEV_FB_FREE", type: "gauge", help: "Framebuffer memory free (in MiB)." },
-  { name: "DCGM_FI_DEV_FB_USED", type: "gauge", help: "Framebuffer memory used (in MiB)." },
-  { name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", type: "gauge", help: "Ratio of time the graphics engine is active." },
-  { name: "DCGM_FI_PROF_SM_ACTIVE", type: "gauge", help: "The ratio of cycles an SM has at least 1 warp assigned." },
-  {
-    name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    type: "gauge",
-    help: "Ratio of cycles the tensor (HMMA) pipe is active.",
-  },
-  {
-    name: "DCGM_FI_PROF_DRAM_ACTIVE",
-    type: "gauge",
-    help: "Ratio of cycles the device memory interface is active sending or receiving data.",
-  },
-  {
-    name: "DCGM_FI_PROF_PCIE_TX_BYTES",
-    type: "gauge",
-    help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-  },
-  {
-    name: "DCGM_FI_PROF_PCIE_RX_BYTES",
-    type: "gauge",
-    help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-  },
-  {
-    name: "DCGM_FI_PROF_NVLINK_TX_BYTES",
-    type: "gauge",
-    help: "The rate of data transmitted over NVLink - including both protocol headers and data payloads - in bytes per second.",
-  },
-  {
-    name: "DCGM_FI_PROF_NVLINK_RX_BYTES",
-    type: "gauge",
-    help: "The rate of data received over NVLink - including both protocol headers and data payloads - in bytes per second.",
-  },
+  gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", (r) => int(r.g.smClockMHz)),
+  gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", (r) => int(r.spec.memClockMHz)),
+  gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", (r) => int(r.g.tempC)),
+  gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", (r) => dbl(r.g.powerW)),
+  counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", (r) =>
+    Math.floor((r.bootEnergyJ + r.t.energyJ) * 1000).toFixed(0),
+  ),
+  gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", (r) => int(r.g.gpuUtil * 100)),
+  gauge("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", (r) => int(r.g.memCopyUtil * 100)),
+  counter("DCGM_FI_DEV_POWER_VIOLATION", "Throttling duration due to power constraints (in ns).", (r) =>
+    Math.floor(r.t.powerCappedWallMs * 1e6).toFixed(0),
+  ),
+  counter("DCGM_FI_DEV_THERMAL_VIOLATION", "Throttling duration due to thermal constraints (in ns).", () => "0"),
+  gauge(
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
+    (r) => String(r.g.reasons),
+  ),
+  gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", (r) =>
+    String(r.serving ? r.spec.memoryMiB - r.usedMiB : r.spec.memoryMiB),
+  ),
+  gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", (r) => String(r.serving ? r.usedMiB : 0)),
+  gauge("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", (r) => dbl(r.g.grActive)),
+  gauge("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", (r) => dbl(r.g.smActive)),
+  gauge("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.", (r) =>
+    dbl(r.g.tensorActive),
+  ),
+  gauge(
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "Ratio of cycles the device memory interface is active sending or receiving data.",
+    (r) => dbl(r.g.dramActive),
+  ),
+  linkRate("DCGM_FI_PROF_PCIE_TX_BYTES", "transmitted", "the PCIe bus", "pcieTxBps"),
+  linkRate("DCGM_FI_PROF_PCIE_RX_BYTES", "received", "the PCIe bus", "pcieRxBps"),
+  linkRate("DCGM_FI_PROF_NVLINK_TX_BYTES", "transmitted", "NVLink", "nvlinkTxBps"),
+  linkRate("DCGM_FI_PROF_NVLINK_RX_BYTES", "received", "NVLink", "nvlinkRxBps"),
 ];
 
 /** A GPU UUID in nvidia-smi's form, deterministic from the profile, seed and index. */

@@ -8,19 +8,10 @@ import { parseAmdSmiJson } from "./amdsmi.ts";
 import { parseDcgmExposition } from "./dcgm.ts";
 import { medianIntervalMs, parseSmiDmon, parseSmiQ, parseSmiQueryCsv, type SmiQReport, smiQCapture } from "./smi.ts";
 import { summarizeTelemetry } from "./summary.ts";
-import type { TelemetryCapture, TelemetryDevice, TelemetrySummary } from "./types.ts";
+import type { TelemetryCapture, TelemetryDevice, TelemetryFileFormat, TelemetrySummary } from "./types.ts";
 import { detectWindow, parseWindowFlag, type TelemetryWindow } from "./window.ts";
 
-export type TelemetryFileFormat = "smi-query" | "smi-dmon" | "smi-q" | "smi-topo" | "dcgm" | "amd-smi" | "rocm-smi";
-export const TELEMETRY_FORMATS: TelemetryFileFormat[] = [
-  "smi-query",
-  "smi-dmon",
-  "smi-q",
-  "smi-topo",
-  "dcgm",
-  "amd-smi",
-  "rocm-smi",
-];
+export { TELEMETRY_FORMATS, type TelemetryFileFormat } from "./types.ts";
 
 const ANSI = /\x1b\[[0-9;]*[A-Za-z]/g;
 

@@ -5,6 +5,10 @@
 /** Where samples come from. */
 export type TelemetrySourceKind = "nvidia-smi" | "dcgm" | "prometheus" | "amd-smi" | "cpu" | "sim" | "file";
 
+/** The saved-file formats `telemetry read` parses (here, not in read.ts, so the CLI's --format choices load no parser). */
+export const TELEMETRY_FORMATS = ["smi-query", "smi-dmon", "smi-q", "smi-topo", "dcgm", "amd-smi", "rocm-smi"] as const;
+export type TelemetryFileFormat = (typeof TELEMETRY_FORMATS)[number];
+
 /** A parsed `--telemetry` value. `auto` is resolved against the target before a run starts. */
 export type TelemetrySpec =
   | { kind: "none" }

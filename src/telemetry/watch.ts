@@ -1,29 +1,34 @@
 // Live view of a telemetry source, like `metrics watch`: the newest reading per device each frame,
 // power from the energy counter's rate where the source has no power reading (RAPL).
 import { type RecorderContext, startTelemetry } from "./recorder.ts";
+import { sleepUntil } from "./sources/common.ts";
 import type { TelemetrySample, TelemetrySourceKind, TelemetrySpec } from "./types.ts";
 
-export interface TelemetryFrameDevice {
+/** The sample fields a frame shows as they are: the newest value of each. */
+const CARRIED = [
+  "smClockMHz",
+  "smClockMaxMHz",
+  "memClockMHz",
+  "gpuBusy",
+  "memBusy",
+  "dramActive",
+  "temperatureC",
+  "memoryUsedMiB",
+  "memoryTotalMiB",
+  "cpuBusy",
+  "energyJ",
+  "pcieTxBps",
+  "pcieRxBps",
+  "nvlinkTxBps",
+] as const;
+
+export interface TelemetryFrameDevice extends Pick<TelemetrySample, (typeof CARRIED)[number]> {
   device: string;
   /** Unix seconds of the newest reading. */
   t: number;
   powerW?: number;
   /** How powerW was obtained. */
   powerFrom?: "reading" | "energy-rate";
-  smClockMHz?: number;
-  smClockMaxMHz?: number;
-  memClockMHz?: number;
-  gpuBusy?: number;
-  memBusy?: number;
-  dramActive?: number;
-  temperatureC?: number;
-  memoryUsedMiB?: number;
-  memoryTotalMiB?: number;
-  cpuBusy?: number;
-  energyJ?: number;
-  pcieTxBps?: number;
-  pcieRxBps?: number;
-  nvlinkTxBps?: number;
   /** Clock event reasons that limit clocks, by NVML name (idle excluded). */
   reasons?: string[];
 }
@@ -66,23 +71,7 @@ export function frameFrom(
     const d: TelemetryFrameDevice = { device, t: s.t };
     // The newest value of each field (a source may fill fields in different readings).
     for (const x of list) {
-      for (const k of [
-        "smClockMHz",
-        "smClockMaxMHz",
-        "memClockMHz",
-        "gpuBusy",
-        "memBusy",
-        "dramActive",
-        "temperatureC",
-        "memoryUsedMiB",
-        "memoryTotalMiB",
-        "cpuBusy",
-        "energyJ",
-        "pcieTxBps",
-        "pcieRxBps",
-        "nvlinkTxBps",
-      ] as const)
-        if (x[k] !== undefined) d[k] = x[k];
+      for (const k of CARRIED) if (x[k] !== undefined) d[k] = x[k];
       if (x.powerW !== undefined || x.powerInstantW !== undefined) {
         d.powerW = x.powerW ?? x.powerInstantW;
         d.powerFrom = "reading";
@@ -114,18 +103,6 @@ export interface TelemetryWatchOptions {
   context?: Omit<RecorderContext, "signal" | "onSample">;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-
 /** Records the source and emits a frame every interval; returns the number of frames. */
 export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOptions): Promise<number> {
   const intervalMs = Math.max(100, opts.intervalMs ?? 1000);
@@ -153,7 +130,7 @@ export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOp
     let tick = 0;
     while (!ac.signal.aborted && (opts.iterations === undefined || frames < opts.iterations)) {
       tick++;
-      await sleep(t0 + tick * intervalMs - Date.now(), ac.signal);
+      await sleepUntil(t0 + tick * intervalMs, Date.now, ac.signal);
       if (ac.signal.aborted) break;
       // Until the first reading arrives (a tool still starting) there is nothing to show.
       if (rec.samples.length === 0 && rec.errors.length === notesSeen) continue;

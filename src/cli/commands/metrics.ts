@@ -11,7 +11,7 @@ import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts
 import type { Snapshot } from "../../metrics/types.ts";
 import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
 import { claimOutput } from "../../output-file.ts";
-import { emit, headerFlags, parseDurationMs, progressEnabled, safeLine, terminalSafe, withCommon } from "../common.ts";
+import { emit, headerFlags, liveView, parseDurationMs, progressEnabled, safeLine, withCommon } from "../common.ts";
 
 function duration(flag: string) {
   return (v: string) => {
@@ -61,21 +61,6 @@ function fetchFlags<C extends Command<any, any, any>>(cmd: C) {
 
 function fetchOpts(o: { timeout?: number; maxBytes?: number; header?: string[] }) {
   return { timeoutMs: o.timeout, maxBytes: o.maxBytes, headers: headerFlags("--header", o.header) };
-}
-
-/** Ctrl-C stops the loop; the command then returns normally (exit 0). */
-function sigintSignal(): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const onSig = () => ac.abort();
-  process.once("SIGINT", onSig);
-  process.once("SIGTERM", onSig);
-  return {
-    signal: ac.signal,
-    dispose: () => {
-      process.off("SIGINT", onSig);
-      process.off("SIGTERM", onSig);
-    },
-  };
 }
 
 function formatFamilies(s: ReturnType<typeof summarizeExposition>): string {
@@ -245,19 +230,10 @@ export function register(program: Command): void {
     ),
   ).action(async (...args: any[]) => {
     const [url, o] = args as [string | undefined, Record<string, any>];
-    const tty = Boolean(process.stdout.isTTY) && !o.json;
-    // log-update (~60 ms to load) only for the live panel: scrape, audit and diff never pay for it.
-    const logUpdate = tty ? (await import("log-update")).default : null;
-    const label = o.prometheus ? `${o.prometheus} ${o.selector ?? ""}`.trim() : (url ?? "");
-    const onFrame = (frame: WatchFrame) => {
-      const f = terminalSafe(frame);
-      if (o.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
-      else if (logUpdate) logUpdate(formatWatchPanel(f, label));
-      else process.stdout.write(`${formatWatchLine(f)}\n`);
-    };
     if (o.prometheus && url) throw new UsageError("give a metrics URL or --prometheus, not both");
-    const { signal, dispose } = sigintSignal();
-    try {
+    const label = o.prometheus ? `${o.prometheus} ${o.selector ?? ""}`.trim() : (url ?? "");
+    const format = { panel: (f: WatchFrame) => formatWatchPanel(f, label), line: formatWatchLine };
+    await liveView(o, format, async (signal, onFrame) => {
       if (o.prometheus)
         await fleetWatch({
           prometheusUrl: o.prometheus,
@@ -280,9 +256,6 @@ export function register(program: Command): void {
           onFrame,
         });
       }
-    } finally {
-      dispose();
-      logUpdate?.done();
-    }
+    });
   });
 }

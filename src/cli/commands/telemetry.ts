@@ -4,15 +4,15 @@ import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { checkInputFiles } from "../../input-file.ts";
-import type { TelemetryFileFormat } from "../../telemetry/read.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
+import { TELEMETRY_FORMATS, type TelemetryFileFormat } from "../../telemetry/types.ts";
 import {
   formatTelemetryLine,
   formatTelemetryPanel,
   type TelemetryFrame,
   telemetryWatch,
 } from "../../telemetry/watch.ts";
-import { type CommonOptions, durationFlag, emit, numberArg, safeLine, terminalSafe, withCommon } from "../common.ts";
+import { type CommonOptions, durationFlag, emit, liveView, numberArg, safeLine, withCommon } from "../common.ts";
 
 const lib = {
   read: () => import("../../telemetry/read.ts"),
@@ -48,21 +48,6 @@ export function utcOffsetFlag(v: string): number {
   throw new UsageError(`--utc-offset: expected Z, +HH:MM or minutes, got "${v}"`);
 }
 
-/** Ctrl-C stops the view; the command then returns normally (exit 0), as `metrics watch` does. */
-function stopSignal(): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const onSig = () => ac.abort();
-  process.once("SIGINT", onSig);
-  process.once("SIGTERM", onSig);
-  return {
-    signal: ac.signal,
-    dispose: () => {
-      process.off("SIGINT", onSig);
-      process.off("SIGTERM", onSig);
-    },
-  };
-}
-
 export function register(program: Command): void {
   const cmd = program
     .command("telemetry")
@@ -91,17 +76,7 @@ export function register(program: Command): void {
         "peak DRAM bandwidth of one device, e.g. 4800GB/s (adds achieved bandwidth)",
         bandwidthFlag,
       )
-      .addOption(
-        new Option("--format <format>", "force the format of every file").choices([
-          "smi-query",
-          "smi-dmon",
-          "smi-q",
-          "smi-topo",
-          "dcgm",
-          "amd-smi",
-          "rocm-smi",
-        ] as const),
-      )
+      .addOption(new Option("--format <format>", "force the format of every file").choices(TELEMETRY_FORMATS))
       .option(
         "--utc-offset <offset>",
         "UTC offset of the machine that wrote nvidia-smi timestamps (Z, +01:00, minutes); default: this machine's zone",
@@ -156,27 +131,15 @@ export function register(program: Command): void {
     const spec = parseTelemetrySpec(source, { flag: "telemetry watch SOURCE" });
     if (spec.kind === "none") throw new UsageError('telemetry watch: "none" has nothing to watch');
     const intervalMs = durationFlag("--interval", o.interval);
-    const tty = Boolean(process.stdout.isTTY) && !o.json;
-    // log-update only for the live panel, as in metrics watch.
-    const logUpdate = tty ? (await import("log-update")).default : null;
-    const onFrame = (frame: TelemetryFrame) => {
-      const f = terminalSafe(frame);
-      if (o.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
-      else if (logUpdate) logUpdate(formatTelemetryPanel(f, source));
-      else process.stdout.write(`${formatTelemetryLine(f)}\n`);
-    };
-    const { signal, dispose } = stopSignal();
-    try {
-      await telemetryWatch(spec, {
+    const format = { panel: (f: TelemetryFrame) => formatTelemetryPanel(f, source), line: formatTelemetryLine };
+    await liveView(o, format, (signal, onFrame) =>
+      telemetryWatch(spec, {
         intervalMs,
         iterations: o.iterations,
         signal,
         onFrame,
         context: { onProgress: (line) => process.stderr.write(`${safeLine(line)}\n`) },
-      });
-    } finally {
-      dispose();
-      logUpdate?.done();
-    }
+      }),
+    );
   });
 }

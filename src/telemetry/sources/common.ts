@@ -3,6 +3,7 @@
 import { spawn } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
+import { abortableSleep } from "../../sleep.ts";
 import type {
   TelemetryCapture,
   TelemetryDevice,
@@ -127,16 +128,7 @@ export function findOnPath(name: string, pathVar = process.env.PATH ?? ""): stri
 
 /** Sleeps until `ms`, or until the signal aborts. */
 export function sleepUntil(atMs: number, now: () => number, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, Math.max(0, atMs - now()));
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
+  return abortableSleep(Math.max(0, atMs - now()), signal);
 }
 
 /**
