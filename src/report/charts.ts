@@ -140,7 +140,7 @@ function telemetryChart(series: NonNullable<StudyResult["telemetry"]>["series"])
         mark: { type: "line", interpolate: "step-after", strokeWidth: 1.5 },
         encoding: {
           x: { field: "t", type: "quantitative", title: "seconds into the window" },
-          y: { field: "value", type: "quantitative", title: null, scale: { zero: false } },
+          y: { field: "value", type: "quantitative", title: null, scale: { zero: false }, axis: { format: ",~r" } },
           color: { field: "series", type: "nominal", legend: null },
         },
       },

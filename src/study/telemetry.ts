@@ -31,26 +31,23 @@ const measured = (value: number, unit: string, how: string, err?: number): Quant
 
 /** Total power per reading time over devices, and the SM clock (median over devices), for the chart. */
 function powerSeries(samples: readonly TelemetrySample[], t0: number, x: number, sim: boolean) {
-  const byT = new Map<number, { p: number; n: number; clocks: number[] }>();
+  // Devices read in one pass land within a few ms: group them by 10 ms, one reading per device per group.
+  const byT = new Map<number, Map<string, { w?: number; clock?: number }>>();
   for (const s of samples) {
-    // Devices read in one pass land within a few ms; group them by 50 ms.
-    const k = Math.round(s.t * 20) / 20;
+    const k = Math.round(s.t * 100) / 100;
     let e = byT.get(k);
-    if (!e) byT.set(k, (e = { p: 0, n: 0, clocks: [] }));
-    const w = s.powerW ?? s.powerInstantW;
-    if (w !== undefined) {
-      e.p += w;
-      e.n++;
-    }
-    if (s.smClockMHz !== undefined) e.clocks.push(s.smClockMHz);
+    if (!e) byT.set(k, (e = new Map()));
+    e.set(s.device, { w: s.powerW ?? s.powerInstantW, clock: s.smClockMHz });
   }
   return [...byT.entries()]
     .sort((a, b) => a[0] - b[0])
     .map(([t, e]) => {
-      const c = e.clocks.sort((a, b) => a - b);
+      const ws = [...e.values()].flatMap((v) => (v.w === undefined ? [] : [v.w]));
+      const c = [...e.values()].flatMap((v) => (v.clock === undefined ? [] : [v.clock])).sort((a, b) => a - b);
+      const p = ws.reduce((a, b) => a + b, 0);
       return {
         t: (t - t0) * x,
-        ...(e.n ? { powerW: sim ? e.p / x : e.p } : {}),
+        ...(ws.length ? { powerW: sim ? p / x : p } : {}),
         ...(c.length ? { smClockMHz: c[Math.floor(c.length / 2)]! } : {}),
       };
     })
