@@ -1,7 +1,7 @@
 // The terminal summary printed at the end of `inferscope study`.
 import Table from "cli-table3";
 import pc from "picocolors";
-import { deploymentTitle, fmtQ } from "./format.ts";
+import { deploymentTitle, fmt, fmtQ, telemetryRows } from "./format.ts";
 import type { StudyResult } from "./types.ts";
 
 export function renderTerminal(r: StudyResult, opts: { color?: boolean; outDir?: string } = {}): string {
@@ -32,6 +32,14 @@ export function renderTerminal(r: StudyResult, opts: { color?: boolean; outDir?:
         x.assumption.length > 70 ? `${x.assumption.slice(0, 69)}…` : x.assumption,
       ]);
     lines.push(ct.toString());
+  }
+  const tl = r.telemetry;
+  if (tl) {
+    // The hardware's counters in one table: the report has the derivations and the chart.
+    const tt = new Table({ head: ["telemetry", "value [bound]", "how"], style: { head: [], border: [] } });
+    for (const [label, q] of telemetryRows(tl)) if (q) tt.push([label, fmtQ(q), q.method]);
+    lines.push(c.dim(`telemetry: ${tl.source}, ${fmt(tl.window.seconds, 3)} s window`));
+    lines.push(tt.toString());
   }
   for (const f of r.summary.findings) lines.push(`• ${f}`);
   const bad = r.meta.phases.filter((p) => p.status !== "ok");
