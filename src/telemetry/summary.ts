@@ -162,8 +162,9 @@ export function integrateCollections(
     if (hi <= a || lo >= b) continue;
     // A collection that straddles an edge is counted whole: its average is all that is known of it, and a
     // measured window starts and ends on its own requests, so the traffic in it is theirs. What lies outside
-    // the window is the bound.
-    const whole = first[i]!.v * (hi - lo);
+    // the window is the bound. Its length is a whole number of collection intervals: the exporter collects
+    // on a clock, while the times the reader first saw each value jitter by up to a polling interval.
+    const whole = first[i]!.v * Math.max(1, Math.round((hi - lo) / d)) * d;
     value += whole;
     err += Math.abs(first[i]!.v) * (Math.max(0, a - lo) + Math.max(0, hi - b));
     // A gap of k collections between value changes may hide k − 1 collections that were never read (the
