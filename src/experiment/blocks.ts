@@ -192,8 +192,14 @@ export function variantTelemetry(
   return out;
 }
 
-/** The finding for capped arms: a comparison of capped arms measures the cap as much as the change. */
-export function cappedFinding(vt: readonly VariantTelemetry[]): string | null {
+/**
+ * The finding for capped arms: a comparison of capped arms measures the cap as much as the change. `what` names
+ * the compared things (A/B arms, sweep levels, tune candidates).
+ */
+export function cappedFinding(
+  vt: readonly VariantTelemetry[],
+  what: { plural: string; allCapped: string } = { plural: "arms", allCapped: "the A/B compares capped arms" },
+): string | null {
   const capped = vt.filter((v) => v.powerCappedBlocks > 0);
   if (!capped.length) return null;
   const one = (v: VariantTelemetry) =>
@@ -202,7 +208,7 @@ export function cappedFinding(vt: readonly VariantTelemetry[]): string | null {
         ? `, SM clock median ${v.smClockMedianMHz.toFixed(0)}${v.smClockMaxMHz !== null ? ` of ${v.smClockMaxMHz.toFixed(0)}` : ""} MHz`
         : ""
     }`;
-  return `power-capped arms (${capped.map(one).join("; ")}): ${capped.length === vt.length ? "the A/B compares capped arms" : "the arms ran under different power conditions"}, so the difference includes the cap`;
+  return `power-capped ${what.plural} (${capped.map(one).join("; ")}): ${capped.length === vt.length ? what.allCapped : `the ${what.plural} ran under different power conditions`}, so the difference includes the cap`;
 }
 
 export function toStored(s: BlockSample): StoredRequest {

@@ -464,8 +464,8 @@ export function finishSweep<T>(s: SweepSession<unknown>, result: T, unit: string
   if (telemetry.length) {
     const r = result as { telemetry?: unknown; warnings?: string[] };
     r.telemetry = telemetry;
-    const capped = cappedFinding(telemetry);
-    if (capped) (r.warnings ??= []).push(capped.replace("the A/B compares capped arms", "every level ran capped"));
+    const capped = cappedFinding(telemetry, { plural: "levels", allCapped: "every level ran capped" });
+    if (capped) (r.warnings ??= []).push(capped);
   }
   if (s.reanalysed) return result;
   s.store.setSummary(s.runId, "sweep", result);

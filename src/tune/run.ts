@@ -931,8 +931,8 @@ export function summarize(
     );
   // Per candidate, from the hardware's counters over its blocks' windows (with --telemetry).
   const telemetry = variantTelemetry(store, runId, det.blocks);
-  const capped = cappedFinding(telemetry);
-  if (capped) warnings.push(capped.replace("the A/B compares capped arms", "every candidate ran capped"));
+  const capped = cappedFinding(telemetry, { plural: "candidates", allCapped: "every candidate ran capped" });
+  if (capped) warnings.push(capped);
   const K = cfg.candidates.filter((c) => !c.skipped).length;
   const bestBlocks = leader !== null ? (measuredOf(leader)?.blocks ?? 0) : 0;
   return {
