@@ -4,7 +4,7 @@
 import { fetchRaw } from "../metrics/scrape.ts";
 import { cutToWindow, type Recorder, type RecorderContext, startTelemetry } from "./recorder.ts";
 import { parseTelemetrySpec, specIntervalMs } from "./spec.ts";
-import { summarizeTelemetry } from "./summary.ts";
+import { medianSpacing, summarizeTelemetry, valueChanges } from "./summary.ts";
 import type {
   TelemetryCapture,
   TelemetrySample,
@@ -152,21 +152,12 @@ export async function openTelemetry(
   };
 }
 
-/** Median spacing (ms) between changes of the first device's readings: an exporter's collection interval. */
+/** An exporter's collection interval (ms): the median spacing of changes in the first device's readings. */
 function collectionSpacingMs(samples: readonly TelemetrySample[]): number | null {
   const dev = samples[0]?.device;
-  const changes: number[] = [];
-  let last: string | null = null;
-  for (const s of samples) {
-    if (s.device !== dev) continue;
-    const key = `${s.energyJ}|${s.powerW}|${s.pcieTxBps}|${s.nvlinkTxBps}`;
-    if (key !== last) changes.push(s.t);
-    last = key;
-  }
-  if (changes.length < 4) return null;
-  const gaps = changes.slice(1).map((t, i) => t - changes[i]!);
-  gaps.sort((x, y) => x - y);
-  return gaps[Math.floor(gaps.length / 2)]! * 1000;
+  const mine = samples.filter((s) => s.device === dev);
+  const d = medianSpacing(valueChanges(mine, (s) => `${s.energyJ}|${s.powerW}|${s.pcieTxBps}|${s.nvlinkTxBps}`));
+  return d === null ? null : d * 1000;
 }
 
 /** Waits for readings as they arrive (the source's own onSample), for the one past the window's end. */

@@ -133,6 +133,26 @@ export function integrateTrailingAverage(
   return { value, errorBound: err };
 }
 
+/** The readings at which `key` changes (the first of each run of equal values), in order. */
+export function valueChanges<T>(xs: readonly T[], key: (x: T) => unknown): T[] {
+  const out: T[] = [];
+  let last: unknown;
+  for (const x of xs) {
+    const k = key(x);
+    if (!out.length || k !== last) out.push(x);
+    last = k;
+  }
+  return out;
+}
+
+/** Median spacing (s) of readings' times: of value changes, an exporter's collection interval. Null under 4. */
+export function medianSpacing(xs: readonly { t: number }[]): number | null {
+  if (xs.length < 4) return null;
+  const gaps = xs.slice(1).map((x, i) => x.t - xs[i]!.t);
+  gaps.sort((x, y) => x - y);
+  return gaps[Math.floor(gaps.length / 2)]!;
+}
+
 /**
  * ∫ over [a, b] of a gauge that holds per-collection averages (dcgm-exporter's rate fields: each value is the
  * mean over the exporter's last closed collection interval, and stays until the next collection). A new value
@@ -146,13 +166,9 @@ export function integrateCollections(
   b: number,
   pollS: number,
 ): { value: number; errorBound: number } {
-  const first: Pt[] = [];
-  for (const x of p) if (!first.length || x.v !== first.at(-1)!.v) first.push(x);
-  if (first.length < 4) return integrateTrapezoid(p, a, b);
-  const gaps: number[] = [];
-  for (let i = 1; i < first.length; i++) gaps.push(first[i]!.t - first[i - 1]!.t);
-  gaps.sort((x, y) => x - y);
-  const d = gaps[Math.floor(gaps.length / 2)]!;
+  const first = valueChanges(p, (x) => x.v);
+  const d = medianSpacing(first);
+  if (d === null) return integrateTrapezoid(p, a, b);
   const shift = d + pollS / 2;
   let value = 0;
   let err = 0;
