@@ -1,19 +1,8 @@
 // Pure statistics for comparing two samples: seeded bootstrap CIs, Welch's t, Mann–Whitney U, and
 // the minimum detectable effect. No clock, no I/O; every random draw comes from a seeded PRNG.
-import prand from "pure-rand";
-import { mix32, next53 } from "../rng.ts";
+import { makeRng, type Uniform } from "../rng.ts";
 
-/** A seeded uniform source on [0, 1). */
-export type Uniform = () => number;
-
-/** xoroshiro128+ from pure-rand, 53 random bits per draw. */
-export function makeRng(seed: number): Uniform {
-  // pure-rand seeds xoroshiro with (-1, ~seed, seed, 0), so neighbouring seeds start correlated:
-  // fill the whole 128-bit state from splitmix32 of the seed instead.
-  const s = seed | 0;
-  const rng = prand.xoroshiro128plus.fromState([0, 1, 2, 3].map((k) => mix32((s + k * 0x9e3779b9) | 0) | 0));
-  return () => next53(rng);
-}
+export { makeRng, type Uniform } from "../rng.ts";
 
 export function mean(xs: ArrayLike<number>): number {
   let s = 0;

@@ -4,7 +4,9 @@
 //
 // Definitions follow vLLM's bench serve (docs/metrics.md): TPOT per request = (E2EL − TTFT)/(n − 1), mean over
 // requests; ITL = every gap between consecutive tokens, pooled; TTFT from the send to the first token.
+
 import { InputError } from "../errors.ts";
+import { makeRng } from "../rng.ts";
 import { expertsOnBusiestDevice } from "./moe.ts";
 import { corpusFit, predictive, stepParts } from "./priors.ts";
 import type { Range } from "./range.ts";
@@ -141,18 +143,6 @@ export function stepCostModel(input: ModelInput): StepCostFn {
 
 // ---------------------------------------------------------------- the schedule
 
-/** Deterministic PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface ScheduleStep {
   decodes: number;
   prefillTokens: number;
@@ -196,7 +186,7 @@ const INTAKE_MS = { low: 1, high: 5 };
  * the step that finishes a prompt yields its first token. Deterministic for a seed.
  */
 export function simulateSchedule(spec: WorkloadSpec, budget: SchedulerDefaults, cost: StepCostFn): Schedule {
-  const u = rng(spec.seed ?? 1);
+  const u = makeRng(spec.seed ?? 1);
   const C = spec.concurrency;
   const N = spec.requests ?? Math.max(200, 25 * (C ?? 8));
   const chunk = spec.maxNumBatchedTokens ?? budget.maxNumBatchedTokens;
