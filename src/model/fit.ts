@@ -121,6 +121,10 @@ function applyVariant(input: ModelInput, v: Variant | undefined): ModelInput {
 
 /** Model-discrepancy σ added to every row, as a fraction of the value (the model is not exact). */
 const MODEL_REL_SIGMA = 0.03;
+/** A fitted row this many σ off under the priors is a prior–data conflict. */
+const CONFLICT_Z = 3;
+/** Degrees of freedom of the heavy-tailed priors used once a conflict is found. */
+const PRIOR_T_NU = 4;
 
 export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult {
   if (measurements.length === 0) throw new UsageError("model fit needs at least one measurement");
@@ -457,23 +461,51 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   const K = names.length;
   if (K > P && prior.length !== K) throw new Error("internal: prior length");
 
-  // ---- MAP solve: H = JᵀWJ + T⁻¹, θ = H⁻¹(JᵀW(y − c) + T⁻¹μ)
-  const H: number[][] = Array.from({ length: K }, () => new Array(K).fill(0));
-  const b: number[] = new Array(K).fill(0);
-  for (let j = 0; j < K; j++) {
-    H[j][j] += 1 / prior[j].sd ** 2;
-    b[j] += prior[j].mean / prior[j].sd ** 2;
-  }
-  for (const row of rows) {
-    const w = 1 / row.sigma ** 2;
-    for (let i = 0; i < K; i++) {
-      if (row.coef[i] === 0) continue;
-      b[i] += w * row.coef[i] * (row.y - row.c);
-      for (let j = 0; j < K; j++) H[i][j] += w * row.coef[i] * row.coef[j];
+  // ---- MAP solve: H = JᵀWJ + T⁻¹, θ = H⁻¹(JᵀW(y − c) + T⁻¹μ); pw scales each prior's precision.
+  const solve = (pw: number[]) => {
+    const H: number[][] = Array.from({ length: K }, () => new Array(K).fill(0));
+    const b: number[] = new Array(K).fill(0);
+    for (let j = 0; j < K; j++) {
+      H[j][j] += pw[j]! / prior[j].sd ** 2;
+      b[j] += (pw[j]! * prior[j].mean) / prior[j].sd ** 2;
     }
+    for (const row of rows) {
+      const w = 1 / row.sigma ** 2;
+      for (let i = 0; i < K; i++) {
+        if (row.coef[i] === 0) continue;
+        b[i] += w * row.coef[i] * (row.y - row.c);
+        for (let j = 0; j < K; j++) H[i][j] += w * row.coef[i] * row.coef[j];
+      }
+    }
+    const cv = invert(H);
+    return { cov: cv, theta: cv.map((rowv) => rowv.reduce((s, v, j) => s + v * b[j], 0)) };
+  };
+  const rowZ = (th: number[]) =>
+    rows.map((row) => (row.y - row.c - row.coef.slice(0, K).reduce((s, v, j) => s + v * th[j], 0)) / row.sigma);
+  let priorWeights = new Array(K).fill(1);
+  let { cov, theta } = solve(priorWeights);
+  // Prior–data conflict: a measurement the fitted model still misses by > 3σ means the corpus prior does
+  // not describe this deployment (a CPU host, a contended machine, an engine the corpus lacks). The
+  // priors are then treated as heavy-tailed (Student-t, ν = 4, by reweighting) so the measurements set
+  // the step; a prior never becomes tighter than stated.
+  const z0 = rowZ(theta);
+  const worst = z0.reduce((w, z, i) => (Math.abs(z) > Math.abs(z0[w] ?? 0) ? i : w), 0);
+  if (rows.length && Math.abs(z0[worst]!) > CONFLICT_Z) {
+    for (let it = 0; it < 50; it++) {
+      const next = theta.map((t, j) => {
+        const r = (t - prior[j].mean) / prior[j].sd;
+        return Math.min(1, (PRIOR_T_NU + 1) / (PRIOR_T_NU + r * r));
+      });
+      const done = next.every((w, j) => Math.abs(w - priorWeights[j]) < 1e-4);
+      priorWeights = next;
+      ({ cov, theta } = solve(priorWeights));
+      if (done) break;
+    }
+    const loosened = names.filter((_, j) => priorWeights[j] < 0.99);
+    consistency.push(
+      `Prior–data conflict: under the corpus priors the fitted model missed "${rows[worst]!.label}" by ${z0[worst]!.toFixed(1)}σ, so those priors do not describe this deployment; they were treated as heavy-tailed (Student-t, ν = ${PRIOR_T_NU}) and the measurements set the step${loosened.length ? ` (loosened: ${loosened.map((n) => `${n} ×${(1 / Math.sqrt(priorWeights[names.indexOf(n)]!)).toFixed(1)} sd`).join(", ")})` : ""}; the excess is carried by the loosened parameters.`,
+    );
   }
-  const cov = invert(H);
-  const theta = cov.map((rowv) => rowv.reduce((s, v, j) => s + v * b[j], 0));
   const predRow = (row: Row, th: number[]) => row.c + row.coef.slice(0, K).reduce((s, v, j) => s + v * th[j], 0);
   const priorMeans = prior.map((p) => p.mean);
   const residuals: Residual[] = rows.map((row) => {
@@ -509,7 +541,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   };
   const parameters: FitParam[] = names.map((name, j) => {
     const sd = Math.sqrt(Math.max(0, cov[j][j]));
-    const shrink = sd / prior[j].sd;
+    const shrink = sd / (prior[j].sd / Math.sqrt(priorWeights[j]));
     const sensitive = rows.some((row) => row.coef[j] !== 0);
     let why: string | undefined;
     let partner = -1;

@@ -266,3 +266,20 @@ test("trace measurements in files: share form, protocol arm, and errors", () => 
     /"allReduceUsPerCall" must be a number or \{value, ci: \[low, high\]\}/,
   );
 });
+
+test("prior–data conflict: a step far outside the corpus prior is fitted by loosening the priors, and said; an agreeing one is not", () => {
+  // The H200 gpt-fast Llama-3.1-8B-shaped deployment the telemetry capture ran (5.05 ms measured).
+  const input: ModelInput = { model: "llama-3.1-8b", gpu: "h200", engine: "gptfast", quant: "bf16", batch: 1 };
+  const agree = fit(input, [{ kind: "itl", ms: predict(input).decode.stepMs.mid, batch: 1, ci: [5.0, 5.1] }]);
+  assert.ok(!agree.consistency.some((c) => /conflict/.test(c)), agree.consistency.join("\n"));
+  // Twice the prior step (a contended or throttled box): the normal-prior compromise would miss it by > 3σ.
+  const slow = 2 * predict(input).decode.stepMs.mid;
+  const f = fit(input, [{ kind: "itl", ms: slow, batch: 1, ci: [slow * 0.97, slow * 1.03] }]);
+  const note = f.consistency.find((c) => /Prior–data conflict/.test(c));
+  assert.ok(note, f.consistency.join("\n"));
+  assert.match(note!, /missed "ITL at batch 1" by [\d.]+σ/);
+  assert.match(note!, /loosened: .*fixedMs|loosened: .*invEta/);
+  const s = f.prediction.decode.stepMs;
+  assert.ok(s.low <= slow && slow <= s.high, `calibrated ${s.low}–${s.high} vs measured ${slow}`);
+  assert.ok(Math.abs(f.residuals[0]!.z) < 2, `fitted z ${f.residuals[0]!.z}`);
+});
