@@ -129,6 +129,8 @@ export function telemetryRows(t: TelemetrySection): Array<[string, Quantity | un
     ["average power", t.avgPowerW],
     ["peak power", t.peakPowerW],
     ["CPU busy", t.cpuBusy],
+    ["server CPU", t.serverCpuCores],
+    ["server waiting for a CPU", t.serverRunQueue],
     ["achieved DRAM bandwidth", t.dram?.achievedGBs],
     ["model bytes per step ÷ measured step", t.dram?.modelGBs],
     ["measured bandwidth efficiency", t.dram?.efficiency],

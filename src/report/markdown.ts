@@ -251,6 +251,7 @@ export function renderMarkdown(r: StudyResult): string {
       qRows([
         ["predicted step", md.predictedStepMs],
         ["calibrated step", md.calibratedStepMs],
+        ["host contention per token", md.hostContentionMs],
         ...md.fittedParams.map((p) => [p.name, p.value] as [string, Quantity]),
       ]),
     );

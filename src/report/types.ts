@@ -231,6 +231,9 @@ export interface TelemetrySection {
   peakPowerW?: Quantity;
   /** CPU hosts: share of CPU time busy over the window (/proc/stat). */
   cpuBusy?: Quantity;
+  /** The server process on this host: CPU cores used, and run-queue wait share (contention). */
+  serverCpuCores?: Quantity;
+  serverRunQueue?: Quantity;
   smClockMHz?: { median: number | null; max: number | null };
   throttle?: { powerCapped: boolean; shareOfWindow: number; reasons: Array<{ reason: string; share: number }> };
   /** Achieved DRAM bandwidth (DRAM active × peak) beside the model's bytes per step ÷ the measured step time. */
@@ -253,6 +256,8 @@ export interface ModelSection {
   description: string;
   predictedStepMs: Quantity;
   calibratedStepMs?: Quantity;
+  /** A CPU server on a contended host: per-token time its threads waited for a CPU (measured), beside the step it fitted. */
+  hostContentionMs?: Quantity;
   terms: Array<{ name: string; ms: number; share: number; detail?: string }>;
   collectives?: {
     countPerToken: number;

@@ -30,6 +30,7 @@ import { fmt } from "../report/format.ts";
 import type { AuditSection, Ceiling, ModelSection, Quantity, ServerTimingSection, WhatIf } from "../report/types.ts";
 import { openStore, type Store } from "../store/index.ts";
 import type { RunTelemetry } from "../telemetry/session.ts";
+import { runQueueShare, serverSchedstatFor } from "../telemetry/sources/proc.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import { captureTrace } from "../trace/capture.ts";
 import type { Measurements } from "./assemble.ts";
@@ -278,6 +279,8 @@ export interface SweepMeasure {
   slope: { estimate: number; lo: number; hi: number };
   intercept: { estimate: number; lo: number; hi: number };
   r2: number;
+  /** The server's threads over the sweep (a server on this host): s waited for a CPU, share of runnable time, output tokens. */
+  serverRunQueue?: { waitS: number; share: number; tokens: number };
 }
 
 export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, c: Common): Promise<SweepMeasure> {
@@ -285,6 +288,9 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
   const o = m.bench?.clientOverheadMs ?? 0;
   const points: SweepMeasure["points"] = [];
   let firstFail: string | undefined;
+  // A server on this host: its threads' run-queue wait over the sweep (host contention), read from /proc.
+  const sched = serverSchedstatFor(url);
+  const before = sched?.read() ?? null;
   for (const n of plan.sweep.lengths) {
     c.onProgress?.(`N = ${n}`);
     const res = await runBench(
@@ -321,7 +327,18 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
     ssr += (ys[i]! - (fit.fit.intercept + fit.fit.slope * xs[i]!)) ** 2;
     sst += (ys[i]! - meanY) ** 2;
   }
+  const after = sched?.read() ?? null;
+  const share = runQueueShare(before, after);
   return {
+    ...(share !== null && before && after
+      ? {
+          serverRunQueue: {
+            waitS: after.waitS - before.waitS,
+            share,
+            tokens: points.reduce((s, p) => s + p.outputTokens, 0),
+          },
+        }
+      : {}),
     points,
     slope: { estimate: fit.fit.slope, lo: fit.slope.lo, hi: fit.slope.hi },
     intercept: { estimate: fit.fit.intercept, lo: fit.intercept.lo, hi: fit.intercept.hi },
@@ -644,6 +661,22 @@ export function optionsFromDeployment(d: Measurements["deployment"]): ModelInput
 }
 
 /**
+ * Time per token a CPU server lost waiting for a CPU: the token time × the threads' run-queue share, but
+ * never more than the waited seconds ÷ tokens (several threads wait at once; a sleeping thread loses
+ * nothing). Null when not measured or under 1 %.
+ */
+export function contentionMsPerToken(
+  perTokenMs: number,
+  server: { runQueueShare: number; runQueueS: number } | null | undefined,
+  tokens: number | null | undefined,
+): { ms: number; share: number } | null {
+  if (!server || !(server.runQueueShare >= 0.01)) return null;
+  const byShare = perTokenMs * server.runQueueShare;
+  const byWait = tokens ? (1000 * server.runQueueS) / tokens : byShare;
+  return { ms: Math.min(byShare, byWait), share: server.runQueueShare };
+}
+
+/**
  * The analytical model: predicted from catalog inputs alone, then fitted (model/fit) to this run's
  * measurements — per-step time, TTFT, the A/B delta, the sweep slope, the trace's all-reduce share —
  * so its what-ifs rest on this deployment's numbers. Residuals show what the model could not match.
@@ -669,6 +702,8 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
   }
   const meas: Measurement[] = [];
   const src = "inferscope study";
+  const cpuHost = Boolean(mi.options.cpu || mi.options.cpuBandwidth);
+  let contention: { ms: number; share: number; itlMs: number } | undefined;
   const hw = modelHardware(pred, input.tp ?? 1);
   // The hardware's own counters, where they say it: DRAM active (achieved ÷ peak) over memory busy time is
   // the bandwidth while streaming, which replaces the spec × efficiency prior.
@@ -692,15 +727,24 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
       label: "decode step (trace median)",
       source: src,
     });
-  else if (tok)
+  else if (tok) {
+    // A CPU server's token time is work plus the time its threads waited for a CPU: the fit takes the work.
+    const lost = contentionMsPerToken(
+      tok.estimate,
+      m.bench?.telemetry?.summary?.cpu?.server,
+      m.bench?.telemetry?.summary?.tokens,
+    );
+    if (cpuHost && lost) contention = { ...lost, itlMs: tok.estimate };
+    const d = cpuHost && lost ? lost.ms : 0;
     meas.push({
       kind: "itl",
-      ms: tok.estimate,
+      ms: tok.estimate - d,
       batch: 1,
-      ci: [tok.lo, tok.hi],
-      label: "ITL batch 1 (client)",
+      ci: [tok.lo - d, tok.hi - d],
+      label: d ? "ITL batch 1 (client), less the server's run-queue wait" : "ITL batch 1 (client)",
       source: src,
     });
+  }
   if (m.bench?.ttftMs.length) {
     const t = m.bench.ttftMs;
     meas.push({
@@ -726,15 +770,23 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
         source: src,
       });
   }
-  if (m.sweep)
+  if (m.sweep) {
+    const q = m.sweep.serverRunQueue;
+    const lost =
+      cpuHost && q
+        ? contentionMsPerToken(m.sweep.slope.estimate, { runQueueShare: q.share, runQueueS: q.waitS }, q.tokens)
+        : null;
+    // The share applies to the whole request (prefill too): slope and intercept scale alike.
+    const k = lost ? 1 - lost.ms / m.sweep.slope.estimate : 1;
     meas.push({
       kind: "length-sweep",
-      slopeMsPerToken: m.sweep.slope.estimate,
-      interceptMs: m.sweep.intercept.estimate,
-      ci: [m.sweep.slope.lo, m.sweep.slope.hi],
-      label: "length-sweep slope",
+      slopeMsPerToken: m.sweep.slope.estimate * k,
+      interceptMs: m.sweep.intercept.estimate * k,
+      ci: [m.sweep.slope.lo * k, m.sweep.slope.hi * k],
+      label: lost ? "length-sweep slope, less the server's run-queue wait" : "length-sweep slope",
       source: src,
     });
+  }
   if (tr)
     meas.push({
       kind: "estimate",
@@ -758,6 +810,10 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     how,
   });
   const notes: string[] = [...mi.assumptions];
+  if (contention)
+    notes.push(
+      `Host contention: the server's threads waited for a CPU ${(100 * contention.share).toFixed(0)} % of their runnable time, ${contention.ms.toFixed(2)} ms of each ${contention.itlMs.toFixed(2)} ms token; the model was fitted to the rest (the server's own work). A quiet host would give about ${(contention.itlMs - contention.ms).toFixed(2)} ms.`,
+    );
   if (!mi.options.quant && !/\.gguf$/i.test(mi.options.model ?? ""))
     notes.push(
       `Quantization neither given nor detected: the model used ${pred.quantization.recipe} (the checkpoint's declared format, else BF16); give --quant to change it.`,
@@ -783,7 +839,20 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
       "analytical model from catalog inputs, efficiency ranges",
     ),
     calibratedStepMs: fitted
-      ? rangeQ(cp.decode.stepMs, "ms", "fitted", `model fitted to ${fitted.measurementsUsed} measurements of this run`)
+      ? rangeQ(
+          cp.decode.stepMs,
+          "ms",
+          "fitted",
+          `model fitted to ${fitted.measurementsUsed} measurements of this run${contention ? " (the server's CPU work: its run-queue wait taken out)" : ""}`,
+        )
+      : undefined,
+    hostContentionMs: contention
+      ? {
+          value: contention.ms,
+          unit: "ms",
+          method: "measured",
+          how: `the server's threads waited for a CPU ${(100 * contention.share).toFixed(0)} % of their runnable time during the bench (/proc schedstat): ${contention.ms.toFixed(2)} of the ${contention.itlMs.toFixed(2)} ms per token`,
+        }
       : undefined,
     terms: cp.decode.terms.map((t) => ({ name: t.label, ms: t.ms.mid, share: t.share, detail: t.formula })),
     collectives: {

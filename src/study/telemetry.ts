@@ -93,6 +93,19 @@ export function telemetrySection(i: TelemetryInputs): TelemetrySection | undefin
     sec.peakPowerW = measured(s.peakPowerW, "W", "highest reading of total power in the window");
   if (s.cpu?.busyMean != null)
     sec.cpuBusy = measured(s.cpu.busyMean * 100, "%", "busy share of all CPUs' time over the window, from /proc/stat");
+  if (s.cpu?.server) {
+    const v = s.cpu.server;
+    sec.serverCpuCores = measured(
+      v.cpuCores,
+      "cores",
+      `${v.name}: its threads' CPU time ÷ the window (/proc schedstat)`,
+    );
+    sec.serverRunQueue = measured(
+      v.runQueueShare * 100,
+      "%",
+      `${v.name}: share of its threads' runnable time spent waiting for a CPU (${fmt(v.runQueueS, 3)} s over the window): host contention`,
+    );
+  }
   if (s.smClockMHz) sec.smClockMHz = { median: s.smClockMHz.median, max: s.smClockMHz.deviceMax ?? s.smClockMHz.max };
   if (s.throttle)
     sec.throttle = {

@@ -13,6 +13,8 @@ export interface RecorderContext {
   simUrl?: string;
   /** The target runs on this host (a loopback URL): `auto` falls back to the cpu source. */
   localTarget?: boolean;
+  /** The local target's port: the cpu source reads the process listening there (its CPU time and run-queue wait). */
+  targetPort?: number;
   /** One line per decision and problem (which source and why, a gap, a dying tool). */
   onProgress?: (line: string) => void;
   onSample?: (s: TelemetrySample) => void;
@@ -99,6 +101,13 @@ function noneWhy(tried: string[]): string {
   return `${base}${t}; give --telemetry dcgm:URL, prometheus:URL, amd-smi or cpu to record one`;
 }
 
+/** Source overrides with the local target's port given to the cpu source. */
+function withServer(ctx: RecorderContext): SourceOverrides {
+  const o = ctx.sources ?? {};
+  if (!ctx.localTarget || ctx.targetPort === undefined || o.cpu?.serverPort !== undefined) return o;
+  return { ...o, cpu: { ...o.cpu, serverPort: ctx.targetPort } };
+}
+
 export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext = {}): Promise<Recorder> {
   const marks: TelemetryMark[] = [];
   const progress = ctx.onProgress ?? (() => {});
@@ -120,8 +129,8 @@ export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext =
     for (const c of autoCandidates(ctx, spec.intervalMs)) {
       const overrides: SourceOverrides =
         c.binary && c.spec.kind === "nvidia-smi"
-          ? { ...ctx.sources, nvidiaSmi: { ...ctx.sources?.nvidiaSmi, binary: c.binary } }
-          : (ctx.sources ?? {});
+          ? { ...withServer(ctx), nvidiaSmi: { ...ctx.sources?.nvidiaSmi, binary: c.binary } }
+          : withServer(ctx);
       const { source, intervalMs } = sourceFor(c.spec, overrides);
       try {
         handle = await source.start(startOpts(intervalMs));
@@ -135,7 +144,7 @@ export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext =
     }
     if (!handle) resolved = { kind: "none", why: `auto: ${noneWhy(tried)}`, spec: { kind: "none" } };
   } else {
-    const { source, intervalMs } = sourceFor(spec, ctx.sources);
+    const { source, intervalMs } = sourceFor(spec, withServer(ctx));
     // An explicit source that cannot start is an error (exit 3), thrown before any measurement.
     handle = await source.start(startOpts(intervalMs));
     resolved = { kind: spec.kind, why: `--telemetry ${formatTelemetrySpec(spec)}`, spec };

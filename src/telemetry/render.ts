@@ -60,6 +60,13 @@ export function formatSummary(s: TelemetrySummary): string {
       `PCIe tx ${mb(i.pcieTxBytes)} rx ${mb(i.pcieRxBytes)} · NVLink tx ${mb(i.nvlinkTxBytes)} rx ${mb(i.nvlinkRxBytes)}${i.bytesPerToken !== null ? ` · ${f(i.bytesPerToken, 0)} B/token` : ""}`,
     ]);
   }
+  if (s.cpu) {
+    const v = s.cpu.server;
+    rows.push([
+      "CPU",
+      `busy ${pct(s.cpu.busyMean)}${v ? ` · ${v.name}: ${f(v.cpuCores, 2)} cores, waited for a CPU ${pct(v.runQueueShare)} of its runnable time` : ""}`,
+    ]);
+  }
   const width = Math.max(...rows.map((r) => r[0].length));
   const out = rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`);
   if (s.unavailable.length) {

@@ -71,8 +71,11 @@ export async function openTelemetry(
     spec === undefined ? { kind: "none" } : typeof spec === "string" ? parseTelemetrySpec(spec) : spec;
   if (parsed.kind === "none") return null;
   let host = "";
+  let port: number | undefined;
   try {
-    host = ctx.baseUrl ? new URL(ctx.baseUrl).hostname : "";
+    const u = ctx.baseUrl ? new URL(ctx.baseUrl) : undefined;
+    host = u?.hostname ?? "";
+    if (u) port = Number(u.port || (u.protocol === "https:" ? 443 : 80));
   } catch {
     host = "";
   }
@@ -87,6 +90,7 @@ export async function openTelemetry(
     onSample: (x) => waiter.seen(x.t),
     simUrl: sim ? ctx.baseUrl : undefined,
     localTarget: host !== "" && LOOPBACK.test(host),
+    targetPort: port,
     onProgress: ctx.onProgress,
     ...ctx.recorder,
   });

@@ -497,6 +497,32 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       if (c.length >= 2) cpuEnergy = (cpuEnergy ?? 0) + counterDelta(c, a, b).value;
     }
     cpu = { busyMean: cpuBusy, energyJ: cpuEnergy };
+    const srv = byDev.get("cpu/server");
+    if (srv && span > 0) {
+      const run = counterDelta(
+        pts(srv, (s) => s.serverCpuS),
+        a,
+        b,
+      );
+      const wait = counterDelta(
+        pts(srv, (s) => s.serverRunQueueS),
+        a,
+        b,
+      );
+      const name = capture.devices.find((d) => d.key === "cpu/server")?.name ?? "server";
+      if (run.covered && run.value + wait.value > 0)
+        cpu.server = {
+          name,
+          cpuCores: run.value / span,
+          runQueueShare: wait.value / (run.value + wait.value),
+          runQueueS: wait.value,
+        };
+      else
+        unavailable.push({
+          field: "serverRunQueue",
+          why: run.covered ? `${name} did not run in the window` : `${name}: readings do not cover the window`,
+        });
+    }
   }
 
   return {

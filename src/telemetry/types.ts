@@ -66,6 +66,10 @@ export interface TelemetrySample {
   memoryTotalMiB?: number;
   /** CPU hosts: share of CPU time busy over the sample's interval (from /proc/stat), 0–1. */
   cpuBusy?: number;
+  /** The server process on this host (device "cpu/server"): cumulative s its threads ran on a CPU (/proc/PID/task/TID/schedstat, summed). */
+  serverCpuS?: number;
+  /** … and cumulative s its threads were runnable but waited on a run queue for a CPU (host contention). */
+  serverRunQueueS?: number;
 }
 
 /** Static facts about a device, where the source tells them (nvidia-smi -q, exporter labels). */
@@ -159,7 +163,16 @@ export interface TelemetrySummary {
     /** ± bound on bytesPerToken from the sampling (edges, collections never read); absent for older summaries. */
     bytesPerTokenError?: number | null;
   } | null;
-  cpu: { busyMean: number | null; energyJ: number | null } | null;
+  cpu: {
+    busyMean: number | null;
+    energyJ: number | null;
+    /**
+     * The server process, where it runs on this host and its /proc is readable: CPU cores its threads used on
+     * average, and the share of their runnable time spent waiting for a CPU (0 on a quiet host). A CPU server's
+     * token time is work plus that wait.
+     */
+    server?: { name: string; cpuCores: number; runQueueShare: number; runQueueS: number } | null;
+  } | null;
   /** One line per figure that is missing and why (never a zero for an unknown). */
   unavailable: { field: string; why: string }[];
   notes: string[];

@@ -12,12 +12,17 @@ import {
   type TelemetryHandle,
   type TelemetrySource,
 } from "./common.ts";
+import { findListeningProcess, ProcessSchedstat } from "./proc.ts";
 
 export interface CpuSourceOptions {
   /** Default /proc/stat. */
   procStat?: string;
   /** Default /sys/class/powercap. */
   powercapRoot?: string;
+  /** Default /proc: where the server process is looked up and read. */
+  procRoot?: string;
+  /** The target's port on this host: the process listening there is the server whose threads are read. */
+  serverPort?: number;
 }
 
 /** Jiffies from the aggregate `cpu` line: busy is everything but idle and iowait. */
@@ -124,6 +129,26 @@ async function startCpu(o: CpuSourceOptions, opts: SourceStartOptions): Promise<
   cap.device({ key: "cpu" });
   for (const z of zones) cap.device({ key: z.key });
   if (zones.length === 0) cap.missing("powerW", `no RAPL energy counter to take a rate of: ${why}`);
+  // The server's own threads: CPU time and run-queue wait (contention), where the process can be found.
+  let server: ProcessSchedstat | null = null;
+  if (o.serverPort !== undefined) {
+    const found = findListeningProcess(o.serverPort, o.procRoot ?? "/proc");
+    if (found.pid === null) cap.missing("serverRunQueue", `the server process is not readable: ${found.why}`);
+    else {
+      server = new ProcessSchedstat(found.pid, o.procRoot ?? "/proc");
+      cap.device({ key: "cpu/server", name: `${found.command} (pid ${found.pid})` });
+    }
+  }
+  let serverGone = false;
+  const readServer = (t: number) => {
+    if (!server || serverGone) return;
+    const r = server.read();
+    if (r) cap.add({ t, device: "cpu/server", serverCpuS: r.runS, serverRunQueueS: r.waitS });
+    else {
+      serverGone = true;
+      cap.note(`server process ${server.pid} exited mid-run: its CPU time stops at the last reading`);
+    }
+  };
 
   let statFailed = false;
   const tick = async () => {
@@ -138,6 +163,7 @@ async function startCpu(o: CpuSourceOptions, opts: SourceStartOptions): Promise<
       if (!statFailed) cap.note(`cpu: ${procStat} unreadable mid-run: ${(err as Error).message}`);
       statFailed = true;
     }
+    readServer(t);
     for (const z of zones) {
       try {
         const uj = Number(readFileSync(z.energyPath, "utf8").trim());
@@ -150,6 +176,7 @@ async function startCpu(o: CpuSourceOptions, opts: SourceStartOptions): Promise<
   // The first energy reading is the baseline sample; busy needs a second /proc/stat reading.
   const t0 = now() / 1000;
   for (const z of zones) cap.add({ t: t0, device: z.key, energyJ: z.totalJ });
+  readServer(t0);
 
   const ac = new AbortController();
   const onAbort = () => ac.abort();
