@@ -11,6 +11,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
 import { addSecret, redactString } from "../store/redact.ts";
+import { shellQuote, shellSplit } from "../shell.ts";
+
+export { shellQuote, shellSplit };
 
 // ---------------------------------------------------------------- variant syntax
 
@@ -27,42 +30,6 @@ export interface VariantSpec {
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const ENV_ASSIGN = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
 const SECRET_ENV = /(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)/i;
-
-/** Splits a flag string the way a POSIX shell splits words (quotes and backslashes; no expansion). */
-export function shellSplit(text: string): string[] {
-  const out: string[] = [];
-  let cur = "";
-  let inWord = false;
-  let quote: '"' | "'" | null = null;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === quote) quote = null;
-      else if (c === "\\" && quote === '"' && i + 1 < text.length && '"\\$`'.includes(text[i + 1])) cur += text[++i];
-      else cur += c;
-    } else if (c === "'" || c === '"') {
-      quote = c;
-      inWord = true;
-    } else if (c === "\\" && i + 1 < text.length) {
-      cur += text[++i];
-      inWord = true;
-    } else if (/\s/.test(c)) {
-      if (inWord) out.push(cur);
-      cur = "";
-      inWord = false;
-    } else {
-      cur += c;
-      inWord = true;
-    }
-  }
-  if (quote) throw new UsageError(`unterminated ${quote} quote in "${text}"`);
-  if (inWord) out.push(cur);
-  return out;
-}
-
-export function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
-}
 
 /**
  * `name:` (no changes), `name:ENV=V,ENV2=V2`, `name:--flag x`, `name:ENV=V --flag`, or
