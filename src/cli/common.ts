@@ -2,7 +2,7 @@
 
 import type { Command } from "@commander-js/extra-typings";
 import { InterruptedError, UsageError } from "../errors.ts";
-import { redact, redactString } from "../store/redact.ts";
+import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
 
 export interface CommonOptions {
   json?: boolean;
@@ -123,6 +123,8 @@ export function headerFlags(flag: string, list: string[] | undefined): Record<st
         `${flag}: "${escapeControl(name)}" is not a header name (letters, digits and !#$%&'*+.^_\`|~-)`,
       );
     out[name.toLowerCase()] = headerValueFlag(flag, h.slice(i + 1).trim())!;
+    // Authorization, X-Api-Key …: the value is kept out of every output.
+    if (isSecretName(name)) addSecret(out[name.toLowerCase()]!.replace(/^(?:bearer|basic|token)\s+/i, ""));
   }
   return out;
 }

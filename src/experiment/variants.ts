@@ -10,8 +10,9 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
-import { addSecret, redactString } from "../store/redact.ts";
+import { addSecret, isSecretName, redactString, registerCommandSecrets } from "../secrets.ts";
 import { shellQuote, shellSplit } from "../shell.ts";
+import { registerVariantSecrets, sealVariant } from "./sealed.ts";
 
 export { shellQuote, shellSplit };
 
@@ -29,7 +30,6 @@ export interface VariantSpec {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const ENV_ASSIGN = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
-const SECRET_ENV = /(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)/i;
 
 /**
  * `name:` (no changes), `name:ENV=V,ENV2=V2`, `name:--flag x`, `name:ENV=V --flag`, or
@@ -69,15 +69,17 @@ export function parseVariant(text: string): VariantSpec {
             hint: `example: --variant '${name}:NCCL_PROTO=LL,NCCL_ALGO=Ring --enforce-eager'`,
           });
         env[a[1]] = a[2];
-        // HF_TOKEN=…, WANDB_API_KEY=…: kept out of every output, stdout included.
-        if (SECRET_ENV.test(a[1])) addSecret(a[2]);
       }
     } else args.push(w);
   }
+  // HF_TOKEN=…, --api-key KEY, --hf-token=…: kept out of every output, stdout included.
+  registerVariantSecrets({ name, env, args });
   return { name, env, args };
 }
 
-export function describeVariant(v: VariantSpec): string {
+/** The variant as shown (secrets as `[redacted]`). */
+export function describeVariant(spec: VariantSpec): string {
+  const v = sealVariant(spec);
   if (v.url) return `${v.name} = ${v.url}`;
   const parts = [
     ...Object.entries(v.env).map(([k, x]) => `${k}=${x}`),
@@ -348,6 +350,9 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const port = spec.port ?? (await freePort());
   const command = buildCommand(spec.cmd, port, spec.args ?? []);
   const env = { ...(spec.env ?? {}) };
+  // A library caller may start a server without parsing a variant: its secrets are found here too.
+  registerCommandSecrets(command);
+  for (const [k, v] of Object.entries(env)) if (isSecretName(k)) addSecret(v);
   const logFile =
     spec.logFile ?? join(tmpdir(), "inferscope-logs", `${spec.name}-${port}-${Date.now().toString(36)}.log`);
   mkdirSync(dirname(logFile), { recursive: true });

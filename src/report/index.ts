@@ -1,6 +1,7 @@
 // Report writers: a StudyResult → a directory with index.html, report.md and results.json.
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { redact } from "../secrets.ts";
 import { renderCharts } from "./charts.ts";
 import { renderHtml } from "./html.ts";
 import { renderJson } from "./json.ts";
@@ -24,7 +25,9 @@ export interface WrittenReport {
 }
 
 /** Renders every chart and writes the three report files into dir (created if missing). */
-export async function writeReport(result: StudyResult, dir: string): Promise<WrittenReport> {
+export async function writeReport(study: StudyResult, dir: string): Promise<WrittenReport> {
+  // The writer redacts: no caller can hand it a secret that reaches a file.
+  const result = redact(study);
   const abs = resolve(dir);
   await mkdir(abs, { recursive: true });
   const charts = await renderCharts(result);

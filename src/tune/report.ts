@@ -1,5 +1,6 @@
 // The tune report: one self-contained HTML page (the study report's styles, an inline SVG chart,
 // no scripts), a Markdown twin and the JSON result, written into a directory.
+
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { UsageError } from "../errors.ts";
@@ -7,6 +8,7 @@ import { checkRunStore } from "../input-file.ts";
 import { renderSvg } from "../report/charts.ts";
 import { esc, fmt } from "../report/format.ts";
 import { REPORT_CSS } from "../report/html.ts";
+import { redact } from "../secrets.ts";
 import { openStore } from "../store/index.ts";
 import type { Interval3, TuneCandidate, TuneResult } from "./run.ts";
 
@@ -170,7 +172,9 @@ export interface WrittenTuneReport {
   json: string;
 }
 
-export async function writeTuneReport(r: TuneResult, dir: string): Promise<WrittenTuneReport> {
+export async function writeTuneReport(result: TuneResult, dir: string): Promise<WrittenTuneReport> {
+  // The writer redacts: no caller can hand it a secret that reaches a file.
+  const r = redact(result);
   const abs = resolve(dir);
   await mkdir(abs, { recursive: true });
   const svg = await renderSvg(tuneChartSpec(r));
