@@ -49,6 +49,10 @@ export function shellSplit(text: string): string[] {
   return shellWords(text).map((w) => w.text);
 }
 
+/** A word as a shell reads it back; control characters (from a server's model id …) as `$'\x1b'`, inert and exact. */
 export function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(word))
+    return `$'${word.replace(/[\\']/g, (c) => `\\${c}`).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)}'`;
+  return `'${word.replace(/'/g, `'\\''`)}'`;
 }

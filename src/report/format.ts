@@ -1,4 +1,5 @@
 // Number and text formatting shared by every report writer (pure).
+import { escapeControl } from "../control.ts";
 import { redactString } from "../secrets.ts";
 import type { Deployment, DeploymentField, Quantity, TelemetrySection } from "./types.ts";
 
@@ -41,17 +42,18 @@ const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "
 
 /** Escapes text for HTML element content and attribute values. */
 export function esc(text: unknown): string {
-  return String(text ?? "").replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+  return escapeControl(String(text ?? "").replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!));
 }
 
 /** Escapes text for a Markdown table cell or paragraph: no raw HTML, no table breaks. */
 export function mdEsc(text: unknown): string {
-  return String(text ?? "")
+  const md = String(text ?? "")
     .replace(/\\/g, "\\\\")
     .replace(/[&<>]/g, (c) => HTML_ESCAPES[c]!)
     .replace(/\|/g, "\\|")
     .replace(/([*_`[\]])/g, "\\$1")
     .replace(/\r?\n/g, " ");
+  return escapeControl(md);
 }
 
 /** Removes credentials from a command line or URL before it is stored or shown (the project's one redactor). */

@@ -3,6 +3,7 @@
 
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { escapeControl } from "../control.ts";
 import { UsageError } from "../errors.ts";
 import { checkRunStore } from "../input-file.ts";
 import { renderSvg } from "../report/charts.ts";
@@ -179,8 +180,9 @@ export async function writeTuneReport(result: TuneResult, dir: string): Promise<
   await mkdir(abs, { recursive: true });
   const svg = await renderSvg(tuneChartSpec(r));
   const files = { html: join(abs, "index.html"), markdown: join(abs, "report.md"), json: join(abs, "results.json") };
-  await writeFile(files.html, tuneHtml(r, svg));
-  await writeFile(files.markdown, tuneMarkdown(r));
+  // Control characters from servers made visible in the files a terminal may print (JSON escapes its own).
+  await writeFile(files.html, escapeControl(tuneHtml(r, svg)));
+  await writeFile(files.markdown, escapeControl(tuneMarkdown(r)));
   await writeFile(files.json, `${JSON.stringify(r, null, 2)}\n`);
   return { dir: abs, ...files };
 }

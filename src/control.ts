@@ -1,0 +1,16 @@
+// Text from servers (model ids, error bodies, labels, log lines) is inert in every output: C0
+// controls but tab and newline, DEL and C1 controls are written visibly (`\x1b`), so `cat report.md`
+// or a terminal cannot be cleared, retitled or spoofed. JSON escapes them by itself (`\u001b`).
+
+// C0 controls but tab and newline, DEL, and C1 controls (0x9b is a one-byte CSI on some terminals).
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const HAS_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+
+export function hasControl(s: string): boolean {
+  return HAS_CONTROL.test(s);
+}
+
+/** Control characters written visibly (`\x1b`); tab and newline kept. */
+export function escapeControl(s: string): string {
+  return HAS_CONTROL.test(s) ? s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`) : s;
+}
