@@ -62,7 +62,8 @@ const HEADER = /^([A-Za-z][\w-]*):\s*(?:(bearer|basic|token)\s+)?(.*)$/is;
 const PLACEHOLDER = /^(?:…|\.\.\.|\[redacted\]|\$\w+|<[^>]*>|\*+)$/i;
 
 function usable(v: string): boolean {
-  return v !== "" && !PLACEHOLDER.test(v);
+  // "(set HF_TOKEN …)": a parenthesis opens prose, not a value.
+  return v !== "" && !v.startsWith("(") && !PLACEHOLDER.test(v);
 }
 
 /**
@@ -190,7 +191,9 @@ function redactWithin(text: string, secrets: readonly string[]): string {
   const words: string[] = [];
   const index: number[] = [];
   for (let i = 0; i < parts.length; i += 2) {
-    words.push(parts[i]!.replace(/^["'(]+/, "").replace(/["'),;]+$/, ""));
+    // Quotes are not part of a value; other punctuation is kept, so `(--api-key …)` or `--api-key,` in a
+    // sentence is prose, not a flag with its value.
+    words.push(parts[i]!.replace(/^["']+/, "").replace(/["']+$/, ""));
     index.push(i);
   }
   const spots = secretsInArgs(words);
