@@ -612,6 +612,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   let cfg: TuneConfig;
   let runId: string;
   let elapsedBefore = 0;
+  // The command as stored (secrets as placeholders) and their keyed hashes: every config write uses these.
+  let stored: { serverCmd: string; sealed: SecretSeal | null };
   let startsBefore = 0;
   if (opts.resume) {
     const prev = store.getRun(opts.resume);
@@ -664,6 +666,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       { serverCmd: opts.serverCmd },
     );
     cfg = { ...storedCfg, serverCmd: t.serverCmd ?? storedCfg.serverCmd };
+    stored = { serverCmd: storedCfg.serverCmd, sealed: storedCfg.sealed ?? null };
     for (const b of prev.blocks)
       if (b.status === "running" || b.status === "failed") store.updateBlock(b.id, { status: "discarded" });
     const s = prev.summaries?.tune as Partial<TuneResult> | undefined;
@@ -674,9 +677,10 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
     cfg = resolveTuneConfig(opts);
     // Stored without its secrets: placeholders and keyed hashes.
     const sealed = sealTarget(cfg.serverCmd, []);
+    stored = { serverCmd: sealed.serverCmd ?? cfg.serverCmd, sealed: sealed.sealed };
     runId = store.saveRun({
       kind: "tune",
-      config: { ...cfg, serverCmd: sealed.serverCmd, sealed: sealed.sealed } as unknown as Record<string, unknown>,
+      config: { ...cfg, ...stored } as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
   }
@@ -728,7 +732,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
         const m = await modelFor(cfg, server.url, opts, deps);
         cfg.model = m.plan;
         cfg.modelInput = m.inputs;
-        store.updateRun(runId, { config: cfg as unknown as Record<string, unknown> });
+        store.updateRun(runId, { config: { ...cfg, ...stored } as unknown as Record<string, unknown> });
         state = plan(cfg, done, starts, elapsedBefore + Date.now() - t0);
       }
       progress("block", `block ${index + 1}: ${cand.id} (${cand.name})`);
@@ -788,7 +792,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       // A candidate whose server fails is out (with the reason); the race goes on without it.
       errors.push(e.message);
       cfg.candidates[c] = { ...cand, skipped: `failed: ${e.message.split("\n")[0]}` };
-      store.updateRun(runId, { config: cfg as unknown as Record<string, unknown> });
+      store.updateRun(runId, { config: { ...cfg, ...stored } as unknown as Record<string, unknown> });
       if (c === 0) throw new TargetError(`the baseline failed, so no gain can be measured: ${e.message}`);
     } finally {
       if (server) await server.stop();

@@ -9,6 +9,7 @@ import { after, test } from "node:test";
 import { InterruptedError } from "../../src/errors.ts";
 import { runAB } from "../../src/experiment/ab.ts";
 import { openStore } from "../../src/store/index.ts";
+import { runTune } from "../../src/tune/run.ts";
 import { BIN, runCli, STACK } from "../helpers/cli.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-resume-secrets-"));
@@ -93,5 +94,51 @@ test("ab --resume with stored secrets: asks for each (exit 2), refuses a differe
 
   // The store still holds no value, only placeholders and hashes.
   for (const f of ["runs.db", "runs.db-wal"].map((n) => join(dir, n)).filter(existsSync))
+    assert.doesNotMatch(readFileSync(f).toString("latin1"), /RESUME/, f);
+});
+
+test("tune --resume with a --hf-token in its command: exit 2 naming it, then from the environment, the real token", async () => {
+  const tuneDb = join(dir, "tune.db");
+  const tuneSeen = join(dir, "tune-seen.txt");
+  const cmd =
+    `sh -c 'echo "args=$*" >> ${tuneSeen}; exec ${process.execPath} ${BIN} sim --port "$PORT" --time-scale 20 --seed 1' ` +
+    `sim --hf-token ${HF}`;
+  const ac = new AbortController();
+  await assert.rejects(
+    runTune({
+      serverCmd: cmd,
+      knobs: ["NCCL_PROTO=,LL"],
+      budget: { starts: 3 },
+      minBlocks: 1,
+      workload: { numPrompts: 2, randomOutputLen: 8, warmup: 0 },
+      db: tuneDb,
+      logDir: join(dir, "tune-logs"),
+      readyTimeoutMs: 60_000,
+      signal: ac.signal,
+      onProgress: (e) => {
+        if (e.phase === "block-done") ac.abort(new InterruptedError("interrupted by test"));
+      },
+    }),
+    InterruptedError,
+  );
+  const s = openStore(tuneDb);
+  const [run] = s.listRuns({ kind: "tune" });
+  s.close();
+  assert.ok(run, "no tune run stored");
+
+  const bare = await runCli(["tune", "--resume", run.id, "--db", tuneDb], { env: { HF_TOKEN: "" }, limitMs: 30_000 });
+  assert.equal(bare.code, 2, bare.stderr);
+  assert.match(
+    bare.stderr,
+    /--server-cmd's --hf-token \(set HF_TOKEN in the environment or pass the same --server-cmd/,
+  );
+
+  const ok = await runCli(["tune", "--resume", run.id, "--db", tuneDb], { env: { HF_TOKEN: HF }, limitMs: 90_000 });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.doesNotMatch(ok.stdout + ok.stderr, /RESUME/);
+  const starts = readFileSync(tuneSeen, "utf8").split("\n").filter(Boolean);
+  assert.ok(starts.length >= 2, starts.join("\n"));
+  for (const line of starts) assert.equal(line, `args=--hf-token ${HF}`);
+  for (const f of ["tune.db", "tune.db-wal"].map((n) => join(dir, n)).filter(existsSync))
     assert.doesNotMatch(readFileSync(f).toString("latin1"), /RESUME/, f);
 });
