@@ -14,3 +14,13 @@ export function hasControl(s: string): boolean {
 export function escapeControl(s: string): string {
   return HAS_CONTROL.test(s) ? s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`) : s;
 }
+
+// Our own colours (picocolors on a TTY) are SGR sequences, ESC [ params m; nothing else passes.
+const CONTROL_BUT_SGR = /\u001b\[[0-9;]*m|[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** escapeControl for rendered terminal text: colour sequences (ESC [ … m) kept, every other control made visible. */
+export function escapeControlKeepColor(s: string): string {
+  return HAS_CONTROL.test(s)
+    ? s.replace(CONTROL_BUT_SGR, (c) => (c.length > 1 ? c : `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`))
+    : s;
+}

@@ -1,7 +1,7 @@
 // Shared plumbing for the thin CLI commands: --json/--debug, printing, progress on a TTY only.
 
 import type { Command } from "@commander-js/extra-typings";
-import { escapeControl } from "../control.ts";
+import { escapeControl, escapeControlKeepColor } from "../control.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
 import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
 
@@ -30,8 +30,9 @@ export function emit<T>(result: T, opts: CommonOptions, text: (r: T) => string):
   // `HF_TOKEN=\S+` swallow the closing quote and print invalid JSON.
   if (opts.json) process.stdout.write(`${JSON.stringify(redact(result), redactingReplacer, 2)}\n`);
   else {
-    // The rendered text once more as a whole: a renderer may add server text from objects terminalSafe leaves alone.
-    const s = escapeControl(redactString(text(terminalSafe(result))));
+    // The rendered text once more as a whole (a renderer may add server text from objects terminalSafe leaves
+    // alone); our own colour sequences stay.
+    const s = escapeControlKeepColor(redactString(text(terminalSafe(result))));
     if (s) process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
   }
 }

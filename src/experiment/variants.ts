@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
-import { addSecret, isSecretName, redactString, registerCommandSecrets } from "../secrets.ts";
+import { addSecret, isSecretName, REDACTED, redactString, registerCommandSecrets } from "../secrets.ts";
 import { shellQuote, shellSplit } from "../shell.ts";
 import { registerVariantSecrets, sealVariant } from "./sealed.ts";
 
@@ -83,7 +83,18 @@ export function describeVariant(spec: VariantSpec): string {
   if (v.url) return `${v.name} = ${v.url}`;
   const parts = [
     ...Object.entries(v.env).map(([k, x]) => `${k}=${x}`),
-    ...(v.args.length ? [v.args.map(shellQuote).join(" ")] : []),
+    // A placeholder shown bare (`--api-key [redacted]`), not quoted as if it were the value.
+    ...(v.args.length
+      ? [
+          v.args
+            .map((a) =>
+              a.endsWith(REDACTED)
+                ? `${a.length > REDACTED.length ? shellQuote(a.slice(0, -REDACTED.length)) : ""}${REDACTED}`
+                : shellQuote(a),
+            )
+            .join(" "),
+        ]
+      : []),
   ];
   return `${v.name}: ${parts.length ? parts.join(" ") : "(unchanged)"}`;
 }

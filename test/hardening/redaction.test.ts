@@ -140,5 +140,5 @@ test("ab --resume with the same secret variant again is no conflict; its display
   const c = abResumeConflicts({ variants: ["base:", "tok:HF_TOKEN=x --other"] }, sealed);
   assert.equal(c.length, 1);
   assert.ok(!c[0]!.includes("hf_abcdefgh1234") && !c[0]!.includes("KEY98765"), c[0]);
-  assert.equal(describeVariant(parseVariant(variants[1]!)), `tok: HF_TOKEN=${REDACTED} --api-key '${REDACTED}'`);
+  assert.equal(describeVariant(parseVariant(variants[1]!)), `tok: HF_TOKEN=${REDACTED} --api-key ${REDACTED}`);
 });
