@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { InterruptedError } from "../../src/errors.ts";
 import { runAB } from "../../src/experiment/ab.ts";
+import { runLengthSweep } from "../../src/experiment/sweep.ts";
 import { openStore } from "../../src/store/index.ts";
 import { runTune } from "../../src/tune/run.ts";
 import { BIN, runCli, STACK } from "../helpers/cli.ts";
@@ -141,4 +142,47 @@ test("tune --resume with a --hf-token in its command: exit 2 naming it, then fro
   for (const line of starts) assert.equal(line, `args=--hf-token ${HF}`);
   for (const f of ["tune.db", "tune.db-wal"].map((n) => join(dir, n)).filter(existsSync))
     assert.doesNotMatch(readFileSync(f).toString("latin1"), /RESUME/, f);
+});
+
+test("sweep --resume with a secret variant: refused without it, the same --variant again is no conflict", async () => {
+  const sweepDb = join(dir, "sweep.db");
+  const sweepSeen = join(dir, "sweep-seen.txt");
+  const cmd = `sh -c 'echo "env=$HF_TOKEN args=$*" >> ${sweepSeen}; exec ${process.execPath} ${BIN} sim --port "$PORT" --speed zero --seed 1' sim`;
+  const variant = `v:HF_TOKEN=${ENV_TOK} --api-key ${ARG_KEY}`;
+  const ac = new AbortController();
+  let levels = 0;
+  await assert.rejects(
+    runLengthSweep({
+      serverCmd: cmd,
+      variant,
+      outLens: [4, 8, 12],
+      requestsPerLength: 1,
+      warmup: 0,
+      db: sweepDb,
+      readyTimeoutMs: 60_000,
+      signal: ac.signal,
+      onProgress: (e) => {
+        if (e.phase === "level" && ++levels === 2) ac.abort(new InterruptedError("interrupted by test"));
+      },
+    }),
+    InterruptedError,
+  );
+  const s = openStore(sweepDb);
+  const [run] = s.listRuns({ kind: "sweep-lengths" });
+  s.close();
+  assert.ok(run, "no sweep run stored");
+  const env = { HF_TOKEN: "", API_KEY: "" };
+  const bare = await runCli(["sweep", "lengths", "--resume", run.id, "--db", sweepDb], { env, limitMs: 30_000 });
+  assert.equal(bare.code, 2, bare.stderr);
+  assert.match(bare.stderr, /variant "v": HF_TOKEN \(set HF_TOKEN in the environment or pass the same --variant/);
+  assert.doesNotMatch(bare.stderr, /RESUME/);
+  const ok = await runCli(["sweep", "lengths", "--resume", run.id, "--db", sweepDb, "--variant", variant], {
+    env,
+    limitMs: 60_000,
+  });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.doesNotMatch(ok.stdout + ok.stderr, /RESUME/);
+  const starts = readFileSync(sweepSeen, "utf8").split("\n").filter(Boolean);
+  assert.equal(starts.length, 2, starts.join("\n"));
+  for (const line of starts) assert.equal(line, `env=${ENV_TOK} args=--api-key ${ARG_KEY}`);
 });
