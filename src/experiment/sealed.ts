@@ -115,7 +115,10 @@ export function unsealTarget(
   const pick = (slot: string, what: string, name: string, flag: string, again: string | undefined): string | null => {
     if (!seal) {
       // A run stored before secrets were hashed: the same flag given again is taken on trust.
-      if (again !== undefined) return again;
+      if (again !== undefined) {
+        addSecret(again);
+        return again;
+      }
       missing.push(`${what} (this run stored no hash of it: pass the same ${flag} again)`);
       return null;
     }
@@ -153,7 +156,17 @@ export function unsealTarget(
       );
       if (v !== null) values.push(v);
     }
-    if (!missing.length && !wrong.length) serverCmd = unsealCommand(serverCmd, values);
+    if (!missing.length && !wrong.length) {
+      // The command given again is the original text itself; from the environment, the values go back in place.
+      if (same) serverCmd = given.serverCmd!;
+      else {
+        try {
+          serverCmd = unsealCommand(serverCmd, values);
+        } catch {
+          missing.push("--server-cmd (its stored text hides values this run has no hash for: pass it again)");
+        }
+      }
+    }
   }
 
   const variants = stored.variants.map((v) => {
