@@ -42,7 +42,8 @@ export function isSecretName(name: string, opts: { field?: boolean } = {}): bool
 
 /** A value shaped like a Hugging Face or OpenAI-style token, wherever it appears. */
 export function looksLikeSecret(value: string): boolean {
-  return /^(?:hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{8,})$/.test(value);
+  // A token's tail is random: it has a digit or a capital, where a name like `hf_transfer` has neither.
+  return /^(?:hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_-]{8,})$/.test(value);
 }
 
 /** A secret found in a word list: word `index` is `prefix` + `value`; `name` says what carried it. */

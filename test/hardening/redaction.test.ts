@@ -51,6 +51,7 @@ test("a flag's value is found as the next item, after =, in VAR=, in a header, a
   assert.deepEqual(redactArgs(["HF_TOKEN=abc123", "vllm"]), [`HF_TOKEN=${REDACTED}`, "vllm"]);
   assert.deepEqual(redactArgs(["-H", "Authorization: Bearer abc"]), ["-H", `Authorization: Bearer ${REDACTED}`]);
   assert.deepEqual(redactArgs(["--model", "hf_abcdefghij12"]), ["--model", REDACTED]);
+  assert.deepEqual(redactArgs(["pip", "install", "hf_transfer"]), ["pip", "install", "hf_transfer"]);
   assert.deepEqual(redactArgs(["--max-num-batched-tokens", "512", "--tokenizer", "t"]), [
     "--max-num-batched-tokens",
     "512",
