@@ -1,8 +1,11 @@
 // Shared plumbing for the thin CLI commands: --json/--debug, printing, progress on a TTY only.
 
 import type { Command } from "@commander-js/extra-typings";
+import { escapeControl, escapeControlKeepColor } from "../control.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
-import { redact, redactString } from "../store/redact.ts";
+import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
+
+export { escapeControl };
 
 export interface CommonOptions {
   json?: boolean;
@@ -27,24 +30,17 @@ export function emit<T>(result: T, opts: CommonOptions, text: (r: T) => string):
   // `HF_TOKEN=\S+` swallow the closing quote and print invalid JSON.
   if (opts.json) process.stdout.write(`${JSON.stringify(redact(result), redactingReplacer, 2)}\n`);
   else {
-    const s = redactString(text(terminalSafe(result)));
+    // The rendered text once more as a whole (a renderer may add server text from objects terminalSafe leaves
+    // alone); our own colour sequences stay.
+    const s = escapeControlKeepColor(redactString(text(terminalSafe(result))));
     if (s) process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
   }
-}
-
-// C0 controls but tab and newline, DEL, and C1 controls (0x9b is a one-byte CSI on some terminals).
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-const HAS_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
-
-/** Control characters written visibly (`\x1b`), so text from a server cannot drive the terminal. */
-export function escapeControl(s: string): string {
-  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
 
 /** A copy of plain objects and arrays with every string's control characters escaped; other objects as they are. */
 export function terminalSafe<T>(value: T): T {
   const walk = (v: unknown, depth: number): unknown => {
-    if (typeof v === "string") return HAS_CONTROL.test(v) ? escapeControl(v) : v;
+    if (typeof v === "string") return escapeControl(v);
     if (depth > 64 || v === null || typeof v !== "object") return v;
     if (Array.isArray(v)) {
       // Numeric columns need no copy.
@@ -123,6 +119,8 @@ export function headerFlags(flag: string, list: string[] | undefined): Record<st
         `${flag}: "${escapeControl(name)}" is not a header name (letters, digits and !#$%&'*+.^_\`|~-)`,
       );
     out[name.toLowerCase()] = headerValueFlag(flag, h.slice(i + 1).trim())!;
+    // Authorization, X-Api-Key …: the value is kept out of every output.
+    if (isSecretName(name)) addSecret(out[name.toLowerCase()]!.replace(/^(?:bearer|basic|token)\s+/i, ""));
   }
   return out;
 }

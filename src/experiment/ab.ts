@@ -5,6 +5,7 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, openStore, type Store } from "../store/index.ts";
 import { type Attribution, attributePerOp } from "./attribute.ts";
 import {
@@ -23,6 +24,7 @@ import {
   type Workload,
 } from "./blocks.ts";
 import { type PlannedBlock, planBlocks } from "./design.ts";
+import { sealTarget, unsealTarget } from "./sealed.ts";
 import {
   bootstrapCI,
   type Comparison,
@@ -193,6 +195,8 @@ export interface ABConfig {
   resamples: number;
   level: number;
   design: PlannedBlock[];
+  /** Keyed hashes of the secrets in serverCmd and variants (stored sealed); a resume checks the ones given again. */
+  sealed?: SecretSeal | null;
 }
 
 /** Validates and normalizes options into the configuration that is stored with the run. */
@@ -281,7 +285,8 @@ export function abResumeConflicts(opts: ABOptions, stored: ABConfig): string[] {
   for (const [k, flag] of top)
     if (opts[k] !== undefined) {
       given.push({ key: k, flag });
-      fresh[k] = opts[k];
+      // A command is compared as stored: its secrets as placeholders (their hashes are checked later).
+      fresh[k] = k === "serverCmd" ? sealCommand(opts.serverCmd!).shown : opts[k];
       old[k] = stored[k];
     }
   if (opts.variants?.length) {
@@ -337,6 +342,16 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
         hint: "leave those options out (the run's own are used), or start a new A/B run without --resume",
       });
     runId = prev.run.id;
+    // The stored target has placeholders for its secrets: take them again (same flags or the environment).
+    const target = unsealTarget(
+      runId,
+      { serverCmd: config.serverCmd, variants: config.variants, sealed: config.sealed ?? null },
+      {
+        serverCmd: opts.serverCmd,
+        variants: opts.variants?.map((v) => (typeof v === "string" ? parseVariant(v) : v)),
+      },
+    );
+    config = { ...config, ...target };
     for (const b of prev.blocks) {
       if (b.status === "complete") done.add(b.index);
       // Unfinished blocks are rerun from scratch; their partial requests stay in the store, marked.
@@ -345,9 +360,11 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
     store.updateRun(runId, { status: "running", finishedAt: null, error: null });
   } else {
     config = resolveABConfig(opts);
+    // Stored without its secrets: placeholders and keyed hashes.
+    const sealed = sealTarget(config.serverCmd, config.variants);
     runId = store.saveRun({
       kind: "ab",
-      config: config as unknown as Record<string, unknown>,
+      config: { ...config, ...sealed } as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
   }

@@ -5,6 +5,7 @@
 import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
 import { pidAlive } from "../store/store.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
@@ -21,6 +22,7 @@ import {
   type Workload,
 } from "./blocks.ts";
 import { shuffle } from "./design.ts";
+import { sealTarget, sealVariant, unsealTarget } from "./sealed.ts";
 import { makeRng, mean } from "./stats.ts";
 import { parseVariant, type ServerHandle, setInterruptNote, startServer, type VariantSpec } from "./variants.ts";
 
@@ -174,7 +176,9 @@ function canonical(v: unknown): string {
 function normalizeFor(key: string, v: unknown): unknown {
   if (v == null) return null;
   if (key === "url" && typeof v === "string") return v.replace(/\/+$/, "");
-  if (key === "variant" && typeof v === "string") return parseVariant(v);
+  // Compared as stored: secrets as placeholders (their keyed hashes are checked when the run resumes).
+  if (key === "serverCmd" && typeof v === "string") return sealCommand(v).shown;
+  if (key === "variant") return sealVariant(typeof v === "string" ? parseVariant(v) : (v as VariantSpec));
   return v;
 }
 
@@ -275,6 +279,25 @@ async function session<C extends Record<string, unknown>>(
         hint: "leave those options out (the run's own are used), or start a new sweep without --resume",
       });
     runId = run.id;
+    // The stored target holds placeholders for its secrets: take them again (same flags or the environment).
+    const givenKeys = new Set<string>(plan.given.map((g) => g.key));
+    const storedVariant = config.variant as string | VariantSpec | null;
+    const freshVariant = givenKeys.has("variant") ? (plan.config.variant as string | VariantSpec | null) : null;
+    const t = unsealTarget(
+      run.id,
+      {
+        serverCmd: (config.serverCmd as string | null) ?? null,
+        variants: storedVariant
+          ? [typeof storedVariant === "string" ? parseVariant(storedVariant) : storedVariant]
+          : [],
+        sealed: (config.sealed as SecretSeal | null | undefined) ?? null,
+      },
+      {
+        serverCmd: givenKeys.has("serverCmd") ? ((plan.config.serverCmd as string | null) ?? undefined) : undefined,
+        variants: freshVariant ? [typeof freshVariant === "string" ? parseVariant(freshVariant) : freshVariant] : [],
+      },
+    );
+    config = { ...config, serverCmd: t.serverCmd, ...(storedVariant ? { variant: t.variants[0] } : {}) };
     const detail = store.getRun(runId);
     for (const b of detail.blocks) if (b.status === "complete") done.add(b.index);
     const total = plan.levels(config).length;
@@ -301,7 +324,19 @@ async function session<C extends Record<string, unknown>>(
     store.updateRun(runId, { status: "running", finishedAt: null, error: null });
   } else {
     config = plan.config;
-    runId = store.saveRun({ kind, config, environment: collectEnvironment() }).id;
+    // Stored without its secrets: placeholders and keyed hashes.
+    const v = config.variant as string | VariantSpec | null;
+    const sealed = sealTarget(
+      config.serverCmd as string | null,
+      v ? [typeof v === "string" ? parseVariant(v) : v] : [],
+    );
+    const stored = {
+      ...config,
+      serverCmd: sealed.serverCmd,
+      ...(v ? { variant: sealed.variants[0] } : {}),
+      sealed: sealed.sealed,
+    };
+    runId = store.saveRun({ kind, config: stored, environment: collectEnvironment() }).id;
   }
   const targetOpts: TargetOptions = {
     ...opts,

@@ -10,7 +10,11 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
-import { addSecret, redactString } from "../store/redact.ts";
+import { addSecret, isSecretName, REDACTED, redactString, registerCommandSecrets } from "../secrets.ts";
+import { shellQuote, shellSplit } from "../shell.ts";
+import { registerVariantSecrets, sealVariant } from "./sealed.ts";
+
+export { shellQuote, shellSplit };
 
 // ---------------------------------------------------------------- variant syntax
 
@@ -26,43 +30,6 @@ export interface VariantSpec {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const ENV_ASSIGN = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
-const SECRET_ENV = /(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)/i;
-
-/** Splits a flag string the way a POSIX shell splits words (quotes and backslashes; no expansion). */
-export function shellSplit(text: string): string[] {
-  const out: string[] = [];
-  let cur = "";
-  let inWord = false;
-  let quote: '"' | "'" | null = null;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === quote) quote = null;
-      else if (c === "\\" && quote === '"' && i + 1 < text.length && '"\\$`'.includes(text[i + 1])) cur += text[++i];
-      else cur += c;
-    } else if (c === "'" || c === '"') {
-      quote = c;
-      inWord = true;
-    } else if (c === "\\" && i + 1 < text.length) {
-      cur += text[++i];
-      inWord = true;
-    } else if (/\s/.test(c)) {
-      if (inWord) out.push(cur);
-      cur = "";
-      inWord = false;
-    } else {
-      cur += c;
-      inWord = true;
-    }
-  }
-  if (quote) throw new UsageError(`unterminated ${quote} quote in "${text}"`);
-  if (inWord) out.push(cur);
-  return out;
-}
-
-export function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
-}
 
 /**
  * `name:` (no changes), `name:ENV=V,ENV2=V2`, `name:--flag x`, `name:ENV=V --flag`, or
@@ -102,19 +69,32 @@ export function parseVariant(text: string): VariantSpec {
             hint: `example: --variant '${name}:NCCL_PROTO=LL,NCCL_ALGO=Ring --enforce-eager'`,
           });
         env[a[1]] = a[2];
-        // HF_TOKEN=…, WANDB_API_KEY=…: kept out of every output, stdout included.
-        if (SECRET_ENV.test(a[1])) addSecret(a[2]);
       }
     } else args.push(w);
   }
+  // HF_TOKEN=…, --api-key KEY, --hf-token=…: kept out of every output, stdout included.
+  registerVariantSecrets({ name, env, args });
   return { name, env, args };
 }
 
-export function describeVariant(v: VariantSpec): string {
+/** The variant as shown (secrets as `[redacted]`). */
+export function describeVariant(spec: VariantSpec): string {
+  const v = sealVariant(spec);
   if (v.url) return `${v.name} = ${v.url}`;
   const parts = [
     ...Object.entries(v.env).map(([k, x]) => `${k}=${x}`),
-    ...(v.args.length ? [v.args.map(shellQuote).join(" ")] : []),
+    // A placeholder shown bare (`--api-key [redacted]`), not quoted as if it were the value.
+    ...(v.args.length
+      ? [
+          v.args
+            .map((a) =>
+              a.endsWith(REDACTED)
+                ? `${a.length > REDACTED.length ? shellQuote(a.slice(0, -REDACTED.length)) : ""}${REDACTED}`
+                : shellQuote(a),
+            )
+            .join(" "),
+        ]
+      : []),
   ];
   return `${v.name}: ${parts.length ? parts.join(" ") : "(unchanged)"}`;
 }
@@ -381,6 +361,9 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const port = spec.port ?? (await freePort());
   const command = buildCommand(spec.cmd, port, spec.args ?? []);
   const env = { ...(spec.env ?? {}) };
+  // A library caller may start a server without parsing a variant: its secrets are found here too.
+  registerCommandSecrets(command);
+  for (const [k, v] of Object.entries(env)) if (isSecretName(k)) addSecret(v);
   const logFile =
     spec.logFile ?? join(tmpdir(), "inferscope-logs", `${spec.name}-${port}-${Date.now().toString(36)}.log`);
   mkdirSync(dirname(logFile), { recursive: true });

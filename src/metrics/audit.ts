@@ -1,8 +1,10 @@
 // The metrics audit: which canonical concepts an endpoint exposes, at which granularity, what their
 // values were over a window, how coarse their buckets are, and how to recover what is missing.
 // analyzeWindow/analyzeAudit are pure; auditMetrics does the I/O (two scrapes and the info endpoints).
+
 import Table from "cli-table3";
 import pc from "picocolors";
+import { shellQuote } from "../shell.ts";
 import {
   CONCEPTS,
   type Concept,
@@ -507,10 +509,6 @@ function originOf(target: string): string {
   } catch {
     return "URL";
   }
-}
-
-function shellQuote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 function gapsFor(

@@ -1,4 +1,6 @@
 // Number and text formatting shared by every report writer (pure).
+import { escapeControl } from "../control.ts";
+import { redactString } from "../secrets.ts";
 import type { Deployment, DeploymentField, Quantity, TelemetrySection } from "./types.ts";
 
 /** Significant-figure formatting that keeps small and large numbers readable. */
@@ -40,33 +42,23 @@ const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "
 
 /** Escapes text for HTML element content and attribute values. */
 export function esc(text: unknown): string {
-  return String(text ?? "").replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+  return escapeControl(String(text ?? "").replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!));
 }
 
 /** Escapes text for a Markdown table cell or paragraph: no raw HTML, no table breaks. */
 export function mdEsc(text: unknown): string {
-  return String(text ?? "")
+  const md = String(text ?? "")
     .replace(/\\/g, "\\\\")
     .replace(/[&<>]/g, (c) => HTML_ESCAPES[c]!)
     .replace(/\|/g, "\\|")
     .replace(/([*_`[\]])/g, "\\$1")
     .replace(/\r?\n/g, " ");
+  return escapeControl(md);
 }
 
-/** Removes credentials from a command line or URL before it is stored or shown. */
+/** Removes credentials from a command line or URL before it is stored or shown (the project's one redactor). */
 export function redactSecrets(text: string): string {
-  return (
-    text
-      // --api-key X, --token X, --hf-token=X, --password X
-      .replace(/(--?[\w-]*(?:api[-_]?key|token|secret|password|passwd)[\w-]*)(=|\s+)("[^"]*"|'[^']*'|\S+)/gi, "$1$2***")
-      // ENV_VAR=value where the name says it is secret
-      .replace(/\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=("[^"]*"|'[^']*'|\S+)/g, "$1=***")
-      // user:password@ in URLs
-      .replace(/(\/\/[^/\s:@]+):[^@\s/]+@/g, "$1:***@")
-      // bearer tokens and sk-… keys
-      .replace(/\b(Bearer\s+)\S+/gi, "$1***")
-      .replace(/\bsk-[A-Za-z0-9_-]{8,}/g, "sk-***")
-  );
+  return redactString(text);
 }
 
 const PROVENANCE_WORD: Record<string, string> = {

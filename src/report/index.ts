@@ -1,6 +1,8 @@
 // Report writers: a StudyResult → a directory with index.html, report.md and results.json.
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { escapeControl } from "../control.ts";
+import { redact } from "../secrets.ts";
 import { renderCharts } from "./charts.ts";
 import { renderHtml } from "./html.ts";
 import { renderJson } from "./json.ts";
@@ -24,13 +26,16 @@ export interface WrittenReport {
 }
 
 /** Renders every chart and writes the three report files into dir (created if missing). */
-export async function writeReport(result: StudyResult, dir: string): Promise<WrittenReport> {
+export async function writeReport(study: StudyResult, dir: string): Promise<WrittenReport> {
+  // The writer redacts: no caller can hand it a secret that reaches a file.
+  const result = redact(study);
   const abs = resolve(dir);
   await mkdir(abs, { recursive: true });
   const charts = await renderCharts(result);
   const files = { html: join(abs, "index.html"), markdown: join(abs, "report.md"), json: join(abs, "results.json") };
-  await writeFile(files.html, renderHtml(result, charts));
-  await writeFile(files.markdown, renderMarkdown(result));
+  // Control characters from servers made visible in the files a terminal may print (JSON escapes its own).
+  await writeFile(files.html, escapeControl(renderHtml(result, charts)));
+  await writeFile(files.markdown, escapeControl(renderMarkdown(result)));
   await writeFile(files.json, renderJson(result));
   return { dir: abs, ...files, charts: charts.map((c) => c.id) };
 }

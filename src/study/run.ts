@@ -28,6 +28,7 @@ import { recipe } from "../model/quantization.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
+import { registerCommandSecrets } from "../secrets.ts";
 import { loadProfile } from "../sim/profile.ts";
 import { addSecret, collectEnvironment, openStore, redact, type Store } from "../store/index.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
@@ -167,6 +168,8 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   }
 
   const serverCmd = embedded ? embeddedSimCommand(profile, timeScale, seed, opts.simSet) : opts.serverCmd;
+  // Its secrets (--hf-token …, HF_TOKEN=…) are cut out of every output from here on.
+  registerCommandSecrets(serverCmd);
   const kind: StudyResult["meta"]["target"]["kind"] = embedded ? "embedded-sim" : opts.url ? "url" : "server-cmd";
   const startedAt = new Date();
   const t0 = performance.now();

@@ -1,12 +1,15 @@
 // The tune report: one self-contained HTML page (the study report's styles, an inline SVG chart,
 // no scripts), a Markdown twin and the JSON result, written into a directory.
+
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { escapeControl } from "../control.ts";
 import { UsageError } from "../errors.ts";
 import { checkRunStore } from "../input-file.ts";
 import { renderSvg } from "../report/charts.ts";
 import { esc, fmt } from "../report/format.ts";
 import { REPORT_CSS } from "../report/html.ts";
+import { redact } from "../secrets.ts";
 import { openStore } from "../store/index.ts";
 import type { Interval3, TuneCandidate, TuneResult } from "./run.ts";
 
@@ -170,13 +173,16 @@ export interface WrittenTuneReport {
   json: string;
 }
 
-export async function writeTuneReport(r: TuneResult, dir: string): Promise<WrittenTuneReport> {
+export async function writeTuneReport(result: TuneResult, dir: string): Promise<WrittenTuneReport> {
+  // The writer redacts: no caller can hand it a secret that reaches a file.
+  const r = redact(result);
   const abs = resolve(dir);
   await mkdir(abs, { recursive: true });
   const svg = await renderSvg(tuneChartSpec(r));
   const files = { html: join(abs, "index.html"), markdown: join(abs, "report.md"), json: join(abs, "results.json") };
-  await writeFile(files.html, tuneHtml(r, svg));
-  await writeFile(files.markdown, tuneMarkdown(r));
+  // Control characters from servers made visible in the files a terminal may print (JSON escapes its own).
+  await writeFile(files.html, escapeControl(tuneHtml(r, svg)));
+  await writeFile(files.markdown, escapeControl(tuneMarkdown(r)));
   await writeFile(files.json, `${JSON.stringify(r, null, 2)}\n`);
   return { dir: abs, ...files };
 }

@@ -2,6 +2,7 @@
 // surrogate is refitted after every block, and candidates are raced out until one is separated
 // from the rest (or the rest are within tolerance, or the budget is spent). Every block is stored as
 // it finishes; the planner is a pure replay of the stored blocks, so --resume continues exactly.
+
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { cpus, homedir } from "node:os";
 import { join } from "node:path";
@@ -30,10 +31,12 @@ import {
   variantTelemetry,
   type Workload,
 } from "../experiment/blocks.ts";
+import { sealTarget, unsealTarget } from "../experiment/sealed.ts";
 import { mean, normalQuantile } from "../experiment/stats.ts";
 import { type ServerHandle, setInterruptNote, startServer } from "../experiment/variants.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { inputFromOptions, type ModelCliOptions, type ModelInput } from "../model/index.ts";
+import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, type Store } from "../store/index.ts";
 import { embeddedSimCommand, profileDeployment, profileModelOptions } from "../study/run.ts";
 import {
@@ -118,6 +121,8 @@ export interface TuneConfig {
   /** Filled once the first server has answered (discovery → the model). */
   model: ModelPlan | null;
   modelInput: { options: ModelCliOptions | null; missing: string[]; assumptions: string[] } | null;
+  /** Keyed hashes of the secrets in serverCmd (stored sealed); a resume checks the ones given again. */
+  sealed?: SecretSeal | null;
 }
 
 /** One finished block, as the planner sees it. */
@@ -607,6 +612,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   let cfg: TuneConfig;
   let runId: string;
   let elapsedBefore = 0;
+  // The command as stored (secrets as placeholders) and their keyed hashes: every config write uses these.
+  let stored: { serverCmd: string; sealed: SecretSeal | null };
   let startsBefore = 0;
   if (opts.resume) {
     const prev = store.getRun(opts.resume);
@@ -634,8 +641,11 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       "timeScale",
       "simSet",
     ] as const;
+    const storedCfg = prev.run.config as unknown as TuneConfig;
     for (const k of top) {
       const v = opts[k];
+      // The same --server-cmd may be given again (it carries a secret the run does not store).
+      if (k === "serverCmd" && v !== undefined && sealCommand(v as string).shown === storedCfg.serverCmd) continue;
       if (v !== undefined && !(Array.isArray(v) && v.length === 0)) clash.push(FLAGS[k] ?? flag(k));
     }
     for (const [k, v] of Object.entries(opts.workload ?? {}))
@@ -648,8 +658,15 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
           hint: "or start a new tune run without --resume",
         },
       );
-    cfg = prev.run.config as unknown as TuneConfig;
     runId = prev.run.id;
+    // The stored command has placeholders for its secrets: take them again (same flag or the environment).
+    const t = unsealTarget(
+      runId,
+      { serverCmd: storedCfg.serverCmd, variants: [], sealed: storedCfg.sealed ?? null },
+      { serverCmd: opts.serverCmd },
+    );
+    cfg = { ...storedCfg, serverCmd: t.serverCmd ?? storedCfg.serverCmd };
+    stored = { serverCmd: storedCfg.serverCmd, sealed: storedCfg.sealed ?? null };
     for (const b of prev.blocks)
       if (b.status === "running" || b.status === "failed") store.updateBlock(b.id, { status: "discarded" });
     const s = prev.summaries?.tune as Partial<TuneResult> | undefined;
@@ -658,9 +675,12 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
     store.updateRun(runId, { status: "running", finishedAt: null, error: null });
   } else {
     cfg = resolveTuneConfig(opts);
+    // Stored without its secrets: placeholders and keyed hashes.
+    const sealed = sealTarget(cfg.serverCmd, []);
+    stored = { serverCmd: sealed.serverCmd ?? cfg.serverCmd, sealed: sealed.sealed };
     runId = store.saveRun({
       kind: "tune",
-      config: cfg as unknown as Record<string, unknown>,
+      config: { ...cfg, ...stored } as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
   }
@@ -712,7 +732,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
         const m = await modelFor(cfg, server.url, opts, deps);
         cfg.model = m.plan;
         cfg.modelInput = m.inputs;
-        store.updateRun(runId, { config: cfg as unknown as Record<string, unknown> });
+        store.updateRun(runId, { config: { ...cfg, ...stored } as unknown as Record<string, unknown> });
         state = plan(cfg, done, starts, elapsedBefore + Date.now() - t0);
       }
       progress("block", `block ${index + 1}: ${cand.id} (${cand.name})`);
@@ -772,7 +792,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       // A candidate whose server fails is out (with the reason); the race goes on without it.
       errors.push(e.message);
       cfg.candidates[c] = { ...cand, skipped: `failed: ${e.message.split("\n")[0]}` };
-      store.updateRun(runId, { config: cfg as unknown as Record<string, unknown> });
+      store.updateRun(runId, { config: { ...cfg, ...stored } as unknown as Record<string, unknown> });
       if (c === 0) throw new TargetError(`the baseline failed, so no gain can be measured: ${e.message}`);
     } finally {
       if (server) await server.stop();
