@@ -196,18 +196,49 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     if (store && runId) store.setSummary(runId, key, redact(value, opts.apiKey ? [opts.apiKey] : []));
   };
 
-  async function phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
-    if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new InterruptedError();
+  // Every phase promise, settled or not: on an interrupt the study waits for all of them before writing
+  // the report. A phase left running alongside (the audit spans the bench) must never be dropped: its
+  // rejection would be unhandled and end the process with a stack trace and no report.
+  const running = new Set<Promise<unknown>>();
+  const interrupted = () =>
+    opts.signal?.reason instanceof Error ? opts.signal.reason : new InterruptedError("interrupted");
+  function phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+    const p = runPhase(name, fn);
+    running.add(p);
+    // Handled here as well as by whoever awaits it, so an early exit of the sequence leaves no orphan.
+    p.catch(() => {}).finally(() => running.delete(p));
+    return p;
+  }
+  async function runPhase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+    if (opts.signal?.aborted) {
+      phases.push({ name, status: "skipped", reason: "interrupted before it started", durationMs: 0 });
+      throw interrupted();
+    }
     const p0 = performance.now();
     progress(name, "started");
     try {
       const out = await fn();
-      phases.push({ name, status: "ok", durationMs: performance.now() - p0 });
-      progress(name, `done in ${((performance.now() - p0) / 1000).toFixed(1)} s`);
+      // Work that returned partial data on an interrupt is kept, and says so.
+      const cut = opts.signal?.aborted;
+      phases.push({
+        name,
+        status: cut ? "interrupted" : "ok",
+        reason: cut ? "stopped by the interrupt; what it measured before is kept" : undefined,
+        durationMs: performance.now() - p0,
+      });
+      progress(name, `${cut ? "interrupted" : "done"} in ${((performance.now() - p0) / 1000).toFixed(1)} s`);
       save(`phase:${name}`, out);
       return out;
     } catch (err) {
-      if (opts.signal?.aborted) throw err;
+      if (opts.signal?.aborted) {
+        phases.push({
+          name,
+          status: "interrupted",
+          reason: "stopped by the interrupt before it had a result",
+          durationMs: performance.now() - p0,
+        });
+        throw interrupted();
+      }
       const status = err instanceof Unavailable ? "unavailable" : "failed";
       const reason = studyWords(err instanceof Error ? err.message : String(err));
       phases.push({ name, status, reason: redactSecrets(reason), durationMs: performance.now() - p0 });
@@ -358,8 +389,15 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   } catch (err) {
     failure = err;
   } finally {
+    // Phases still running (the audit beside an interrupted bench) finish or fail before the report.
+    await Promise.allSettled([...running]);
     if (server) await server.stop().catch(() => {});
   }
+  // Phases the interrupt never reached are in the report too, each with its status.
+  if (failure && opts.signal?.aborted)
+    for (const name of PHASES)
+      if (wanted.has(name) && !phases.some((p) => p.name === name))
+        skip(name, "not reached: the study was interrupted");
 
   const finishedAt = new Date();
   const result = redact(
