@@ -590,6 +590,7 @@ class RunState {
   fatal: Error | null = null;
   done = 0;
   failed = 0;
+  aborted = 0;
   ok = 0;
   outTokens = 0;
   inFlight = 0;
@@ -624,6 +625,7 @@ class RunState {
     return {
       done: this.done,
       failed: this.failed,
+      aborted: this.aborted,
       inFlight: this.inFlight,
       total: this.total,
       outputTokens: this.outTokens,
@@ -717,6 +719,9 @@ class RunState {
     if (rec.errorClass === null) {
       this.ok++;
       this.outTokens += rec.outputTokens;
+    } else if (rec.errorClass === "aborted") {
+      // Cut by us (interrupt, or the stop after a rejected first request): not a failure of the server.
+      this.aborted++;
     } else {
       this.failed++;
       // A 4xx before any success means the request itself is wrong (model name, endpoint): stop now.

@@ -216,6 +216,8 @@ export interface ClientHealth {
 export interface BenchProgress {
   done: number;
   failed: number;
+  /** Cut by us (an interrupt), not failed by the server. */
+  aborted: number;
   inFlight: number;
   total: number | null;
   outputTokens: number;
