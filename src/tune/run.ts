@@ -784,18 +784,16 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   const elapsedS = (elapsedBefore + Date.now() - t0) / 1000;
   const final = state ?? null;
   const result = summarize(cfg, store, runId, done, final, starts, elapsedS, errors);
-  if (interrupted) {
-    result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
-    store.setSummary(runId, "tune", result);
-    store.finishRun(runId, "partial", interrupted.message);
-    throw new InterruptedError(
-      `${interrupted.message}; ${done.length} blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`,
-    );
-  }
-  result.status = "complete";
+  if (interrupted) result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
+  else result.status = "complete";
   store.setSummary(runId, "tune", result);
-  store.finishRun(runId, "complete", errors.length ? errors.join("\n") : null);
-  progress("stop", result.stop.message);
+  store.finishRun(
+    runId,
+    interrupted ? "partial" : "complete",
+    interrupted ? interrupted.message : errors.length ? errors.join("\n") : null,
+  );
+  if (!interrupted) progress("stop", result.stop.message);
+  // An interrupted tune writes its partial report too (status partial, the blocks finished so far).
   if (opts.outDir) {
     const { writeTuneReport } = await import("./report.ts");
     try {
@@ -806,6 +804,10 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       });
     }
   }
+  if (interrupted)
+    throw new InterruptedError(
+      `${interrupted.message}; ${done.length} blocks are saved in run ${runId} (${store.path})${result.report ? `, partial report in ${opts.outDir}` : ""}; continue with --resume ${runId}`,
+    );
   return result;
 }
 
