@@ -5,6 +5,7 @@
 import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { claimRun, type HeldLock } from "../output-file.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
 import { pidAlive } from "../store/store.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
@@ -92,6 +93,8 @@ export interface SweepPlan<C extends Record<string, unknown>> {
 export interface SweepSession<C> {
   store: Store;
   owned: boolean;
+  /** This process's claim on the run (one writer per run); released with the store. */
+  lock?: HeldLock;
   runId: string;
   config: C;
   target: string;
@@ -244,9 +247,11 @@ export async function runSweepSession<C extends Record<string, unknown>>(
   deps: SweepDeps,
 ): Promise<SweepSession<C>> {
   const { store, owned } = storeFrom(opts.db);
+  const locks: HeldLock[] = [];
   try {
-    return await session(plan, kinds, opts, deps, store, owned);
+    return { ...(await session(plan, kinds, opts, deps, store, owned, locks)), lock: locks[0] };
   } catch (e) {
+    for (const l of locks) l.release();
     if (owned) store.close();
     throw e;
   }
@@ -259,6 +264,7 @@ async function session<C extends Record<string, unknown>>(
   deps: SweepDeps,
   store: Store,
   owned: boolean,
+  locks: HeldLock[],
 ): Promise<SweepSession<C>> {
   let config: C;
   let runId: string;
@@ -275,10 +281,12 @@ async function session<C extends Record<string, unknown>>(
         hint: "leave those options out (the run's own are used), or start a new sweep without --resume",
       });
     runId = run.id;
+    // One writer per run: locked before its levels are read, so a second resume is refused, not run twice.
+    locks.push(claimRun(store.path, runId));
     const detail = store.getRun(runId);
     for (const b of detail.blocks) if (b.status === "complete") done.add(b.index);
     const total = plan.levels(config).length;
-    if (run.status === "complete" && done.size === total) {
+    if (detail.run.status === "complete" && done.size === total) {
       const results = loadResults(store, runId, config, plan);
       const prev = detail.summaries.sweep as { target?: unknown } | undefined;
       const target = typeof prev?.target === "string" ? prev.target : String(config.url ?? config.serverCmd ?? "");
@@ -302,6 +310,7 @@ async function session<C extends Record<string, unknown>>(
   } else {
     config = plan.config;
     runId = store.saveRun({ kind, config, environment: collectEnvironment() }).id;
+    locks.push(claimRun(store.path, runId));
   }
   const targetOpts: TargetOptions = {
     ...opts,

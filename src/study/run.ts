@@ -3,7 +3,7 @@
 // these measurements → decomposition, ceilings, what-ifs → report. Orchestration only: each phase
 // calls one module's library function; the numbers come from src/study/estimate.ts (pure).
 
-import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_ENTRY } from "../cli/entry.ts";
@@ -25,6 +25,7 @@ import { findGpu, parseInterconnect } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
 import { recipe } from "../model/quantization.ts";
+import { claimOutputDir } from "../output-file.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
@@ -153,18 +154,48 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   checkGiven(given, opts.variants);
   const profileDep = embedded ? profileDeployment(profile) : undefined;
   // Until the server has answered: what was given, and the profile for the embedded sim.
-  let deployment: Deployment = initialDeployment(given, profileDep);
+  const deployment: Deployment = initialDeployment(given, profileDep);
   if (opts.apiKey) addSecret(opts.apiKey);
   const progress = (phase: string, msg: string) => opts.onProgress?.(phase, msg);
-  // The report directory is made now: a path that cannot hold it must not cost a whole study.
-  if (opts.outDir) {
-    try {
-      mkdirSync(opts.outDir, { recursive: true });
-      accessSync(opts.outDir, constants.W_OK);
-    } catch (e) {
-      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
-    }
+  // The report directory is made and locked now: a path that cannot hold it must not cost a whole
+  // study, and a second study naming it is refused (with our pid) instead of overwriting our report.
+  const outLock = opts.outDir ? claimOutputDir(opts.outDir, "--out") : null;
+  try {
+    return await studyClaimed(opts, {
+      quick,
+      seed,
+      embedded,
+      timeScale,
+      profile,
+      plan,
+      wanted,
+      given,
+      profileDep,
+      deployment,
+      progress,
+    });
+  } finally {
+    outLock?.release();
   }
+}
+
+interface Prepared {
+  quick: boolean;
+  seed: number;
+  embedded: boolean;
+  timeScale: number;
+  profile: string;
+  plan: StudyPlan;
+  wanted: Set<PhaseName>;
+  given: GivenDeployment;
+  profileDep: ProfileDeployment | undefined;
+  deployment: Deployment;
+  progress: (phase: string, msg: string) => void;
+}
+
+async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOutcome> {
+  const { quick, seed, embedded, timeScale, profile, plan, wanted, given, profileDep, progress } = prep;
+  let deployment = prep.deployment;
 
   const serverCmd = embedded ? embeddedSimCommand(profile, timeScale, seed, opts.simSet) : opts.serverCmd;
   const kind: StudyResult["meta"]["target"]["kind"] = embedded ? "embedded-sim" : opts.url ? "url" : "server-cmd";
@@ -508,7 +539,12 @@ export async function rebuildReport(
   } finally {
     store.close();
   }
-  return { result, report: await writeReport(result, opts.outDir) };
+  const lock = claimOutputDir(opts.outDir, "--out");
+  try {
+    return { result, report: await writeReport(result, opts.outDir) };
+  } finally {
+    lock.release();
+  }
 }
 
 /** The embedded sim's deployment: the seed's for the default profile, else read from the profile. */

@@ -2,7 +2,6 @@
 // surrogate is refitted after every block, and candidates are raced out until one is separated
 // from the rest (or the rest are within tolerance, or the budget is spent). Every block is stored as
 // it finishes; the planner is a pure replay of the stored blocks, so --resume continues exactly.
-import { accessSync, constants, mkdirSync } from "node:fs";
 import { cpus, homedir } from "node:os";
 import { join } from "node:path";
 import { unmetNeed } from "../discover/experiments.ts";
@@ -34,6 +33,7 @@ import { mean, normalQuantile } from "../experiment/stats.ts";
 import { type ServerHandle, setInterruptNote, startServer } from "../experiment/variants.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { inputFromOptions, type ModelCliOptions, type ModelInput } from "../model/index.ts";
+import { claimOutputDir, claimRun, type HeldLock } from "../output-file.ts";
 import { collectEnvironment, type Store } from "../store/index.ts";
 import { embeddedSimCommand, profileDeployment, profileModelOptions } from "../study/run.ts";
 import {
@@ -516,9 +516,11 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
 
 export async function runTune(opts: TuneOptions, deps: TuneDeps = {}): Promise<TuneResult> {
   const { store, owned } = openStoreFrom(opts.db);
+  const locks: HeldLock[] = [];
   try {
-    return await runWithStore(opts, deps, store);
+    return await runWithStore(opts, deps, store, locks);
   } finally {
+    for (const l of locks) l.release();
     if (owned) store.close();
   }
 }
@@ -591,15 +593,9 @@ function doneFromStore(store: Store, runId: string): DoneBlock[] {
     });
 }
 
-async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Promise<TuneResult> {
-  // A directory that cannot hold the report must not cost a whole run.
-  if (opts.outDir)
-    try {
-      mkdirSync(opts.outDir, { recursive: true });
-      accessSync(opts.outDir, constants.W_OK);
-    } catch (e) {
-      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
-    }
+async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, locks: HeldLock[]): Promise<TuneResult> {
+  // A directory that cannot hold the report must not cost a whole run; a second run naming it is refused.
+  if (opts.outDir) locks.push(claimOutputDir(opts.outDir, "--out"));
   const runner = deps.blockRunner ?? benchBlockRunner;
   const start = deps.startServer ?? startServer;
   const apiKey = opts.apiKey ?? opts.workload?.apiKey ?? process.env.OPENAI_API_KEY;
@@ -609,6 +605,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   let elapsedBefore = 0;
   let startsBefore = 0;
   if (opts.resume) {
+    // One writer per run: locked before its blocks are read, so a second resume is refused, not run twice.
+    locks.push(claimRun(store.path, store.getRun(opts.resume).run.id));
     const prev = store.getRun(opts.resume);
     if (prev.run.kind !== "tune") throw new UsageError(`run ${prev.run.id} is a ${prev.run.kind} run, not a tune run`);
     if (prev.run.status === "complete") throw new UsageError(`run ${prev.run.id} is already complete`);
@@ -663,6 +661,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       config: cfg as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
+    locks.push(claimRun(store.path, runId));
   }
   const progress = (phase: TuneProgress["phase"], message: string) => opts.onProgress?.({ phase, runId, message });
   setInterruptNote(`finished blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`);
