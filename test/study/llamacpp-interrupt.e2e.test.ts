@@ -87,6 +87,7 @@ for (const [i, c] of CASES.entries())
         cwd: dir,
         env: { INFERSCOPE_PROGRESS: "1" },
         onStart: (p) => (pid = p),
+        // biome-ignore lint/suspicious/noThenProperty: runCli's hook is named `then`
         when: { match: c.at, then: () => seen() },
       },
     );
