@@ -84,6 +84,8 @@ export interface StudyOptions {
   flags?: Record<string, string | number | boolean | null>;
   onProgress?: (phase: string, message: string) => void;
   signal?: AbortSignal;
+  /** A stream with no data (tokens) for this long fails as a stall, in every phase that streams; default 60 s. */
+  stallTimeoutMs?: number;
   /** Hardware telemetry during the bench (`auto|none|nvidia-smi|dcgm:URL|…`); default auto. */
   telemetry?: string | TelemetrySpec;
 }
@@ -351,7 +353,12 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
         });
     if (wanted.has("bench")) {
       m.bench = await phase("bench", () =>
-        phaseBench(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal, telemetry: opts.telemetry }),
+        phaseBench(url, plan, m, {
+          apiKey: opts.apiKey,
+          signal: opts.signal,
+          telemetry: opts.telemetry,
+          stallTimeoutMs: opts.stallTimeoutMs,
+        }),
       ).finally(benchDone);
       // Telemetry rides on the bench's window: its own row says what was read, or why nothing was.
       const t = m.bench?.telemetry;
@@ -372,9 +379,19 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
     }
     m.audit = await auditP;
 
-    if (wanted.has("sweep"))
+    // The sweep sends the bench's requests, longer, to the same server: after a bench in which no
+    // request succeeded it would only repeat the failure (a stalling server: once per length).
+    const benchFailed = phases.find((p) => p.name === "bench")?.status === "failed";
+    if (wanted.has("sweep") && benchFailed)
+      skip("sweep", "not run: no bench request succeeded against this server (the bench's failure says why)");
+    else if (wanted.has("sweep"))
       m.sweep = await phase("sweep", () =>
-        phaseSweep(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal, onProgress: (s) => progress("sweep", s) }),
+        phaseSweep(url, plan, m, {
+          apiKey: opts.apiKey,
+          signal: opts.signal,
+          stallTimeoutMs: opts.stallTimeoutMs,
+          onProgress: (s) => progress("sweep", s),
+        }),
       );
     else skip("sweep", "not requested");
 
@@ -408,6 +425,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
         return phaseAb(serverCmd, plan, m, {
           apiKey: opts.apiKey,
           signal: opts.signal,
+          stallTimeoutMs: opts.stallTimeoutMs,
           embedded,
           store,
           onProgress: (s) => progress("ab", s),
@@ -489,14 +507,21 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
       throw Object.assign(failure, { message: `${failure.message}; partial report in ${report.dir}` });
   }
   if (failure) throw failure;
-  // A study that measured nothing is not a success (exit 3), though its report says why.
+  // A study in which no request succeeded is not a success (exit 3), though its report says why: an
+  // answered /metrics (the audit) or a detected host is no measurement of serving.
+  const requesting = phases.filter((p) => REQUESTING.has(p.name));
+  // Every failure is named, the audit's too: it often says best what is wrong with the server.
   const measuring = phases.filter((p) => p.name !== "discover" && p.name !== "model");
-  if (measuring.length > 0 && !measuring.some((p) => p.status === "ok") && measuring.some((p) => p.status === "failed"))
+  if (
+    requesting.length > 0 &&
+    !requesting.some((p) => p.status === "ok") &&
+    requesting.some((p) => p.status === "failed")
+  )
     throw new TargetError(
-      `the study measured nothing: ${measuring
+      `the study measured nothing: no request succeeded (${measuring
         .filter((p) => p.status === "failed")
         .map((p) => `${p.name}: ${p.reason}`)
-        .join("; ")}${report ? `; report in ${report.dir}` : ""}`,
+        .join("; ")})${report ? `; report in ${report.dir}` : ""}`,
       {
         url: m.url,
         hint: measuring.some((p) => /HTTP 40[13]\b/.test(p.reason ?? ""))
@@ -508,6 +533,9 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
     );
   return { result, report, runId };
 }
+
+/** The phases that send requests to the server: a study succeeds only if one of them did. */
+const REQUESTING = new Set(["bench", "sweep", "trace", "ab"]);
 
 function environmentStrings(): Record<string, string> {
   const env = collectEnvironment();
@@ -620,7 +648,7 @@ function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined)
 function studyWords(text: string): string {
   return (
     text
-      .replace(/ \((?:--connect-timeout|--timeout|--stall-timeout)\)/g, "")
+      .replace(/ \((?:--connect-timeout|--timeout)\)/g, "")
       .replace("(--base-url, --url)", "(--url)")
       .replaceAll("--base-url", "--url")
       // The study's --model is the architecture, not the served name /v1/models would give.
