@@ -185,7 +185,7 @@ export function claimOutputDir(dir: string, flag: string): HeldLock {
     accessSync(dir, constants.W_OK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "EEXIST" || code === "ENOTDIR")
+    if (code === "EEXIST")
       throw new UsageError(`${flag} ${dir}: is a file, not a directory; give a directory for the report`);
     throw new InputError(`${flag} ${dir}: cannot write the report there: ${plainReason(e)}`);
   }
