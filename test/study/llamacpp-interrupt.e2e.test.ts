@@ -5,7 +5,9 @@
 // fixed sleep. Every run must exit 130 without a stack trace, print its run id, write the partial report
 // with every phase's status, and leave no llama-server behind.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -63,6 +65,69 @@ const CASES: Case[] = [
   { name: "mid-sweep", at: /sweep: N = 32/, signal: "SIGTERM", phase: "sweep" },
   { name: "mid-A/B", at: /ab: block 1\/4: /, inFlight: true, signal: "SIGINT", phase: "ab" },
 ];
+
+test("study --url llama-server, SIGINT in discovery (the audit and bench never started): exit 130, partial report, server untouched", {
+  skip: SKIP,
+  timeout: 240_000,
+}, async () => {
+  // The reported crash: a --url study interrupted while discovery measured the host; the audit and the
+  // bench were then both rejected, and the audit's rejection went unhandled (exit 1, stack, empty --out).
+  const marker = `interrupt-url-${process.pid}`;
+  const port = await new Promise<number>((done) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => done(p));
+    });
+  });
+  const server = spawn(
+    LLAMA_SERVER,
+    ["-m", LLAMA_SMALL, "--alias", marker, "--host", "127.0.0.1", "--port", String(port), "--metrics"].concat([
+      "--threads",
+      "1",
+      "-c",
+      "4096",
+      "-np",
+      "4",
+    ]),
+    { stdio: "ignore" },
+  );
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    for (const end = performance.now() + 60_000; ; ) {
+      try {
+        if ((await fetch(`${url}/health`)).status === 200) break;
+      } catch {}
+      if (performance.now() > end) throw new Error("llama-server did not become healthy in 60 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const out = join(dir, "out-url");
+    let pid = 0;
+    let seen: () => void = () => {};
+    const reached = new Promise<void>((r) => (seen = r));
+    const run = runCli(["study", "--url", url, "--quick", "--out", out, "--db", join(dir, "s-url.db")], {
+      limitMs: 200_000,
+      cwd: dir,
+      env: { INFERSCOPE_PROGRESS: "1" },
+      onStart: (p) => (pid = p),
+      // biome-ignore lint/suspicious/noThenProperty: runCli's hook is named `then`
+      when: { match: /discover: started/, then: () => seen() },
+    });
+    await Promise.race([reached, run]);
+    process.kill(pid, "SIGINT");
+    const r = await run;
+    assert.equal(r.code, 130, r.stderr);
+    assert.doesNotMatch(r.stderr, STACK);
+    assert.match(r.stderr, /saved in run study-\S+, partial report in /);
+    const result = JSON.parse(readFileSync(join(out, "results.json"), "utf8")) as StudyResult;
+    const status = Object.fromEntries(result.meta.phases.map((p) => [p.name, p.status]));
+    for (const p of PHASES) assert.ok(status[p], `phase ${p} has a status: ${JSON.stringify(status)}`);
+    // A --url server is the user's: the study leaves it running.
+    assert.equal(server.exitCode, null, "the user's server still runs");
+  } finally {
+    server.kill("SIGKILL");
+  }
+});
 
 for (const [i, c] of CASES.entries())
   test(`study --server-cmd llama-server, ${c.signal} at ${c.name}: exit 130, run id, partial report, no server left`, {
