@@ -1,9 +1,10 @@
 // One interrupt path for every command. The CLI installs it first thing (src/cli/signals-first.ts), so
 // SIGINT and SIGTERM are ours from the first line that runs, never Node's default (exit 143 or death by
 // signal). Until a command arms it, a signal exits 130 at once: such a command has nothing partial to
-// save (claimed output files are still committed by their exit hook). A command that saves partial results arms it (interruptSignal()); the first signal then aborts
-// that signal, runs the soft hooks (SIGTERM to started servers) and the command saves and exits 130; a
-// second signal runs the hard hooks (SIGKILL), prints the note (the run to resume) and exits 130 now.
+// save (claimed output files are still committed by their exit hook). A command that saves partial
+// results arms it (interruptSignal()); the first signal then aborts that signal, runs the soft hooks
+// (SIGTERM to started servers) and the command saves and exits 130; a second signal runs the hard hooks
+// (SIGKILL), prints the note (the run to resume) and exits 130 now.
 import { InterruptedError } from "./errors.ts";
 
 // The development launcher (bin/inferscope.mjs) installs a stand-in before tsx loads anything; it
