@@ -31,9 +31,7 @@ function onSignal(sig: NodeJS.Signals): void {
   const n = noteFn?.();
   const what = `${done.length ? done.join("; ") : "stopping now"}${n ? `; ${n}` : ""}`;
   process.stderr.write(
-    count === 1
-      ? `inferscope: interrupted by ${sig}\n`
-      : `inferscope: interrupted again (${sig}): ${what}\n`,
+    count === 1 ? `inferscope: interrupted by ${sig}\n` : `inferscope: interrupted again (${sig}): ${what}\n`,
   );
   // Exit hooks still run: started process groups are killed, claimed output files committed.
   process.exit(130);
