@@ -122,3 +122,59 @@ test("two `ab --resume ID` at once: only one writes; the second is refused with 
     store.close();
   }
 });
+
+test("two `sweep --resume ID` at once: the second is refused with the first's pid", async () => {
+  const sim = spawn(process.execPath, ["bin/inferscope.mjs", "sim", "--port", "0", "--time-scale", "4"], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  try {
+    const url = await new Promise<string>((done, fail) => {
+      let text = "";
+      sim.stdout!.setEncoding("utf8").on("data", (d: string) => {
+        text += d;
+        const m = /listening on (http:\/\/\S+)/.exec(text);
+        if (m) done(m[1]!);
+      });
+      sim.once("close", () => fail(new Error(`the sim exited: ${text}`)));
+    });
+    const db = join(dir, "sweep.db");
+    const args = ["sweep", "concurrency", "--url", url, "--levels", "1,2,3", "--num-prompts", "4"].concat([
+      "--random-output-len",
+      "64",
+      "--warmup",
+      "0",
+      "--db",
+      db,
+    ]);
+    // Interrupted during its first level.
+    let pid = 0;
+    const s = signalOn(/\[sweep\] /);
+    const run = runCli(args, { limitMs: 120_000, env: PROGRESS, onStart: (p) => (pid = p), when: s.when });
+    await Promise.race([s.seen, run]);
+    process.kill(pid, "SIGINT");
+    const cut = await run;
+    assert.equal(cut.code, 130, cut.stderr);
+    const id = /continue with --resume (sweep-concurrency-\S+)/.exec(cut.stderr)?.[1];
+    assert.ok(id, cut.stderr);
+    let pid1 = 0;
+    const s1 = signalOn(/\[sweep\] /);
+    const one = runCli(["sweep", "concurrency", "--resume", id!, "--db", db], {
+      limitMs: 120_000,
+      env: PROGRESS,
+      onStart: (p) => (pid1 = p),
+      when: s1.when,
+    });
+    await Promise.race([s1.seen, one]);
+    const two = await runCli(["sweep", "concurrency", "--resume", id!, "--db", db], { limitMs: 60_000 });
+    assert.equal(two.code, 2, two.stderr);
+    assert.match(
+      two.stderr,
+      new RegExp(`run ${id} is (being written by another inferscope process|still running) \\(pid ${pid1}\\)`),
+    );
+    const r1 = await one;
+    assert.equal(r1.code, 0, r1.stderr);
+  } finally {
+    sim.kill("SIGTERM");
+  }
+});
