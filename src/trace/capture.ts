@@ -68,6 +68,13 @@ async function call(
 ): Promise<{ status: number; text: string }> {
   const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  // One controller for the time limit and the interrupt. (Node 20's AbortSignal.any holds its sources
+  // weakly: a collected AbortSignal.timeout never fired, and a trickling server held us past the limit.)
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new DOMException("timed out", "TimeoutError")), timeoutMs);
+  const onInterrupt = () => ac.abort(interrupt?.reason);
+  if (interrupt?.aborted) onInterrupt();
+  else interrupt?.addEventListener("abort", onInterrupt, { once: true });
   try {
     const r = await undici().request(new URL(path, url), {
       method,
@@ -76,7 +83,7 @@ async function call(
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       // The whole answer within the limit: a server trickling bytes resets per-read timers forever.
-      signal: interrupt ? AbortSignal.any([AbortSignal.timeout(timeoutMs), interrupt]) : AbortSignal.timeout(timeoutMs),
+      signal: ac.signal,
     });
     return { status: r.statusCode, text: await r.body.text() };
   } catch (e) {
@@ -86,10 +93,16 @@ async function call(
     const what =
       code === "ECONNREFUSED"
         ? "connection refused (is the server running, and on this port?)"
-        : err.name === "TimeoutError" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+        : ac.signal.aborted ||
+            err.name === "TimeoutError" ||
+            code === "UND_ERR_HEADERS_TIMEOUT" ||
+            code === "UND_ERR_BODY_TIMEOUT"
           ? `no complete answer within ${timeoutMs / 1000} s (--timeout)`
           : (err.message ?? String(e));
     throw new TargetError(`${method} ${new URL(path, url).href}: ${what}`, { url, cause: e });
+  } finally {
+    clearTimeout(timer);
+    interrupt?.removeEventListener("abort", onInterrupt);
   }
 }
 
