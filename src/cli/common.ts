@@ -2,7 +2,8 @@
 
 import type { Command } from "@commander-js/extra-typings";
 import { escapeControl, escapeControlKeepColor } from "../control.ts";
-import { InterruptedError, UsageError } from "../errors.ts";
+import { UsageError } from "../errors.ts";
+import { interruptSignal, setInterruptNote } from "../interrupt.ts";
 import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
 
 export { escapeControl };
@@ -74,9 +75,12 @@ export function jsonReplacer(_key: string, value: unknown): unknown {
   return value;
 }
 
-/** Progress goes to stderr, only on a TTY and never with --json. */
+/**
+ * Progress goes to stderr, on a TTY and never with --json; INFERSCOPE_PROGRESS=1 asks for it on a pipe
+ * too (a script or test that acts on "PHASE: started" lines).
+ */
 export function progressEnabled(opts: CommonOptions): boolean {
-  return !opts.json && Boolean(process.stderr.isTTY);
+  return !opts.json && (Boolean(process.stderr.isTTY) || process.env.INFERSCOPE_PROGRESS === "1");
 }
 
 /** Parses "10s", "500ms", "2m", or a bare number of seconds, into milliseconds. */
@@ -166,45 +170,19 @@ export function numberArg(name: string, o: { integer?: boolean; min?: number; ma
 }
 
 /**
- * SIGINT or SIGTERM for a command that saves partial results: the first aborts the signal (reason: an
- * InterruptedError naming the signal), the command stops its work, saves and exits 130; a second exits
- * 130 at once (exit hooks still kill child process groups). `dispose` removes the handlers.
+ * SIGINT or SIGTERM for a command that saves partial results: the process's one interrupt signal
+ * (src/interrupt.ts), armed. The first signal aborts it (reason: an InterruptedError naming the signal),
+ * the command stops its work, saves and exits 130; a second exits 130 at once, printing `note` (exit
+ * hooks still kill child process groups). `dispose` drops the note.
  */
 export function interruptOnSignals(note?: () => string | undefined): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (!ac.signal.aborted) {
-      ac.abort(new InterruptedError(`interrupted by ${sig}`));
-      return;
-    }
-    const n = note?.();
-    process.stderr.write(`inferscope: interrupted again (${sig}): stopping now${n ? `; ${n}` : ""}\n`);
-    process.exit(130);
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  return {
-    signal: ac.signal,
-    dispose: () => {
-      process.off("SIGINT", onSignal);
-      process.off("SIGTERM", onSignal);
-    },
-  };
+  if (note) setInterruptNote(note);
+  return { signal: interruptSignal(), dispose: () => (note ? setInterruptNote(null) : undefined) };
 }
 
 /** Ctrl-C (or SIGTERM) stops a live view; the command then returns normally (exit 0). */
 function stopSignal(): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const onSig = () => ac.abort();
-  process.once("SIGINT", onSig);
-  process.once("SIGTERM", onSig);
-  return {
-    signal: ac.signal,
-    dispose: () => {
-      process.off("SIGINT", onSig);
-      process.off("SIGTERM", onSig);
-    },
-  };
+  return { signal: interruptSignal({ stopIsSuccess: true }), dispose: () => {} };
 }
 
 /**

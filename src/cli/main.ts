@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
+// The signal handlers go first, before any other module is evaluated.
+import "./signals-first.ts";
 import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
-import { describeError, ExitCode } from "../errors.ts";
+import { describeError, ExitCode, InterruptedError } from "../errors.ts";
+import { interruptedBy } from "../interrupt.ts";
 import { loadCommands } from "./commands/index.ts";
 import { safeLine } from "./common.ts";
 
@@ -33,6 +36,10 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });
+    // A signal that came after the command's interruptible work still means "interrupted".
+    const sig = interruptedBy();
+    if (sig && process.exitCode !== ExitCode.interrupted)
+      throw new InterruptedError(`interrupted by ${sig} as the command finished; what it printed above is complete`);
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {
     const { CommanderError } = await import("@commander-js/extra-typings");
@@ -68,6 +75,15 @@ for (const s of [process.stdout, process.stderr])
     if (e.code !== "EPIPE") throw e;
     s.destroy();
   });
+
+// A promise that rejects with no one awaiting it is a bug of ours; still, the user gets one line and the
+// error's exit code (an interrupt's 130), not Node's stack trace and exit 1.
+process.on("unhandledRejection", (err) => {
+  const { message, exitCode } = describeError(err);
+  process.stderr.write(`inferscope: error: ${safeLine(message)}\n`);
+  if (process.argv.includes("--debug") && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+  process.exit(exitCode);
+});
 
 const code = await main(process.argv.slice(2));
 process.exitCode = code;

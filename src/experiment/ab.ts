@@ -5,6 +5,7 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { claimRun, type HeldLock } from "../output-file.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, openStore, type Store } from "../store/index.ts";
 import { type Attribution, attributePerOp } from "./attribute.ts";
@@ -313,14 +314,16 @@ export function openStoreFrom(db: string | Store | undefined): { store: Store; o
 /** Runs (or resumes) an A/B experiment and returns its analysis. Partial data is always stored. */
 export async function runAB(opts: ABOptions, deps: ABDeps = {}): Promise<ABResult> {
   const { store, owned } = openStoreFrom(opts.db);
+  const locks: HeldLock[] = [];
   try {
-    return await runABWithStore(opts, deps, store);
+    return await runABWithStore(opts, deps, store, locks);
   } finally {
+    for (const l of locks) l.release();
     if (owned) store.close();
   }
 }
 
-async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Promise<ABResult> {
+async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store, locks: HeldLock[]): Promise<ABResult> {
   const runner = deps.blockRunner ?? benchBlockRunner;
   const start = deps.startServer ?? startServer;
   const apiKey = opts.apiKey ?? opts.workload?.apiKey ?? process.env.OPENAI_API_KEY;
@@ -332,6 +335,8 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
   // The first failure's hint per variant ("the server wants a key (--api-key …)"), for the final error.
   const hints = new Map<string, string>();
   if (opts.resume) {
+    // One writer per run: locked before its blocks are read, so a second resume is refused, not run twice.
+    locks.push(claimRun(store.path, store.getRun(opts.resume).run.id));
     const prev = store.getRun(opts.resume);
     if (prev.run.kind !== "ab") throw new UsageError(`run ${prev.run.id} is a ${prev.run.kind} run, not an A/B run`);
     if (prev.run.status === "complete") throw new UsageError(`run ${prev.run.id} is already complete`);
@@ -367,6 +372,7 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store): Prom
       config: { ...config, ...sealed } as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
+    locks.push(claimRun(store.path, runId));
   }
 
   setInterruptNote(`finished blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`);

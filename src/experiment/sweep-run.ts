@@ -5,6 +5,7 @@
 import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { claimRun, type HeldLock } from "../output-file.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
 import { pidAlive } from "../store/store.ts";
@@ -94,6 +95,8 @@ export interface SweepPlan<C extends Record<string, unknown>> {
 export interface SweepSession<C> {
   store: Store;
   owned: boolean;
+  /** This process's claim on the run (one writer per run); released with the store. */
+  lock?: HeldLock;
   runId: string;
   config: C;
   target: string;
@@ -248,9 +251,11 @@ export async function runSweepSession<C extends Record<string, unknown>>(
   deps: SweepDeps,
 ): Promise<SweepSession<C>> {
   const { store, owned } = storeFrom(opts.db);
+  const locks: HeldLock[] = [];
   try {
-    return await session(plan, kinds, opts, deps, store, owned);
+    return { ...(await session(plan, kinds, opts, deps, store, owned, locks)), lock: locks[0] };
   } catch (e) {
+    for (const l of locks) l.release();
     if (owned) store.close();
     throw e;
   }
@@ -263,6 +268,7 @@ async function session<C extends Record<string, unknown>>(
   deps: SweepDeps,
   store: Store,
   owned: boolean,
+  locks: HeldLock[],
 ): Promise<SweepSession<C>> {
   let config: C;
   let runId: string;
@@ -279,6 +285,8 @@ async function session<C extends Record<string, unknown>>(
         hint: "leave those options out (the run's own are used), or start a new sweep without --resume",
       });
     runId = run.id;
+    // One writer per run: locked before its levels are read, so a second resume is refused, not run twice.
+    locks.push(claimRun(store.path, runId));
     // The stored target holds placeholders for its secrets: take them again (same flags or the environment).
     const givenKeys = new Set<string>(plan.given.map((g) => g.key));
     const storedVariant = config.variant as string | VariantSpec | null;
@@ -301,7 +309,7 @@ async function session<C extends Record<string, unknown>>(
     const detail = store.getRun(runId);
     for (const b of detail.blocks) if (b.status === "complete") done.add(b.index);
     const total = plan.levels(config).length;
-    if (run.status === "complete" && done.size === total) {
+    if (detail.run.status === "complete" && done.size === total) {
       const results = loadResults(store, runId, config, plan);
       const prev = detail.summaries.sweep as { target?: unknown } | undefined;
       const target = typeof prev?.target === "string" ? prev.target : String(config.url ?? config.serverCmd ?? "");
@@ -337,6 +345,7 @@ async function session<C extends Record<string, unknown>>(
       sealed: sealed.sealed,
     };
     runId = store.saveRun({ kind, config: stored, environment: collectEnvironment() }).id;
+    locks.push(claimRun(store.path, runId));
   }
   const targetOpts: TargetOptions = {
     ...opts,

@@ -217,6 +217,7 @@ export async function runLengthSweep(opts: LengthSweepOptions, deps: SweepDeps =
     });
     return finishSweep(s, result, "lengths");
   } finally {
+    s.lock?.release();
     if (s.owned) s.store.close();
   }
 }
@@ -400,6 +401,7 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
     });
     return finishSweep(s, result, "levels");
   } finally {
+    s.lock?.release();
     if (s.owned) s.store.close();
   }
 }

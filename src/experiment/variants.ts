@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
+import { onInterrupt, setInterruptNote, interruptSignal as sharedInterruptSignal } from "../interrupt.ts";
 import { undici } from "../lazy.ts";
 import { addSecret, isSecretName, REDACTED, redactString, registerCommandSecrets } from "../secrets.ts";
 import { shellQuote, shellSplit } from "../shell.ts";
@@ -201,44 +202,31 @@ export function liveServerGroups(): number[] {
 
 // ---------------------------------------------------------------- interruption
 
-let interruptController: AbortController | null = null;
-let interruptNote: string | null = null;
+let hooked = false;
 
 /** What a second Ctrl-C prints before exiting at once: the run id to resume (set once a run is stored). */
-export function setInterruptNote(note: string | null): void {
-  interruptNote = note;
-}
+export { setInterruptNote };
 
 /**
- * An AbortSignal that fires on the first SIGINT or SIGTERM (installed once). On the first signal
- * every started server group gets SIGTERM at once; the experiment notices the abort, saves what it
- * has, stops its servers and returns. A second signal SIGKILLs the groups, prints the run to resume
+ * The process's interrupt signal (src/interrupt.ts), with this module's hooks: on the first SIGINT or
+ * SIGTERM every started server group gets SIGTERM at once; the experiment notices the abort, saves what
+ * it has, stops its servers and returns. A second signal SIGKILLs the groups, prints the run to resume
  * (setInterruptNote) and exits 130.
  */
 export function interruptSignal(): AbortSignal {
-  if (interruptController) return interruptController.signal;
-  const ac = new AbortController();
-  interruptController = ac;
-  let count = 0;
-  const onSignal = (sig: NodeJS.Signals) => {
-    count++;
-    if (count === 1) {
-      ac.abort(new InterruptedError(`interrupted by ${sig}`));
-      for (const g of liveGroups) killGroup(g, "SIGTERM");
-      return;
-    }
-    for (const g of liveGroups) killGroup(g, "SIGKILL");
-    process.removeListener("SIGINT", onSignal);
-    process.removeListener("SIGTERM", onSignal);
-    // Finished blocks are already in the store: say where, then stop at once.
-    process.stderr.write(
-      `inferscope: interrupted again (${sig}): servers killed${interruptNote ? `; ${interruptNote}` : ""}\n`,
-    );
-    process.exit(130);
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  return ac.signal;
+  if (!hooked) {
+    hooked = true;
+    onInterrupt({
+      soft: () => {
+        for (const g of liveGroups) killGroup(g, "SIGTERM");
+      },
+      hard: () => {
+        for (const g of liveGroups) killGroup(g, "SIGKILL");
+        return "servers killed";
+      },
+    });
+  }
+  return sharedInterruptSignal();
 }
 
 // ---------------------------------------------------------------- servers

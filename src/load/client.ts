@@ -511,7 +511,7 @@ export async function httpGet(
 ): Promise<{ status: number; body: string }> {
   const headers: Record<string, string> = {};
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-  try {
+  const get = async () => {
     const res = await undici().request(url, {
       method: "GET",
       headers,
@@ -521,6 +521,16 @@ export async function httpGet(
     });
     const body = await res.body.text();
     return { status: res.statusCode, body };
+  };
+  try {
+    try {
+      return await get();
+    } catch (err: any) {
+      // A pooled keep-alive socket the server closed while idle (its keep-alive timeout passed between
+      // two of our requests): a GET is idempotent, so it is sent once more on a fresh connection.
+      if ((err?.code ?? err?.cause?.code) !== "UND_ERR_SOCKET") throw err;
+      return await get();
+    }
   } catch (err: any) {
     const code = err?.code ?? err?.cause?.code ?? "";
     const what =

@@ -36,6 +36,8 @@ export function formatConsole(res: BenchResult): string {
   L.push(center(" Serving Benchmark Result ", "="));
   L.push(row("Successful requests:", String(s.completed)));
   L.push(row("Failed requests:", String(s.failed)));
+  // Cut by the interrupt, not failed by the server; shown only when there were any.
+  if (s.aborted) L.push(row("Aborted requests (interrupted):", String(s.aborted)));
   if (res.setup.max_concurrency !== null)
     L.push(row("Maximum request concurrency:", String(res.setup.max_concurrency)));
   if (res.setup.request_rate !== "inf") L.push(row("Request rate configured (RPS):", f2(res.setup.request_rate)));

@@ -314,6 +314,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       graceMs: deps.graceMs ?? 5000,
       onRecord,
       onProgress: deps.onProgress,
+      stopOnStall: opts.stopOnStall,
     };
 
     // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
@@ -579,6 +580,8 @@ export interface RunCtx {
   onProgress?: (p: BenchProgress) => void;
   /** False in a shard: its records go to the main thread, which keeps them. */
   keepRecords?: boolean;
+  /** A stall before any success is fatal (BenchOptions.stopOnStall). */
+  stopOnStall?: boolean;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -590,6 +593,7 @@ class RunState {
   fatal: Error | null = null;
   done = 0;
   failed = 0;
+  aborted = 0;
   ok = 0;
   outTokens = 0;
   inFlight = 0;
@@ -624,6 +628,7 @@ class RunState {
     return {
       done: this.done,
       failed: this.failed,
+      aborted: this.aborted,
       inFlight: this.inFlight,
       total: this.total,
       outputTokens: this.outTokens,
@@ -717,6 +722,9 @@ class RunState {
     if (rec.errorClass === null) {
       this.ok++;
       this.outTokens += rec.outputTokens;
+    } else if (rec.errorClass === "aborted") {
+      // Cut by us (interrupt, or the stop after a rejected first request): not a failure of the server.
+      this.aborted++;
     } else {
       this.failed++;
       // A 4xx before any success means the request itself is wrong (model name, endpoint): stop now.
@@ -733,6 +741,10 @@ class RunState {
         else if (rec.errorClass === "connect")
           this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {
             hint: "is the server running? check its URL (--base-url, --url)",
+          });
+        else if (rec.errorClass === "stall" && this.ctx.stopOnStall)
+          this.fatal = new TargetError(`the server streamed no tokens: ${rec.errorMessage}`, {
+            hint: "it accepts requests but sends no data; see its log (--stall-timeout sets the limit)",
           });
         if (this.fatal) {
           this.stop();

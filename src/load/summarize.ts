@@ -57,7 +57,10 @@ export interface InferscopeMetrics {
 export interface BenchSummary {
   duration: number;
   completed: number;
+  /** Requests that ended in an error of the server or the connection (not counting `aborted`). */
   failed: number;
+  /** Requests we cut ourselves (an interrupt, or the stop after a rejected first request): not the server's failures. */
+  aborted: number;
   total_input_tokens: number;
   total_output_tokens: number;
   request_throughput: number;
@@ -231,7 +234,8 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
   const measured = records.filter((r) => !r.warmup);
   const warmupExcluded = records.length - measured.length;
   const ok = measured.filter(isSuccess);
-  const failed = measured.length - ok.length;
+  const aborted = measured.filter((r) => r.errorClass === "aborted").length;
+  const failed = measured.length - ok.length - aborted;
   const durationMs = opts.durationMs ?? defaultDurationMs(measured);
   const durS = durationMs / 1000;
 
@@ -381,6 +385,7 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
     duration: durS,
     completed: ok.length,
     failed,
+    aborted,
     total_input_tokens: totalIn,
     total_output_tokens: totalOut,
     request_throughput: durS > 0 ? ok.length / durS : 0,
@@ -403,8 +408,13 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
   flat("e2el", ins.e2el_ms);
 
   const warnings: string[] = [];
-  if (measured.length > 0 && ok.length === 0) warnings.push("all requests failed; check the errors below");
+  if (measured.length > 0 && ok.length === 0)
+    warnings.push(
+      failed === 0 ? "every request was aborted before it finished" : "all requests failed; check the errors below",
+    );
   else if (failed > 0) warnings.push(`${failed} of ${measured.length} requests failed and are excluded from latencies`);
+  if (aborted > 0 && ok.length > 0)
+    warnings.push(`${aborted} of ${measured.length} requests were aborted by us (interrupted) and are excluded`);
   if (fallback > 0)
     warnings.push(
       `${fallback} successful requests had no usage.completion_tokens; their output length is the count of chunks with output (may undercount multi-token chunks)`,

@@ -167,6 +167,11 @@ export interface BenchOptions {
   extraBody?: Record<string, unknown>;
   /** Abort a request when no bytes arrive for this long. Default 60 s. */
   stallTimeoutMs?: number;
+  /**
+   * A stall before any success stops the run (the study: a server that accepts requests but streams no
+   * tokens would make every one of them wait out the stall limit).
+   */
+  stopOnStall?: boolean;
   /** Connect timeout. Default 5 s. */
   connectTimeoutMs?: number;
   /** Label stored in the result (vLLM --label). */
@@ -216,6 +221,8 @@ export interface ClientHealth {
 export interface BenchProgress {
   done: number;
   failed: number;
+  /** Cut by us (an interrupt), not failed by the server. */
+  aborted: number;
   inFlight: number;
   total: number | null;
   outputTokens: number;

@@ -15,7 +15,8 @@ export interface Quantity {
   how: string;
 }
 
-export type PhaseStatus = "ok" | "skipped" | "failed" | "unavailable";
+/** `interrupted`: SIGINT/SIGTERM stopped it; what it had measured is kept where the phase returns partial data. */
+export type PhaseStatus = "ok" | "skipped" | "failed" | "unavailable" | "interrupted";
 
 export interface PhaseRecord {
   name: string;

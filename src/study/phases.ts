@@ -43,6 +43,8 @@ export class Unavailable extends Error {}
 interface Common {
   apiKey?: string;
   signal?: AbortSignal;
+  /** A stream with no data for this long fails as a stall (study --stall-timeout; default 60 s). */
+  stallTimeoutMs?: number;
   onProgress?: (message: string) => void;
 }
 
@@ -226,6 +228,9 @@ export async function phaseBench(
       concurrency: 1,
       seed: m.seed,
       apiKey: o.apiKey,
+      // A server that streams nothing fails the bench at its first stall, not after every request's.
+      stallTimeoutMs: o.stallTimeoutMs,
+      stopOnStall: true,
     },
     { signal: o.signal },
   );
@@ -306,6 +311,8 @@ export async function phaseSweep(url: string, plan: StudyPlan, m: Measurements, 
         seed: m.seed + n,
         apiKey: c.apiKey,
         noServerMetrics: true,
+        stallTimeoutMs: c.stallTimeoutMs,
+        stopOnStall: true,
       },
       { signal: c.signal },
     );
@@ -497,6 +504,7 @@ export async function phaseAb(
         concurrency: 1,
         seed: m.seed,
         model: m.servedModel,
+        stallTimeoutMs: o.stallTimeoutMs,
       },
       seed: m.seed,
       db: store,

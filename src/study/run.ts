@@ -3,7 +3,7 @@
 // these measurements → decomposition, ceilings, what-ifs → report. Orchestration only: each phase
 // calls one module's library function; the numbers come from src/study/estimate.ts (pure).
 
-import { accessSync, constants, mkdirSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLI_ENTRY } from "../cli/entry.ts";
@@ -25,6 +25,7 @@ import { findGpu, parseInterconnect } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
 import { recipe } from "../model/quantization.ts";
+import { claimOutputDir } from "../output-file.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
@@ -84,6 +85,8 @@ export interface StudyOptions {
   flags?: Record<string, string | number | boolean | null>;
   onProgress?: (phase: string, message: string) => void;
   signal?: AbortSignal;
+  /** A stream with no data (tokens) for this long fails as a stall, in every phase that streams; default 60 s. */
+  stallTimeoutMs?: number;
   /** Hardware telemetry during the bench (`auto|none|nvidia-smi|dcgm:URL|…`); default auto. */
   telemetry?: string | TelemetrySpec;
 }
@@ -154,18 +157,48 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   checkGiven(given, opts.variants);
   const profileDep = embedded ? profileDeployment(profile) : undefined;
   // Until the server has answered: what was given, and the profile for the embedded sim.
-  let deployment: Deployment = initialDeployment(given, profileDep);
+  const deployment: Deployment = initialDeployment(given, profileDep);
   if (opts.apiKey) addSecret(opts.apiKey);
   const progress = (phase: string, msg: string) => opts.onProgress?.(phase, msg);
-  // The report directory is made now: a path that cannot hold it must not cost a whole study.
-  if (opts.outDir) {
-    try {
-      mkdirSync(opts.outDir, { recursive: true });
-      accessSync(opts.outDir, constants.W_OK);
-    } catch (e) {
-      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
-    }
+  // The report directory is made and locked now: a path that cannot hold it must not cost a whole
+  // study, and a second study naming it is refused (with our pid) instead of overwriting our report.
+  const outLock = opts.outDir ? claimOutputDir(opts.outDir, "--out") : null;
+  try {
+    return await studyClaimed(opts, {
+      quick,
+      seed,
+      embedded,
+      timeScale,
+      profile,
+      plan,
+      wanted,
+      given,
+      profileDep,
+      deployment,
+      progress,
+    });
+  } finally {
+    outLock?.release();
   }
+}
+
+interface Prepared {
+  quick: boolean;
+  seed: number;
+  embedded: boolean;
+  timeScale: number;
+  profile: string;
+  plan: StudyPlan;
+  wanted: Set<PhaseName>;
+  given: GivenDeployment;
+  profileDep: ProfileDeployment | undefined;
+  deployment: Deployment;
+  progress: (phase: string, msg: string) => void;
+}
+
+async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOutcome> {
+  const { quick, seed, embedded, timeScale, profile, plan, wanted, given, profileDep, progress } = prep;
+  let deployment = prep.deployment;
 
   const serverCmd = embedded ? embeddedSimCommand(profile, timeScale, seed, opts.simSet) : opts.serverCmd;
   // Its secrets (--hf-token …, HF_TOKEN=…) are cut out of every output from here on.
@@ -199,18 +232,49 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     if (store && runId) store.setSummary(runId, key, redact(value, opts.apiKey ? [opts.apiKey] : []));
   };
 
-  async function phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
-    if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new InterruptedError();
+  // Every phase promise, settled or not: on an interrupt the study waits for all of them before writing
+  // the report. A phase left running alongside (the audit spans the bench) must never be dropped: its
+  // rejection would be unhandled and end the process with a stack trace and no report.
+  const running = new Set<Promise<unknown>>();
+  const interrupted = () =>
+    opts.signal?.reason instanceof Error ? opts.signal.reason : new InterruptedError("interrupted");
+  function phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+    const p = runPhase(name, fn);
+    running.add(p);
+    // Handled here as well as by whoever awaits it, so an early exit of the sequence leaves no orphan.
+    p.catch(() => {}).finally(() => running.delete(p));
+    return p;
+  }
+  async function runPhase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+    if (opts.signal?.aborted) {
+      phases.push({ name, status: "skipped", reason: "interrupted before it started", durationMs: 0 });
+      throw interrupted();
+    }
     const p0 = performance.now();
     progress(name, "started");
     try {
       const out = await fn();
-      phases.push({ name, status: "ok", durationMs: performance.now() - p0 });
-      progress(name, `done in ${((performance.now() - p0) / 1000).toFixed(1)} s`);
+      // Work that returned partial data on an interrupt is kept, and says so.
+      const cut = opts.signal?.aborted;
+      phases.push({
+        name,
+        status: cut ? "interrupted" : "ok",
+        reason: cut ? "stopped by the interrupt; what it measured before is kept" : undefined,
+        durationMs: performance.now() - p0,
+      });
+      progress(name, `${cut ? "interrupted" : "done"} in ${((performance.now() - p0) / 1000).toFixed(1)} s`);
       save(`phase:${name}`, out);
       return out;
     } catch (err) {
-      if (opts.signal?.aborted) throw err;
+      if (opts.signal?.aborted) {
+        phases.push({
+          name,
+          status: "interrupted",
+          reason: "stopped by the interrupt before it had a result",
+          durationMs: performance.now() - p0,
+        });
+        throw interrupted();
+      }
       const status = err instanceof Unavailable ? "unavailable" : "failed";
       const reason = studyWords(err instanceof Error ? err.message : String(err));
       phases.push({ name, status, reason: redactSecrets(reason), durationMs: performance.now() - p0 });
@@ -292,7 +356,12 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
         });
     if (wanted.has("bench")) {
       m.bench = await phase("bench", () =>
-        phaseBench(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal, telemetry: opts.telemetry }),
+        phaseBench(url, plan, m, {
+          apiKey: opts.apiKey,
+          signal: opts.signal,
+          telemetry: opts.telemetry,
+          stallTimeoutMs: opts.stallTimeoutMs,
+        }),
       ).finally(benchDone);
       // Telemetry rides on the bench's window: its own row says what was read, or why nothing was.
       const t = m.bench?.telemetry;
@@ -313,9 +382,19 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     }
     m.audit = await auditP;
 
-    if (wanted.has("sweep"))
+    // The sweep sends the bench's requests, longer, to the same server: after a bench in which no
+    // request succeeded it would only repeat the failure (a stalling server: once per length).
+    const benchFailed = phases.find((p) => p.name === "bench")?.status === "failed";
+    if (wanted.has("sweep") && benchFailed)
+      skip("sweep", "not run: no bench request succeeded against this server (the bench's failure says why)");
+    else if (wanted.has("sweep"))
       m.sweep = await phase("sweep", () =>
-        phaseSweep(url, plan, m, { apiKey: opts.apiKey, signal: opts.signal, onProgress: (s) => progress("sweep", s) }),
+        phaseSweep(url, plan, m, {
+          apiKey: opts.apiKey,
+          signal: opts.signal,
+          stallTimeoutMs: opts.stallTimeoutMs,
+          onProgress: (s) => progress("sweep", s),
+        }),
       );
     else skip("sweep", "not requested");
 
@@ -349,6 +428,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
         return phaseAb(serverCmd, plan, m, {
           apiKey: opts.apiKey,
           signal: opts.signal,
+          stallTimeoutMs: opts.stallTimeoutMs,
           embedded,
           store,
           onProgress: (s) => progress("ab", s),
@@ -361,8 +441,15 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   } catch (err) {
     failure = err;
   } finally {
+    // Phases still running (the audit beside an interrupted bench) finish or fail before the report.
+    await Promise.allSettled([...running]);
     if (server) await server.stop().catch(() => {});
   }
+  // Phases the interrupt never reached are in the report too, each with its status.
+  if (failure && opts.signal?.aborted)
+    for (const name of PHASES)
+      if (wanted.has(name) && !phases.some((p) => p.name === name))
+        skip(name, "not reached: the study was interrupted");
 
   const finishedAt = new Date();
   const result = redact(
@@ -423,14 +510,21 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       throw Object.assign(failure, { message: `${failure.message}; partial report in ${report.dir}` });
   }
   if (failure) throw failure;
-  // A study that measured nothing is not a success (exit 3), though its report says why.
+  // A study in which no request succeeded is not a success (exit 3), though its report says why: an
+  // answered /metrics (the audit) or a detected host is no measurement of serving.
+  const requesting = phases.filter((p) => REQUESTING.has(p.name));
+  // Every failure is named, the audit's too: it often says best what is wrong with the server.
   const measuring = phases.filter((p) => p.name !== "discover" && p.name !== "model");
-  if (measuring.length > 0 && !measuring.some((p) => p.status === "ok") && measuring.some((p) => p.status === "failed"))
+  if (
+    requesting.length > 0 &&
+    !requesting.some((p) => p.status === "ok") &&
+    requesting.some((p) => p.status === "failed")
+  )
     throw new TargetError(
-      `the study measured nothing: ${measuring
+      `the study measured nothing: no request succeeded (${measuring
         .filter((p) => p.status === "failed")
         .map((p) => `${p.name}: ${p.reason}`)
-        .join("; ")}${report ? `; report in ${report.dir}` : ""}`,
+        .join("; ")})${report ? `; report in ${report.dir}` : ""}`,
       {
         url: m.url,
         hint: measuring.some((p) => /HTTP 40[13]\b/.test(p.reason ?? ""))
@@ -442,6 +536,9 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
     );
   return { result, report, runId };
 }
+
+/** The phases that send requests to the server: a study succeeds only if one of them did. */
+const REQUESTING = new Set(["bench", "sweep", "trace", "ab"]);
 
 function environmentStrings(): Record<string, string> {
   const env = collectEnvironment();
@@ -473,7 +570,12 @@ export async function rebuildReport(
   } finally {
     store.close();
   }
-  return { result, report: await writeReport(result, opts.outDir) };
+  const lock = claimOutputDir(opts.outDir, "--out");
+  try {
+    return { result, report: await writeReport(result, opts.outDir) };
+  } finally {
+    lock.release();
+  }
 }
 
 /** The embedded sim's deployment: the seed's for the default profile, else read from the profile. */
@@ -549,7 +651,7 @@ function initialDeployment(g: GivenDeployment, p: ProfileDeployment | undefined)
 function studyWords(text: string): string {
   return (
     text
-      .replace(/ \((?:--connect-timeout|--timeout|--stall-timeout)\)/g, "")
+      .replace(/ \((?:--connect-timeout|--timeout)\)/g, "")
       .replace("(--base-url, --url)", "(--url)")
       .replaceAll("--base-url", "--url")
       // The study's --model is the architecture, not the served name /v1/models would give.

@@ -3,7 +3,7 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { InputError, TargetError, UsageError } from "../errors.ts";
+import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
 import { type AnalyzeOptions, analyzeTrace, type TraceAnalysis } from "./analyze.ts";
 
@@ -22,6 +22,8 @@ export interface CaptureOptions extends AnalyzeOptions {
   stopTimeoutMs?: number;
   /** Sent as `Authorization: Bearer …` on every call, /start_profile and /stop_profile included. */
   apiKey?: string;
+  /** An interrupt: the workload stops, the profiler is still stopped, and the error says what was kept. */
+  signal?: AbortSignal;
 }
 
 export interface CaptureResult {
@@ -62,9 +64,17 @@ async function call(
   body: unknown,
   timeoutMs: number,
   apiKey?: string,
+  interrupt?: AbortSignal,
 ): Promise<{ status: number; text: string }> {
   const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  // One controller for the time limit and the interrupt. (Node 20's AbortSignal.any holds its sources
+  // weakly: a collected AbortSignal.timeout never fired, and a trickling server held us past the limit.)
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new DOMException("timed out", "TimeoutError")), timeoutMs);
+  const onInterrupt = () => ac.abort(interrupt?.reason);
+  if (interrupt?.aborted) onInterrupt();
+  else interrupt?.addEventListener("abort", onInterrupt, { once: true });
   try {
     const r = await undici().request(new URL(path, url), {
       method,
@@ -73,20 +83,31 @@ async function call(
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       // The whole answer within the limit: a server trickling bytes resets per-read timers forever.
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: ac.signal,
     });
     return { status: r.statusCode, text: await r.body.text() };
   } catch (e) {
+    if (interrupt?.aborted) throw interrupt.reason instanceof Error ? interrupt.reason : new InterruptedError();
     const err = e as { name?: string; code?: string; cause?: { code?: string }; message?: string };
     const code = err.code ?? err.cause?.code;
     const what =
       code === "ECONNREFUSED"
         ? "connection refused (is the server running, and on this port?)"
-        : err.name === "TimeoutError" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+        : ac.signal.aborted ||
+            err.name === "TimeoutError" ||
+            code === "UND_ERR_HEADERS_TIMEOUT" ||
+            code === "UND_ERR_BODY_TIMEOUT"
           ? `no complete answer within ${timeoutMs / 1000} s (--timeout)`
           : (err.message ?? String(e));
     throw new TargetError(`${method} ${new URL(path, url).href}: ${what}`, { url, cause: e });
+  } finally {
+    clearTimeout(timer);
+    interrupt?.removeEventListener("abort", onInterrupt);
   }
+}
+
+function interruptWords(signal: AbortSignal): string {
+  return signal.reason instanceof Error ? signal.reason.message : "interrupted";
 }
 
 /** A JSON answer, or a TargetError that says what came instead (an HTML page, an empty body). */
@@ -138,7 +159,7 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
   const key = opts.apiKey;
   let model = opts.model;
   if (!model) {
-    const r = await call(url, "/v1/models", "GET", undefined, timeoutMs, key);
+    const r = await call(url, "/v1/models", "GET", undefined, timeoutMs, key, opts.signal);
     if (r.status !== 200)
       throw new TargetError(`GET /v1/models: HTTP ${r.status}: ${serverMessage(r.text)}`, {
         url,
@@ -150,6 +171,7 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
   }
   const before = await listTraces(opts.dir);
   const started = Date.now();
+  if (opts.signal?.aborted) throw new InterruptedError(`${interruptWords(opts.signal)}: nothing was captured`);
   const s = await call(url, "/start_profile", "POST", undefined, timeoutMs, key);
   if (s.status === 404)
     throw new TargetError("POST /start_profile: 404: the server's profiler is not enabled", {
@@ -182,6 +204,7 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
         },
         timeoutMs,
         key,
+        opts.signal,
       );
       if (r.status !== 200)
         throw new TargetError(`POST /v1/completions: HTTP ${r.status}: ${serverMessage(r.text)}`, {
@@ -195,8 +218,20 @@ export async function captureTrace(url: string, opts: CaptureOptions): Promise<C
   } catch (e) {
     workloadError = e;
   }
-  // Always stop the profiler, even when the workload failed.
+  // Always stop the profiler, even when the workload failed or was interrupted.
   const t = await call(url, "/stop_profile", "POST", undefined, opts.stopTimeoutMs ?? 15 * 60_000, key);
+  if (opts.signal?.aborted) {
+    // Say what was kept: the server flushed what it traced so far into its directory.
+    const now = await listTraces(opts.dir).catch(() => new Map<string, number>());
+    const kept = [...now.entries()].filter(([p, m]) => !before.has(p) || before.get(p)! < m).map(([p]) => p);
+    throw new InterruptedError(
+      `${interruptWords(opts.signal)} during the workload (${tokens} tokens finished); the profiler was stopped${t.status < 300 ? "" : ` (HTTP ${t.status})`}; ${
+        kept.length
+          ? `its partial trace is kept: ${kept.join(", ")} (analyse it with: inferscope trace ${kept.join(" ")})`
+          : `no trace file appeared in ${opts.dir}`
+      }`,
+    );
+  }
   if (workloadError) throw workloadError;
   if (t.status >= 300)
     throw new TargetError(`POST /stop_profile: HTTP ${t.status}: ${serverMessage(t.text)}`, {

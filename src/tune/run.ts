@@ -2,8 +2,6 @@
 // surrogate is refitted after every block, and candidates are raced out until one is separated
 // from the rest (or the rest are within tolerance, or the budget is spent). Every block is stored as
 // it finishes; the planner is a pure replay of the stored blocks, so --resume continues exactly.
-
-import { accessSync, constants, mkdirSync } from "node:fs";
 import { cpus, homedir } from "node:os";
 import { join } from "node:path";
 import { unmetNeed } from "../discover/experiments.ts";
@@ -36,6 +34,7 @@ import { mean, normalQuantile } from "../experiment/stats.ts";
 import { type ServerHandle, setInterruptNote, startServer } from "../experiment/variants.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { inputFromOptions, type ModelCliOptions, type ModelInput } from "../model/index.ts";
+import { claimOutputDir, claimRun, type HeldLock } from "../output-file.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, type Store } from "../store/index.ts";
 import { embeddedSimCommand, profileDeployment, profileModelOptions } from "../study/run.ts";
@@ -521,9 +520,11 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
 
 export async function runTune(opts: TuneOptions, deps: TuneDeps = {}): Promise<TuneResult> {
   const { store, owned } = openStoreFrom(opts.db);
+  const locks: HeldLock[] = [];
   try {
-    return await runWithStore(opts, deps, store);
+    return await runWithStore(opts, deps, store, locks);
   } finally {
+    for (const l of locks) l.release();
     if (owned) store.close();
   }
 }
@@ -596,15 +597,9 @@ function doneFromStore(store: Store, runId: string): DoneBlock[] {
     });
 }
 
-async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Promise<TuneResult> {
-  // A directory that cannot hold the report must not cost a whole run.
-  if (opts.outDir)
-    try {
-      mkdirSync(opts.outDir, { recursive: true });
-      accessSync(opts.outDir, constants.W_OK);
-    } catch (e) {
-      throw new InputError(`${opts.outDir}: cannot write the report there: ${plainReason(e)}`);
-    }
+async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, locks: HeldLock[]): Promise<TuneResult> {
+  // A directory that cannot hold the report must not cost a whole run; a second run naming it is refused.
+  if (opts.outDir) locks.push(claimOutputDir(opts.outDir, "--out"));
   const runner = deps.blockRunner ?? benchBlockRunner;
   const start = deps.startServer ?? startServer;
   const apiKey = opts.apiKey ?? opts.workload?.apiKey ?? process.env.OPENAI_API_KEY;
@@ -616,6 +611,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   let stored: { serverCmd: string; sealed: SecretSeal | null };
   let startsBefore = 0;
   if (opts.resume) {
+    // One writer per run: locked before its blocks are read, so a second resume is refused, not run twice.
+    locks.push(claimRun(store.path, store.getRun(opts.resume).run.id));
     const prev = store.getRun(opts.resume);
     if (prev.run.kind !== "tune") throw new UsageError(`run ${prev.run.id} is a ${prev.run.kind} run, not a tune run`);
     if (prev.run.status === "complete") throw new UsageError(`run ${prev.run.id} is already complete`);
@@ -683,6 +680,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       config: { ...cfg, ...stored } as unknown as Record<string, unknown>,
       environment: collectEnvironment(),
     }).id;
+    locks.push(claimRun(store.path, runId));
   }
   const progress = (phase: TuneProgress["phase"], message: string) => opts.onProgress?.({ phase, runId, message });
   setInterruptNote(`finished blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`);
@@ -804,18 +802,16 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
   const elapsedS = (elapsedBefore + Date.now() - t0) / 1000;
   const final = state ?? null;
   const result = summarize(cfg, store, runId, done, final, starts, elapsedS, errors);
-  if (interrupted) {
-    result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
-    store.setSummary(runId, "tune", result);
-    store.finishRun(runId, "partial", interrupted.message);
-    throw new InterruptedError(
-      `${interrupted.message}; ${done.length} blocks are saved in run ${runId} (${store.path}); continue with --resume ${runId}`,
-    );
-  }
-  result.status = "complete";
+  if (interrupted) result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
+  else result.status = "complete";
   store.setSummary(runId, "tune", result);
-  store.finishRun(runId, "complete", errors.length ? errors.join("\n") : null);
-  progress("stop", result.stop.message);
+  store.finishRun(
+    runId,
+    interrupted ? "partial" : "complete",
+    interrupted ? interrupted.message : errors.length ? errors.join("\n") : null,
+  );
+  if (!interrupted) progress("stop", result.stop.message);
+  // An interrupted tune writes its partial report too (status partial, the blocks finished so far).
   if (opts.outDir) {
     const { writeTuneReport } = await import("./report.ts");
     try {
@@ -826,6 +822,10 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store): Pr
       });
     }
   }
+  if (interrupted)
+    throw new InterruptedError(
+      `${interrupted.message}; ${done.length} blocks are saved in run ${runId} (${store.path})${result.report ? `, partial report in ${opts.outDir}` : ""}; continue with --resume ${runId}`,
+    );
   return result;
 }
 

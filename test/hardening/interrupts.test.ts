@@ -2,6 +2,7 @@
 // but still say where the finished work is). Against the real simulator, streaming slowly enough that
 // the signal lands mid-run; the moment is taken from the sim's own count of open streams.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -132,4 +133,74 @@ test("metrics diff prints float deltas in plain decimals (0.00362, not 0.0036199
   // JSON keeps the exact double for programs.
   const j = await runCli(["metrics", "diff", a, b, "--json"]);
   assert.equal(JSON.parse(j.stdout).counters[0].delta, 0.10362 - 0.1);
+});
+
+/** Time from spawn to a bare Node's first output here and now (the slowest of three): before it, no JS of ours can run. */
+async function nodeBootMs(): Promise<number> {
+  let worst = 0;
+  for (let i = 0; i < 3; i++) {
+    const t0 = performance.now();
+    await new Promise<void>((done) => {
+      const p = spawn(process.execPath, ["-e", "process.stdout.write('x')"]);
+      p.stdout.once("data", () => done());
+      p.once("close", () => done());
+    });
+    worst = Math.max(worst, performance.now() - t0);
+  }
+  return worst;
+}
+
+test("SIGTERM and SIGINT in the first second, while the CLI is still loading: exit 130, one line, no stack", async () => {
+  // Node's own start-up precedes any JS of ours, so the offsets begin past twice the boot time
+  // measured now; from the launcher's first line on every signal is ours (it used to exit 143).
+  const boot = await nodeBootMs();
+  for (const [i, extra] of [0, 150, 400, 900].entries()) {
+    const sig = i % 2 ? "SIGINT" : "SIGTERM";
+    let pid = 0;
+    const run = runCli(["study", "--quick", "--out", join(dir, `early-${i}`), "--no-store"], {
+      limitMs: 60_000,
+      cwd: dir,
+      onStart: (p) => (pid = p),
+    });
+    await new Promise((r) => setTimeout(r, 2 * boot + extra));
+    process.kill(pid, sig);
+    const r = await run;
+    assert.equal(r.code, 130, `${sig} at ${Math.round(2 * boot + extra)} ms: signal ${r.signal ?? "-"} ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`interrupted by ${sig}`));
+    assert.doesNotMatch(r.stderr, STACK);
+    assert.deepEqual(r.leftovers, []);
+  }
+});
+
+test("trace capture, Ctrl-C during the workload: exit 130, the profiler is stopped and the message says what was kept", async () => {
+  const prof = mkdtempSync(join(tmpdir(), "inferscope-interrupt-prof-"));
+  const traced = await startSim({ port: 0, seed: 4, profilerDir: prof });
+  try {
+    const r = await (async () => {
+      let pid = 0;
+      const run = runCli(["trace", "capture", traced.url, "--dir", prof, "--steps", "2000"], {
+        limitMs: 90_000,
+        cwd: dir,
+        onStart: (p) => (pid = p),
+      });
+      await waitFor(() => (traced.openStreams() > 0 ? true : undefined), 60_000, "the capture's request");
+      process.kill(pid, "SIGINT");
+      return run;
+    })();
+    assert.equal(r.code, 130, r.stderr);
+    assert.doesNotMatch(r.stderr, STACK);
+    assert.match(
+      r.stderr,
+      /interrupted by SIGINT during the workload \(\d+ tokens finished\); the profiler was stopped; /,
+    );
+    const files = readdirSync(prof).filter((f) => /\.pt\.trace\.json(\.gz)?$/.test(f));
+    if (files.length) assert.match(r.stderr, /its partial trace is kept: .*\.pt\.trace\.json/);
+    else assert.match(r.stderr, /no trace file appeared in /);
+    // Stopped: a new capture can start the profiler again.
+    const again = await fetch(`${traced.url}/start_profile`, { method: "POST" });
+    assert.ok(again.status < 300, `start_profile after the interrupt: HTTP ${again.status}`);
+    await fetch(`${traced.url}/stop_profile`, { method: "POST" });
+  } finally {
+    await traced.close(0);
+  }
 });

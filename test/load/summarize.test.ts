@@ -136,3 +136,20 @@ test("OSL mismatch and missing usage are warned about", () => {
 test("a bad records line is reported as path:line", () => {
   assert.throws(() => parseRecordsJsonl('{"index":0}\n{oops\n', "r.jsonl"), /r\.jsonl:2:1: not a JSON record/);
 });
+
+test("a request cut by an interrupt counts as aborted, not failed; the server's failures stay failed", () => {
+  // The HTTP 500 stays a failure; a copy of a successful request cut by Ctrl-C is aborted.
+  const cut = { ...recs[0]!, index: 99, errorClass: "aborted" as const, errorMessage: "interrupted" };
+  const { summary: s, warnings } = computeMetrics([...recs, cut], { durationMs: 1000 });
+  assert.equal(s.completed, 3);
+  assert.equal(s.failed, 1);
+  assert.equal(s.aborted, 1);
+  assert.ok(
+    warnings.some((w) => /1 of 5 requests were aborted by us \(interrupted\)/.test(w)),
+    warnings.join("; "),
+  );
+  // Nothing but cut requests: not "all requests failed".
+  const only = computeMetrics([cut], { durationMs: 1000 });
+  assert.equal(only.summary.failed, 0);
+  assert.deepEqual(only.warnings.slice(0, 1), ["every request was aborted before it finished"]);
+});

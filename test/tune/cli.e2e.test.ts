@@ -1,7 +1,7 @@
 // `inferscope tune` as a user runs it: the CLI, the embedded sim restarted as a real process per
 // block, the run store; Ctrl-C keeps every finished block and --resume finishes the run.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, type TestContext, test } from "node:test";
@@ -148,7 +148,8 @@ test("Ctrl-C keeps the finished blocks and names the run; --resume finishes it; 
     }
   };
   let id: string | undefined;
-  const first = await runCli([...ARGS, "--db", db, "--log-dir", join(dir, "logs2")], {
+  const partial = join(dir, "partial");
+  const first = await runCli([...ARGS, "--db", db, "--log-dir", join(dir, "logs2"), "--out", partial], {
     limitMs: 120_000,
     onStart: (pid) => {
       void waitFor(complete, 100_000, "a finished block").then((rid) => {
@@ -162,6 +163,13 @@ test("Ctrl-C keeps the finished blocks and names the run; --resume finishes it; 
   assert.match(first.stderr, new RegExp(`run ${id}`));
   assert.match(first.stderr, new RegExp(`--resume ${id}`));
   assert.doesNotMatch(first.stderr, STACK);
+  // The interrupted run's --out holds its partial report, not nothing.
+  assert.match(first.stderr, new RegExp(`partial report in ${partial.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}`));
+  const written = JSON.parse(readFileSync(join(partial, "results.json"), "utf8"));
+  assert.equal(written.runId, id);
+  assert.equal(written.status, "partial");
+  assert.equal(written.stop.reason, "interrupted");
+  assert.ok(existsSync(join(partial, "index.html")) && existsSync(join(partial, "report.md")));
   const kept = openStore(db);
   const before = kept.getRun(id!).blocks.filter((b) => b.status === "complete").length;
   kept.close();
@@ -172,8 +180,20 @@ test("Ctrl-C keeps the finished blocks and names the run; --resume finishes it; 
   assert.equal(refused.code, 2);
   assert.match(refused.stderr, /leave out --knobs?/);
 
-  const second = await runCli(["tune", "--resume", id!, "--db", db, "--json"], { limitMs: 180_000 });
+  // Two resumes at once: the second is refused with the first's pid while the first holds the run.
+  let pid2 = 0;
+  const running = runCli(["tune", "--resume", id!, "--db", db, "--json"], {
+    limitMs: 180_000,
+    onStart: (p) => (pid2 = p),
+  });
+  const lock = join(dir, `.b.db.${id}.inferscope-lock`);
+  await waitFor(() => (existsSync(lock) ? true : undefined), 60_000, "the first resume to claim the run");
+  const twice = await runCli(["tune", "--resume", id!, "--db", db], { limitMs: 60_000 });
+  assert.equal(twice.code, 2, twice.stderr);
+  assert.match(twice.stderr, new RegExp(`run ${id} is being written by another inferscope process \\(pid ${pid2}\\)`));
+  const second = await running;
   assert.equal(second.code, 0, second.stderr);
+  assert.equal(existsSync(lock), false, "the run's lock is released");
   const out = JSON.parse(second.stdout);
   assert.equal(out.runId, id);
   assert.equal(out.status, "complete");

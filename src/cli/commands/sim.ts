@@ -1,6 +1,7 @@
 // `inferscope sim`: run the vLLM-compatible simulated server (or print its hidden truth).
 import { type Command, Option } from "@commander-js/extra-typings";
 import { checkInputFile } from "../../input-file.ts";
+import { interruptSignal } from "../../interrupt.ts";
 import { explainSim, renderExplanation } from "../../sim/explain.ts";
 import { listProfiles, parseSetting, type SimOptions, startSim } from "../../sim/index.ts";
 import { emit, numberArg } from "../common.ts";
@@ -116,14 +117,12 @@ export function register(program: Command): void {
           `${JSON.stringify({ event: "listening", url: sim.url, profile: name, timeScale: o.timeScale })}\n`,
         );
       else process.stdout.write(`inferscope sim listening on ${sim.url} (profile ${name})\n`);
+      // A server's normal end: SIGINT/SIGTERM close it and the command exits 0.
+      const stopped = interruptSignal({ stopIsSuccess: true });
       await new Promise<void>((resolve) => {
-        const stop = () => {
-          process.off("SIGINT", stop);
-          process.off("SIGTERM", stop);
-          sim.close().then(resolve, resolve);
-        };
-        process.on("SIGINT", stop);
-        process.on("SIGTERM", stop);
+        const stop = () => void sim.close().then(resolve, resolve);
+        if (stopped.aborted) stop();
+        else stopped.addEventListener("abort", stop, { once: true });
       });
     });
 }

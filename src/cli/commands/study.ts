@@ -5,7 +5,7 @@ import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { emit, headerValueFlag, numberArg, progressEnabled } from "../common.ts";
+import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled } from "../common.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -65,6 +65,10 @@ export function register(program: Command): void {
       "--telemetry <source>",
       "hardware counters during the measurement: auto (default), none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
     )
+    .option(
+      "--stall-timeout <duration>",
+      "fail a stream with no data (tokens) for this long, in every phase that streams (default 60s)",
+    )
     .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY); never stored")
     // Same as withCommon(); spelled out so commander's typings keep every option's type.
     .option("--json", "print machine-readable JSON instead of tables")
@@ -108,6 +112,7 @@ export function register(program: Command): void {
         dbPath: o.store === false ? null : o.db,
         timeScale: o.timeScale,
         seed: o.seed,
+        stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
         // Unset: auto (at 100 ms on the embedded sim).
         telemetry: o.telemetry === undefined ? undefined : parseTelemetrySpec(o.telemetry),
         apiKey: headerValueFlag(

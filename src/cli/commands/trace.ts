@@ -4,6 +4,7 @@ import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { checkInputFile, checkInputFiles, checkNotFile } from "../../input-file.ts";
+import { interruptSignal } from "../../interrupt.ts";
 import { addSecret } from "../../store/redact.ts";
 import type { StepMode } from "../../trace/steps.ts";
 import { type CommonOptions, durationFlag, emit, headerValueFlag, progressEnabled, withCommon } from "../common.ts";
@@ -185,6 +186,7 @@ export function register(program: Command): void {
       rules,
       stepMode: o.stepsBy as StepMode,
       apiKey,
+      signal: interruptSignal(),
     });
     emit(r, o, (x) => `captured ${x.files.join(", ")} (${x.tokens} tokens)\n${R!.formatAnalysis(x.analysis)}`);
   });
