@@ -44,7 +44,7 @@ function applyTerm(input: ModelInput, term: string): { input: ModelInput; descri
     : [t.toLowerCase(), ""];
   const int = (x: string) => {
     const n = Number(x);
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`what-if "${term}": expected a whole number`);
+    if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`what-if "${term}": expected a whole number ≥ 1`);
     return n;
   };
   switch (k) {

@@ -44,7 +44,7 @@ interface TopoFlags extends CommonOptions {
 
 const posInt = (name: string) => (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer, got "${v}"`);
+  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer, got "${v}"`);
   return n;
 };
 const posNum = (name: string) => (v: string) => {

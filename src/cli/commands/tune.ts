@@ -9,8 +9,8 @@ import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
 import { renderTune } from "../../tune/render.ts";
 import { runTune, type Slo } from "../../tune/run.ts";
-import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
-import { intArg, numArg } from "./experiment-args.ts";
+import { durationFlag, emit, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -73,13 +73,25 @@ export function register(program: Command): void {
       )
       .option("--tolerance <pct>", "differences below this count as equal (default 1 %)", numArg)
       .option("--error-rate <delta>", "chance of dropping the true best, over all candidates (default 0.05)", numArg)
-      .option("--min-blocks <n>", "blocks the winner needs at least (default 2)", intArg)
-      .option("--num-prompts <n>", "measured requests per block (default 10)", intArg)
-      .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
-      .option("--random-output-len <n>", "output tokens per request, ignore_eos (default 128)", intArg)
-      .option("--concurrency <n>", "closed-loop users per block (default 1)", intArg)
-      .option("--warmup <n>", "warm-up requests per block, excluded (default 1)", intArg)
-      .option("--seed <n>", "seeds prompts, block order and sampling (default 0)", intArg)
+      .option("--min-blocks <n>", "blocks the winner needs at least (default 2)", countArg("--min-blocks", 1, 1000))
+      .option(
+        "--num-prompts <n>",
+        "measured requests per block (default 10)",
+        countArg("--num-prompts", 1, MAX_REQUESTS),
+      )
+      .option("--random-input-len <n>", "prompt tokens (default 32)", countArg("--random-input-len", 1, MAX_TOKENS))
+      .option(
+        "--random-output-len <n>",
+        "output tokens per request, ignore_eos (default 128)",
+        countArg("--random-output-len", 1, MAX_TOKENS),
+      )
+      .option("--concurrency <n>", "closed-loop users per block (default 1)", countArg("--concurrency", 1, MAX_STREAMS))
+      .option("--warmup <n>", "warm-up requests per block, excluded (default 1)", countArg("--warmup", 0, MAX_REQUESTS))
+      .option(
+        "--seed <n>",
+        "seeds prompts, block order and sampling (default 0)",
+        numberArg("--seed", { integer: true, min: 0 }),
+      )
       .option("--served-model <name>", "model name in requests (default: first of /v1/models)")
       .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
       .option("--profile <name>", "embedded sim: deployment profile (default glm5-8x-rtxpro6000-pcie)")
@@ -87,8 +99,8 @@ export function register(program: Command): void {
       .option("--set <key=value>", "embedded sim: override a profile field; repeat", collect, [] as string[])
       .option("--model <name|path>", "the model, for the prediction (catalog name, config.json or .gguf)")
       .option("--gpu <name>", "GPU (catalog name), for the prediction")
-      .option("--gpus <n>", "GPU count", intArg)
-      .option("--tp <n>", "tensor-parallel size", intArg)
+      .option("--gpus <n>", "GPU count", countArg("--gpus", 1, 4096))
+      .option("--tp <n>", "tensor-parallel size", countArg("--tp", 1, 4096))
       .option("--interconnect <kind>", "pcie4, pcie5, nvlink4 …")
       .option("--engine <name>", "vllm, sglang, llamacpp, trtllm, tgi")
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
