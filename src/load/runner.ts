@@ -6,7 +6,7 @@ import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
-import { blankRecord, serverMessage as errorBodyMessage, StreamClient } from "./client.ts";
+import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { pace } from "./pacer.ts";
@@ -194,8 +194,7 @@ export async function resolveModel(
     const said = errorBodyMessage(res.body);
     throw new TargetError(`GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}; pass --model`, {
       status: res.status,
-      hint:
-        res.status === 401 || res.status === 403 ? "the server wants a key (--api-key, or OPENAI_API_KEY)" : undefined,
+      hint: keyHint(res.status, client.sendsKey),
     });
   }
   let list: unknown;
@@ -756,14 +755,11 @@ class RunState {
         if (rec.status >= 400 && rec.status < 500 && rec.status !== 429 && rec.status !== 408)
           this.fatal = new TargetError(`the server rejected the request: ${rec.errorMessage}`, {
             status: rec.status,
-            hint:
-              rec.status === 401 || rec.status === 403
-                ? "the server wants a key (--api-key, or OPENAI_API_KEY)"
-                : "check --model and --endpoint",
+            hint: keyHint(rec.status, this.ctx.client.sendsKey) ?? "check --model and --endpoint",
           });
         else if (rec.errorClass === "connect")
           this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {
-            hint: "is the server running? check its URL (--base-url, --url)",
+            hint: "is the server running? check its URL (--base-url)",
           });
         if (this.fatal) {
           this.stop();

@@ -17,6 +17,7 @@ import type {
   Endpoint,
   GoodputSlo,
   PercentileMetric,
+  Stats,
 } from "../../load/types.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
@@ -97,7 +98,9 @@ function progressPrinter(enabled: boolean) {
   return { onProgress, done: () => log.clear() };
 }
 
-function sweepTable(s: SweepResult): string {
+const ms = (s: Stats, x: number) => (s.count === 0 ? "n/a" : x.toFixed(2));
+
+export function sweepTable(s: SweepResult): string {
   const t = new Table({
     head: ["point", "ok", "fail", "req/s", "out tok/s", "TTFT mean", "TPOT mean", "ITL mean", "ITL p99", "client"],
     style: { head: [], border: [] },
@@ -111,10 +114,11 @@ function sweepTable(s: SweepResult): string {
       m.failed,
       m.request_throughput.toFixed(2),
       m.output_throughput.toFixed(1),
-      ins.ttft_ms.mean.toFixed(2),
-      ins.tpot_ms.mean.toFixed(2),
-      ins.itl_ms.mean.toFixed(2),
-      (ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max).toFixed(2),
+      // A level where every request failed measured no latency: n/a, not 0.00.
+      ms(ins.ttft_ms, ins.ttft_ms.mean),
+      ms(ins.tpot_ms, ins.tpot_ms.mean),
+      ms(ins.itl_ms, ins.itl_ms.mean),
+      ms(ins.itl_ms, ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max),
       p.result.client.saturated ? "SATURATED" : "ok",
     ]);
   }

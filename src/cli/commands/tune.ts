@@ -34,6 +34,8 @@ export function parseSlo(text: string | undefined): Slo | undefined {
   return slo;
 }
 
+const MAX_STARTS = 100_000;
+
 /** `40` server starts, `30m` of wall time, or both: `40,30m`. */
 export function parseBudget(text: string | undefined): { starts?: number; timeMs?: number } | undefined {
   if (text === undefined) return undefined;
@@ -42,8 +44,13 @@ export function parseBudget(text: string | undefined): { starts?: number; timeMs
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean)) {
-    if (/^\d+$/.test(part)) out.starts = Number(part);
-    else out.timeMs = durationFlag("--budget", part);
+    const what = `--budget "${part}" is neither a number of server starts (a whole number from 2, e.g. 40) nor a duration (30m, 2h), or both: 40,30m`;
+    if (/^\d+$/.test(part)) {
+      out.starts = Number(part);
+      if (!Number.isSafeInteger(out.starts) || out.starts > MAX_STARTS)
+        throw new UsageError(`--budget "${part}": at most ${MAX_STARTS} server starts`);
+    } else if (/^\d+(?:\.\d+)?(ms|s|m|h)$/.test(part)) out.timeMs = durationFlag("--budget", part);
+    else throw new UsageError(what);
   }
   if (out.starts !== undefined && out.starts < 2) throw new UsageError("--budget needs at least 2 server starts");
   return out;
