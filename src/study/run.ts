@@ -149,6 +149,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       );
     checkNotFile("--profiler-dir", opts.profilerDir);
   }
+  if (opts.outDir) checkNotFile("--out", opts.outDir);
   if (opts.dbPath) checkRunStore("--db", opts.dbPath);
   const quick = Boolean(opts.quick);
   const seed = opts.seed ?? 1;

@@ -4,7 +4,7 @@ import type { Command } from "@commander-js/extra-typings";
 import { runAB } from "../../experiment/ab.ts";
 import { renderAB } from "../../experiment/render.ts";
 import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
-import { checkRunStore } from "../../input-file.ts";
+import { checkNotFile, checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
@@ -93,6 +93,7 @@ export function register(program: Command): void {
     // Refused before any server starts: a header-splitting key, a --db that is no store, NCCL_PROTO=WAT.
     headerValueFlag("--api-key", o.apiKey);
     checkRunStore("--db", o.db);
+    if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
     for (const v of o.variant) checkNcclEnv(parseVariant(v).env, `--variant ${v}`);
     const progress = progressEnabled(o);
     const result = await runAB({

@@ -92,7 +92,9 @@ function formatFamilies(s: ReturnType<typeof summarizeExposition>): string {
 }
 
 function formatDiff(d: SnapshotDiff, all: boolean): string {
-  const lines = [`window ${Number.isFinite(d.windowSeconds) ? `${d.windowSeconds.toFixed(1)} s` : "unknown"}`];
+  const lines = [
+    `window ${Number.isFinite(d.windowSeconds) ? `${d.windowSeconds.toFixed(1)} s` : `unknown${d.windowUnknown ? `: ${d.windowUnknown}` : ""}`}`,
+  ];
   const labels = (l: Record<string, string>) => {
     const s = Object.entries(l)
       .map(([k, v]) => `${k}="${v}"`)

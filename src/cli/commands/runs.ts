@@ -33,7 +33,10 @@ export function register(program: Command): void {
     runs
       .command("list")
       .description("saved runs, newest first")
-      .option("--kind <kind>", "only runs of this kind (ab, sweep-lengths, sweep-concurrency, sweep-rate, bench, study, tune)")
+      .option(
+        "--kind <kind>",
+        "only runs of this kind (ab, sweep-lengths, sweep-concurrency, sweep-rate, bench, study, tune)",
+      )
       .option("--limit <n>", "at most this many (default 50)", countArg("--limit", 1, 1_000_000)),
   ).action((...args: any[]) => {
     const o = args.at(-2);
