@@ -4,7 +4,7 @@
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
-import { checkNotFile } from "../../input-file.ts";
+import { checkNotFile, checkRunStore } from "../../input-file.ts";
 import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
@@ -128,6 +128,7 @@ export function register(program: Command): void {
     // Folders named with their flag before any server starts, not as ENOTDIR from the first write.
     if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
     if (o.out !== undefined) checkNotFile("--out", o.out);
+    checkRunStore("--db", o.db);
     if (o.objective !== undefined && !OBJECTIVE_NAMES.includes(o.objective))
       throw new UsageError(`--objective ${o.objective} is not one of ${OBJECTIVE_NAMES.join(", ")}`);
     const simSet: Record<string, string> = {};
