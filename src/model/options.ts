@@ -357,7 +357,11 @@ export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undef
     return undefined;
   }
   const c = intOpt("--concurrency", o.concurrency);
-  if (c === 0) throw new UsageError("--concurrency must be ≥ 1, got 0");
+  // The schedule simulates max(200, 25 × C) requests unless --requests says otherwise, and --requests stops at 100000.
+  if (c !== undefined && c > 4000 && o.requests === undefined)
+    throw new UsageError(
+      `--concurrency ${c}: at most 4000 without --requests (25 × C requests are simulated, at most 100000)`,
+    );
   let inputLen: LengthDist;
   let outputLen: LengthDist;
   if (o.dataset !== undefined || o.datasetPath !== undefined) {
