@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { sweepTable } from "../../src/cli/commands/bench.ts";
 import { checkRunStore } from "../../src/input-file.ts";
 import { diffSnapshots } from "../../src/metrics/diff.ts";
 import { inputFromOptions } from "../../src/model/options.ts";
@@ -234,6 +235,31 @@ test("metrics diff of two files written together: the window is unknown and says
   const d2 = diffSnapshots(snap(5000, 1) as any, snap(15_000, 5) as any);
   assert.equal(d2.windowSeconds, 10);
   assert.equal(d2.windowUnknown, null);
+});
+
+test("a bench sweep level where every request failed shows n/a latencies, not 0.00", () => {
+  const none = { mean: 0, median: 0, std: 0, min: 0, max: 0, count: 0, percentiles: { p99: 0 } };
+  const some = { ...none, mean: 12.5, median: 12, count: 4, percentiles: { p99: 20 } };
+  const point = (kind: string, value: number, stats: typeof none, completed: number) => ({
+    kind,
+    value,
+    result: {
+      summary: {
+        completed,
+        failed: 4 - completed,
+        request_throughput: 0,
+        output_throughput: 0,
+        inferscope: { ttft_ms: stats, tpot_ms: stats, itl_ms: stats },
+      },
+      client: { saturated: false },
+    },
+  });
+  const text = sweepTable({ points: [point("concurrency", 1, some, 4), point("concurrency", 2, none, 0)] } as any);
+  const rows = text.split("\n").filter((l) => /concurrency [12]/.test(l));
+  assert.equal(rows.length, 2, text);
+  assert.match(rows[0]!, /12\.50/);
+  assert.doesNotMatch(rows[1]!, /0\.00 *│ *0\.00/, text);
+  assert.equal((rows[1]!.match(/n\/a/g) ?? []).length, 4, text);
 });
 
 describe("against loopback fault servers", () => {
