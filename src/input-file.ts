@@ -81,6 +81,57 @@ export function checkRunStore(flag: string, path: string | undefined, o: { mustE
     throw new InputError(
       `${flag} ${path}: not a run store (${st.size === 0 ? "an empty file" : "not an SQLite database"})`,
     );
+  // A writer adds its tables to whatever it opens: another program's database must stay as it is.
+  let kind: "empty" | "store" | "foreign";
+  try {
+    kind = sqliteContents(path, Number(st.size));
+  } catch (e) {
+    throw new InputError(`${flag} ${path}: ${plainReason(e)}`, { cause: e });
+  }
+  if (kind === "foreign")
+    throw new InputError(`${flag} ${path}: an SQLite database that is not an inferscope run store`, {
+      hint: "give a new file name (the store is created there), or an existing run store",
+    });
+}
+
+// The store's first migration, as SQLite keeps it in sqlite_master (the SQL text is stored as written).
+const STORE_TABLES = [/CREATE TABLE runs\s*\(/, /CREATE TABLE blocks\s*\(/];
+
+/**
+ * What an SQLite file holds, read from its bytes (no driver, nothing written): "empty" when its schema
+ * table has no entry (a fresh file, or a store whose schema is still in its WAL), "store" when it has
+ * the run store's tables, else "foreign". The schema's SQL text is searched for in the file's pages.
+ */
+export function sqliteContents(path: string, size: number): "empty" | "store" | "foreign" {
+  const fd = openSync(path, "r");
+  try {
+    const head = Buffer.alloc(108);
+    const n = readSync(fd, head, 0, 108, 0);
+    if (n < 108) return "empty";
+    // Page 1 holds sqlite_master's root after the 100-byte header: a leaf (0x0d) with no cells is no table.
+    if (head[100] === 0x0d && head.readUInt16BE(103) === 0) return "empty";
+    // Schema pages sit near the start unless a later migration moved them: read on when the file says it
+    // was migrated (user_version ≥ 1) before calling it foreign.
+    const migrated = head.readUInt32BE(60) >= 1;
+    const limit = migrated ? size : Math.min(size, 4 << 20);
+    const chunk = Buffer.alloc(1 << 20);
+    const found = STORE_TABLES.map(() => false);
+    let tail = "";
+    for (let pos = 0; pos < limit; pos += chunk.length) {
+      const got = readSync(fd, chunk, 0, Math.min(chunk.length, limit - pos), pos);
+      if (got <= 0) break;
+      // Overlap by a little, so a statement cut between two chunks is still seen.
+      const text = tail + chunk.toString("latin1", 0, got);
+      STORE_TABLES.forEach((re, i) => {
+        if (re.test(text)) found[i] = true;
+      });
+      if (found.every(Boolean)) return "store";
+      tail = text.slice(-64);
+    }
+    return "foreign";
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** A directory to read from (e.g. a profiler directory): it may be missing (made later), not a file. */

@@ -139,7 +139,20 @@ export function durationFlag(flag: string, text: string | undefined): number | u
     throw new UsageError(`${flag}: not a duration: "${text}" (examples: 500ms, 10s, 2m)`);
   }
   if (!(ms > 0)) throw new UsageError(`${flag} must be longer than 0, got "${text}"`);
+  // Node's timers wrap past 2^31 − 1 ms and fire at once: a longer wait would be no wait at all.
+  if (ms > MAX_DURATION_MS)
+    throw new UsageError(
+      `${flag} must be at most ${(MAX_DURATION_MS / 3_600_000) | 0}h (the longest timer Node sets), got "${text}"`,
+    );
   return ms;
+}
+
+/** The longest duration a flag takes, in ms: Node's timer limit (about 24.8 days). */
+export const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** A commander parser for a duration flag: in ms, > 0 and within MAX_DURATION_MS, else a usage error naming the flag. */
+export function durationArg(flag: string) {
+  return (v: string): number => durationFlag(flag, v)!;
 }
 
 /**
@@ -160,7 +173,8 @@ export function numberArg(name: string, o: { integer?: boolean; min?: number; ma
     const bad =
       v.trim() === "" ||
       !Number.isFinite(n) ||
-      (o.integer === true && !Number.isInteger(n)) ||
+      // 1e99 is an integer to JavaScript, but not one a count or a seed can hold exactly.
+      (o.integer === true && !Number.isSafeInteger(n)) ||
       (o.min !== undefined && n < o.min) ||
       (o.max !== undefined && n > o.max) ||
       (o.above !== undefined && n <= o.above);

@@ -514,7 +514,7 @@ async function runABWithStore(opts: ABOptions, deps: ABDeps, store: Store, locks
 function abWords(text: string, v: { name: string; url?: string }): string {
   const target = v.url ? `--variant ${v.name}=URL` : "--server-cmd";
   return text
-    .replace("(--base-url, --url)", `(${target})`)
+    .replace("(--base-url)", `(${target})`)
     .replaceAll("--base-url", target)
     .replace(" (--connect-timeout)", "");
 }

@@ -151,7 +151,7 @@ function targetFlag(o: TargetOptions): string {
 /** The bench engine's words in the flags a sweep user typed: --url (or --server-cmd), no --connect-timeout. */
 function sweepWords(text: string | undefined, o: TargetOptions): string | undefined {
   return text
-    ?.replace("(--base-url, --url)", targetFlag(o))
+    ?.replace("(--base-url)", targetFlag(o))
     .replaceAll("--base-url", o.serverCmd ? "--server-cmd" : "--url")
     .replace(" (--connect-timeout)", "");
 }

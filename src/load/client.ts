@@ -365,6 +365,17 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
 }
 
 /** One connection pool to one server; `stream()` sends a prepared body and resolves with the record. */
+/**
+ * What to do about a 401/403: send a key, or (one was sent) send the right one. Undefined for other
+ * statuses. A wrong key told "the server wants a key" sends the user looking for a flag they already gave.
+ */
+export function keyHint(status: number, keySent: boolean): string | undefined {
+  if (status !== 401 && status !== 403) return undefined;
+  return keySent
+    ? "the server rejected the key given (--api-key or $OPENAI_API_KEY): check it"
+    : "the server wants a key (--api-key, or OPENAI_API_KEY)";
+}
+
 export class StreamClient {
   readonly origin: string;
   readonly basePath: string;
@@ -379,6 +390,11 @@ export class StreamClient {
   private readonly stallTimeoutMs: number;
   private readonly headersTimeoutMs: number;
   private watchdog: NodeJS.Timeout | null = null;
+
+  /** True when requests carry an Authorization header (for the 401 hint). */
+  get sendsKey(): boolean {
+    return Boolean(this.opts.apiKey);
+  }
 
   constructor(
     baseUrl: string,
@@ -541,7 +557,7 @@ export async function httpGet(
           : `${code ? `${code}: ` : ""}${err?.message ?? String(err)}`;
     throw new TargetError(`cannot reach ${url}: ${what}`, {
       url,
-      hint: "is the server running? check its URL (--base-url, --url)",
+      hint: "is the server running? check its URL (--base-url)",
       cause: err,
     });
   }

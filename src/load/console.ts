@@ -13,6 +13,8 @@ const center = (s: string, fill: string, n = 50) => {
 };
 const row = (label: string, value: string) => `${label.padEnd(40)} ${value.padEnd(10)}`.trimEnd();
 const f2 = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(2));
+/** A latency from a sample: "n/a" when nothing was measured (vLLM's JSON keeps 0 there; a 0.00 ms would read as a fact). */
+const fs = (s: Stats, x: number | null | undefined) => (s.count === 0 ? "n/a" : f2(x));
 
 const HEADERS: Record<string, [string, string]> = {
   ttft: ["TTFT", "Time to First Token"],
@@ -23,10 +25,10 @@ const HEADERS: Record<string, [string, string]> = {
 
 function block(lines: string[], header: string, name: string, s: Stats, percentiles: number[]) {
   lines.push(center(header, "-"));
-  lines.push(row(`Mean ${name} (ms):`, f2(s.mean)));
-  lines.push(row(`Median ${name} (ms):`, f2(s.median)));
+  lines.push(row(`Mean ${name} (ms):`, fs(s, s.mean)));
+  lines.push(row(`Median ${name} (ms):`, fs(s, s.median)));
   for (const p of percentiles)
-    lines.push(row(`P${percentileKey(p)} ${name} (ms):`, f2(s.percentiles[`p${percentileKey(p)}`])));
+    lines.push(row(`P${percentileKey(p)} ${name} (ms):`, fs(s, s.percentiles[`p${percentileKey(p)}`])));
 }
 
 export function formatConsole(res: BenchResult): string {
@@ -65,21 +67,21 @@ export function formatConsole(res: BenchResult): string {
   L.push(
     row(
       `Per-token ITL mean / P${percentileKey(pLast)} (ms):`,
-      `${f2(ins.itl_token_ms.mean)} / ${f2(pct(ins.itl_token_ms, pLast))}`,
+      `${fs(ins.itl_token_ms, ins.itl_token_ms.mean)} / ${fs(ins.itl_token_ms, pct(ins.itl_token_ms, pLast))}`,
     ),
   );
-  L.push(row("Normalized TPOT E2EL/n mean (ms):", f2(ins.tpot_normalized_ms.mean)));
-  L.push(row("TTFT to first text mean (ms):", f2(ins.ttft_output_ms.mean)));
+  L.push(row("Normalized TPOT E2EL/n mean (ms):", fs(ins.tpot_normalized_ms, ins.tpot_normalized_ms.mean)));
+  L.push(row("TTFT to first text mean (ms):", fs(ins.ttft_output_ms, ins.ttft_output_ms.mean)));
   if (ins.ttfo_ms.count && Math.abs(ins.ttfo_ms.mean - ins.ttft_output_ms.mean) > 0.01)
     L.push(row("TTFO (first non-reasoning) mean (ms):", f2(ins.ttfo_ms.mean)));
-  L.push(row("Decode tok/s per request (median):", f2(ins.decode_tok_s.median)));
-  L.push(row("Tokens per chunk (mean):", f2(ins.tokens_per_chunk.mean)));
+  L.push(row("Decode tok/s per request (median):", fs(ins.decode_tok_s, ins.decode_tok_s.median)));
+  L.push(row("Tokens per chunk (mean):", fs(ins.tokens_per_chunk, ins.tokens_per_chunk.mean)));
   if (res.setup.request_rate !== "inf")
     L.push(
       row(
         // With a cap, a send waits for a slot: the lag then holds the queue time above.
         `Schedule lag${res.setup.max_concurrency !== null ? " incl. queue" : ""} median / P${percentileKey(pLast)} (ms):`,
-        `${f2(ins.schedule_lag_ms.median)} / ${f2(pct(ins.schedule_lag_ms, pLast))}`,
+        `${fs(ins.schedule_lag_ms, ins.schedule_lag_ms.median)} / ${fs(ins.schedule_lag_ms, pct(ins.schedule_lag_ms, pLast))}`,
       ),
     );
   L.push(

@@ -1,12 +1,14 @@
 // Runs a benchmark: resolves the model, warms up, sends the measured requests on a closed loop or an
 // open-loop schedule (paced by a timer, then short futex sleeps), streams records to JSONL, and summarises.
 import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
-import { blankRecord, serverMessage as errorBodyMessage, StreamClient } from "./client.ts";
+import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
+import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
@@ -66,7 +68,7 @@ export interface BenchResult {
   percentileMetrics: string[];
 }
 
-interface Resolved {
+export interface Resolved {
   baseUrl: string;
   endpoint: Endpoint;
   numPrompts: number | null;
@@ -100,12 +102,15 @@ export function resolveOptions(o: BenchOptions): Resolved {
     ["--concurrency", o.concurrency],
     ["--max-concurrency", o.maxConcurrency],
   ] as const)
-    if (v !== undefined && !(Number.isInteger(v) && v >= 1))
-      throw new UsageError(`${n} must be an integer ≥ 1, got ${v}`);
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1 && v <= MAX_REQUESTS))
+      throw new UsageError(`${n} expects an integer in [1, ${MAX_REQUESTS}], got ${v}`);
   if (o.numPrompts !== undefined && o.durationMs !== undefined)
     throw new UsageError("give --num-prompts or --duration, not both");
-  if (o.numPrompts !== undefined && !(Number.isInteger(o.numPrompts) && o.numPrompts >= 1))
-    throw new UsageError(`--num-prompts must be an integer ≥ 1, got ${o.numPrompts}`);
+  if (
+    o.numPrompts !== undefined &&
+    !(Number.isInteger(o.numPrompts) && o.numPrompts >= 1 && o.numPrompts <= MAX_REQUESTS)
+  )
+    throw new UsageError(`--num-prompts expects an integer in [1, ${MAX_REQUESTS}], got ${o.numPrompts}`);
   if (o.durationMs !== undefined && !(o.durationMs > 0)) throw new UsageError("--duration must be > 0");
   if (o.durationMs !== undefined && o.concurrency === undefined && rate === Number.POSITIVE_INFINITY)
     throw new UsageError("--duration needs --concurrency (closed loop) or a finite --request-rate");
@@ -113,12 +118,19 @@ export function resolveOptions(o: BenchOptions): Resolved {
   for (const p of percentiles)
     if (!(p > 0 && p <= 100)) throw new UsageError(`percentiles must be in (0, 100], got ${p}`);
   const warmup = o.warmup ?? 0;
-  if (!(Number.isInteger(warmup) && warmup >= 0)) throw new UsageError(`--warmup must be an integer ≥ 0`);
+  if (!(Number.isInteger(warmup) && warmup >= 0 && warmup <= MAX_REQUESTS))
+    throw new UsageError(`--warmup expects an integer in [0, ${MAX_REQUESTS}], got ${warmup}`);
   let numPrompts: number | null = o.numPrompts ?? null;
   let durationMs: number | null = o.durationMs ?? null;
   if (numPrompts === null && durationMs === null) numPrompts = 100;
   if (durationMs !== null && rate !== Number.POSITIVE_INFINITY) {
     numPrompts = requestsForDuration(durationMs, rate);
+    // Every arrival is drawn up front, so the product is a request count like --num-prompts.
+    if (numPrompts > MAX_REQUESTS)
+      throw new UsageError(
+        `--duration × --request-rate is ${numPrompts} requests, more than the ${MAX_REQUESTS} one run keeps`,
+        { hint: "shorten --duration or lower --request-rate" },
+      );
     durationMs = null;
   }
   const endpoint = o.endpoint ?? "/v1/completions";
@@ -147,6 +159,29 @@ export function resolveOptions(o: BenchOptions): Resolved {
   };
 }
 
+/**
+ * Worker threads for a run: `--workers N` within the cores, auto from the streams; never more than there
+ * are streams or requests to give them (a thread that sends nothing still costs its start-up), and at most
+ * MAX_STREAMS_PER_WORKER streams on each.
+ */
+export function workerCount(r: Resolved, asked: number | "auto" | undefined, cores = availableParallelism()): number {
+  const explicit = asked !== undefined && asked !== "auto";
+  if (explicit) checkWorkers(asked, cores);
+  // Streams open at once: the users, the cap, or every request when an infinite rate sends them together.
+  const [streams, flag] =
+    r.concurrency !== null
+      ? [r.concurrency, "--concurrency"]
+      : r.maxConcurrency !== null
+        ? [r.maxConcurrency, "--max-concurrency"]
+        : r.rate === Number.POSITIVE_INFINITY && r.numPrompts !== null
+          ? [r.numPrompts, "--num-prompts"]
+          : [1, ""];
+  const chosen = explicit ? asked : autoWorkers(streams, r.baseUrl, cores);
+  if (flag) checkStreams(streams, chosen, flag, cores);
+  const work = Math.min(r.concurrency ?? Number.POSITIVE_INFINITY, r.numPrompts ?? Number.POSITIVE_INFINITY);
+  return Math.max(1, Math.min(chosen, work));
+}
+
 /** Finds the served model (first of /v1/models); unreachable → TargetError. */
 export async function resolveModel(
   client: StreamClient,
@@ -159,8 +194,7 @@ export async function resolveModel(
     const said = errorBodyMessage(res.body);
     throw new TargetError(`GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}; pass --model`, {
       status: res.status,
-      hint:
-        res.status === 401 || res.status === 403 ? "the server wants a key (--api-key, or OPENAI_API_KEY)" : undefined,
+      hint: keyHint(res.status, client.sendsKey),
     });
   }
   let list: unknown;
@@ -251,6 +285,8 @@ export interface Phase {
 /** Runs one benchmark. Returns partial results on interrupt (result.partial); throws typed errors. */
 export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promise<BenchResult> {
   const r = resolveOptions(opts);
+  // Threads and streams are bounded before anything is sent.
+  const workers = workerCount(r, opts.workers);
   const workload: Workload = createWorkload({ ...opts, seed: r.seed });
   const connections = r.concurrency ?? r.maxConcurrency ?? null;
   const client = new StreamClient(r.baseUrl, {
@@ -342,12 +378,6 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let cpu0 = process.cpuUsage();
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
-    const workers =
-      opts.workers === undefined || opts.workers === "auto"
-        ? autoWorkers(r.concurrency ?? r.maxConcurrency ?? 1, r.baseUrl)
-        : opts.workers;
-    if (!(Number.isInteger(workers) && workers >= 1))
-      throw new UsageError(`--workers must be an integer ≥ 1 or auto, got ${opts.workers}`);
     if (workers > 1) {
       const sh = await shardedPhase(ctx, r, opts, workers, () => {
         // The threads are up: the measured window starts now.
@@ -733,14 +763,11 @@ class RunState {
         if (rec.status >= 400 && rec.status < 500 && rec.status !== 429 && rec.status !== 408)
           this.fatal = new TargetError(`the server rejected the request: ${rec.errorMessage}`, {
             status: rec.status,
-            hint:
-              rec.status === 401 || rec.status === 403
-                ? "the server wants a key (--api-key, or OPENAI_API_KEY)"
-                : "check --model and --endpoint",
+            hint: keyHint(rec.status, this.ctx.client.sendsKey) ?? "check --model and --endpoint",
           });
         else if (rec.errorClass === "connect")
           this.fatal = new TargetError(`cannot connect to the server: ${rec.errorMessage}`, {
-            hint: "is the server running? check its URL (--base-url, --url)",
+            hint: "is the server running? check its URL (--base-url)",
           });
         else if (rec.errorClass === "stall" && this.ctx.stopOnStall)
           this.fatal = new TargetError(`the server streamed no tokens: ${rec.errorMessage}`, {

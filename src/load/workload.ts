@@ -3,6 +3,7 @@
 // of prompts, and shared-prefix groups. Deterministic for a seed: request i is the same in every run.
 import { readFileSync } from "node:fs";
 import { InputError, UsageError } from "../errors.ts";
+import { MAX_PREFIX_GROUPS, MAX_PREFIX_TOKENS, MAX_TOKENS } from "./limits.ts";
 import { Rng } from "./schedule.ts";
 import type { DatasetName, Endpoint } from "./types.ts";
 
@@ -78,7 +79,12 @@ export function createWorkload(o: WorkloadOptions): Workload {
   const inLen = o.randomInputLen ?? 1024;
   const outLen = o.randomOutputLen ?? 128;
   const ratio = o.randomRangeRatio ?? 0;
-  if (!(inLen >= 1) || !(outLen >= 1)) throw new UsageError("--random-input-len and --random-output-len must be ≥ 1");
+  for (const [flag, v] of [
+    ["--random-input-len", inLen],
+    ["--random-output-len", outLen],
+  ] as const)
+    if (!(Number.isInteger(v) && v >= 1 && v <= MAX_TOKENS))
+      throw new UsageError(`${flag} expects an integer in [1, ${MAX_TOKENS}], got ${v}`);
   // vLLM's rule too: a ratio of 1 or more would draw lengths of zero or below.
   if (!(ratio >= 0 && ratio < 1)) throw new UsageError(`--random-range-ratio must be in [0, 1), got ${ratio}`);
   if (ds === "random") {
@@ -95,7 +101,15 @@ export function createWorkload(o: WorkloadOptions): Workload {
   if (ds === "shared-prefix") {
     const groups = o.prefixGroups ?? 4;
     const plen = o.prefixLen ?? 512;
-    if (!(groups >= 1) || !(plen >= 0)) throw new UsageError("--prefix-groups must be ≥ 1 and --prefix-len ≥ 0");
+    if (!(Number.isInteger(groups) && groups >= 1 && groups <= MAX_PREFIX_GROUPS))
+      throw new UsageError(`--prefix-groups expects an integer in [1, ${MAX_PREFIX_GROUPS}], got ${groups}`);
+    if (!(Number.isInteger(plen) && plen >= 0 && plen <= MAX_TOKENS))
+      throw new UsageError(`--prefix-len expects an integer in [0, ${MAX_TOKENS}], got ${plen}`);
+    // Every prefix is built up front and kept for the run.
+    if (groups * plen > MAX_PREFIX_TOKENS)
+      throw new UsageError(
+        `--prefix-groups ${groups} × --prefix-len ${plen} is ${groups * plen} prefix tokens held at once, more than ${MAX_PREFIX_TOKENS}`,
+      );
     const prefixes: string[] = [];
     for (let g = 0; g < groups; g++) prefixes.push(randomText(new Rng((seed * 7919 + g + 1) | 0), plen));
     return {

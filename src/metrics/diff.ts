@@ -77,8 +77,10 @@ export interface SeriesRef {
 export interface SnapshotDiff {
   beforeAtMs: number;
   afterAtMs: number;
-  /** (after.atMs − before.atMs) / 1000. */
+  /** (after.atMs − before.atMs) / 1000; NaN when unknown (see windowUnknown). */
   windowSeconds: number;
+  /** Why the window is unknown (two files written at the same moment, or `after` older than `before`); null when known. */
+  windowUnknown: string | null;
   counters: CounterDelta[];
   gauges: GaugeChange[];
   histograms: HistogramDelta[];
@@ -106,12 +108,21 @@ function sampleMap(f: MetricFamily | undefined): Map<string, number> {
 }
 
 export function diffSnapshots(before: Snapshot, after: Snapshot): SnapshotDiff {
-  const windowSeconds = (after.atMs - before.atMs) / 1000;
+  // Files carry no scrape time, only when they were written: two written together span no known window.
+  const span = (after.atMs - before.atMs) / 1000;
+  const windowUnknown =
+    span > 0
+      ? null
+      : span === 0
+        ? "both expositions carry the same time (a file's time is when it was written), so per-second rates are not given"
+        : "the second exposition is older than the first, so per-second rates are not given";
+  const windowSeconds = windowUnknown ? Number.NaN : span;
   const perSec = (x: number): number => (windowSeconds > 0 ? x / windowSeconds : Number.NaN);
   const out: SnapshotDiff = {
     beforeAtMs: before.atMs,
     afterAtMs: after.atMs,
     windowSeconds,
+    windowUnknown,
     counters: [],
     gauges: [],
     histograms: [],

@@ -89,6 +89,9 @@ export function metricsPath(url: string): string {
 }
 
 async function fetchUrl(url: string, opts: FetchOptions, t0: number): Promise<RawBody> {
+  // A URL that does not parse is the user's typo (exit 2), not a server that cannot be reached.
+  if (!URL.canParse(url))
+    throw new InputError(`${url}: not a valid URL (expected http://host:port/metrics, a file path, or -)`);
   const now = opts.now ?? Date.now;
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;

@@ -344,7 +344,11 @@ export function customGpu(spec: CustomGpuSpec): Gpu {
         ? spec.bandwidth
         : parseBandwidthGBs(spec.bandwidth);
   if (bw === undefined || !(bw > 0))
-    throw new UsageError("a custom device needs its memory bandwidth (--gpu-bandwidth 936GB/s)");
+    throw new UsageError(
+      spec.arch === "cpu"
+        ? "a CPU host needs its memory bandwidth, more than 0 (--cpu-bandwidth 40GB/s)"
+        : "a custom device needs its memory bandwidth, more than 0 (--gpu-bandwidth 936GB/s)",
+    );
   const tf = spec.tflopsBf16 ?? base?.tflops.bf16;
   if (tf === undefined || !(tf > 0))
     throw new UsageError("a custom device needs its dense BF16 TFLOPS (--gpu-tflops-bf16 71)");

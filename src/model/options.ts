@@ -53,11 +53,26 @@ export interface ModelCliOptions {
   calibration?: string;
 }
 
+// Every count here (GPUs, parallel sizes, batch, lengths, cores) is 1 or more: a zero would model nothing.
 function intOpt(flag: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`${flag} expects a whole number (got "${v}")`);
+  if (v.trim() === "" || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`${flag} expects a whole number ≥ 1 (got "${v}")`);
   return n;
+}
+
+/** A bandwidth flag's value checked with its own name: > 0 and a bandwidth (the flag's text is kept). */
+function bandwidthOpt(flag: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  let gbs: number;
+  try {
+    gbs = parseBandwidthGBs(v);
+  } catch {
+    throw new UsageError(`${flag}: not a bandwidth: "${v}" (examples: 936GB/s, 1.8TB/s)`);
+  }
+  if (!(gbs > 0)) throw new UsageError(`${flag} must be more than 0, got "${v}"`);
+  return v;
 }
 
 function numOpt(flag: string, v: string | undefined): number | undefined {
@@ -87,6 +102,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     gpus ??= hw.gpus;
     interconnect ??= hw.interconnect;
   } else if (o.cpuBandwidth || o.cpuCores) {
+    bandwidthOpt("--cpu-bandwidth", o.cpuBandwidth);
     if (!o.cpuBandwidth)
       throw new UsageError("a CPU host needs its memory bandwidth: --cpu-bandwidth 40GB/s (with --cpu-cores N)");
     const cores = intOpt("--cpu-cores", o.cpuCores);
@@ -106,6 +122,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
       });
     gpu = o.cpu;
   } else if (o.gpuBandwidth || o.gpuTflopsBf16 || o.gpuMemory) {
+    bandwidthOpt("--gpu-bandwidth", o.gpuBandwidth);
     const spec: CustomGpuSpec = {
       base: o.gpu && findGpu(o.gpu) ? o.gpu : undefined,
       name: o.gpu && !findGpu(o.gpu) ? o.gpu : undefined,
@@ -168,7 +185,9 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     contextLen: intOpt("--context", o.context),
     inputLen: intOpt("--input-len", o.inputLen),
     outputLen: intOpt("--output-len", o.outputLen),
-    measuredBandwidthGBs: o.measuredBandwidth ? parseBandwidthGBs(o.measuredBandwidth) : undefined,
+    measuredBandwidthGBs: o.measuredBandwidth
+      ? parseBandwidthGBs(bandwidthOpt("--measured-bandwidth", o.measuredBandwidth)!)
+      : undefined,
     calibration,
   };
 }
@@ -338,7 +357,11 @@ export function workloadFromOptions(o: WorkloadCliOptions): WorkloadSpec | undef
     return undefined;
   }
   const c = intOpt("--concurrency", o.concurrency);
-  if (c === 0) throw new UsageError("--concurrency must be ≥ 1, got 0");
+  // The schedule simulates max(200, 25 × C) requests unless --requests says otherwise, and --requests stops at 100000.
+  if (c !== undefined && c > 4000 && o.requests === undefined)
+    throw new UsageError(
+      `--concurrency ${c}: at most 4000 without --requests (25 × C requests are simulated, at most 100000)`,
+    );
   let inputLen: LengthDist;
   let outputLen: LengthDist;
   if (o.dataset !== undefined || o.datasetPath !== undefined) {

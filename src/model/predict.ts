@@ -436,7 +436,7 @@ export function predictResolved(r: Resolved): Prediction {
         { low: (1000 * N) / totalMs.high, mid: (1000 * N) / totalMs.mid, high: (1000 * N) / totalMs.low },
         3,
       ),
-      formula: "T(N) = TTFT + (N − 1)·ITL; rate = N / T(N) (seed-scenario.md §3.2)",
+      formula: "T(N) = TTFT + (N − 1)·ITL; rate = N / T(N)",
     },
     memory,
     calibrated,

@@ -44,7 +44,7 @@ function applyTerm(input: ModelInput, term: string): { input: ModelInput; descri
     : [t.toLowerCase(), ""];
   const int = (x: string) => {
     const n = Number(x);
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`what-if "${term}": expected a whole number`);
+    if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`what-if "${term}": expected a whole number ≥ 1`);
     return n;
   };
   switch (k) {
@@ -166,8 +166,8 @@ function rowFrom(scenario: string, description: string, p: Prediction, base: Pre
 
 /** Re-runs the model under each scenario; the first row is always the baseline. */
 export function whatif(input: ModelInput, scenarios: string[]): WhatIfRow[] {
-  const base = predict(input);
-  const rows: WhatIfRow[] = [rowFrom("baseline", "as configured", base, null)];
+  // Every term is applied before any prediction: a bad one (batch=0) is refused before the model runs.
+  const applied: Array<{ s: string; input: ModelInput; description: string }> = [];
   for (const s of expandScenarios(scenarios)) {
     if (s === "baseline") continue;
     let cur = input;
@@ -177,8 +177,11 @@ export function whatif(input: ModelInput, scenarios: string[]): WhatIfRow[] {
       cur = r.input;
       desc.push(r.description);
     }
-    rows.push(rowFrom(s, desc.join(" + "), predict(cur), base));
+    applied.push({ s, input: cur, description: desc.join(" + ") });
   }
+  const base = predict(input);
+  const rows: WhatIfRow[] = [rowFrom("baseline", "as configured", base, null)];
+  for (const a of applied) rows.push(rowFrom(a.s, a.description, predict(a.input), base));
   return rows;
 }
 

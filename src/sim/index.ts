@@ -1,4 +1,6 @@
 // inferscope sim: an embedded vLLM-compatible server whose timing follows a deployment model.
+
+import { lookup } from "node:dns/promises";
 import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { isIP } from "node:net";
@@ -209,6 +211,10 @@ async function warmUp(model: StepModel, modelName: string, maxModelLen: number):
   engine.close();
 }
 
+function isLoopbackIp(a: string): boolean {
+  return a === "::1" || /^127\./.test(a) || /^::ffff:127\./i.test(a);
+}
+
 /** A listen address: an IP or a host name; "999.1.1.1" (looks like IPv4, is not) is refused at once. */
 function checkHost(host: string): void {
   if (isIP(host)) return;
@@ -239,7 +245,27 @@ function checkProfilerDir(dir: string, from: string): void {
 export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const host = opts.host ?? "127.0.0.1";
   checkHost(host);
-  if (!LOOPBACK.has(host) && !opts.allowRemote)
+  // A name is resolved first: one that does not resolve is a typo, not a remote address.
+  if (!LOOPBACK.has(host) && !isIP(host)) {
+    let addrs: string[];
+    try {
+      addrs = (await lookup(host, { all: true })).map((a) => a.address);
+    } catch (e) {
+      throw new UsageError(
+        `--host ${host}: could not be resolved (${(e as NodeJS.ErrnoException).code ?? plainReason(e)})`,
+        {
+          hint: "give an IP address (127.0.0.1, the default) or a host name this machine resolves",
+        },
+      );
+    }
+    if (addrs.length && addrs.every(isLoopbackIp)) {
+      // e.g. a name in /etc/hosts for 127.0.0.1: loopback all the same.
+    } else if (!opts.allowRemote)
+      throw new UsageError(`--host ${host} (${addrs.join(", ")}) is not a loopback address`, {
+        hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
+      });
+  }
+  if (!LOOPBACK.has(host) && isIP(host) && !isLoopbackIp(host) && !opts.allowRemote)
     throw new UsageError(`--host ${host} is not a loopback address`, {
       hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
     });

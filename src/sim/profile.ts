@@ -273,6 +273,21 @@ export function loadProfile(nameOrPath: string, overrides: Record<string, unknow
   } catch (err) {
     if (err instanceof InputError && err.code === "E_PROFILE") {
       const field = /field "([^"]+)"/.exec(err.message)?.[1] ?? "";
+      // A bad --set is the user's flag, not the profile file: name the flag, never a path into the package.
+      if (Object.keys(overrides).length && profileParses(raw, file)) {
+        const keys = Object.keys(overrides);
+        const culprit =
+          keys.find((k) => field !== "(root)" && (field.startsWith(k) || k.startsWith(field))) ??
+          keys.find((k) => err.message.includes(`"${k.split(".")[0]}"`)) ??
+          keys.join(", ");
+        throw new UsageError(`--set ${culprit}: ${err.message.replace(/^invalid profile: /, "")}`, {
+          hint: "see docs/sim.md for every profile field (dotted keys, e.g. --set cost.launchUs.graph=3)",
+        });
+      }
+      if (!isPath)
+        throw new InputError(`built-in profile "${nameOrPath}": ${err.message.replace(/^invalid profile: /, "")}`, {
+          code: "E_PROFILE",
+        });
       const line = isPath ? lineOfField(text, field) : undefined;
       throw new InputError(`${err.message.replace(/^invalid profile: /, "")}`, {
         position: line ? { file, line, column: 1 } : undefined,
@@ -281,6 +296,15 @@ export function loadProfile(nameOrPath: string, overrides: Record<string, unknow
       });
     }
     throw err;
+  }
+}
+
+function profileParses(raw: unknown, file: string): boolean {
+  try {
+    parseProfile(raw, file);
+    return true;
+  } catch {
+    return false;
   }
 }
 

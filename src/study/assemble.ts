@@ -345,7 +345,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     if (baseMs !== undefined && cmp.detected) {
       const near = Math.abs(baseMs - cmp.a.mean) <= Math.abs(baseMs - cmp.b.mean) ? base : treat;
       findings.push(
-        `The baseline's per-token time (${fmt(baseMs)} ms${tr ? ", trace" : ""}) matches the "${near.name}" arm (${near.change}) — every number here carries the configuration it was measured under (seed §3.5).`,
+        `The baseline's per-token time (${fmt(baseMs)} ms${tr ? ", trace" : ""}) matches the "${near.name}" arm (${near.change}) — every number here carries the configuration it was measured under.`,
       );
     }
     method.push(

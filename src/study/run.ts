@@ -125,6 +125,14 @@ export function embeddedSimCommand(
 
 export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
   if (opts.url && opts.serverCmd) throw new UsageError("give either --url or --server-cmd, not both");
+  // Checked before any phase: an ftp:// or mistyped URL is a usage error, not five phases that each fail.
+  if (opts.url !== undefined) {
+    const u = URL.canParse(opts.url) ? new URL(opts.url) : null;
+    if (!u || (u.protocol !== "http:" && u.protocol !== "https:"))
+      throw new UsageError(`--url is not an http(s) URL: ${opts.url}`, {
+        hint: "give the server's root, e.g. --url http://127.0.0.1:8000",
+      });
+  }
   if (opts.timeScale !== undefined && (opts.url || opts.serverCmd))
     throw new UsageError("--time-scale applies to the embedded sim only", {
       hint: "a real server runs in real time; drop --time-scale or the --url/--server-cmd",
@@ -145,6 +153,7 @@ export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
       );
     checkNotFile("--profiler-dir", opts.profilerDir);
   }
+  if (opts.outDir) checkNotFile("--out", opts.outDir);
   if (opts.dbPath) checkRunStore("--db", opts.dbPath);
   const quick = Boolean(opts.quick);
   const seed = opts.seed ?? 1;
@@ -528,7 +537,9 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
       {
         url: m.url,
         hint: measuring.some((p) => /HTTP 40[13]\b/.test(p.reason ?? ""))
-          ? "the server wants a key: pass --api-key KEY (or set $OPENAI_API_KEY)"
+          ? opts.apiKey
+            ? "the server rejected the key given (--api-key or $OPENAI_API_KEY): check it"
+            : "the server wants a key: pass --api-key KEY (or set $OPENAI_API_KEY)"
           : kind === "url"
             ? "is --url an OpenAI-compatible server that is up and answering?"
             : "the server started but answered nothing usable: see its log (the report's server section)",
@@ -652,7 +663,7 @@ function studyWords(text: string): string {
   return (
     text
       .replace(/ \((?:--connect-timeout|--timeout)\)/g, "")
-      .replace("(--base-url, --url)", "(--url)")
+      .replace("(--base-url)", "(--url)")
       .replaceAll("--base-url", "--url")
       // The study's --model is the architecture, not the served name /v1/models would give.
       .replaceAll("; pass --model", "")

@@ -1,7 +1,8 @@
 // analyzeTrace: read one trace file per rank, segment steps, decompose time. The I/O shell around
 // the pure model/steps/breakdown modules.
+import { realpathSync } from "node:fs";
 import { basename } from "node:path";
-import { InputError } from "../errors.ts";
+import { InputError, UsageError } from "../errors.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
@@ -241,7 +242,7 @@ function noGpuError(file: string, model: TraceModel, stats: ReadStats): InputErr
   return new InputError(
     `${file}: no GPU kernels in the trace (${stats.events} events${cats ? `: ${cats}` : ""}): ${why}${kinetoErrors.length ? `; profiler said: ${kinetoErrors.join(" | ")}` : ""}`,
     {
-      hint: stats.truncated ? "copy the complete trace file (the .json.gz ends early) and analyse it again" : undefined,
+      hint: stats.truncated ? "copy the complete trace file (this one ends early) and analyse it again" : undefined,
     },
   );
 }
@@ -249,6 +250,25 @@ function noGpuError(file: string, model: TraceModel, stats: ReadStats): InputErr
 /** Analyses one trace per rank (or one trace). Throws InputError for unusable input. */
 export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): Promise<TraceAnalysis> {
   if (paths.length === 0) throw new InputError("no trace files given");
+  // One file named twice (or through a link) would be read as two ranks that agree perfectly.
+  const seen = new Map<string, string>();
+  for (const p of paths) {
+    let real: string;
+    try {
+      real = realpathSync(p);
+    } catch {
+      continue; // a missing file is reported by the reader, with its own words
+    }
+    const first = seen.get(real);
+    if (first !== undefined)
+      throw new UsageError(
+        first === p
+          ? `${p}: given twice; each rank's trace is read once`
+          : `${p}: the same file as ${first}; each rank's trace is read once`,
+        { hint: "give one trace file per rank" },
+      );
+    seen.set(real, p);
+  }
   const ranks: RankAnalysis[] = [];
   const kernelClasses: TraceAnalysis["kernelClasses"] = {};
   const warnings: string[] = [];

@@ -77,7 +77,7 @@ function items(text: string, list: string, emptyLabel: string): KnobValue[] {
   const raw = list.split(",").map((s) => s.trim());
   if (raw.length < 2)
     throw new UsageError(`--knob "${text}" has one value: a knob needs at least two`, {
-      hint: 'give the values to compare, e.g. NCCL_PROTO=,LL (an empty item means unset)"',
+      hint: "give the values to compare, e.g. NCCL_PROTO=,LL (an empty item means unset)",
     });
   const seen = new Set<string>();
   return raw.map((v) => {

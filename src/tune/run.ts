@@ -250,6 +250,14 @@ export function resolveTuneConfig(opts: TuneOptions): TuneConfig {
   const slo = opts.slo ?? {};
   if (objective === "throughput-at-slo" && slo.ttftMs === undefined && slo.tpotMs === undefined)
     throw new UsageError("--objective throughput-at-slo needs --slo (e.g. --slo ttft:500,tpot:50)");
+  // An SLO only shapes the throughput-at-slo objective; with tpot or ttft it would be dropped without a word.
+  if (objective !== "throughput-at-slo" && (slo.ttftMs !== undefined || slo.tpotMs !== undefined))
+    throw new UsageError(
+      `--slo applies to --objective throughput-at-slo only; --objective ${objective} does not use it`,
+      {
+        hint: "add --objective throughput-at-slo, or drop --slo",
+      },
+    );
   const tolerance = opts.tolerance ?? 0.01;
   if (!(tolerance >= 0 && tolerance < 0.5)) throw new UsageError(`--tolerance must be in [0, 0.5), got ${tolerance}`);
   const errorRate = opts.errorRate ?? 0.05;
@@ -911,7 +919,14 @@ export function summarize(
     };
   });
   let best: TuneResult["best"] = null;
-  if (leader !== null) {
+  // Choosing needs a comparison: with only one candidate measured (a budget of 1ms spent on the
+  // baseline's first block), "best" would be a guess at P(best) ≈ 1/K, so none is named.
+  const measuredCount = cfg.candidates.filter((_, i) => (measuredOf(i)?.blocks ?? 0) > 0).length;
+  const runnable = cfg.candidates.filter((c) => !c.skipped).length;
+  // Only when the run was cut short: a run that separated the candidates may have dropped the rest on the model's word.
+  const cutShort = !state?.stop || state.stop.reason === "budget" || state.stop.reason === "interrupted";
+  const tooFew = measuredCount < 2 && runnable > 1 && cutShort;
+  if (leader !== null && !tooFew) {
     const c = cfg.candidates[leader]!;
     const mb = measuredOf(leader)!;
     const gain = leader !== 0 ? gainOf(leader) : null;
@@ -964,7 +979,13 @@ export function summarize(
     slo: cfg.slo,
     baseline: { id: "c0", measured: m0 ? interval(m0.ym, Math.sqrt(m0.v)) : null },
     best,
-    stop: state?.stop ?? { reason: "budget", message: "stopped before any block finished", unseparated: [] },
+    stop:
+      tooFew && state?.stop
+        ? {
+            ...state.stop,
+            message: `${state.stop.message}; ${measuredCount ? "only one candidate was measured" : "no candidate was measured"}, so none is chosen${state.stop.reason === "budget" ? " (the budget is too small to choose: allow more server starts or time)" : ""}`,
+          }
+        : (state?.stop ?? { reason: "budget", message: "stopped before any block finished", unseparated: [] }),
     restarts,
     elapsedS,
     gridStarts: K * Math.max(1, bestBlocks),

@@ -5,6 +5,7 @@ import { after, before, describe, test } from "node:test";
 import { prefillBatch, resolveSim } from "../../src/sim/index.ts";
 import { tokenize } from "../../src/sim/text.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
+import { cannotRun } from "../helpers/skip.ts";
 import { get, sample } from "./util.ts";
 
 const PROFILE = "llama3-8b-1xh100";
@@ -116,7 +117,10 @@ describe(`server-side TTFT vs the client's (real sim process, time-scale 1, ${PR
     [4000, 0.35, 16],
   ] as const)
     test(`${words}-word prompt: client TTFT − server TTFT is the loopback round trip, within ${bound} ms`, async (t) => {
-      const rows = await measure(sim.url, sim.port, words, requests);
+      // A starved host (another process on the cores) is measured again, twice at most, before giving up.
+      let rows = await measure(sim.url, sim.port, words, requests);
+      for (let again = 0; again < 2 && median(rows.map((r) => r.ping)) > 2; again++)
+        rows = await measure(sim.url, sim.port, words, requests);
       // Arrival is stamped after the client's write and the first token read after the server's stamp.
       for (const r of rows) assert.ok(r.client >= r.server - 0.01, `client ${r.client} < server ${r.server}`);
       const gap = median(rows.map((r) => r.client - r.server));
@@ -135,7 +139,11 @@ describe(`server-side TTFT vs the client's (real sim process, time-scale 1, ${PR
       // Sub-millisecond comparisons need a host that is not starved; the round trip itself says so
       // (about 0.5 ms on an idle 2-core VM, most of it waking the two processes).
       if (ping > 2) {
-        t.diagnostic(`host starved (/ping RTT ${ping.toFixed(2)} ms): sub-millisecond checks skipped`);
+        // Not a pass: the sub-millisecond checks did not run (a failure in CI).
+        cannotRun(
+          t,
+          `host starved (/ping RTT ${ping.toFixed(2)} ms in 3 tries): the sub-millisecond checks cannot run`,
+        );
         return;
       }
       // Timers fire late on a loaded host; the allowance grows with the spread of the server's own

@@ -4,12 +4,12 @@ import type { Command } from "@commander-js/extra-typings";
 import { runAB } from "../../experiment/ab.ts";
 import { renderAB } from "../../experiment/render.ts";
 import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
-import { checkRunStore } from "../../input-file.ts";
+import { checkNotFile, checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
-import { intArg, numArg } from "./experiment-args.ts";
+import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
 
 interface ABFlags {
   json?: boolean;
@@ -51,19 +51,31 @@ export function register(program: Command): void {
         collect,
         [] as string[],
       )
-      .option("--repeats <n>", "rounds; each runs every variant once (default 2)", intArg)
-      .option("--num-prompts <n>", "measured requests per block (default 20)", intArg)
-      .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
-      .option("--random-output-len <n>", "output tokens per request, ignore_eos (default 128)", intArg)
-      .option("--concurrency <n>", "closed-loop users per block (default 1)", intArg)
+      .option("--repeats <n>", "rounds; each runs every variant once (default 2)", countArg("--repeats", 1, 1000))
+      .option(
+        "--num-prompts <n>",
+        "measured requests per block (default 20)",
+        countArg("--num-prompts", 1, MAX_REQUESTS),
+      )
+      .option("--random-input-len <n>", "prompt tokens (default 32)", countArg("--random-input-len", 1, MAX_TOKENS))
+      .option(
+        "--random-output-len <n>",
+        "output tokens per request, ignore_eos (default 128)",
+        countArg("--random-output-len", 1, MAX_TOKENS),
+      )
+      .option("--concurrency <n>", "closed-loop users per block (default 1)", countArg("--concurrency", 1, MAX_STREAMS))
       .option("--request-rate <r>", "open loop instead: requests per second", numArg)
-      .option("--warmup <n>", "warm-up requests per block, excluded (default 2)", intArg)
-      .option("--seed <n>", "seeds prompts, block order and bootstrap (default 0)", intArg)
+      .option("--warmup <n>", "warm-up requests per block, excluded (default 2)", countArg("--warmup", 0, MAX_REQUESTS))
+      .option(
+        "--seed <n>",
+        "seeds prompts, block order and bootstrap (default 0)",
+        numberArg("--seed", { integer: true, min: 0 }),
+      )
       .option("--model <name>", "model name (default: first of /v1/models)")
       .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
       .option("--ops-per-token <n>", "operations per token (e.g. 156 all-reduces) → cost per operation", numArg)
       .option("--op-name <name>", "what one operation is called (default all-reduce)")
-      .option("--resamples <n>", "bootstrap resamples (default 2000)", intArg)
+      .option("--resamples <n>", "bootstrap resamples (default 2000)", countArg("--resamples", 1, 1_000_000))
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
       .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
       .option(
@@ -81,6 +93,7 @@ export function register(program: Command): void {
     // Refused before any server starts: a header-splitting key, a --db that is no store, NCCL_PROTO=WAT.
     headerValueFlag("--api-key", o.apiKey);
     checkRunStore("--db", o.db);
+    if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
     for (const v of o.variant) checkNcclEnv(parseVariant(v).env, `--variant ${v}`);
     const progress = progressEnabled(o);
     const result = await runAB({

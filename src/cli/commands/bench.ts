@@ -6,6 +6,7 @@ import { createLogUpdate } from "log-update";
 import { InputError, InterruptedError, TargetError, UsageError } from "../../errors.ts";
 import { checkInputFile, checkRunStore } from "../../input-file.ts";
 import { formatConsole } from "../../load/console.ts";
+import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
 import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
 import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
@@ -16,15 +17,17 @@ import type {
   Endpoint,
   GoodputSlo,
   PercentileMetric,
+  Stats,
 } from "../../load/types.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
+  durationArg,
   emit,
   headerValueFlag,
   interruptOnSignals,
   jsonReplacer,
-  parseDurationMs,
+  numberArg,
   progressEnabled,
   safeLine,
   terminalSafe,
@@ -36,13 +39,10 @@ const num = (name: string) => (v: string) => {
   if (v.trim() === "" || Number.isNaN(n)) throw new UsageError(`${name}: not a number: "${v}"`);
   return n;
 };
-const int = (name: string) => (v: string) => {
-  const n = num(name)(v);
-  if (!Number.isInteger(n)) throw new UsageError(`${name}: not an integer: "${v}"`);
-  return n;
-};
+// Counts that size memory (records, prompt text, sockets) have a range; see src/load/limits.ts.
+const count = (name: string, min: number, max: number) => numberArg(name, { integer: true, min, max });
 const rateValue = (v: string) =>
-  /^inf(inity)?$/i.test(v.trim()) ? Number.POSITIVE_INFINITY : num("--request-rate")(v);
+  /^inf(inity)?$/i.test(v.trim()) ? Number.POSITIVE_INFINITY : numberArg("--request-rate", { above: 0 })(v);
 const list =
   <T>(parse: (s: string) => T) =>
   (v: string) =>
@@ -51,13 +51,6 @@ const list =
       .map((s) => s.trim())
       .filter(Boolean)
       .map(parse);
-const duration = (name: string) => (v: string) => {
-  try {
-    return parseDurationMs(v);
-  } catch (e) {
-    throw new UsageError(`${name}: ${(e as Error).message}`);
-  }
-};
 
 /** vLLM's `--goodput ttft:200 tpot:50` (any subset of ttft, tpot, e2el; ms). */
 export function parseGoodput(items: string[], sep = ":"): GoodputSlo {
@@ -105,7 +98,9 @@ function progressPrinter(enabled: boolean) {
   return { onProgress, done: () => log.clear() };
 }
 
-function sweepTable(s: SweepResult): string {
+const ms = (s: Stats, x: number) => (s.count === 0 ? "n/a" : x.toFixed(2));
+
+export function sweepTable(s: SweepResult): string {
   const t = new Table({
     head: ["point", "ok", "fail", "req/s", "out tok/s", "TTFT mean", "TPOT mean", "ITL mean", "ITL p99", "client"],
     style: { head: [], border: [] },
@@ -119,10 +114,11 @@ function sweepTable(s: SweepResult): string {
       m.failed,
       m.request_throughput.toFixed(2),
       m.output_throughput.toFixed(1),
-      ins.ttft_ms.mean.toFixed(2),
-      ins.tpot_ms.mean.toFixed(2),
-      ins.itl_ms.mean.toFixed(2),
-      (ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max).toFixed(2),
+      // A level where every request failed measured no latency: n/a, not 0.00.
+      ms(ins.ttft_ms, ins.ttft_ms.mean),
+      ms(ins.tpot_ms, ins.tpot_ms.mean),
+      ms(ins.itl_ms, ins.itl_ms.mean),
+      ms(ins.itl_ms, ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max),
       p.result.client.saturated ? "SATURATED" : "ok",
     ]);
   }
@@ -148,38 +144,58 @@ export function register(program: Command): void {
         .default("random" as const),
     )
     .option("--dataset-path <path>", "ShareGPT JSON or JSONL prompts file")
-    .option("--num-prompts <n>", "requests to measure (default 100)", int("--num-prompts"))
-    .option("--duration <d>", "send for this long instead of a count (e.g. 30s)", duration("--duration"))
-    .option("--random-input-len <n>", "input tokens per random prompt", int("--random-input-len"), 1024)
-    .option("--random-output-len <n>", "output tokens (max_tokens) per request", int("--random-output-len"), 128)
+    .option("--num-prompts <n>", "requests to measure (default 100)", count("--num-prompts", 1, MAX_REQUESTS))
+    .option("--duration <d>", "send for this long instead of a count (e.g. 30s)", durationArg("--duration"))
+    .option(
+      "--random-input-len <n>",
+      "input tokens per random prompt",
+      count("--random-input-len", 1, MAX_TOKENS),
+      1024,
+    )
+    .option(
+      "--random-output-len <n>",
+      "output tokens (max_tokens) per request",
+      count("--random-output-len", 1, MAX_TOKENS),
+      128,
+    )
     .option("--random-range-ratio <r>", "spread lengths uniformly in [L(1-r), L(1+r)]", num("--random-range-ratio"), 0)
-    .option("--prefix-groups <n>", "shared-prefix: number of prefixes", int("--prefix-groups"))
-    .option("--prefix-len <n>", "shared-prefix: prefix tokens", int("--prefix-len"))
+    .option("--prefix-groups <n>", "shared-prefix: number of prefixes", count("--prefix-groups", 1, MAX_PREFIX_GROUPS))
+    .option("--prefix-len <n>", "shared-prefix: prefix tokens", count("--prefix-len", 0, MAX_TOKENS))
     .option("--request-rate <r>", "requests/s (inf = all at once), or a list for a sweep", list(rateValue))
     .option("--rate <r>", "alias of --request-rate", list(rateValue))
-    .option("--burstiness <b>", "gamma shape of arrival gaps: 1 Poisson, <1 burstier, inf constant", rateValue)
+    .option("--burstiness <b>", "gamma shape of arrival gaps: 1 Poisson, <1 burstier, inf constant", (v: string) =>
+      /^inf(inity)?$/i.test(v.trim()) ? Number.POSITIVE_INFINITY : numberArg("--burstiness", { above: 0 })(v),
+    )
     .option(
       "--max-concurrency <n>",
       "cap on in-flight requests (open loop; the wait is client queue time)",
-      int("--max-concurrency"),
+      count("--max-concurrency", 1, MAX_REQUESTS),
     )
     .option(
       "--concurrency <n>",
       "closed loop with N users, or a list for a sweep (1,2,4,8)",
-      list(int("--concurrency")),
+      list(count("--concurrency", 1, MAX_REQUESTS)),
     )
     .addOption(
       new Option("--sweep <mode>", "automatic sweep: synchronous, max throughput, rates between").choices([
         "auto",
       ] as const),
     )
-    .option("--seed <n>", "seed for prompts and arrivals", int("--seed"), 0)
-    .option("--warmup <n>", "warm-up requests, excluded from metrics", int("--warmup"), 0)
-    .option("--num-warmups <n>", "alias of --warmup", int("--num-warmups"))
+    .option("--seed <n>", "seed for prompts and arrivals", numberArg("--seed", { integer: true }), 0)
+    .option("--warmup <n>", "warm-up requests, excluded from metrics", count("--warmup", 0, MAX_REQUESTS), 0)
+    .option("--num-warmups <n>", "alias of --warmup", count("--num-warmups", 0, MAX_REQUESTS))
     .option("--ignore-eos", "send ignore_eos so every request generates max_tokens")
     .option("--percentile-metrics <list>", "metrics printed with percentiles", "ttft,tpot,itl")
-    .option("--metric-percentiles <list>", "percentiles to report (e.g. 50,90,99)", list(num("--metric-percentiles")))
-    .option("--percentiles <list>", "alias of --metric-percentiles", list(num("--percentiles")))
+    .option(
+      "--metric-percentiles <list>",
+      "percentiles to report (e.g. 50,90,99)",
+      list(numberArg("--metric-percentiles", { above: 0, max: 100 })),
+    )
+    .option(
+      "--percentiles <list>",
+      "alias of --metric-percentiles",
+      list(numberArg("--percentiles", { above: 0, max: 100 })),
+    )
     .option("--goodput <slo...>", "SLOs as vLLM: ttft:200 tpot:50 e2el:1000 (ms)")
     .option("--slo <list>", "SLOs as ttft=200,tpot=50 (ms)")
     .option("--save-result [path]", "write vLLM-compatible result JSON (default name as vLLM's)")
@@ -191,22 +207,22 @@ export function register(program: Command): void {
     .option(
       "--stall-timeout <d>",
       "fail a stream with no data (tokens) for this long; keepalive comments do not count",
-      duration("--stall-timeout"),
+      durationArg("--stall-timeout"),
       60_000,
     )
-    .option("--connect-timeout <d>", "connect timeout", duration("--connect-timeout"), 5000)
+    .option("--connect-timeout <d>", "connect timeout", durationArg("--connect-timeout"), 5000)
     .option("--no-continuous-usage", "do not ask for per-chunk usage (continuous_usage_stats)")
     .option("--extra-body <json>", "JSON merged into every request body")
     .option("--no-server-metrics", "do not scrape /metrics before and after")
     .option(
       "--workers <n>",
-      "worker threads to spread streams over (auto: one per 256 streams, within the cores)",
+      "worker threads to spread streams over, at most one per core (auto: one per 256 streams)",
       (v: string) => {
         if (v === "auto") return "auto" as const;
         const n = Number(v);
-        if (!(Number.isInteger(n) && n >= 1))
+        if (v.trim() === "" || !Number.isInteger(n) || n < 1)
           throw new UsageError(`--workers must be an integer ≥ 1 or auto, got ${v}`);
-        return n;
+        return checkWorkers(n);
       },
       "auto" as const,
     )
@@ -223,7 +239,7 @@ export function register(program: Command): void {
     .option(
       "--telemetry-interval <d>",
       "sampling interval of the telemetry source (e.g. 100ms, 1s)",
-      duration("--telemetry-interval"),
+      durationArg("--telemetry-interval"),
     )
     .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
   // Too many options for extra-typings' inference; the parsers above do the validation.

@@ -11,7 +11,17 @@ import { fetchRaw, parseRaw, summarizeExposition } from "../../metrics/scrape.ts
 import type { Snapshot } from "../../metrics/types.ts";
 import { formatWatchLine, formatWatchPanel, type WatchFrame, watchMetrics } from "../../metrics/watch.ts";
 import { claimOutput } from "../../output-file.ts";
-import { emit, headerFlags, liveView, parseDurationMs, progressEnabled, safeLine, withCommon } from "../common.ts";
+import {
+  durationFlag,
+  emit,
+  headerFlags,
+  liveView,
+  MAX_DURATION_MS,
+  parseDurationMs,
+  progressEnabled,
+  safeLine,
+  withCommon,
+} from "../common.ts";
 
 function duration(flag: string) {
   return (v: string) => {
@@ -23,6 +33,7 @@ function duration(flag: string) {
     }
     // A zero window measures nothing; a zero interval would scrape in a busy loop.
     if (!(ms > 0)) throw new UsageError(`${flag} must be longer than 0, got "${v}"`);
+    if (ms > MAX_DURATION_MS) return durationFlag(flag, v)!;
     return ms;
   };
 }
@@ -35,17 +46,25 @@ function num(x: number): string | number {
 function positiveInt(flag: string) {
   return (v: string) => {
     const n = Number(v);
-    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag}: expected a positive integer, got "${v}"`);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag}: expected a positive integer, got "${v}"`);
     return n;
   };
 }
+
+// A body is decoded to one string to parse it, and V8 strings end near 2^29 characters.
+const MAX_BODY_BYTES = 512e6;
 
 function bytes(v: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$/i.exec(v.trim());
   if (!m) throw new UsageError(`--max-bytes: not a size: "${v}" (examples: 64MiB, 500kB)`);
   const unit = (m[2] ?? "b").toLowerCase();
   const f: Record<string, number> = { b: 1, kb: 1e3, kib: 1024, mb: 1e6, mib: 1048576, gb: 1e9, gib: 1073741824 };
-  return Math.round(Number(m[1]) * f[unit]!);
+  const n = Math.round(Number(m[1]) * f[unit]!);
+  // Zero would refuse every body, however small, with a "0.00 MiB limit".
+  if (!(n >= 1)) throw new UsageError(`--max-bytes must be at least 1 byte, got "${v}"`);
+  if (n > MAX_BODY_BYTES)
+    throw new UsageError(`--max-bytes must be at most 512MB (one body is parsed as one string), got "${v}"`);
+  return n;
 }
 
 function fetchFlags<C extends Command<any, any, any>>(cmd: C) {
@@ -73,7 +92,9 @@ function formatFamilies(s: ReturnType<typeof summarizeExposition>): string {
 }
 
 function formatDiff(d: SnapshotDiff, all: boolean): string {
-  const lines = [`window ${Number.isFinite(d.windowSeconds) ? `${d.windowSeconds.toFixed(1)} s` : "unknown"}`];
+  const lines = [
+    `window ${Number.isFinite(d.windowSeconds) ? `${d.windowSeconds.toFixed(1)} s` : `unknown${d.windowUnknown ? `: ${d.windowUnknown}` : ""}`}`,
+  ];
   const labels = (l: Record<string, string>) => {
     const s = Object.entries(l)
       .map(([k, v]) => `${k}="${v}"`)

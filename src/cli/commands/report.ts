@@ -1,5 +1,6 @@
 // `inferscope report ID`: rebuilds a study's or a tune run's report (HTML, Markdown, JSON) from the run store.
 import type { Command } from "@commander-js/extra-typings";
+import { checkNotFile } from "../../input-file.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { rebuildReport } from "../../study/index.ts";
 import { emit } from "../common.ts";
@@ -15,6 +16,8 @@ export function register(program: Command): void {
     .option("--debug", "show stack traces and internal detail on errors")
     .action(async (id, o) => {
       const outDir = o.out ?? `./inferscope-report-${id}`;
+      // A file named as the report folder is named with its flag, not as ENOTDIR from a write.
+      checkNotFile(o.out !== undefined ? "--out" : "the report folder", outDir);
       if (id.startsWith("tune-")) {
         const [{ rebuildTuneReport }, { renderTune }] = await Promise.all([
           import("../../tune/report.ts"),

@@ -8,7 +8,7 @@ import { checkRunStore } from "../../input-file.ts";
 import { claimOutput } from "../../output-file.ts";
 import { compareRuns, listRunsView, openStore, type Store, showRun } from "../../store/index.ts";
 import { emit, withCommon } from "../common.ts";
-import { intArg } from "./experiment-args.ts";
+import { countArg } from "./experiment-args.ts";
 
 function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
   // Reading commands never create a store, nor turn some other file (even an empty one) into one.
@@ -21,7 +21,8 @@ function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
   }
 }
 
-const RUN_KINDS = ["ab", "sweep-lengths", "sweep-concurrency", "sweep-rate", "bench", "study"];
+// Every kind a command saves (saveRun): ab, sweep (three), bench, study, tune.
+const RUN_KINDS = ["ab", "sweep-lengths", "sweep-concurrency", "sweep-rate", "bench", "study", "tune"];
 
 const dbOpt = <C extends Command<any, any, any>>(c: C) =>
   withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
@@ -32,8 +33,11 @@ export function register(program: Command): void {
     runs
       .command("list")
       .description("saved runs, newest first")
-      .option("--kind <kind>", "only runs of this kind (ab, sweep-lengths, bench, study, …)")
-      .option("--limit <n>", "at most this many (default 50)", intArg),
+      .option(
+        "--kind <kind>",
+        "only runs of this kind (ab, sweep-lengths, sweep-concurrency, sweep-rate, bench, study, tune)",
+      )
+      .option("--limit <n>", "at most this many (default 50)", countArg("--limit", 1, 1_000_000)),
   ).action((...args: any[]) => {
     const o = args.at(-2);
     if (o.kind !== undefined && !RUN_KINDS.includes(o.kind))

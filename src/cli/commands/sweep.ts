@@ -8,8 +8,8 @@ import { checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
 import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { durationFlag, emit, headerValueFlag, progressEnabled, safeLine, withCommon } from "../common.ts";
-import { intArg, listArg } from "./experiment-args.ts";
+import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { countArg, listArg, MAX_REQUESTS, MAX_TOKENS } from "./experiment-args.ts";
 
 function target<C extends Command<any, any, any>>(cmd: C) {
   return withCommon(cmd)
@@ -18,9 +18,9 @@ function target<C extends Command<any, any, any>>(cmd: C) {
     .option("--variant <spec>", "env/flags for the started server: name:ENV=V --flag")
     .option("--model <name>", "model name (default: first of /v1/models)")
     .option("--api-key <key>", "API key (or OPENAI_API_KEY); never stored or logged")
-    .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
-    .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", intArg)
-    .option("--seed <n>", "seeds prompts and level order (default 0)", intArg)
+    .option("--random-input-len <n>", "prompt tokens (default 32)", countArg("--random-input-len", 1, MAX_TOKENS))
+    .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", countArg("--warmup", 0, MAX_REQUESTS))
+    .option("--seed <n>", "seeds prompts and level order (default 0)", numberArg("--seed", { integer: true, min: 0 }))
     .option("--ready-timeout <duration>", "how long the server may take to become ready (default 10m)")
     .option("--stall-timeout <duration>", "fail a stream with no data (tokens) for this long (default 60s)")
     .option(
@@ -66,7 +66,7 @@ export function register(program: Command): void {
       .command("lengths")
       .description("E2E against output length → per-token decode cost and fixed cost (robust fit, CIs, residuals)")
       .option("--out <list>", "output lengths (default 16,32,64,128,256,512)", listArg)
-      .option("--requests <n>", "measured requests per length (default 5)", intArg),
+      .option("--requests <n>", "measured requests per length (default 5)", countArg("--requests", 1, MAX_REQUESTS)),
   ).action(async (...args: any[]) => {
     const o = args.at(-2);
     const r = await runLengthSweep({
@@ -90,8 +90,12 @@ export function register(program: Command): void {
           `${mode === "rate" ? "request rates, req/s (e.g. 1,2,4,8)" : "users (e.g. 1,2,4,8)"}; required unless --resume`,
           listArg,
         )
-        .option("--num-prompts <n>", "measured requests per level", intArg)
-        .option("--random-output-len <n>", "output tokens (default 64)", intArg),
+        .option("--num-prompts <n>", "measured requests per level", countArg("--num-prompts", 1, MAX_REQUESTS))
+        .option(
+          "--random-output-len <n>",
+          "output tokens (default 64)",
+          countArg("--random-output-len", 1, MAX_TOKENS),
+        ),
     ).action(async (...args: any[]) => {
       const o = args.at(-2);
       const r = await runLoadSweep({

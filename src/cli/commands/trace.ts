@@ -1,10 +1,12 @@
 // `inferscope trace`: thin wrapper over analyzeTrace / captureTrace / parseNcclTests / parseTopology.
 import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import type { Command } from "@commander-js/extra-typings";
 import { Option } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { checkInputFile, checkInputFiles, checkNotFile } from "../../input-file.ts";
 import { interruptSignal } from "../../interrupt.ts";
+import { MAX_STREAMS_PER_WORKER, MAX_TOKENS } from "../../load/limits.ts";
 import { addSecret } from "../../store/redact.ts";
 import type { StepMode } from "../../trace/steps.ts";
 import { type CommonOptions, durationFlag, emit, headerValueFlag, progressEnabled, withCommon } from "../common.ts";
@@ -43,11 +45,14 @@ interface TopoFlags extends CommonOptions {
   cpu?: "intel" | "amd" | "arm";
 }
 
-const posInt = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer, got "${v}"`);
-  return n;
-};
+const posInt =
+  (name: string, max = Number.MAX_SAFE_INTEGER, why = "") =>
+  (v: string) => {
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer, got "${v}"`);
+    if (n > max) throw new UsageError(`${name}: at most ${max}${why}, got "${v}"`);
+    return n;
+  };
 const posNum = (name: string) => (v: string) => {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name}: expected a positive number, got "${v}"`);
@@ -113,7 +118,7 @@ export function register(program: Command): void {
       .option(
         "--threads <n>",
         "threads that read a large uncompressed trace (≥ 32 MiB), in segments; 1 reads it in one pass (default: the cores, at most 4, for files of 256 MiB or more)",
-        posInt("--threads"),
+        posInt("--threads", availableParallelism(), " (the cores here)"),
       )
       .option(
         "--capture <file>",
@@ -153,8 +158,18 @@ export function register(program: Command): void {
         "--dir <dir>",
         "the server's profiler directory (VLLM_TORCH_PROFILER_DIR / torch_profiler_dir) as seen here",
       )
-      .option("--steps <n>", "decode steps to capture (tokens generated per request)", posInt("--steps"), 32)
-      .option("--concurrency <n>", "concurrent requests (the decode batch)", posInt("--concurrency"), 1)
+      .option(
+        "--steps <n>",
+        "decode steps to capture (tokens generated per request)",
+        posInt("--steps", MAX_TOKENS, " tokens"),
+        32,
+      )
+      .option(
+        "--concurrency <n>",
+        "concurrent requests (the decode batch)",
+        posInt("--concurrency", MAX_STREAMS_PER_WORKER),
+        1,
+      )
       .option("--model <name>", "model name (default: the first of /v1/models)")
       .option("--timeout <duration>", "limit for the workload and for the trace file to appear", "120s")
       .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY), sent to every endpoint")

@@ -4,13 +4,14 @@
 import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
+import { checkNotFile, checkRunStore } from "../../input-file.ts";
 import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
 import { renderTune } from "../../tune/render.ts";
 import { runTune, type Slo } from "../../tune/run.ts";
-import { durationFlag, emit, progressEnabled, safeLine, withCommon } from "../common.ts";
-import { intArg, numArg } from "./experiment-args.ts";
+import { durationFlag, emit, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -34,6 +35,8 @@ export function parseSlo(text: string | undefined): Slo | undefined {
   return slo;
 }
 
+const MAX_STARTS = 100_000;
+
 /** `40` server starts, `30m` of wall time, or both: `40,30m`. */
 export function parseBudget(text: string | undefined): { starts?: number; timeMs?: number } | undefined {
   if (text === undefined) return undefined;
@@ -42,8 +45,13 @@ export function parseBudget(text: string | undefined): { starts?: number; timeMs
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean)) {
-    if (/^\d+$/.test(part)) out.starts = Number(part);
-    else out.timeMs = durationFlag("--budget", part);
+    const what = `--budget "${part}" is neither a number of server starts (a whole number from 2, e.g. 40) nor a duration (30m, 2h), or both: 40,30m`;
+    if (/^\d+$/.test(part)) {
+      out.starts = Number(part);
+      if (!Number.isSafeInteger(out.starts) || out.starts > MAX_STARTS)
+        throw new UsageError(`--budget "${part}": at most ${MAX_STARTS} server starts`);
+    } else if (/^\d+(?:\.\d+)?(ms|s|m|h)$/.test(part)) out.timeMs = durationFlag("--budget", part);
+    else throw new UsageError(what);
   }
   if (out.starts !== undefined && out.starts < 2) throw new UsageError("--budget needs at least 2 server starts");
   return out;
@@ -73,13 +81,25 @@ export function register(program: Command): void {
       )
       .option("--tolerance <pct>", "differences below this count as equal (default 1 %)", numArg)
       .option("--error-rate <delta>", "chance of dropping the true best, over all candidates (default 0.05)", numArg)
-      .option("--min-blocks <n>", "blocks the winner needs at least (default 2)", intArg)
-      .option("--num-prompts <n>", "measured requests per block (default 10)", intArg)
-      .option("--random-input-len <n>", "prompt tokens (default 32)", intArg)
-      .option("--random-output-len <n>", "output tokens per request, ignore_eos (default 128)", intArg)
-      .option("--concurrency <n>", "closed-loop users per block (default 1)", intArg)
-      .option("--warmup <n>", "warm-up requests per block, excluded (default 1)", intArg)
-      .option("--seed <n>", "seeds prompts, block order and sampling (default 0)", intArg)
+      .option("--min-blocks <n>", "blocks the winner needs at least (default 2)", countArg("--min-blocks", 1, 1000))
+      .option(
+        "--num-prompts <n>",
+        "measured requests per block (default 10)",
+        countArg("--num-prompts", 1, MAX_REQUESTS),
+      )
+      .option("--random-input-len <n>", "prompt tokens (default 32)", countArg("--random-input-len", 1, MAX_TOKENS))
+      .option(
+        "--random-output-len <n>",
+        "output tokens per request, ignore_eos (default 128)",
+        countArg("--random-output-len", 1, MAX_TOKENS),
+      )
+      .option("--concurrency <n>", "closed-loop users per block (default 1)", countArg("--concurrency", 1, MAX_STREAMS))
+      .option("--warmup <n>", "warm-up requests per block, excluded (default 1)", countArg("--warmup", 0, MAX_REQUESTS))
+      .option(
+        "--seed <n>",
+        "seeds prompts, block order and sampling (default 0)",
+        numberArg("--seed", { integer: true, min: 0 }),
+      )
       .option("--served-model <name>", "model name in requests (default: first of /v1/models)")
       .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
       .option("--profile <name>", "embedded sim: deployment profile (default glm5-8x-rtxpro6000-pcie)")
@@ -87,8 +107,8 @@ export function register(program: Command): void {
       .option("--set <key=value>", "embedded sim: override a profile field; repeat", collect, [] as string[])
       .option("--model <name|path>", "the model, for the prediction (catalog name, config.json or .gguf)")
       .option("--gpu <name>", "GPU (catalog name), for the prediction")
-      .option("--gpus <n>", "GPU count", intArg)
-      .option("--tp <n>", "tensor-parallel size", intArg)
+      .option("--gpus <n>", "GPU count", countArg("--gpus", 1, 4096))
+      .option("--tp <n>", "tensor-parallel size", countArg("--tp", 1, 4096))
       .option("--interconnect <kind>", "pcie4, pcie5, nvlink4 …")
       .option("--engine <name>", "vllm, sglang, llamacpp, trtllm, tgi")
       .option("--ready-timeout <duration>", "how long a server may take to become ready (default 10m)")
@@ -105,6 +125,10 @@ export function register(program: Command): void {
   ).action(async (...args: any[]) => {
     const o = args.at(-2) as Record<string, any>;
     addSecret(o.apiKey);
+    // Folders named with their flag before any server starts, not as ENOTDIR from the first write.
+    if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
+    if (o.out !== undefined) checkNotFile("--out", o.out);
+    checkRunStore("--db", o.db);
     if (o.objective !== undefined && !OBJECTIVE_NAMES.includes(o.objective))
       throw new UsageError(`--objective ${o.objective} is not one of ${OBJECTIVE_NAMES.join(", ")}`);
     const simSet: Record<string, string> = {};
