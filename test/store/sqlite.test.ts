@@ -7,16 +7,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { openDatabase, openStore, sqliteDriver, sqliteErrorCode } from "../../src/store/index.ts";
+import { expectedSqliteDriver } from "../helpers/sqlite.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-sqlite-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const NO_BETTER = join("test", "store", "fixtures", "no-better-sqlite3.cjs");
-
-/** Node's own release notes: node:sqlite without a flag from 22.13.0 and 23.4.0. */
-function nodeHasSqlite(version = process.versions.node): boolean {
-  const [major, minor] = version.split(".").map(Number);
-  return major >= 24 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
-}
 
 function cli(args: string[], env: Record<string, string> = {}, preload: string[] = []) {
   return spawnSync(process.execPath, [...preload, "bin/inferscope.mjs", ...args], {
@@ -27,7 +22,7 @@ function cli(args: string[], env: Record<string, string> = {}, preload: string[]
 }
 
 test("the store runs on node:sqlite wherever this Node has it, else on better-sqlite3", () => {
-  const want = nodeHasSqlite() ? "node:sqlite" : "better-sqlite3";
+  const want = expectedSqliteDriver();
   // CI names the driver each Node must use, so a silent fallback fails there.
   if (process.env.INFERSCOPE_EXPECT_SQLITE) assert.equal(process.env.INFERSCOPE_EXPECT_SQLITE, want);
   assert.equal(sqliteDriver(), want);
