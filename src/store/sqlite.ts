@@ -168,7 +168,7 @@ function loadBetter(): { ok: true; module: BetterModule } | { ok: false; why: st
     return {
       ok: false,
       why: `Node ${process.version} has no node:sqlite and better-sqlite3 does not load (${first})`,
-      hint: `${nodeHint}, or rebuild it with its install script allowed (npm rebuild better-sqlite3 --allow-scripts=better-sqlite3)`,
+      hint: `${nodeHint}, or reinstall with its install script allowed (npm install -g … --allow-scripts=better-sqlite3; in a project, allowScripts in package.json)`,
     };
   }
 }
