@@ -153,7 +153,11 @@ function loadBetter(): { ok: true; module: BetterModule } | { ok: false; why: st
   const require = createRequire(import.meta.url);
   const nodeHint = `use Node 22.13 or later (24 is tested), whose built-in node:sqlite needs no native module`;
   try {
-    return { ok: true, module: require("better-sqlite3") as BetterModule };
+    const Better = require("better-sqlite3") as BetterModule;
+    // The native addon loads on the first open, not on require: open one in memory so a missing or
+    // foreign-ABI build is told apart here, not as a store that "cannot open".
+    new Better(":memory:").close();
+    return { ok: true, module: Better };
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     if (e?.code === "MODULE_NOT_FOUND" && /better-sqlite3/.test(e.message) && !/bindings/.test(e.message))
@@ -164,10 +168,15 @@ function loadBetter(): { ok: true; module: BetterModule } | { ok: false; why: st
       };
     // Installed but unusable: its native build was skipped (npm 12 blocks unreviewed install scripts) or was
     // made for another Node version.
-    const first = String(e?.message ?? err).split("\n")[0];
+    const msg = String(e?.message ?? err);
+    const what = /Could not locate the bindings file/.test(msg)
+      ? "its native addon was never built: its install script did not run"
+      : /NODE_MODULE_VERSION|compiled against a different Node/.test(msg)
+        ? "its native addon was built for another Node version"
+        : msg.split("\n")[0];
     return {
       ok: false,
-      why: `Node ${process.version} has no node:sqlite and better-sqlite3 does not load (${first})`,
+      why: `Node ${process.version} has no node:sqlite and better-sqlite3 does not load (${what})`,
       hint: `${nodeHint}, or reinstall with its install script allowed (npm install -g … --allow-scripts=better-sqlite3; in a project, allowScripts in package.json)`,
     };
   }
