@@ -1,4 +1,8 @@
-// Runs every test/**/*.test.ts with node:test. Node 20 does not expand quoted globs, so list files here.
+// Runs test/**/*.test.ts with node:test. Node 20 does not expand quoted globs, so list files here.
+//   node scripts/run-tests.mjs [FILTER…] [--exclude SUBSTR]… [--list]
+// A file runs when its path contains any FILTER (every file when none is given) and no --exclude
+// SUBSTR. A selection that matches nothing is an error, so a mistyped subset cannot pass by running
+// nothing; --list prints the selection instead of running it.
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -14,13 +18,37 @@ function walk(dir) {
   return out;
 }
 
-const filters = process.argv.slice(2);
+const filters = [];
+const excludes = [];
+let list = false;
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i];
+  if (a === "--list") list = true;
+  else if (a === "--exclude" || a.startsWith("--exclude=")) {
+    const v = a === "--exclude" ? argv[++i] : a.slice("--exclude=".length);
+    if (!v) {
+      console.error("run-tests: --exclude needs a path substring");
+      process.exit(2);
+    }
+    excludes.push(v);
+  } else if (a.startsWith("--")) {
+    console.error(`run-tests: unknown option ${a}`);
+    process.exit(2);
+  } else filters.push(a);
+}
 let files = walk("test").sort();
 if (filters.length) files = files.filter((f) => filters.some((x) => f.includes(x)));
+files = files.filter((f) => !excludes.some((x) => f.includes(x)));
 if (files.length === 0) {
   console.error("no test files found");
   process.exit(1);
 }
+if (list) {
+  console.log(files.join("\n"));
+  process.exit(0);
+}
+console.error(`run-tests: ${files.length} file${files.length === 1 ? "" : "s"} on Node ${process.version}`);
 const args = ["--import", "tsx", "--test", "--test-reporter=spec", ...files.map((f) => relative(".", f))];
 const concurrency = process.env.TEST_CONCURRENCY;
 if (concurrency) args.splice(3, 0, `--test-concurrency=${concurrency}`);

@@ -1,23 +1,16 @@
 // Heavy CommonJS dependencies, loaded on first use instead of at import: a command, or a library
-// import, that never speaks HTTP, opens the run store or reads YAML skips undici (~80 ms to load),
-// SQLite and yaml (~40 ms).
+// import, that never speaks HTTP or reads YAML skips undici (~80 ms to load) and yaml (~40 ms). The
+// SQLite driver loads on first open, in src/store/sqlite.ts.
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 let undiciModule: typeof import("undici") | undefined;
-let sqliteModule: typeof import("better-sqlite3") | undefined;
 let yamlModule: typeof import("yaml") | undefined;
 let zodModule: typeof import("zod") | undefined;
 
 export function undici(): typeof import("undici") {
   undiciModule ??= require("undici") as typeof import("undici");
   return undiciModule;
-}
-
-/** better-sqlite3's Database constructor. */
-export function sqlite(): typeof import("better-sqlite3") {
-  sqliteModule ??= require("better-sqlite3") as typeof import("better-sqlite3");
-  return sqliteModule;
 }
 
 /** The yaml package (its CommonJS build, the one Node's ESM import of "yaml" wraps too). */

@@ -5,5 +5,7 @@ export { compareRuns, listRunsView, showRun } from "./compare.ts";
 export { collectEnvironment } from "./environment.ts";
 export { addSecret, redact, redactString } from "./redact.ts";
 export { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
+export type { OpenOptions, SqlDatabase, SqliteDriverName, SqlStatement, SqlTransaction } from "./sqlite.ts";
+export { openDatabase, sqliteDriver, sqliteErrorCode } from "./sqlite.ts";
 export type { BlockRecord, BlockStatus, RunDetail, RunRecord, RunStatus, Store, StoredRequest } from "./store.ts";
 export { defaultDbPath, migrate, newRunId, openStore } from "./store.ts";

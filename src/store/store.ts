@@ -4,11 +4,10 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { homedir, hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import type Database from "better-sqlite3";
-import { InputError, UsageError } from "../errors.ts";
-import { sqlite } from "../lazy.ts";
+import { InferscopeError, InputError, UsageError } from "../errors.ts";
 import { redact, redactString } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
+import { openDatabase, type SqlDatabase, type SqliteDriverName } from "./sqlite.ts";
 
 export type RunStatus = "running" | "complete" | "partial" | "failed";
 export type BlockStatus = "running" | "complete" | "failed" | "discarded";
@@ -68,6 +67,8 @@ export interface RunDetail {
 
 export interface Store {
   readonly path: string;
+  /** The SQLite driver under it: node:sqlite, or better-sqlite3 where Node has none. */
+  readonly driver: SqliteDriverName;
   saveRun(r: {
     kind: string;
     config: Record<string, unknown>;
@@ -134,7 +135,7 @@ export function pidAlive(pid: number): boolean {
 }
 
 /** Brings a database to the current schema, one transaction per migration. */
-export function migrate(db: Database.Database, target = SCHEMA_VERSION): number {
+export function migrate(db: SqlDatabase, target = SCHEMA_VERSION): number {
   const current = db.pragma("user_version", { simple: true }) as number;
   if (current > SCHEMA_VERSION)
     throw new InputError(
@@ -152,11 +153,10 @@ export function migrate(db: Database.Database, target = SCHEMA_VERSION): number 
 
 export function openStore(path: string = defaultDbPath()): Store {
   const file = resolve(path);
-  let db: Database.Database;
+  let db: SqlDatabase;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    const Sqlite = sqlite();
-    db = new Sqlite(file);
+    db = openDatabase(file);
     db.pragma("journal_mode = WAL");
     // In WAL mode NORMAL survives a killed process (not a power cut), at a fraction of FULL's cost.
     db.pragma("synchronous = NORMAL");
@@ -164,7 +164,7 @@ export function openStore(path: string = defaultDbPath()): Store {
     db.pragma("foreign_keys = ON");
     migrate(db);
   } catch (err) {
-    if (err instanceof InputError) throw err;
+    if (err instanceof InferscopeError) throw err;
     throw new InputError(`cannot open run store ${file}: ${(err as Error).message}`, { cause: err });
   }
   const host = hostname();
@@ -249,6 +249,7 @@ export function openStore(path: string = defaultDbPath()): Store {
 
   const store: Store = {
     path: file,
+    driver: db.driver,
     saveRun({ kind, config, environment, id, status }) {
       const rid = id ?? newRunId(kind);
       const createdAt = new Date().toISOString();
@@ -407,7 +408,7 @@ export function openStore(path: string = defaultDbPath()): Store {
       return `${lines.join("\n")}\n`;
     },
     close() {
-      if (db.open) db.close();
+      db.close();
     },
   };
   return store;
@@ -422,7 +423,7 @@ class Update {
     this.vals.push(v);
     return this;
   }
-  run(db: Database.Database, table: "runs" | "blocks", id: string | number): void {
+  run(db: SqlDatabase, table: "runs" | "blocks", id: string | number): void {
     if (this.cols.length) db.prepare(`UPDATE ${table} SET ${this.cols.join(", ")} WHERE id = ?`).run(...this.vals, id);
   }
 }

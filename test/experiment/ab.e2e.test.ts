@@ -5,11 +5,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import Database from "better-sqlite3";
 import { runAB } from "../../src/experiment/ab.ts";
 import { processGroupMembers } from "../../src/experiment/variants.ts";
 import { explainSim } from "../../src/sim/explain.ts";
-import { openStore } from "../../src/store/index.ts";
+import { openDatabase, openStore } from "../../src/store/index.ts";
 import { spawnSim } from "../helpers/sim.ts";
 
 const TIME_SCALE = 2;
@@ -172,7 +171,7 @@ test("SIGINT mid-experiment: no server survives, finished blocks are saved, --re
   while (!serverPid && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
     try {
-      const raw = new Database(db, { readonly: true, fileMustExist: true });
+      const raw = openDatabase(db, { readonly: true, fileMustExist: true });
       const rows = raw.prepare("SELECT run_id, idx, status, server FROM blocks ORDER BY idx").all() as any[];
       raw.close();
       const b1 = rows.find((b) => b.idx === 1 && b.server);

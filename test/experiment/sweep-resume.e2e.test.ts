@@ -8,7 +8,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { after, test } from "node:test";
-import Database from "better-sqlite3";
 import { InterruptedError, UsageError } from "../../src/errors.ts";
 import { type BlockRunner, type BlockSample, benchBlockRunner, fromStored } from "../../src/experiment/blocks.ts";
 import { renderSweep } from "../../src/experiment/render.ts";
@@ -20,7 +19,7 @@ import {
   type SweepResult,
 } from "../../src/experiment/sweep.ts";
 import { explainSim } from "../../src/sim/explain.ts";
-import { openStore } from "../../src/store/index.ts";
+import { openDatabase, openStore } from "../../src/store/index.ts";
 import { spawnSim } from "../helpers/sim.ts";
 
 const TIME_SCALE = 4;
@@ -348,7 +347,7 @@ test("CLI: Ctrl-C during a concurrency sweep exits 130 with how to resume; --res
     while (!ready && !exited && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
       try {
-        const raw = new Database(db, { readonly: true, fileMustExist: true });
+        const raw = openDatabase(db, { readonly: true, fileMustExist: true });
         const rows = raw.prepare("SELECT status FROM blocks").all() as Array<{ status: string }>;
         raw.close();
         ready = rows.some((b) => b.status === "complete") && rows.some((b) => b.status === "running");

@@ -4,8 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import Database from "better-sqlite3";
-import { MIGRATIONS, migrate, openStore, redact, SCHEMA_VERSION } from "../../src/store/index.ts";
+import { MIGRATIONS, migrate, openDatabase, openStore, redact, SCHEMA_VERSION } from "../../src/store/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-store-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,7 +60,7 @@ test("a fresh store is WAL, at the latest schema, and round-trips runs, blocks, 
   assert.equal(exported.requests.length, 2);
   assert.throws(() => s.getRun("nope"), /no run "nope"/);
   s.close();
-  const raw = new Database(path, { readonly: true });
+  const raw = openDatabase(path, { readonly: true });
   assert.equal(raw.pragma("journal_mode", { simple: true }), "wal");
   assert.equal(raw.pragma("user_version", { simple: true }), SCHEMA_VERSION);
   raw.close();
@@ -69,7 +68,7 @@ test("a fresh store is WAL, at the latest schema, and round-trips runs, blocks, 
 
 test("migrations upgrade an old database in place and keep its data; a newer schema is refused", () => {
   const path = join(dir, "old.db");
-  const db = new Database(path);
+  const db = openDatabase(path);
   migrate(db, 1);
   assert.equal(db.pragma("user_version", { simple: true }), 1);
   db.prepare(
@@ -80,7 +79,7 @@ test("migrations upgrade an old database in place and keep its data; a newer sch
   assert.equal(s.getRun("bench-1").run.kind, "bench");
   s.setSummary("bench-1", "x", 1); // a v2 table
   s.close();
-  const db2 = new Database(path);
+  const db2 = openDatabase(path);
   assert.equal(db2.pragma("user_version", { simple: true }), MIGRATIONS.length);
   db2.pragma(`user_version = ${MIGRATIONS.length + 1}`);
   db2.close();
@@ -151,7 +150,7 @@ test("a writer killed with SIGKILL mid-run leaves an intact database; the run re
   const exited = new Promise((r) => child.on("exit", r));
   child.kill("SIGKILL");
   await exited;
-  const raw = new Database(path);
+  const raw = openDatabase(path);
   assert.equal(raw.pragma("integrity_check", { simple: true }), "ok");
   raw.close();
   const s = openStore(path);
