@@ -511,7 +511,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
   }
   if (failure && opts.signal?.aborted)
     failure = new InterruptedError(
-      `interrupted; the finished phases are saved${runId ? ` in run ${runId}` : ""}${report ? `, partial report in ${report.dir}` : ""}`,
+      `${interruptWords(opts.signal.reason)}; the finished phases are saved${runId ? ` in run ${runId}` : ""}${report ? `, partial report in ${report.dir}` : ""}`,
     );
   else if (failure) {
     // Keep the typed error (interrupt → 130, unreachable → 3) and say where the partial report is.
@@ -726,4 +726,10 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
       checkNcclEnv(spec.env, `--variant ${spec.name}`);
     }
   }
+}
+
+/** "interrupted by SIGINT" where the abort says which signal, else "interrupted". */
+function interruptWords(reason: unknown): string {
+  const m = reason instanceof Error ? /^interrupted by SIG[A-Z]+/.exec(reason.message) : null;
+  return m ? m[0] : "interrupted";
 }
