@@ -6,6 +6,18 @@ export const LLAMA_DIR = resolve("../shared/engines/llama.cpp");
 export const LLAMA_SERVER = join(LLAMA_DIR, "llama-server");
 export const LLAMA_SMALL = join(LLAMA_DIR, "small.gguf");
 
+/** The tests' llama-server arguments: the small model under `alias`, one thread, 4 slots, /metrics on. */
+export function llamaSmallArgs(alias: string, port: number): string[] {
+  return ["-m", LLAMA_SMALL, "--alias", alias, "--host", "127.0.0.1", "--port", String(port), "--metrics"].concat([
+    "--threads",
+    "1",
+    "-c",
+    "4096",
+    "-np",
+    "4",
+  ]);
+}
+
 /** Why the binary cannot run here (no file, no AVX2/FMA/F16C), or undefined; throws under INFERSCOPE_REQUIRE_E2E. */
 export function llamaSkipReason(): string | undefined {
   let why: string | undefined;

@@ -14,7 +14,7 @@ import { test } from "node:test";
 import type { StudyResult } from "../../src/report/types.ts";
 import { PHASES } from "../../src/study/plan.ts";
 import { runCli, STACK } from "../helpers/cli.ts";
-import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason } from "../helpers/llamacpp.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
 
 const SKIP = llamaSkipReason();
 const dir = mkdtempSync(join(tmpdir(), "inferscope-llama-interrupt-"));
@@ -80,18 +80,7 @@ test("study --url llama-server, SIGINT in discovery (the audit and bench never s
       s.close(() => done(p));
     });
   });
-  const server = spawn(
-    LLAMA_SERVER,
-    ["-m", LLAMA_SMALL, "--alias", marker, "--host", "127.0.0.1", "--port", String(port), "--metrics"].concat([
-      "--threads",
-      "1",
-      "-c",
-      "4096",
-      "-np",
-      "4",
-    ]),
-    { stdio: "ignore" },
-  );
+  const server = spawn(LLAMA_SERVER, llamaSmallArgs(marker, port), { stdio: "ignore" });
   try {
     const url = `http://127.0.0.1:${port}`;
     for (const end = performance.now() + 60_000; ; ) {

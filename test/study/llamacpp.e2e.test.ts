@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { StudyResult } from "../../src/report/types.ts";
-import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason } from "../helpers/llamacpp.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
 
 const SERVER = LLAMA_SERVER;
 const SMALL = LLAMA_SMALL;
@@ -43,18 +43,7 @@ before(async () => {
   if (SKIP) return;
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
-  server = spawn(
-    SERVER,
-    ["-m", SMALL, "--alias", "small-random-llama", "--host", "127.0.0.1", "--port", String(port), "--metrics"].concat([
-      "--threads",
-      "1",
-      "-c",
-      "4096",
-      "-np",
-      "4",
-    ]),
-    { stdio: "ignore" },
-  );
+  server = spawn(SERVER, llamaSmallArgs("small-random-llama", port), { stdio: "ignore" });
   const t0 = Date.now();
   for (;;) {
     try {
