@@ -480,8 +480,8 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     const cv = invert(H);
     return { cov: cv, theta: cv.map((rowv) => rowv.reduce((s, v, j) => s + v * b[j], 0)) };
   };
-  const rowZ = (th: number[]) =>
-    rows.map((row) => (row.y - row.c - row.coef.slice(0, K).reduce((s, v, j) => s + v * th[j], 0)) / row.sigma);
+  const predRow = (row: Row, th: number[]) => row.c + row.coef.slice(0, K).reduce((s, v, j) => s + v * th[j], 0);
+  const rowZ = (th: number[]) => rows.map((row) => (row.y - predRow(row, th)) / row.sigma);
   let priorWeights = new Array(K).fill(1);
   let { cov, theta } = solve(priorWeights);
   // Prior–data conflict: a measurement the fitted model still misses by > 3σ means the corpus prior does
@@ -506,7 +506,6 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       `Prior–data conflict: under the corpus priors the fitted model missed "${rows[worst]!.label}" by ${z0[worst]!.toFixed(1)}σ, so those priors do not describe this deployment; they were treated as heavy-tailed (Student-t, ν = ${PRIOR_T_NU}) and the measurements set the step${loosened.length ? ` (loosened: ${loosened.map((n) => `${n} ×${(1 / Math.sqrt(priorWeights[names.indexOf(n)]!)).toFixed(1)} sd`).join(", ")})` : ""}; the excess is carried by the loosened parameters.`,
     );
   }
-  const predRow = (row: Row, th: number[]) => row.c + row.coef.slice(0, K).reduce((s, v, j) => s + v * th[j], 0);
   const priorMeans = prior.map((p) => p.mean);
   const residuals: Residual[] = rows.map((row) => {
     const fitted = predRow(row, theta);

@@ -1,5 +1,6 @@
 // Runs the real CLI as a child in its own process group, with a hard time limit, and reports what a
 // user would see: exit code, stdout, stderr, wall time, and whether anything it started is still alive.
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -108,6 +109,15 @@ export function runCli(args: string[], o: CliOptions = {}): Promise<CliRun> {
 
 /** A stack trace line ("    at fn (file:1:2)"). */
 export const STACK = /^\s+at .+[(:]\d+/m;
+
+/** A usage refusal: exit 2 with exactly one `inferscope: error:` line, matching `msg`, and no stack. */
+export function assertRefused(r: { code: number | null; stderr: string }, msg: RegExp, detail: string): void {
+  assert.equal(r.code, 2, detail);
+  const lines = r.stderr.split("\n").filter((l) => l.startsWith("inferscope: error: "));
+  assert.equal(lines.length, 1, detail);
+  assert.match(lines[0]!, msg, detail);
+  assert.doesNotMatch(r.stderr, STACK, detail);
+}
 
 /** Children of `ppid` whose command line matches, from /proc. */
 export function childrenMatching(ppid: number, re: RegExp): number[] {

@@ -5,6 +5,7 @@
 // shows here and not in the server's own timings.
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
+import { isLocalUrl } from "../../discover/host.ts";
 
 /** Socket inodes listening on `port` from /proc/net/tcp and tcp6 (state 0A = LISTEN). */
 export function listeningInodes(port: number, procRoot = "/proc"): Set<string> {
@@ -131,14 +132,8 @@ export class ProcessSchedstat {
 
 /** The schedstat reader for the server behind a loopback URL, or null (remote, not found, unreadable). */
 export function serverSchedstatFor(baseUrl: string, procRoot = "/proc"): ProcessSchedstat | null {
-  let u: URL;
-  try {
-    u = new URL(baseUrl);
-  } catch {
-    return null;
-  }
-  const host = u.hostname.replace(/^\[|\]$/g, "");
-  if (!(host === "localhost" || host === "::1" || /^127\./.test(host))) return null;
+  if (!isLocalUrl(baseUrl)) return null;
+  const u = new URL(baseUrl);
   const found = findListeningProcess(Number(u.port || (u.protocol === "https:" ? 443 : 80)), procRoot);
   return found.pid === null ? null : new ProcessSchedstat(found.pid, procRoot);
 }
