@@ -210,8 +210,9 @@ function llamaBuildDate(t: ReleaseTable, n: number): ResolvedRelease {
 
 /**
  * A release name or a date → its date. Accepts `v0.4.1`, `0.4.1`, `v0.5.1.post3` (a post or patch release not in the
- * table falls back to its base release), llama.cpp `b6918` / `6918` / `build 6918`, and `2025-08` / `2025-08-27`.
- * Anything else is a UsageError with the nearest names.
+ * table falls back to its base release; any other well-formed version is dated by where it sorts among the listed
+ * releases), llama.cpp `b6918` / `6918` / `build 6918`, and `2025-08` / `2025-08-27`. Anything else is a UsageError
+ * with the nearest names.
  */
 export function resolveRelease(engine: string, version: string): ResolvedRelease {
   const v = version.trim();
@@ -235,6 +236,8 @@ export function resolveRelease(engine: string, version: string): ResolvedRelease
         how: `${engine} ${v}: dated as its base release ${b.version} (${t.source}); a post release is days to weeks later`,
         approx: true,
       };
+    const byOrder = orderedNeighbours(t, want);
+    if (byOrder) return byOrder;
   }
   const names = t ? t.releases.map((r) => r.version) : [];
   const near = names
@@ -249,6 +252,65 @@ export function resolveRelease(engine: string, version: string): ResolvedRelease
       hint: `give a release${names.length ? ` (${names[0]} … ${names[names.length - 1]})` : ""} or its date, e.g. --engine-version 2025-08 or 2025-08-27`,
     },
   );
+}
+
+/** `0.5.1.post3` → [0, 5, 1, 0.3]-like sort key (post after, rc/dev before the base); null when not a version. */
+function versionKey(v: string): number[] | null {
+  const m = /^(\d+(?:\.\d+){1,3})(?:[.-]?(post|rc|dev)(\d*))?$/.exec(v);
+  if (!m) return null;
+  const nums = m[1].split(".").map(Number);
+  while (nums.length < 4) nums.push(0);
+  const tag = m[2] ? (m[2] === "post" ? 1 : -1) * (1 + Number(m[3] || 0) / 1000) : 0;
+  return [...nums, tag];
+}
+
+function cmpKey(a: number[], b: number[]): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/**
+ * A well-formed release name the table does not list: dated by where it sorts among the listed ones — midway between
+ * its neighbours, or at the newest (oldest) listed release when it sorts after (before) all of them. The tables sample
+ * each engine's releases, so a real release between two samples is the common case.
+ */
+function orderedNeighbours(t: ReleaseTable, want: string): ResolvedRelease | undefined {
+  const k = versionKey(want);
+  if (!k) return undefined;
+  const listed = t.releases
+    .map((r) => ({ r, k: versionKey(norm(r.version)) }))
+    .filter((x): x is { r: Release; k: number[] } => x.k !== null)
+    .sort((a, b) => cmpKey(a.k, b.k));
+  if (listed.length === 0) return undefined;
+  const i = listed.findIndex((x) => cmpKey(x.k, k) > 0);
+  const name = `${t.engine} ${want.startsWith("v") ? want : `v${want}`}`;
+  if (i === 0) {
+    const o = listed[0].r;
+    return {
+      date: o.date,
+      how: `${name} is not in the release table and sorts before its oldest release ${o.version}: dated no later than ${o.date} (${t.source})`,
+      approx: true,
+    };
+  }
+  if (i === -1) {
+    const n = listed[listed.length - 1].r;
+    return {
+      date: n.date,
+      how: `${name} is not in the release table and sorts after its newest release ${n.version}: dated no earlier than ${n.date} (${t.source})`,
+      approx: true,
+    };
+  }
+  const a = listed[i - 1].r;
+  const b = listed[i].r;
+  const mid = (parseIsoDate(a.date)! + parseIsoDate(b.date)!) / 2;
+  return {
+    date: isoDate(Math.round(mid / DAY) * DAY),
+    how: `${name} is not in the release table: dated midway between ${a.version} (${a.date}) and ${b.version} (${b.date}) by version order (${t.source})`,
+    approx: true,
+  };
 }
 
 /** Releases of an engine dated within [from, to] (ISO dates, inclusive). */

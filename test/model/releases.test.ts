@@ -22,8 +22,17 @@ test("any release name resolves to its date: v0.4.1, 0.4.1, post releases, llama
   assert.equal(resolveRelease("llamacpp", "6918").date, resolveRelease("llamacpp", "b6918").date);
   assert.equal(resolveRelease("tgi", "v3.0.0").date, "2024-12-09");
   assert.equal(resolveRelease("trtllm", "2025-08").date, "2025-08-15");
+  // A release the table does not list is dated by version order: midway between its listed neighbours, or at the
+  // newest listed one when it sorts after all of them (and the note says so).
+  const v051 = resolveRelease("sglang", "v0.5.1");
+  assert.ok(v051.date >= "2025-08-23" && v051.date <= "2025-08-27" && v051.approx, JSON.stringify(v051));
+  assert.match(v051.how, /midway between v0\.5\.0 .* and v0\.5\.1\.post3/);
+  assert.equal(resolveRelease("vllm", "v0.2.3").date > resolveRelease("vllm", "v0.2.0").date, true);
+  const newer = resolveRelease("vllm", "v0.99.0");
+  assert.equal(newer.date, "2025-11-18");
+  assert.match(newer.how, /sorts after its newest release v0\.11\.1: dated no earlier/);
   assert.throws(
-    () => resolveRelease("sglang", "v0.4.11"),
+    () => resolveRelease("sglang", "v0.4.1x"),
     (e: unknown) => e instanceof UsageError && /did you mean .*v0\.4\.1/.test(e.message),
   );
   assert.throws(() => resolveRelease("vllm", "banana"), UsageError);
