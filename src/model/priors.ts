@@ -89,8 +89,8 @@ export interface StepParts {
 
 // etak: memory kind (the device class's parent); ffam: format family (a format's parent; formerly a fixed 0.3); keng: engine (the kernel group's parent); rel: engine release (a
 // release month's deviation from its engine's maturity curve).
-type HyperGroup = "eta" | "etak" | "ffam" | "fmt" | "moe" | "kern" | "keng" | "kdev" | "ar" | "mat" | "rel";
-const HYPERS: HyperGroup[] = ["eta", "etak", "ffam", "fmt", "moe", "kern", "keng", "kdev", "ar", "mat", "rel"];
+type HyperGroup = "eta" | "etak" | "ffam" | "fmt" | "moe" | "kern" | "keng" | "kdev" | "ar" | "mat" | "rel" | "src";
+const HYPERS: HyperGroup[] = ["eta", "etak", "ffam", "fmt", "moe", "kern", "keng", "kdev", "ar", "mat", "rel", "src"];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
 const MU: Record<string, { mean: number; sd: number; label: string }> = {
@@ -125,6 +125,7 @@ const TAU0: Record<HyperGroup | "sigma", number> = {
   ar: 0.28,
   mat: 0.28,
   rel: 0.1,
+  src: 0.1,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -697,7 +698,12 @@ function rowData(c: Corpus): RowData {
   const support = corpusSupport(facts);
   const fitRows = rows.map((row, i) => {
     const sp = stepParts(res[i], undefined, support);
-    return { id: row.id, y: Math.log(row.measuredMs), parts: sp.parts, maturityU: sp.maturityU };
+    // A source's own conditions (clocks, power cap, build flags, how it times) shift all its rows together: one
+    // offset per source, so a 28-row source does not set the shared parameters alone, and a new deployment, which
+    // no corpus source measured, carries the between-source spread τ_src (predictive()).
+    const src = `src/${row.sourceKey}`;
+    const parts = sp.parts.map((p) => ({ ...p, coef: { ...p.coef, [src]: 1 } }));
+    return { id: row.id, y: Math.log(row.measuredMs), parts, maturityU: sp.maturityU };
   });
   return { rows: fitRows, facts, support };
 }
@@ -787,9 +793,11 @@ export function fitCorpus(
       label:
         h === "ffam"
           ? `format family: ${MU[n]?.label ?? n}`
-          : h
-            ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
-            : (MU[n]?.label ?? n),
+          : h === "src"
+            ? `source offset: ${n.slice(4)}`
+            : h
+              ? `${MU[h === "fmt" ? "fmt:gguf-k" : h]?.label.split(" (")[0] ?? h}: ${n.slice(n.indexOf("/") + 1)}`
+              : (MU[n]?.label ?? n),
       prior: priorOf(n, hyper),
       posterior: { mean: best.theta[j], sd: Math.sqrt(Math.max(0, best.cov[j][j])) },
       rows: rowCount.get(n) ?? 0,
@@ -928,7 +936,8 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
   }
   // No release given: the release-to-release spread around the engine's maturity curve.
   if (!sp.releaseKey && matShare > 0) v += matShare ** 2 * f.hyper.tau.rel ** 2;
-  if (withResidual) v += f.hyper.sigma ** 2;
+  // A prediction is for a deployment no corpus source measured: the residual and the between-source spread.
+  if (withResidual) v += f.hyper.sigma ** 2 + f.hyper.tau.src ** 2;
   // Out-of-support widening (cv.ts): a variance multiplier estimated from the grouped cross-validation.
   v *= 1 + Math.max(0, inflationVar);
   const sd = Math.sqrt(Math.max(0, v));

@@ -126,20 +126,20 @@ const cv = () => (report ??= crossValidate(shippedCorpus(), { rowLoo: false }));
 test("grouped cross-validation: leave-one-source-out, -family-out and -engine-out figures pinned", () => {
   const r = cv();
   const s = r.widened.source;
-  // Measured 2026-12-04 (89 decode rows, 17 sources): median |error| 15.5 %, coverage 68/89 = 76.4 % (MoE 35/43 =
-  // 81.4 %, dense 33/46 = 71.7 %), median high/low 1.81×. Targets: ≤ 12 % (not met), 75–90 % overall and for MoE
-  // (met), ≤ 1.6× (not met). The pins hold what is reached (one or two rows of slack), so a regression fails.
+  // Measured 2026-12-05 (89 decode rows, 17 sources, with one offset per source): median |error| 14.4 %, coverage
+  // 73/89 = 82.0 % (MoE 83.7 %, dense 80.4 %), median high/low 1.91×. Targets: ≤ 12 % (not met), 75–90 % overall and
+  // for MoE (met), ≤ 1.6× (not met). The pins hold what is reached (one or two rows of slack), so a regression fails.
   assert.equal(s.folds, 17);
   assert.equal(s.all.n, 89);
-  assert.ok(s.all.medianAbsError <= 0.165, `LOSO median |error| ${s.all.medianAbsError}`);
-  assert.ok(s.all.coverage >= 0.74 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
-  assert.ok(s.moe.coverage >= 0.79 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
-  assert.ok(s.all.medianRatio <= 1.9, `LOSO median high/low ${s.all.medianRatio}`);
-  // Family (9 folds): 14.9 %, 75.3 %, 1.60×; engine (6 folds): 15.1 %, 85.4 %, 2.63×.
+  assert.ok(s.all.medianAbsError <= 0.155, `LOSO median |error| ${s.all.medianAbsError}`);
+  assert.ok(s.all.coverage >= 0.75 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
+  assert.ok(s.moe.coverage >= 0.75 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
+  assert.ok(s.all.medianRatio <= 2.0, `LOSO median high/low ${s.all.medianRatio}`);
+  // Family (9 folds): 12.5 %, 87.6 %, 1.71×; engine (6 folds): 14.2 %, 87.6 %, 2.73×.
   const fam = r.widened.family;
-  assert.ok(fam.all.medianAbsError <= 0.16 && fam.all.coverage >= 0.73, JSON.stringify(fam.all));
+  assert.ok(fam.all.medianAbsError <= 0.14 && fam.all.coverage >= 0.8, JSON.stringify(fam.all));
   const eng = r.widened.engine;
-  assert.ok(eng.all.medianAbsError <= 0.16 && eng.all.coverage >= 0.82, JSON.stringify(eng.all));
+  assert.ok(eng.all.medianAbsError <= 0.155 && eng.all.coverage >= 0.82, JSON.stringify(eng.all));
   for (const g of ["source", "family", "engine"] as const)
     for (const row of r.widened[g].rows) assert.ok(row.low < row.centreMs && row.centreMs < row.high, `${g} ${row.id}`);
   // Widening never narrows: a widened fold row's interval holds its plain one.
@@ -147,7 +147,7 @@ test("grouped cross-validation: leave-one-source-out, -family-out and -engine-ou
     const p = r.plain.engine.rows.find((x) => x.id === row.id)!;
     assert.ok(row.low <= p.low + 1e-12 && row.high >= p.high - 1e-12, row.id);
   }
-  // The effective number of parameters is well below the parameter count (shrinkage at work): 30.6 of 100.
+  // The effective number of parameters is well below the parameter count (shrinkage at work): 32.0 of 117.
   assert.ok(r.effectiveParameters > 5 && r.effectiveParameters < r.parameters * 0.6, String(r.effectiveParameters));
 });
 
@@ -182,10 +182,11 @@ test("the checked-in out-of-support inflations are the grouped CV's, for this co
 test("row-level leave-one-out stays as a fourth line (it leaks siblings: far sharper than the grouped folds)", () => {
   const l = leaveOneOut();
   assert.equal(l.rows.length, shippedCorpus().rows.length);
-  // Measured 2026-12-04 (89 rows): median |error| 5.6 %, coverage 77/89 = 86.5 %, median high/low 1.36×.
-  assert.ok(l.medianAbsError <= 0.065, `median |error| ${l.medianAbsError}`);
-  assert.ok(l.coverage >= 0.8 && l.coverage <= 0.92, `coverage ${l.coverage}`);
-  assert.ok(l.medianRatio <= 1.45, `median high/low ${l.medianRatio}`);
+  // Measured 2026-12-05 (89 rows): median |error| 6.9 %, coverage 80/89 = 89.9 %, median high/low 1.56× (the held-out
+  // row's own source offset is not used: its siblings still inform every shared parameter).
+  assert.ok(l.medianAbsError <= 0.08, `median |error| ${l.medianAbsError}`);
+  assert.ok(l.coverage >= 0.8 && l.coverage <= 0.93, `coverage ${l.coverage}`);
+  assert.ok(l.medianRatio <= 1.65, `median high/low ${l.medianRatio}`);
   assert.ok(l.medianAbsError < cv().widened.source.all.medianAbsError);
 });
 
