@@ -117,3 +117,17 @@ describe("a two-phase run on the sim", { timeout: 90_000 }, () => {
     for (const r of [...p1, ...p2]) assert.ok(r.ttft_ms.count > 0 && r.good !== null && r.good_fraction !== null);
   });
 });
+
+test("the study's slices are in the deployment's clock: times × the sim's scale, rates ÷ it", async () => {
+  const { latencySlices } = await import("../../src/study/assemble.ts");
+  const s = computeSlices(recs, { widthMs: 50, percentiles: [50] });
+  const one = latencySlices(s, 1);
+  const ten = latencySlices(s, 10);
+  assert.equal(ten.widthS, one.widthS * 10);
+  for (let i = 0; i < one.rows.length; i++) {
+    const a = one.rows[i]!;
+    const b = ten.rows[i]!;
+    assert.ok(Math.abs(b.t - a.t * 10) < 1e-9 && Math.abs(b.outputTokensPerS * 10 - a.outputTokensPerS) < 1e-9);
+    assert.equal(a.ttftP50Ms === undefined, s.slices[i]!.ttft_ms.count === 0);
+  }
+});
