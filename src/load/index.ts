@@ -1,4 +1,16 @@
 // Public API of the load generator (`inferscope bench`).
+export {
+  type CapacityOptions,
+  type CapacityResult,
+  type CapacityRun,
+  crossing,
+  estimateCapacity,
+  findCapacity,
+  isotonicDecreasing,
+  type LoadTrial,
+  type TrialOutcome,
+} from "./capacity.ts";
+export { type BenchTrialDetail, benchTrial, goodShare, type LoadKnob } from "./capacity-bench.ts";
 export { blankRecord, classifyError, httpGet, StreamClient, serverMessage } from "./client.ts";
 export { formatConsole } from "./console.ts";
 export { type AddedDelay, measureAddedDelay, probeDelays, rawFloor, startProbe } from "./delay.ts";
@@ -21,6 +33,7 @@ export {
   summarizeServerTimings,
 } from "./server-timings.ts";
 export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
+export { computeSlices, formatSlices, type SliceOptions, type SliceResult, type SliceRow } from "./slices.ts";
 export { interpretChunk, llamacppTimings, SseParser, tgiTimings } from "./sse.ts";
 export {
   type BenchSummary,

@@ -80,6 +80,8 @@ export interface Resolved {
   seed: number;
   warmup: number;
   percentiles: number[];
+  /** An explicit open-loop schedule (BenchOptions.arrivalsMs), or null for the rate's. */
+  arrivals: Float64Array | null;
 }
 
 const ELD_RESOLUTION_MS = 2;
@@ -122,6 +124,8 @@ export function resolveOptions(o: BenchOptions): Resolved {
     throw new UsageError(`--warmup expects an integer in [0, ${MAX_REQUESTS}], got ${warmup}`);
   let numPrompts: number | null = o.numPrompts ?? null;
   let durationMs: number | null = o.durationMs ?? null;
+  const arrivals = o.arrivalsMs ? checkArrivals(o) : null;
+  if (arrivals) numPrompts = arrivals.length;
   if (numPrompts === null && durationMs === null) numPrompts = 100;
   if (durationMs !== null && rate !== Number.POSITIVE_INFINITY) {
     numPrompts = requestsForDuration(durationMs, rate);
@@ -149,14 +153,40 @@ export function resolveOptions(o: BenchOptions): Resolved {
     endpoint,
     numPrompts,
     durationMs,
-    rate,
+    // A given schedule's mean rate, for the result's setup.
+    rate: arrivals
+      ? arrivals[arrivals.length - 1]! > 0
+        ? (arrivals.length * 1000) / arrivals[arrivals.length - 1]!
+        : Number.POSITIVE_INFINITY
+      : rate,
     burstiness,
     concurrency: o.concurrency ?? null,
     maxConcurrency: o.maxConcurrency ?? null,
     seed: o.seed ?? 0,
     warmup,
     percentiles,
+    arrivals,
   };
+}
+
+/** An explicit schedule replaces --request-rate, --num-prompts and --duration: it must stand alone and be ascending. */
+function checkArrivals(o: BenchOptions): Float64Array {
+  const a = Float64Array.from(o.arrivalsMs!);
+  if (
+    o.concurrency !== undefined ||
+    o.requestRate !== undefined ||
+    o.numPrompts !== undefined ||
+    o.durationMs !== undefined
+  )
+    throw new UsageError(
+      "an explicit arrival schedule replaces --concurrency, --request-rate, --num-prompts and --duration",
+    );
+  if (a.length < 1 || a.length > MAX_REQUESTS)
+    throw new UsageError(`an arrival schedule needs 1 to ${MAX_REQUESTS} times, got ${a.length}`);
+  for (let i = 0; i < a.length; i++)
+    if (!(Number.isFinite(a[i]!) && a[i]! >= 0 && (i === 0 || a[i]! >= a[i - 1]!)))
+      throw new UsageError(`arrival schedule: time ${i} (${a[i]} ms) is not finite, ≥ 0 and ≥ the one before`);
+  return a;
 }
 
 /**
@@ -399,7 +429,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     } else {
       edge("start");
       phase = await openLoop(ctx, {
-        times: arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
+        times: r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
         cap: r.maxConcurrency,
       });
     }
@@ -554,7 +584,7 @@ async function shardedPhase(
         });
     }
   } else {
-    const times = arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
+    const times = r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
     for (let k = 0; k < w; k++) {
       const m = share(times.length, k);
       const t = new Float64Array(m);

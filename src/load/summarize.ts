@@ -151,6 +151,21 @@ export function requestTpot(r: RequestRecord): number | null {
   return (r.e2elMs - r.ttftMs) / (r.outputTokens - 1);
 }
 
+/**
+ * Whether a successful request meets every SLO given (vLLM's goodput rule: each value ≤ its limit; TPOT is 0
+ * for n ≤ 1; our `itl` limit applies to the request's largest chunk gap).
+ */
+export function meetsSlo(r: RequestRecord, slo: GoodputSlo): boolean {
+  if (slo.ttft !== undefined && !(slo.ttft >= r.ttftMs)) return false;
+  if (slo.tpot !== undefined && !(slo.tpot >= (requestTpot(r) ?? 0))) return false;
+  if (slo.e2el !== undefined && !(slo.e2el >= r.e2elMs)) return false;
+  if (slo.itl !== undefined) {
+    const g = chunkItls(r);
+    if (g.length && !(slo.itl >= Math.max(...g))) return false;
+  }
+  return true;
+}
+
 export function stats(values: ArrayLike<number>, percentiles: number[]): Stats {
   const s = Float64Array.from(values as ArrayLike<number>);
   s.sort();
@@ -243,7 +258,6 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
   const ttftOut: number[] = [];
   const ttfos: number[] = [];
   const tpots: number[] = [];
-  const allTpots: number[] = [];
   const tpotNorm: number[] = [];
   const itls: number[] = [];
   const tokItls: number[] = [];
@@ -279,7 +293,6 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
       tpots.push(tp);
       decode.push(tp > 0 ? 1000 / tp : 0);
     }
-    allTpots.push(tp ?? 0);
     if (n > 0) tpotNorm.push(r.e2elMs / n);
     const gi = chunkItls(r);
     for (const g of gi) {
@@ -330,17 +343,7 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
   const slo = opts.goodput;
   if (slo && (slo.ttft !== undefined || slo.tpot !== undefined || slo.e2el !== undefined || slo.itl !== undefined)) {
     good = 0;
-    for (let i = 0; i < ok.length; i++) {
-      const r = ok[i]!;
-      if (slo.ttft !== undefined && !(slo.ttft >= r.ttftMs)) continue;
-      if (slo.tpot !== undefined && !(slo.tpot >= allTpots[i]!)) continue;
-      if (slo.e2el !== undefined && !(slo.e2el >= r.e2elMs)) continue;
-      if (slo.itl !== undefined) {
-        const g = chunkItls(r);
-        if (g.length && !(slo.itl >= Math.max(...g))) continue;
-      }
-      good++;
-    }
+    for (const r of ok) if (meetsSlo(r, slo)) good++;
   }
 
   const errors: Partial<Record<ErrorClass, number>> = {};

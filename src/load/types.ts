@@ -145,6 +145,11 @@ export interface BenchOptions {
   maxConcurrency?: number;
   /** Requests per second; Infinity = all at once (vLLM's default). */
   requestRate?: number;
+  /**
+   * An explicit open-loop schedule: send times (ms from the measured start, ascending). Replaces requestRate,
+   * numPrompts and durationMs (a phased load, a replay's times divided by its speed).
+   */
+  arrivalsMs?: ArrayLike<number>;
   /** Gamma shape; 1 = Poisson, Infinity = constant gaps. */
   burstiness?: number;
   seed?: number;

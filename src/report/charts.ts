@@ -148,6 +148,52 @@ function telemetryChart(series: NonNullable<StudyResult["telemetry"]>["series"])
   };
 }
 
+/** The bench's time slices: arrivals beside completions, output tokens/s and median TTFT, one panel each. */
+function slicesChart(sl: NonNullable<NonNullable<StudyResult["latency"]>["slices"]>): ChartSpec | null {
+  const rows: Array<{ t: number; series: string; value: number }> = [];
+  const panel: Record<string, string> = {
+    "arrivals/s": "requests/s",
+    "completed/s": "requests/s",
+    "output tokens/s": "output tokens/s",
+    "TTFT p50 (ms)": "TTFT p50 (ms)",
+  };
+  for (const r of sl.rows) {
+    rows.push({ t: r.t, series: "arrivals/s", value: r.arrivalsPerS });
+    rows.push({ t: r.t, series: "completed/s", value: r.completedPerS });
+    rows.push({ t: r.t, series: "output tokens/s", value: r.outputTokensPerS });
+    if (r.ttftP50Ms !== undefined) rows.push({ t: r.t, series: "TTFT p50 (ms)", value: r.ttftP50Ms });
+  }
+  if (sl.rows.length < 2) return null;
+  const values = rows.map((r) => ({ ...r, panel: panel[r.series]! }));
+  return {
+    id: "slices",
+    section: "latency",
+    title: "The bench in time slices",
+    caption: `Slices of ${fmtS(sl.widthS)} s: ${sl.rule}. Arrivals and completions share a panel; warm-up and drift show as steps.`,
+    spec: {
+      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+      data: { values },
+      config: CONFIG,
+      facet: {
+        row: { field: "panel", type: "nominal", title: null, sort: ["requests/s", "output tokens/s", "TTFT p50 (ms)"] },
+      },
+      resolve: { scale: { y: "independent" } },
+      spec: {
+        width: WIDTH,
+        height: 80,
+        mark: { type: "line", interpolate: "step-after", strokeWidth: 1.5 },
+        encoding: {
+          x: { field: "t", type: "quantitative", title: "seconds into the measured window" },
+          y: { field: "value", type: "quantitative", title: null, axis: { format: ",~r" } },
+          color: { field: "series", type: "nominal", title: null },
+        },
+      },
+    },
+  };
+}
+
+const fmtS = (s: number) => String(Number(s.toPrecision(3)));
+
 /** Every chart the result supports, in report order. Sections with no data get no chart. */
 export function chartSpecs(r: StudyResult): ChartSpec[] {
   const out: ChartSpec[] = [];
@@ -217,6 +263,8 @@ export function chartSpecs(r: StudyResult): ChartSpec[] {
           "ITL (ms)",
         ),
       );
+    const sc = L.slices ? slicesChart(L.slices) : null;
+    if (sc) out.push(sc);
     if (L.itlOverTime.length > 0)
       out.push({
         id: "itl-time",

@@ -131,7 +131,25 @@ export interface LatencySection {
   itlOverTime: Array<{ request: number; token: number; ms: number }>;
   /** The server's own view over the same window, where /metrics was readable. */
   server?: { ttftMeanMs?: number; itlMeanMs?: number; steps?: number; note?: string };
+  /** The bench cut into time slices (src/load/slices.ts), in the deployment's clock (simulated time for the sim). */
+  slices?: LatencySlices;
   notes: string[];
+}
+
+export interface LatencySlices {
+  widthS: number;
+  /** Which request, completion or token belongs to which slice. */
+  rule: string;
+  rows: Array<{
+    /** Slice start, seconds into the measured window. */
+    t: number;
+    arrivalsPerS: number;
+    completedPerS: number;
+    outputTokensPerS: number;
+    /** Median TTFT and ITL of the slice (ms); absent when the slice measured none. */
+    ttftP50Ms?: number;
+    itlP50Ms?: number;
+  }>;
 }
 
 export interface SweepSection {

@@ -1,6 +1,7 @@
 // Turns the phases' measurements into the StudyResult the report writers render (pure: no I/O).
 import type { ChosenExperiment, Discovery, ModelInputs } from "../discover/index.ts";
 import { compareSamples } from "../experiment/stats.ts";
+import type { SliceResult } from "../load/slices.ts";
 import { fmt } from "../report/format.ts";
 import type {
   AbSection,
@@ -9,6 +10,7 @@ import type {
   Deployment,
   Headline,
   LatencySection,
+  LatencySlices,
   Quantity,
   StudyMeta,
   StudyResult,
@@ -65,6 +67,23 @@ function drawsCI(estimate: number, draws: number[]): Interval {
   const s = Float64Array.from(draws.filter(Number.isFinite)).sort();
   if (s.length === 0) return { estimate, lo: Number.NaN, hi: Number.NaN };
   return { estimate, lo: s[Math.floor(0.025 * (s.length - 1))]!, hi: s[Math.ceil(0.975 * (s.length - 1))]! };
+}
+
+/** Slices in the deployment's clock: a sim x× faster ran x× shorter, so times × x and rates ÷ x. */
+export function latencySlices(s: SliceResult, x: number): LatencySlices {
+  const p50 = (st: { count: number; median: number }) => (st.count > 0 ? st.median * x : undefined);
+  return {
+    widthS: (s.width_ms / 1000) * x,
+    rule: s.rule,
+    rows: s.slices.map((r) => ({
+      t: r.start_s * x,
+      arrivalsPerS: r.arrival_rate / x,
+      completedPerS: r.request_throughput / x,
+      outputTokensPerS: r.output_throughput / x,
+      ttftP50Ms: p50(r.ttft_ms),
+      itlP50Ms: p50(r.itl_ms),
+    })),
+  };
 }
 
 export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
@@ -129,6 +148,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
             note: "exact window means from _sum/_count deltas, not bucket quantiles",
           }
         : undefined,
+      slices: b.slices ? latencySlices(b.slices, x) : undefined,
       notes,
     };
     headlines.push({ label: "decode rate (batch 1)", value: latency.decodeRate });

@@ -10,6 +10,7 @@ import { theilSenBootstrap } from "../experiment/stats.ts";
 import { parseVariant, shellQuote, type VariantSpec } from "../experiment/variants.ts";
 import { runBench } from "../load/runner.ts";
 import type { ServerTimingSummary } from "../load/server-timings.ts";
+import { computeSlices, type SliceResult } from "../load/slices.ts";
 import { requestTpot, tokenItls } from "../load/summarize.ts";
 import type { RequestRecord } from "../load/types.ts";
 import { type AuditContext, type AuditReport, auditMetrics } from "../metrics/audit.ts";
@@ -126,6 +127,8 @@ export interface BenchMeasure {
   serverTimings?: ServerTimingSection;
   /** The hardware's counters over the bench's measured window (null: none asked for or none available). */
   telemetry?: RunTelemetry | null;
+  /** The bench in time slices (client wall clock; about 20 over the window). */
+  slices?: SliceResult;
   /** Output tokens/s over the window, binned (seconds from the window's start, wall clock). */
   tokenRate?: Array<{ t: number; tokensPerS: number }>;
 }
@@ -274,6 +277,11 @@ export async function phaseBench(
     serverTimings: res.serverTimings ? serverTimingSection(res.serverTimings) : undefined,
     telemetry: res.telemetry,
     tokenRate: res.telemetry?.summary ? tokenRateSeries(res.requests) : undefined,
+    // About 20 slices over the window, whatever its length: warm-up and drift show without a flag.
+    slices:
+      res.summary.duration > 0
+        ? computeSlices(res.requests, { widthMs: (res.summary.duration * 1000) / 20, percentiles: [50] })
+        : undefined,
   };
 }
 

@@ -62,6 +62,7 @@ test("chartSpecs: one chart per populated section, none for missing sections", (
     "ttft-hist",
     "itl-hist",
     "itl-time",
+    "slices",
     "sweep-fit",
     "ab-arms",
     "trace-classes",

@@ -126,6 +126,18 @@ export function sampleResult(label = "glm-5"): StudyResult {
       itlSamplesMs: itl,
       itlOverTime,
       server: { ttftMeanMs: 52.1, itlMeanMs: 17.4, steps: 1536 },
+      slices: {
+        widthS: 1.5,
+        rule: "requests by send time; completions by stream end; tokens by receive time",
+        rows: Array.from({ length: 18 }, (_, i) => ({
+          t: i * 1.5,
+          arrivalsPerS: 0.44,
+          completedPerS: i === 0 ? 0 : 0.44,
+          outputTokensPerS: i === 0 ? 30 : 57.5,
+          ttftP50Ms: i === 0 ? 140 : 52,
+          itlP50Ms: 17.4,
+        })),
+      },
       notes: [],
     },
     sweep: {

@@ -5,10 +5,13 @@ import Table from "cli-table3";
 import { createLogUpdate } from "log-update";
 import { InputError, InterruptedError, TargetError, UsageError } from "../../errors.ts";
 import { checkInputFile, checkRunStore } from "../../input-file.ts";
+import type { CapacityResult } from "../../load/capacity.ts";
+import type { BenchTrialDetail } from "../../load/capacity-bench.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
-import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
+import { type BenchResult, checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
+import { computeSlices, formatSlices, type SliceResult } from "../../load/slices.ts";
 import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
 import type {
   BenchOptions,
@@ -69,6 +72,43 @@ export function parseGoodput(items: string[], sep = ":"): GoodputSlo {
   return out;
 }
 
+/**
+ * `--slo`: the bounds as `ttft:200,tpot:50` (vLLM's separator, as tune's --slo) or `ttft=200,tpot=50`, items
+ * split by commas or spaces.
+ */
+export function parseSlo(text: string): GoodputSlo {
+  const out: GoodputSlo = {};
+  const items = text.split(/[\s,]+/).filter(Boolean);
+  if (items.length === 0) throw new UsageError("--slo is empty: expected e.g. ttft:200,tpot:50");
+  for (const item of items) {
+    const m = /^([a-z0-9_]+)[:=]([^:=]*)$/i.exec(item);
+    const val = m ? Number(m[2]) : Number.NaN;
+    if (!m || m[2]!.trim() === "" || Number.isNaN(val) || val < 0)
+      throw new UsageError(`--slo: bad SLO "${item}": expected NAME:MS or NAME=MS with a value ≥ 0 (e.g. ttft:200)`);
+    const key = m[1]!.toLowerCase();
+    if (key !== "ttft" && key !== "tpot" && key !== "e2el" && key !== "itl")
+      throw new UsageError(`--slo: bad SLO "${item}": the metric must be one of ttft, tpot, e2el, itl`);
+    out[key] = val;
+  }
+  return out;
+}
+
+/**
+ * `--goodput` holds either vLLM's SLO list (`ttft:200 tpot:50`) or, as one bare number, the target share of
+ * requests that must meet the --slo bounds (0.99, or 99%): a value with no `:` is a share, anything else an SLO.
+ */
+export function parseGoodputFlag(items: string[]): { slo: GoodputSlo } | { target: number } {
+  const one = items.length === 1 ? items[0]!.trim() : "";
+  const m = /^(\d*\.?\d+)(%?)$/.exec(one);
+  if (m) {
+    const v = Number(m[1]) / (m[2] ? 100 : 1);
+    if (!(v > 0 && v <= 1))
+      throw new UsageError(`--goodput ${one}: a target share must be in (0, 1] (or 0–100 %), e.g. --goodput 0.99`);
+    return { target: v };
+  }
+  return { slo: parseGoodput(items, ":") };
+}
+
 function defaultResultName(o: BenchOptions, model: string): string {
   const d = new Date();
   const p = (n: number) => String(n).padStart(2, "0");
@@ -99,6 +139,59 @@ function progressPrinter(enabled: boolean) {
 }
 
 const ms = (s: Stats, x: number) => (s.count === 0 ? "n/a" : x.toFixed(2));
+
+/** The slices' --json fields: `slices[]` beside the run's own, with the width used and the assignment rule. */
+function sliceFields(sl: SliceResult): Record<string, unknown> {
+  return { slice_width_ms: sl.width_ms, slice_rule: sl.rule, slice_notes: sl.notes, slices: sl.slices };
+}
+
+function sliceJson(res: BenchResult, widthMs: number, opts: BenchOptions): Record<string, unknown> {
+  return sliceFields(computeSlices(res.requests, { widthMs, percentiles: res.percentiles, goodput: opts.goodput }));
+}
+
+const sloText = (slo: GoodputSlo) =>
+  Object.entries(slo)
+    .map(([k, v]) => `${k} ≤ ${v} ms`)
+    .join(", ");
+
+/** The capacity search's result and runs as text. */
+export function capacityText(c: CapacityResult, slo: GoodputSlo): string {
+  const L: string[] = [];
+  const share = `${(100 * c.target).toFixed(c.target >= 0.999 ? 2 : 1)} %`;
+  if (c.capacity !== null && c.interval)
+    L.push(
+      `Capacity: ${fmtRate(c.capacity)} req/s [95 % interval ${fmtRate(c.interval.lo)}, ${fmtRate(c.interval.hi)}] with ${share} of requests meeting ${sloText(slo)}`,
+    );
+  else if (c.lowerBound !== null)
+    L.push(
+      `Capacity: at least ${fmtRate(c.lowerBound)} req/s (every rate tried met ${share} of requests within ${sloText(slo)})`,
+    );
+  else L.push(`Capacity: unknown: no rate tried met ${share} of requests within ${sloText(slo)}`);
+  L.push(
+    `Bracket: pass ${c.bracket.pass === null ? "none" : fmtRate(c.bracket.pass)}, fail ${c.bracket.fail === null ? "none" : fmtRate(c.bracket.fail)}; ${c.runs.length} runs, stopped: ${c.stopped}`,
+  );
+  const t = new Table({
+    head: ["run", "phase", "req/s asked", "good/total", "good %", "req/s done", "TTFT p", "TPOT p"],
+    style: { head: [], border: [] },
+  });
+  for (const r of c.runs) {
+    const d = r.detail as BenchTrialDetail | undefined;
+    t.push([
+      r.index + 1,
+      r.phase,
+      fmtRate(r.load),
+      `${r.good}/${r.total}`,
+      (100 * r.share).toFixed(1),
+      d ? d.request_throughput.toFixed(2) : "n/a",
+      d?.ttft_p_ms != null ? d.ttft_p_ms.toFixed(1) : "n/a",
+      d?.tpot_p_ms != null ? d.tpot_p_ms.toFixed(1) : "n/a",
+    ]);
+  }
+  L.push(t.toString());
+  L.push(`Method: ${c.method}.`);
+  for (const n of c.notes) L.push(`note: ${n}`);
+  return L.join("\n");
+}
 
 export function sweepTable(s: SweepResult): string {
   const t = new Table({
@@ -196,8 +289,45 @@ export function register(program: Command): void {
       "alias of --metric-percentiles",
       list(numberArg("--percentiles", { above: 0, max: 100 })),
     )
-    .option("--goodput <slo...>", "SLOs as vLLM: ttft:200 tpot:50 e2el:1000 (ms)")
-    .option("--slo <list>", "SLOs as ttft=200,tpot=50 (ms)")
+    .option(
+      "--goodput <slo...>",
+      "SLOs as vLLM: ttft:200 tpot:50 e2el:1000 (ms); or one bare share (0.99) with --slo: the target of --find-capacity",
+    )
+    .option("--slo <list>", "SLOs as ttft:200,tpot:50 or ttft=200,tpot=50 (ms)")
+    .option(
+      "--slice <d>",
+      "also report per time slice of this width (e.g. 30s): rates, goodput, latency percentiles",
+      durationArg("--slice"),
+    )
+    .option("--find-capacity", "search the highest request rate at which the --goodput share of requests meets --slo")
+    .option(
+      "--capacity-start <r>",
+      "first rate the capacity search tries (default: --request-rate, else 1)",
+      numberArg("--capacity-start", { above: 0 }),
+    )
+    .option(
+      "--capacity-max-runs <n>",
+      "capacity search: at most this many bench runs",
+      count("--capacity-max-runs", 2, 1000),
+      30,
+    )
+    .option(
+      "--capacity-max-time <d>",
+      "capacity search: start no run after this long",
+      durationArg("--capacity-max-time"),
+    )
+    .option(
+      "--capacity-replicates <n>",
+      "capacity search: runs per load next to the boundary",
+      count("--capacity-replicates", 1, 100),
+      3,
+    )
+    .option(
+      "--capacity-tolerance <f>",
+      "capacity search: stop when the bracket's hi/lo ≤ 1 + f",
+      numberArg("--capacity-tolerance", { above: 0, max: 10 }),
+      0.05,
+    )
     .option("--save-result [path]", "write vLLM-compatible result JSON (default name as vLLM's)")
     .option("--save-detailed", "include per-request lists (ttfts, itls, …) in the result JSON")
     .option("--records <path>", "stream per-request records (JSONL) here")
@@ -269,9 +399,41 @@ export function register(program: Command): void {
       if (!["ttft", "tpot", "itl", "e2el"].includes(m))
         throw new UsageError(`--percentile-metrics: unknown metric "${m}" (ttft, tpot, itl, e2el)`);
     let goodput: GoodputSlo | undefined;
-    if (o.goodput && o.slo) throw new UsageError("give --goodput or --slo, not both");
-    if (o.goodput) goodput = parseGoodput(o.goodput, ":");
-    if (o.slo) goodput = parseGoodput([o.slo], "=");
+    let target: number | undefined;
+    const g = o.goodput ? parseGoodputFlag(o.goodput) : undefined;
+    if (g && "slo" in g && o.slo)
+      throw new UsageError("give the SLOs once: --goodput ttft:200 tpot:50 or --slo ttft:200,tpot:50", {
+        hint: "with --slo, --goodput takes the target share (e.g. --goodput 0.99)",
+      });
+    if (g && "slo" in g) goodput = g.slo;
+    if (g && "target" in g) {
+      if (!o.slo)
+        throw new UsageError(
+          `--goodput ${o.goodput[0]} is a target share: give the SLOs with --slo (e.g. ttft:200,tpot:50)`,
+        );
+      target = g.target;
+    }
+    if (o.slo) goodput = parseSlo(o.slo);
+    if (o.findCapacity) {
+      if (!goodput || Object.keys(goodput).length === 0)
+        throw new UsageError(
+          "--find-capacity needs the SLOs: --slo ttft:MS,tpot:MS (and --goodput SHARE, default 0.99)",
+        );
+      if (o.concurrency || o.sweep || (rates?.length ?? 0) > 1)
+        throw new UsageError(
+          "--find-capacity searches the request rate itself: drop --concurrency, --sweep and rate lists",
+        );
+      if (o.saveResult !== undefined || o.records)
+        throw new UsageError("--save-result and --records apply to a single run, not a capacity search (use --json)");
+    } else {
+      if (target !== undefined)
+        throw new UsageError(`--goodput ${o.goodput[0]} (a target share) applies to --find-capacity`, {
+          hint: "for vLLM's goodput give the SLOs: --goodput ttft:200 tpot:50, or --slo ttft:200,tpot:50",
+        });
+      for (const f of ["capacityStart", "capacityMaxTime"] as const)
+        if (o[f] !== undefined)
+          throw new UsageError(`--${f.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to --find-capacity`);
+    }
     let extraBody: Record<string, unknown> | undefined;
     if (o.extraBody) {
       try {
@@ -332,6 +494,49 @@ export function register(program: Command): void {
     };
     const progress = progressPrinter(progressEnabled(o));
     try {
+      if (o.findCapacity) {
+        const { findCapacity } = await import("../../load/capacity.ts");
+        const { benchTrial } = await import("../../load/capacity-bench.ts");
+        const start = o.capacityStart ?? (rates?.[0] !== undefined && Number.isFinite(rates[0]) ? rates[0] : 1);
+        const onRun = progressEnabled(o)
+          ? (r: { index: number; load: number; share: number; good: number; total: number }) => {
+              progress.done();
+              process.stderr.write(
+                `capacity: run ${r.index + 1} at ${fmtRate(r.load)} req/s: ${r.good}/${r.total} met the SLO (${(100 * r.share).toFixed(1)} %)\n`,
+              );
+            }
+          : undefined;
+        const cap = await findCapacity(
+          benchTrial({ ...opts, requestRate: undefined }, { kind: "rate" }, goodput!, {
+            signal: ac.signal,
+            onProgress: progress.onProgress,
+          }),
+          {
+            target: target ?? 0.99,
+            start,
+            replicates: o.capacityReplicates,
+            maxRuns: o.capacityMaxRuns,
+            maxTimeMs: o.capacityMaxTime,
+            tolerance: o.capacityTolerance,
+            seed: opts.seed,
+          },
+          { now: () => performance.now(), signal: ac.signal, onRun },
+        );
+        progress.done();
+        if (!opts.warmup)
+          cap.notes.push(
+            "the runs had no warm-up requests: each run's first requests include a cold start (see --warmup)",
+          );
+        const json = { capacity: { knob: "request_rate", unit: "req/s", slo: goodput, ...cap } };
+        emit(json, o, () => capacityText(cap, goodput!));
+        if (cap.stopped === "interrupted")
+          throw new InterruptedError("interrupted: the capacity search so far is printed above");
+        if (cap.runs.length > 0 && cap.runs.every((r) => r.total === 0))
+          throw new TargetError("every capacity run failed to finish a request; nothing was measured", {
+            hint: `check the server at ${opts.baseUrl} (--base-url)`,
+          });
+        return;
+      }
       const isSweep = o.sweep === "auto" || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1;
       if (isSweep) {
         if (o.saveResult !== undefined || o.records)
@@ -353,6 +558,7 @@ export function register(program: Command): void {
             achievedRatio: p.achievedRatio,
             achievedRate: p.achievedRate,
             ...toVllmJson(p.result, false),
+            ...(o.slice ? { slices: sliceJson(p.result, o.slice, opts) } : {}),
           })),
           stoppedEarly: s.stoppedEarly,
           partial: s.partial,
@@ -390,8 +596,14 @@ export function register(program: Command): void {
       const saved = store ? store.storeBenchRun(o.db, opts, res) : null;
       if (saved && !o.json) process.stderr.write(`run ${saved.id} saved in ${saved.path}\n`);
       // Results are printed first, so a failed write (disk full) does not lose them.
-      if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
-      else emit(res, o, formatConsole);
+      const sl = o.slice
+        ? computeSlices(res.requests, { widthMs: o.slice, percentiles: res.percentiles, goodput: opts.goodput })
+        : null;
+      if (o.json) emit({ ...toVllmJson(res, opts.saveDetailed ?? false), ...(sl ? sliceFields(sl) : {}) }, o, () => "");
+      else
+        emit(res, o, (r) =>
+          sl ? `${formatConsole(r)}\n${formatSlices(terminalSafe(sl), r.percentiles)}` : formatConsole(r),
+        );
       if (o.saveResult === true) {
         const { writeFileSync } = await import("node:fs");
         const name = defaultResultName(opts, res.setup.model_id);

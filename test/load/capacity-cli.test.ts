@@ -1,0 +1,146 @@
+// `bench --slice` and `bench --find-capacity` end to end (real CLI process, real sim on 127.0.0.1), and the
+// SLO / goodput flag grammar: --slo takes `:` or `=`, --goodput a vLLM SLO list or one bare share.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { after, before, describe, test } from "node:test";
+import { parseGoodputFlag, parseSlo } from "../../src/cli/commands/bench.ts";
+import { type SimProcess, spawnSimProcess } from "../../src/load/selftest.ts";
+
+/** The CLI as a child process, without blocking the event loop the sim's stdout pipe needs. */
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, ["bin/inferscope.mjs", "bench", "--telemetry", "none", ...args]);
+    let stdout = "";
+    let stderr = "";
+    c.stdout.setEncoding("utf8").on("data", (d: string) => {
+      stdout += d;
+    });
+    c.stderr.setEncoding("utf8").on("data", (d: string) => {
+      stderr += d;
+    });
+    c.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+test("--slo takes NAME:MS or NAME=MS, split by commas or spaces; --goodput a list or a share", () => {
+  assert.deepEqual(parseSlo("ttft:200,tpot:50"), { ttft: 200, tpot: 50 });
+  assert.deepEqual(parseSlo("ttft=200, e2el=900"), { ttft: 200, e2el: 900 });
+  assert.deepEqual(parseSlo("ttft:200 tpot=5"), { ttft: 200, tpot: 5 });
+  assert.throws(() => parseSlo("ttft"), /NAME:MS or NAME=MS/);
+  assert.throws(() => parseSlo("ttft:"), /NAME:MS or NAME=MS/);
+  assert.throws(() => parseSlo("foo:1"), /one of ttft, tpot, e2el, itl/);
+  assert.throws(() => parseSlo(" "), /empty/);
+  assert.deepEqual(parseGoodputFlag(["0.99"]), { target: 0.99 });
+  assert.deepEqual(parseGoodputFlag(["99%"]), { target: 0.99 });
+  assert.deepEqual(parseGoodputFlag(["1"]), { target: 1 });
+  assert.deepEqual(parseGoodputFlag(["ttft:200", "tpot:50"]), { slo: { ttft: 200, tpot: 50 } });
+  assert.throws(() => parseGoodputFlag(["0"]), /target share must be in \(0, 1\]/);
+  assert.throws(() => parseGoodputFlag(["150%"]), /target share/);
+  assert.throws(() => parseGoodputFlag(["ttft=5"]), /bad SLO/);
+});
+
+test("flag combinations are refused before anything is sent (exit 2)", async () => {
+  // Port 9 on loopback: nothing listens, and nothing is sent before the refusal.
+  const url = "http://127.0.0.1:9";
+  for (const [args, re] of [
+    [["--goodput", "0.99"], /is a target share: give the SLOs with --slo/],
+    [["--goodput", "0.9", "--slo", "ttft:1"], /applies to --find-capacity/],
+    [["--goodput", "ttft:1", "--slo", "ttft:1"], /give the SLOs once/],
+    [["--find-capacity"], /--find-capacity needs the SLOs/],
+    [["--find-capacity", "--slo", "ttft:1", "--concurrency", "2"], /searches the request rate itself/],
+    [["--capacity-start", "3"], /--capacity-start applies to --find-capacity/],
+    [["--slice", "0s"], /--slice/],
+  ] as Array<[string[], RegExp]>) {
+    const r = await cli(["--base-url", url, ...args]);
+    assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, re);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  }
+});
+
+describe("against the sim", { timeout: 120_000 }, () => {
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess(["--time-scale", "10", "--max-num-seqs", "4"]);
+  });
+  after(() => sim?.stop());
+  const common = ["--random-input-len", "32", "--random-output-len", "16", "--ignore-eos", "--no-server-metrics"];
+
+  test("--slice prints a table after the run and puts slices[] in --json", async () => {
+    const text = await cli([
+      "--base-url",
+      sim.url,
+      ...common,
+      "--request-rate",
+      "20",
+      "--num-prompts",
+      "30",
+      "--slice",
+      "500ms",
+      "--slo",
+      "ttft=5000",
+    ]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /Time slices of 500 ms/);
+    assert.match(text.stdout, /good %/);
+    const js = await cli([
+      "--base-url",
+      sim.url,
+      ...common,
+      "--request-rate",
+      "20",
+      "--num-prompts",
+      "30",
+      "--slice",
+      "500ms",
+      "--json",
+    ]);
+    assert.equal(js.status, 0, js.stderr);
+    const d = JSON.parse(js.stdout);
+    assert.equal(d.slice_width_ms, 500);
+    assert.ok(d.slices.length >= 3);
+    assert.equal(
+      d.slices.reduce((a: number, s: { arrivals: number }) => a + s.arrivals, 0),
+      30,
+    );
+    assert.equal(
+      d.slices.reduce((a: number, s: { completed: number }) => a + s.completed, 0),
+      d.completed,
+    );
+    assert.equal(d.slices[0].good, null);
+  });
+
+  test("--find-capacity --json holds the search's runs and its result", async () => {
+    const r = await cli([
+      "--base-url",
+      sim.url,
+      ...common,
+      "--find-capacity",
+      "--slo",
+      "ttft:100",
+      "--goodput",
+      "0.9",
+      "--capacity-start",
+      "10",
+      "--capacity-max-runs",
+      "5",
+      "--capacity-replicates",
+      "2",
+      "--num-prompts",
+      "20",
+      "--warmup",
+      "1",
+      "--json",
+    ]);
+    assert.equal(r.status, 0, r.stderr);
+    const c = JSON.parse(r.stdout).capacity;
+    assert.equal(c.knob, "request_rate");
+    assert.equal(c.target, 0.9);
+    assert.deepEqual(c.slo, { ttft: 100 });
+    assert.equal(c.runs.length, 5);
+    assert.equal(c.stopped, "max-runs");
+    assert.equal(c.runs[0].load, 10);
+    for (const run of c.runs) assert.ok(run.total === 20 && run.detail.completed <= 20);
+    assert.match(c.method, /bootstrap/);
+  });
+});
