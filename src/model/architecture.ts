@@ -355,7 +355,7 @@ export const MODELS: CatalogEntry[] = [
   {
     ...dense(
       "deepseek-v3",
-      ["deepseek-r1", "deepseek-v3-0324", "deepseek-r1-0528"],
+      ["deepseek-r1", "deepseek-v3-0324", "deepseek-r1-0528", "deepseek-v3.1", "deepseek-v3.1-terminus"],
       61,
       7168,
       128,
@@ -363,7 +363,7 @@ export const MODELS: CatalogEntry[] = [
       192,
       18432,
       129280,
-      "models.md §1 [cfg-dsv3]",
+      "models.md §1 [cfg-dsv3] (DeepSeek-V3.1 / -Terminus: same config.json shape, a post-trained V3 checkpoint)",
     ),
     attention: "mla",
     mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
