@@ -414,7 +414,7 @@ export const MODELS: CatalogEntry[] = [
   {
     ...dense(
       "deepseek-v3.2",
-      ["deepseek-v3.2-exp", "deepseek-ai/deepseek-v3.2", "deepseek_v32"],
+      ["deepseek-v3.2-exp", "deepseek-ai/deepseek-v3.2", "deepseek_v32", "deepseek-math-v2"],
       61,
       7168,
       128,
@@ -422,7 +422,7 @@ export const MODELS: CatalogEntry[] = [
       192,
       18432,
       129280,
-      "DeepSeek-V3 shape [cfg-dsv3] + DSA indexer (DeepseekV32Config: index_n_heads 64, index_head_dim 128, index_topk 2048)",
+      "DeepSeek-V3 shape [cfg-dsv3] + DSA indexer (DeepseekV32Config: index_n_heads 64, index_head_dim 128, index_topk 2048); DeepSeek-Math-V2 is built on DeepSeek-V3.2-Exp-Base (same shape)",
     ),
     attention: "mla",
     mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
