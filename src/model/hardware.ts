@@ -184,6 +184,12 @@ export const CPUS: Gpu[] = [
   cpu("m2-max", "Apple M2 Max (400 GB/s vendor, unified)", 400, 96, 13.6),
   // XiongjieDai/GPU-Benchmarks-on-LLM-Inference (32-core M1 Max, 64 GB; FP32 10.4 TFLOPS vendor, rough).
   cpu("m1-max", "Apple M1 Max (400 GB/s vendor, unified)", 400, 64, 10.4),
+  // Apple vendor specs (apple.com tech specs; newsroom): M3 Ultra 819 GB/s (60- and 80-core GPU alike; FP32 TFLOPS for
+  // the 60-core part, rough), M4 Pro 273 GB/s (16- and 20-core GPU alike), M3 Pro 150 GB/s (14- and 18-core GPU
+  // alike); TFLOPS scaled from the cores (rough). Rows: the Rapid-MLX community benchmarks and mlx-lm PR #1569.
+  cpu("m3-ultra", "Apple M3 Ultra (819 GB/s vendor, unified)", 819, 512, 21.5),
+  cpu("m4-pro", "Apple M4 Pro (273 GB/s vendor, unified)", 273, 64, 6.8),
+  cpu("m3-pro", "Apple M3 Pro (150 GB/s vendor, unified)", 150, 36, 5.6),
 ];
 
 function nv(gen: number, bidirGBs: number): Gpu["scaleUp"] {
