@@ -305,7 +305,7 @@ export const MODELS: CatalogEntry[] = [
     128,
     17408,
     151936,
-    "Qwen/Qwen3-14B config.json (40 layers, 5120, 40/8 heads, head_dim 128, FFN 17408, vocab 151936, untied; values recalled, not re-read from a snapshot here)",
+    "Qwen/Qwen3-14B config.json (40 layers, 5120, 40/8 heads, head_dim 128, FFN 17408, vocab 151936, untied; checked against the config.json copy in github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md)",
     { qkNorm: true },
   ),
   dense(
@@ -318,7 +318,7 @@ export const MODELS: CatalogEntry[] = [
     128,
     13824,
     152064,
-    "Qwen/Qwen2.5-14B config.json (48 layers, 5120, 40/8 heads, FFN 13824, vocab 152064, untied; values recalled, not re-read from a snapshot here)",
+    "Qwen/Qwen2.5-14B config.json (48 layers, 5120, 40/8 heads, FFN 13824, vocab 152064, untied; checked against the config.json copy in github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md)",
   ),
   {
     ...dense(
