@@ -18,6 +18,8 @@ export interface ServerDeps {
   seed: number;
   reasoning: boolean;
   reasoningFraction: number;
+  /** vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens. */
+  promptTokensDetails?: boolean;
   /** Wall ms a stall fault holds the stream, and a slow-headers fault delays headers. */
   stallMs: number;
   slowHeadersMs: number;
@@ -77,6 +79,7 @@ interface Usage {
   prompt_tokens: number;
   total_tokens: number;
   completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number } | null;
 }
 
 /** One HTTP completion request: n choices, each a SimRequest, streaming or not. */
@@ -128,12 +131,21 @@ class Exchange implements RequestSink {
     this.res.flushHeaders();
   }
 
+  /** vLLM (--enable-prompt-tokens-details) reports cached prompt tokens only when there are some. */
+  private cachedDetails(): { cached_tokens: number } | null {
+    const cached = this.choices[0]?.cachedTokens ?? 0;
+    return this.srv.deps.promptTokensDetails && cached > 0 ? { cached_tokens: cached } : null;
+  }
+
   private usageJson(): string {
     const u: Usage = {
       prompt_tokens: this.promptTokens,
       total_tokens: this.promptTokens + this.completionTokens,
       completion_tokens: this.completionTokens,
     };
+    // The streamed usage chunk leaves out unset fields (exclude_none).
+    const details = this.cachedDetails();
+    if (details) u.prompt_tokens_details = details;
     return JSON.stringify(u);
   }
 
@@ -323,7 +335,7 @@ class Exchange implements RequestSink {
       prompt_tokens: this.promptTokens,
       total_tokens: this.promptTokens + this.completionTokens,
       completion_tokens: this.completionTokens,
-      prompt_tokens_details: null,
+      prompt_tokens_details: this.cachedDetails(),
     };
     if (this.faults.missingUsage) {
       this.srv.fault("missing-usage");

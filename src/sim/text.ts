@@ -154,7 +154,9 @@ export interface ChatMessage {
 
 /** Tokens the chat template adds: per message header/footer, and the assistant prefix. */
 export const CHAT_TOKENS_PER_MESSAGE = 4;
-export const CHAT_TOKENS_ASSISTANT_PREFIX = 3;
+// The generation prompt is the assistant message's own header, so a next turn that resends the
+// reply matches the previous request's prompt + output token for token (its blocks hit the cache).
+export const CHAT_TOKENS_ASSISTANT_PREFIX = 4;
 
 function roleId(role: string): number {
   const k = (ROLES as readonly string[]).indexOf(role);
@@ -171,7 +173,7 @@ export function tokenizeChat(messages: readonly ChatMessage[], addGenerationProm
     parts.push(START_ID, roleId(String(m.role)), SEP_ID, NL_ID);
     for (const id of tokenize(contentText(m.content))) parts.push(id);
   }
-  if (addGenerationPrompt) parts.push(START_ID, roleId("assistant"), SEP_ID);
+  if (addGenerationPrompt) parts.push(START_ID, roleId("assistant"), SEP_ID, NL_ID);
   return Uint32Array.from(parts);
 }
 
@@ -191,6 +193,14 @@ export function hashString(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
   return h >>> 0;
+}
+
+let vocabIds: Uint32Array | null = null;
+
+/** The token id of generated token number `index` (its text re-tokenizes to exactly this id). */
+export function generatedTokenId(seed: number, index: number): number {
+  vocabIds ??= Uint32Array.from(VOCAB_PIECES, (p) => tokenize(p)[0]!);
+  return vocabIds[mix32((seed ^ Math.imul(index + 1, 0x9e3779b1)) | 0) & 255]!;
 }
 
 /** The text of generated token number `index` (0-based) for a request seeded with `seed`. */

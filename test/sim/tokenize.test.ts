@@ -88,7 +88,7 @@ describe("/tokenize and /detokenize on a sim process", () => {
       });
       assert.equal(JSON.parse(s.data.at(-2)!).usage.prompt_tokens, t.body.count);
       const bare = await json(sim.url, "/tokenize", { messages, add_generation_prompt: false });
-      assert.equal(bare.body.count, t.body.count - 3);
+      assert.equal(bare.body.count, t.body.count - 4);
     }
     const strs = await json(sim.url, "/tokenize", { prompt: "Hello world", return_token_strs: true });
     assert.deepEqual(strs.body.token_strs, ["Hell", "o", " worl", "d"]);
