@@ -292,3 +292,50 @@ describe("Mooncake conversation trace: hit rate = the trace's theoretical reuse"
     assert.ok(Math.abs(rate - theory) <= 0.01, `sim hit rate ${rate} vs theoretical reuse ${theory}`);
   });
 });
+
+describe("multi-turn chat on a sim process: each turn hits the previous turn's prompt and reply", () => {
+  let sim: SpawnedSim;
+  before(async () => {
+    sim = await spawnSim(["--speed", "zero", "--block-size", "16", "--enable-prompt-tokens-details"]);
+  });
+  after(() => sim.stop());
+
+  test("8 concurrent sessions × 4 turns: cached = the previous prompt + output less its last token, in full blocks; Σ = Δhits = truth", async () => {
+    const m0 = await counters(sim.url);
+    const OUT = 40;
+    let cachedSum = 0;
+    const session = async (s: number) => {
+      const messages: Array<{ role: string; content: string }> = [
+        { role: "system", content: `You are session ${s}. ${"Answer briefly and well. ".repeat(10)}` },
+      ];
+      let prev: { prompt: number; out: number } | null = null;
+      for (let turn = 0; turn < 4; turn++) {
+        messages.push({ role: "user", content: `question ${turn} of session ${s}: ${"why so ".repeat(5 + turn)}?` });
+        const r = await post(sim.url, "/v1/chat/completions", { messages, max_tokens: OUT, ignore_eos: true });
+        assert.equal(r.status, 200, r.body);
+        const body = JSON.parse(r.body) as {
+          choices: [{ message: { content: string } }];
+          usage: {
+            prompt_tokens: number;
+            completion_tokens: number;
+            prompt_tokens_details: { cached_tokens: number } | null;
+          };
+        };
+        const cached = body.usage.prompt_tokens_details?.cached_tokens ?? 0;
+        // The system prompt alone is shared by no other session (it names the session), so a first turn misses.
+        const want = prev ? Math.floor((prev.prompt + prev.out - 1) / 16) * 16 : 0;
+        assert.equal(cached, want, `session ${s} turn ${turn}`);
+        cachedSum += cached;
+        prev = { prompt: body.usage.prompt_tokens, out: body.usage.completion_tokens };
+        messages.push({ role: "assistant", content: body.choices[0].message.content });
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, (_, s) => session(s)));
+    const m1 = await counters(sim.url);
+    const t = await truth(sim.url);
+    assert.equal(m1.hits - m0.hits, cachedSum);
+    assert.equal(t.hits, m1.hits);
+    assert.equal(t.queries, m1.queries);
+    assert.equal(t.preemptedRequests, 0);
+  });
+});
