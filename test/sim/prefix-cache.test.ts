@@ -323,7 +323,7 @@ describe("multi-turn chat on a sim process: each turn hits the previous turn's p
         };
         const cached = body.usage.prompt_tokens_details?.cached_tokens ?? 0;
         // The system prompt alone is shared by no other session (it names the session), so a first turn misses.
-        const want = prev ? Math.floor((prev.prompt + prev.out - 1) / 16) * 16 : 0;
+        const want: number = prev ? Math.floor((prev.prompt + prev.out - 1) / 16) * 16 : 0;
         assert.equal(cached, want, `session ${s} turn ${turn}`);
         cachedSum += cached;
         prev = { prompt: body.usage.prompt_tokens, out: body.usage.completion_tokens };
