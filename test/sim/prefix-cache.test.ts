@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { RequestTruth } from "../../src/sim/engine.ts";
+import { explainSim } from "../../src/sim/explain.ts";
 import { prefillBatch, resolveSim } from "../../src/sim/index.ts";
 import { blockHashes, KvBlockPool, type KvHolder, type PrefixCacheTruth } from "../../src/sim/kvcache.ts";
 import { mix32 } from "../../src/sim/rng.ts";
@@ -87,6 +88,16 @@ describe("KvBlockPool (pure)", () => {
     assert.equal(admit(pool, a).hit, 0);
     assert.equal(pool.truth().cachedBlocks, 0);
   });
+});
+
+test("KV capacity: the profile's stated pool, and the one GPU memory implies beside it", () => {
+  // llama3-8b on one H100: 80 GB × 0.9 − 16.06 GB weights over 131,072 B/token × 16 = 26,674 blocks.
+  const e = explainSim({ profile: "llama3-8b-1xh100" });
+  assert.equal(e.kv.blocks, 27_000);
+  assert.equal(e.kv.implied.blocks, Math.floor((80e9 * 0.9 - 16.06e9) / (131072 * 16)));
+  assert.equal(e.kv.prefixCaching, true);
+  const off = explainSim({ profile: "llama3-8b-1xh100", enablePrefixCaching: false, numGpuBlocks: 500, blockSize: 32 });
+  assert.deepEqual([off.kv.blocks, off.kv.blockSize, off.kv.tokens, off.kv.prefixCaching], [500, 32, 16_000, false]);
 });
 
 async function truth(url: string): Promise<Truth> {
