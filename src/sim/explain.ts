@@ -1,6 +1,6 @@
 // `inferscope sim --explain`: the profile's true step decomposition (the hidden truth for tests).
 import { resolveSim, type SimOptions } from "./index.ts";
-import { profileHardware } from "./profile.ts";
+import { type KvCapacity, kvCapacity, profileHardware } from "./profile.ts";
 import { decodeBatch, prefillBatch, type StepExplanation } from "./timing.ts";
 
 export interface SimExplanation {
@@ -33,6 +33,8 @@ export interface SimExplanation {
   collectiveShare: number;
   /** Decode step time by batch size (context 512). */
   byBatch: Array<{ batch: number; stepMs: number; tokensPerS: number }>;
+  /** The KV pool the scheduler and the prefix cache share. */
+  kv: KvCapacity & { prefixCaching: boolean };
 }
 
 export function explainSim(opts: SimOptions): SimExplanation {
@@ -69,6 +71,7 @@ export function explainSim(opts: SimOptions): SimExplanation {
       const stepMs = model.stepMs(decodeBatch(batch, 512));
       return { batch, stepMs, tokensPerS: (batch * 1000) / stepMs };
     }),
+    kv: { ...kvCapacity(profile), prefixCaching: profile.engine.enablePrefixCaching },
   };
 }
 
@@ -104,5 +107,10 @@ export function renderExplanation(e: SimExplanation): string {
     lines.push(
       `  B=${String(b.batch).padEnd(4)} ${f(b.stepMs).padStart(9)} ms  ${f(b.tokensPerS, 0).padStart(7)} tok/s`,
     );
+  const kv = e.kv;
+  lines.push(
+    "",
+    `KV pool: ${kv.blocks} blocks × ${kv.blockSize} tokens = ${kv.tokens} tokens (${kv.source}; GPU memory implies ${kv.implied.blocks}); prefix caching ${kv.prefixCaching ? "on" : "off"}`,
+  );
   return lines.join("\n");
 }

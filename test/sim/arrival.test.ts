@@ -80,12 +80,15 @@ async function serverTtft(url: string): Promise<{ sumS: number; count: number; s
  * Per request: the client's TTFT, the server's (its histogram's delta, simulated s → wall ms) and a
  * /ping round trip just before, on the same connection.
  */
+let probeNo = 0;
+
 async function measure(url: string, port: number, promptWords: number, requests: number) {
   const c = await RawClient.open(port);
   const rows: Array<{ client: number; server: number; ping: number; promptTokens: number }> = [];
   try {
     for (let i = 0; i < WARM + requests; i++) {
-      const prompt = `arrival probe ${i}${" word".repeat(promptWords)}`;
+      // Unique across passes: a repeated prompt would hit the prefix cache and skip its prefill.
+      const prompt = `arrival probe ${probeNo++}${" word".repeat(promptWords)}`;
       const body = JSON.stringify({ prompt, max_tokens: 2, ignore_eos: true, stream: true });
       const before = await serverTtft(url);
       const ping = await c.ping(Buffer.byteLength(body));

@@ -59,7 +59,13 @@ describe("inferscope sim CLI", () => {
     assert.equal(prof.code, 2);
     assert.ok(prof.stderr.includes(bad), prof.stderr);
     assert.match(prof.stderr, /field "model"/);
-    for (const r of [flag, host, prof]) assert.ok(!/\n\s+at /.test(r.stderr), "no stack trace");
+    const blocks = await cli(["sim", "--num-gpu-blocks-override", "0", "--explain"]);
+    assert.equal(blocks.code, 2);
+    assert.match(blocks.stderr, /--num-gpu-blocks-override/);
+    const bs = await cli(["sim", "--block-size", "x", "--explain"]);
+    assert.equal(bs.code, 2);
+    assert.match(bs.stderr, /--block-size/);
+    for (const r of [flag, host, prof, blocks, bs]) assert.ok(!/\n\s+at /.test(r.stderr), "no stack trace");
   });
 
   test("one listening line; port in use is a clear error; SIGTERM drains open streams and exits 0", async () => {
