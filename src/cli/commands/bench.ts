@@ -7,6 +7,7 @@ import { InputError, InterruptedError, TargetError, UsageError } from "../../err
 import { checkInputFile, checkRunStore } from "../../input-file.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
+import { formatReplay } from "../../load/replay.ts";
 import { checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
 import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
@@ -17,6 +18,7 @@ import type {
   Endpoint,
   GoodputSlo,
   PercentileMetric,
+  SessionSpec,
   Stats,
 } from "../../load/types.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
@@ -67,6 +69,33 @@ export function parseGoodput(items: string[], sep = ":"): GoodputSlo {
     out[key] = val;
   }
   return out;
+}
+
+/** --multi-turn (ShareGPT), --sessions N (synthetic) or nothing (a trace's session_id needs no flag). */
+function sessionSpec(o: any): SessionSpec | undefined {
+  if (o.multiTurn && o.sessions !== undefined)
+    throw new UsageError("give --multi-turn (ShareGPT) or --sessions (synthetic), not both");
+  const conc = o.sessionConcurrency;
+  if (o.multiTurn) {
+    if (o.datasetName !== "sharegpt")
+      throw new UsageError(
+        "--multi-turn reads ShareGPT conversations: add --dataset-name sharegpt --dataset-path FILE",
+      );
+    return { source: "sharegpt", concurrency: conc, thinkMs: o.thinkTime, maxSessions: o.numPrompts };
+  }
+  if (o.sessions !== undefined)
+    return {
+      source: "synthetic",
+      sessions: o.sessions,
+      turns: o.sessionTurns,
+      inputLen: o.sessionInputLen,
+      outputLen: o.sessionOutputLen,
+      thinkMs: o.thinkTime ?? 0,
+      thinkDist: o.thinkTimeDist,
+      concurrency: conc,
+    };
+  if (conc !== undefined || o.thinkTime !== undefined) return { source: "trace", concurrency: conc };
+  return undefined;
 }
 
 function defaultResultName(o: BenchOptions, model: string): string {
@@ -140,10 +169,59 @@ export function register(program: Command): void {
     )
     .addOption(
       new Option("--dataset-name <name>", "prompt source")
-        .choices(["random", "sharegpt", "jsonl", "shared-prefix"] as const)
+        .choices(["random", "sharegpt", "jsonl", "shared-prefix", "mooncake", "azure"] as const)
         .default("random" as const),
     )
-    .option("--dataset-path <path>", "ShareGPT JSON or JSONL prompts file")
+    .option("--dataset-path <path>", "ShareGPT JSON, JSONL prompts or trace, Mooncake JSONL or Azure CSV file")
+    .option(
+      "--replay-speed <n>",
+      "trace replay: N× the trace's pace (timestamped datasets replay on their own schedule)",
+      numberArg("--replay-speed", { above: 0 }),
+    )
+    .option(
+      "--start-offset <d>",
+      "trace replay: start this far into the trace (e.g. 5m)",
+      durationArg("--start-offset"),
+    )
+    .option(
+      "--max-requests <n>",
+      "trace replay: at most N of the trace's requests",
+      count("--max-requests", 1, MAX_REQUESTS),
+    )
+    .option("--multi-turn", "ShareGPT: each conversation is a session; each turn resends the history")
+    .option(
+      "--sessions <n>",
+      "synthetic multi-turn sessions (with --session-turns, …)",
+      count("--sessions", 1, 100_000),
+    )
+    .option("--session-turns <n>", "synthetic sessions: turns each", count("--session-turns", 1, 1000), 4)
+    .option(
+      "--session-input-len <n>",
+      "synthetic sessions: tokens of each new user message",
+      count("--session-input-len", 1, MAX_TOKENS),
+      128,
+    )
+    .option(
+      "--session-output-len <n>",
+      "synthetic sessions: max_tokens of each reply",
+      count("--session-output-len", 1, MAX_TOKENS),
+      64,
+    )
+    .option(
+      "--think-time <d>",
+      "sessions: mean pause between a reply and the next turn (e.g. 2s)",
+      durationArg("--think-time"),
+    )
+    .addOption(
+      new Option("--think-time-dist <dist>", "sessions: think-time distribution")
+        .choices(["constant", "exponential"] as const)
+        .default("constant" as const),
+    )
+    .option(
+      "--session-concurrency <n>",
+      "sessions in flight at once (default all)",
+      count("--session-concurrency", 1, MAX_REQUESTS),
+    )
     .option("--num-prompts <n>", "requests to measure (default 100)", count("--num-prompts", 1, MAX_REQUESTS))
     .option("--duration <d>", "send for this long instead of a count (e.g. 30s)", durationArg("--duration"))
     .option(
@@ -184,7 +262,8 @@ export function register(program: Command): void {
     .option("--seed <n>", "seed for prompts and arrivals", numberArg("--seed", { integer: true }), 0)
     .option("--warmup <n>", "warm-up requests, excluded from metrics", count("--warmup", 0, MAX_REQUESTS), 0)
     .option("--num-warmups <n>", "alias of --warmup", count("--num-warmups", 0, MAX_REQUESTS))
-    .option("--ignore-eos", "send ignore_eos so every request generates max_tokens")
+    .option("--ignore-eos", "send ignore_eos so every request generates max_tokens (default on for traces)")
+    .option("--no-ignore-eos", "traces: do not send ignore_eos")
     .option("--percentile-metrics <list>", "metrics printed with percentiles", "ttft,tpot,itl")
     .option(
       "--metric-percentiles <list>",
@@ -304,6 +383,10 @@ export function register(program: Command): void {
       prefixGroups: o.prefixGroups,
       prefixLen: o.prefixLen,
       ignoreEos: o.ignoreEos,
+      replaySpeed: o.replaySpeed,
+      startOffsetMs: o.startOffset,
+      maxRequests: o.maxRequests,
+      sessions: sessionSpec(o),
       burstiness: o.burstiness,
       maxConcurrency: o.maxConcurrency,
       seed: o.seed,
@@ -391,7 +474,7 @@ export function register(program: Command): void {
       if (saved && !o.json) process.stderr.write(`run ${saved.id} saved in ${saved.path}\n`);
       // Results are printed first, so a failed write (disk full) does not lose them.
       if (o.json) emit(toVllmJson(res, opts.saveDetailed ?? false), o, () => "");
-      else emit(res, o, formatConsole);
+      else emit(res, o, (x) => [formatConsole(x), formatReplay(x)].filter(Boolean).join("\n"));
       if (o.saveResult === true) {
         const { writeFileSync } = await import("node:fs");
         const name = defaultResultName(opts, res.setup.model_id);
