@@ -1,8 +1,9 @@
 // The simulated engine: a vLLM-V1-like continuous-batching scheduler driven by a precise clock.
 // Each step's duration comes from the StepModel; tokens of a step are emitted when it ends.
 import type { FinishReason, SimMetrics } from "./exposition.ts";
+import { blockHashes, chainHash, KvBlockPool, type KvHolder, type PrefixCacheTruth, ROOT_HASH } from "./kvcache.ts";
 import { mix32, Rng } from "./rng.ts";
-import { tokenText } from "./text.ts";
+import { generatedTokenId, tokenText } from "./text.ts";
 import type { BatchShape, StepModel } from "./timing.ts";
 
 /** Receives a request's output as the engine produces it. */
@@ -13,7 +14,28 @@ export interface RequestSink {
   flush?(): void;
 }
 
-export class SimRequest {
+/** One finished request as the engine saw it (the prefix-cache truth's per-request rows). */
+export interface RequestTruth {
+  id: number;
+  promptTokens: number;
+  /** Prompt tokens found in the prefix cache at its first admission (vLLM's num_cached_tokens). */
+  cachedTokens: number;
+  generatedTokens: number;
+  preemptions: number;
+  /** Model (pre-jitter) simulated ms of the steps that ran its prefill chunks. */
+  prefillModelMs: number;
+  /** Engine clock (wall ms): arrival, first scheduled, first token sent, and that step's deadline. */
+  arrivalMs: number;
+  scheduledMs: number;
+  firstTokenMs: number;
+  firstTokenDueMs: number;
+  /** TTFT in simulated ms, as the TTFT histogram observed it. */
+  ttftMs: number;
+}
+
+const NO_BLOCKS: readonly number[] = [];
+
+export class SimRequest implements KvHolder {
   readonly id: number;
   readonly promptIds: Uint32Array;
   readonly promptLen: number;
@@ -32,8 +54,15 @@ export class SimRequest {
   computed = 0;
   /** Prompt (+ generated, after preemption) tokens that must be computed before sampling. */
   target = 0;
-  blocks = 0;
+  /** KV blocks held, and the hashes of the full ones named so far (src/sim/kvcache.ts). */
+  blockIds: number[] = [];
+  hashes: number[] = [];
+  /** Hashes of the prompt's full blocks (computed once, when prefix caching is on). */
+  promptHashes: number[] | null = null;
   cachedTokens = 0;
+  preemptions = 0;
+  prefillModelMs = 0;
+  firstTokenDue = -1;
   arrival = 0;
   queuedAt = 0;
   scheduledAt = -1;
@@ -45,7 +74,6 @@ export class SimRequest {
   lastTextOverride: string | null = null;
   aborted = false;
   stopText = "";
-  blockHashes: Uint32Array | null = null;
   /** Opaque slot for the server. */
   ctx: unknown = null;
 
@@ -74,6 +102,10 @@ export class SimRequest {
     this.n = o.n ?? 1;
     this.target = this.promptLen;
   }
+
+  /** Token id at position i of prompt + output. */
+  tokenAt = (i: number): number =>
+    i < this.promptLen ? this.promptIds[i]! : generatedTokenId(this.seed, i - this.promptLen);
 
   /** Text of generated token i (honours a stop-string cut on the last one). */
   text(i: number): string {
@@ -161,40 +193,8 @@ class Queue<T> {
   }
 }
 
-/** Block-hash prefix cache with LRU eviction (capacity in blocks). */
-class PrefixCache {
-  private readonly map = new Map<number, true>();
-  constructor(private readonly capacity: number) {}
-  /** Leading blocks of `hashes` present in the cache. */
-  lookup(hashes: Uint32Array): number {
-    let n = 0;
-    for (; n < hashes.length; n++) {
-      const h = hashes[n]!;
-      if (!this.map.has(h)) break;
-      this.map.delete(h);
-      this.map.set(h, true);
-    }
-    return n;
-  }
-  insert(hashes: Uint32Array): void {
-    for (const h of hashes) {
-      this.map.delete(h);
-      this.map.set(h, true);
-    }
-    while (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
-  }
-}
-
-function blockHashes(ids: Uint32Array, blockSize: number): Uint32Array {
-  const n = Math.floor(ids.length / blockSize);
-  const out = new Uint32Array(n);
-  let h = 0x12345;
-  for (let b = 0; b < n; b++) {
-    for (let i = b * blockSize; i < (b + 1) * blockSize; i++) h = mix32(h ^ ids[i]!);
-    out[b] = h;
-  }
-  return out;
-}
+/** Finished requests the prefix-cache truth keeps. */
+const RECENT = 4096;
 
 /** Wall ms of lateness the step chain makes up for; beyond it the schedule restarts from now. */
 const CATCH_UP_MS = 100;
@@ -208,14 +208,15 @@ export class Engine {
   private running: SimRequest[] = [];
   private readonly rng: Rng;
   private readonly blockSize: number;
-  private readonly totalBlocks: number;
-  private usedBlocks = 0;
-  private readonly prefix: PrefixCache | null;
+  private readonly pool: KvBlockPool;
+  /** The last finished requests (a ring), for the prefix-cache truth. */
+  private readonly recent: RequestTruth[] = [];
+  private recentNext = 0;
   private readonly frontendMs: number;
   private readonly specTokens: number;
   /** Simulated ms per wall ms: every duration observed into /metrics is wall × this. */
   private readonly simPerWall: number;
-  private inFlight: { batch: Scheduled[]; rec: StepRecord } | null = null;
+  private inFlight: { batch: Scheduled[]; rec: StepRecord; meanMs: number } | null = null;
   private timerArmed = false;
   private lastEnd = Number.NEGATIVE_INFINITY;
   private stepIndex = 0;
@@ -239,8 +240,7 @@ export class Engine {
     this.rng = new Rng(opts.seed ^ 0x5eed);
     const p = opts.model.profile;
     this.blockSize = p.engine.blockSize;
-    this.totalBlocks = p.engine.numGpuBlocks;
-    this.prefix = p.engine.enablePrefixCaching ? new PrefixCache(p.engine.numGpuBlocks) : null;
+    this.pool = new KvBlockPool(p.engine.numGpuBlocks, p.engine.blockSize, p.engine.enablePrefixCaching);
     this.frontendMs = opts.speedZero ? 0 : p.cost.frontendMs / opts.timeScale;
     this.specTokens = opts.model.config.specTokens;
     // --speed zero takes no simulated time, so its wall times are the only times there are.
@@ -303,8 +303,14 @@ export class Engine {
   }
 
   private freeBlocks(req: SimRequest): void {
-    this.usedBlocks -= req.blocks;
-    req.blocks = 0;
+    this.pool.release(req);
+  }
+
+  /** The prefix cache's counts now, and the last finished requests (oldest first). */
+  prefixCacheTruth(): PrefixCacheTruth & { requestsRecent: RequestTruth[] } {
+    const r = this.recent;
+    const rows = r.length < RECENT ? r.slice() : [...r.slice(this.recentNext), ...r.slice(0, this.recentNext)];
+    return { ...this.pool.truth(), requestsRecent: rows };
   }
 
   /** Starts the loop on the next turn (never inside the caller: requests submitted together batch together). */
@@ -349,7 +355,7 @@ export class Engine {
         shape: { ...this.shape },
         jitter,
       };
-      this.inFlight = { batch, rec };
+      this.inFlight = { batch, rec, meanMs };
       this.opts.onStepBegin?.(rec, meanMs);
       if (end > clock()) {
         this.waitUntil(end, this.endStep);
@@ -395,21 +401,42 @@ export class Engine {
     return Math.ceil(tokens / this.blockSize);
   }
 
-  /** Grows req's KV to `tokens`; preempts the newest running requests if needed. */
-  private reserve(req: SimRequest, tokens: number, mayPreempt = true): boolean {
-    const need = this.blocksFor(tokens) - req.blocks;
+  /** Grows a running request's KV to `tokens`; preempts the newest running requests if needed. */
+  private reserve(req: SimRequest, tokens: number): boolean {
+    const need = this.blocksFor(tokens) - req.blockIds.length;
     if (need <= 0) return true;
-    while (this.totalBlocks - this.usedBlocks < need) {
-      if (!mayPreempt) return false;
+    while (this.pool.numFree < need) {
       const victim = this.running[this.running.length - 1];
       if (!victim) return false;
       // vLLM preempts the lowest-priority (newest) running request, possibly the one asking.
       this.preempt(victim);
       if (victim === req) return false;
     }
-    this.usedBlocks += need;
-    req.blocks += need;
+    this.pool.allocate(req, need);
     return true;
+  }
+
+  /** Names the request's blocks that will be full after this step (vLLM caches them when it allocates). */
+  private nameBlocks(req: SimRequest, computedAfter: number): void {
+    if (!this.pool.caching) return;
+    const known = Math.min(computedAfter, req.promptLen + req.generated);
+    if (Math.floor(known / this.blockSize) > req.hashes.length)
+      this.pool.nameFullBlocks(req, known, req.promptHashes ?? NO_BLOCKS, req.tokenAt);
+  }
+
+  /** Hashes of the full blocks of the request's first `tokens` tokens (prompt, then output after a preemption). */
+  private hashesFor(req: SimRequest, tokens: number): readonly number[] {
+    const bs = this.blockSize;
+    req.promptHashes ??= blockHashes(req.promptIds, req.promptLen, bs);
+    const ph = req.promptHashes;
+    if (tokens <= req.promptLen) return ph;
+    const out = ph.slice();
+    const buf = new Uint32Array(bs);
+    for (let k = out.length; (k + 1) * bs <= tokens; k++) {
+      for (let i = 0; i < bs; i++) buf[i] = req.tokenAt(k * bs + i);
+      out.push(chainHash(k === 0 ? ROOT_HASH : out[k - 1]!, buf, 0, bs));
+    }
+    return out;
   }
 
   private preempt(req: SimRequest): void {
@@ -417,6 +444,7 @@ export class Engine {
     this.freeBlocks(req);
     req.computed = 0;
     req.target = req.promptLen + req.generated;
+    req.preemptions++;
     this.m.preemptions++;
     this.waiting.unshift(req);
   }
@@ -441,11 +469,13 @@ export class Engine {
       if (req.computed < req.target) {
         const n = Math.min(req.target - req.computed, budget);
         if (!this.reserve(req, req.computed + n)) continue;
+        this.nameBlocks(req, req.computed + n);
         this.addPrefill(out, req, n);
         budget -= n;
       } else {
         const n = Math.min(1 + this.specTokens, budget);
         if (!this.reserve(req, req.promptLen + req.generated + n)) continue;
+        this.nameBlocks(req, req.computed + n);
         out.push({ req, tokens: n, prefill: false });
         s.decodeSeqs++;
         s.decodeContextTokens += req.promptLen + req.generated;
@@ -460,27 +490,40 @@ export class Engine {
         continue;
       }
       const first = req.scheduledAt < 0;
-      if (first && this.prefix) {
-        req.blockHashes ??= blockHashes(req.promptIds, this.blockSize);
-        const hitBlocks = this.prefix.lookup(req.blockHashes);
-        // At least one prompt token is always computed.
-        req.cachedTokens = Math.min(
-          hitBlocks * this.blockSize,
-          Math.floor((req.promptLen - 1) / this.blockSize) * this.blockSize,
-        );
-        req.computed = req.cachedTokens;
-      }
-      const n = Math.min(req.target - req.computed, budget);
-      // New requests only take free blocks; they never preempt running ones.
-      if (!this.reserve(req, req.computed + n, false)) break;
+      const pool = this.pool;
+      // The longest run of named leading blocks; at least one token is always computed (vLLM: num_tokens - 1).
+      const hashes = pool.caching ? this.hashesFor(req, req.target) : NO_BLOCKS;
+      const hit = pool.caching ? pool.lookup(hashes, Math.floor((req.target - 1) / this.blockSize)) : NO_BLOCKS;
+      const cached = hit.length * this.blockSize;
+      const n = Math.min(req.target - cached, budget);
+      // New requests only take free blocks (cached ones nobody holds count as free); they never preempt running ones.
+      const fresh = this.blocksFor(cached + n) - hit.length;
+      if (pool.numFree < fresh + pool.evictableAmong(hit)) break;
       this.waiting.shift();
-      if (first) {
-        req.scheduledAt = this.opts.clock();
-        if (this.prefix) {
-          this.m.prefixQueries += req.promptLen;
-          this.m.prefixHits += req.cachedTokens;
+      pool.hold(req, hit);
+      for (let k = 0; k < hit.length; k++) req.hashes.push(hashes[k]!);
+      pool.allocate(req, fresh);
+      req.computed = cached;
+      if (pool.caching) {
+        const st = pool.stats;
+        if (req.preemptions === 0) {
+          st.requests++;
+          st.queries += req.target;
+          st.hits += cached;
+          this.m.prefixQueries += req.target;
+          this.m.prefixHits += cached;
+        } else {
+          // vLLM counts a preempted request's re-lookup apart and does not export it.
+          st.preemptedRequests++;
+          st.preemptedQueries += req.target;
+          st.preemptedHits += cached;
         }
       }
+      if (first) {
+        req.scheduledAt = this.opts.clock();
+        req.cachedTokens = cached;
+      }
+      this.nameBlocks(req, cached + n);
       this.running.push(req);
       this.addPrefill(out, req, n);
       budget -= n;
@@ -508,8 +551,6 @@ export class Engine {
     let iterTokens = 0;
     let anyOutput = false;
     let finishedAny = false;
-    // Work that need not delay the step's output: done after the sinks have sent it.
-    let cacheInserts: Uint32Array[] | null = null;
     // --speed zero leaves flushing to the sinks: a burst of steps in one macrotask goes out as one
     // write per stream.
     const sinks = this.opts.speedZero ? null : this.touched;
@@ -518,13 +559,13 @@ export class Engine {
       let emit = 0;
       if (prefill) {
         req.computed += tokens;
+        req.prefillModelMs += f.meanMs;
         if (req.computed < req.target) continue; // an intermediate chunk: no output
         emit = 1;
         if (req.firstTokenAt < 0) {
           // The whole prompt is credited in the batch that emits the first token.
           iterTokens += req.promptLen;
           m.promptTokens += req.promptLen;
-          if (this.prefix && req.blockHashes) (cacheInserts ??= []).push(req.blockHashes);
         }
       } else {
         emit = 1;
@@ -567,6 +608,7 @@ export class Engine {
       m.generationTokens += count;
       if (req.firstTokenAt < 0) {
         req.firstTokenAt = now;
+        req.firstTokenDue = f.rec.endMs;
         m.ttft.observe((now - req.arrival) * k);
       } else m.itl.observe((now - req.lastTokenAt) * k);
       req.lastTokenAt = now;
@@ -583,7 +625,6 @@ export class Engine {
       for (const k of sinks) k.flush?.();
       sinks.length = 0;
     }
-    if (cacheInserts) for (const h of cacheInserts) this.prefix!.insert(h);
     if (anyOutput) m.iterationTokens.observe(iterTokens);
     if (finishedAny) {
       this.running = this.running.filter((r) => {
@@ -624,6 +665,22 @@ export class Engine {
     m.inference.observe(s(now - req.scheduledAt));
     m.tpot.observe(req.generated > 1 ? decode / (req.generated - 1) : 0);
     m.requestPromptTokens.observe(req.promptLen);
+    const row: RequestTruth = {
+      id: req.id,
+      promptTokens: req.promptLen,
+      cachedTokens: req.cachedTokens,
+      generatedTokens: req.generated,
+      preemptions: req.preemptions,
+      prefillModelMs: req.prefillModelMs,
+      arrivalMs: req.arrival,
+      scheduledMs: req.scheduledAt,
+      firstTokenMs: req.firstTokenAt,
+      firstTokenDueMs: req.firstTokenDue,
+      ttftMs: (req.firstTokenAt - req.arrival) * this.simPerWall,
+    };
+    if (this.recent.length < RECENT) this.recent.push(row);
+    else this.recent[this.recentNext] = row;
+    this.recentNext = (this.recentNext + 1) % RECENT;
     m.requestGenerationTokens.observe(req.generated);
     m.requestMaxGenTokens.observe(req.maxTokens);
     m.paramsN.observe(req.n);
@@ -634,6 +691,7 @@ export class Engine {
     this.m.running = this.running.length;
     // The engine-core waiting queue: requests still in the frontend (tokenization, IPC) are not in it.
     this.m.waiting = this.waiting.length;
-    this.m.kvUsage = this.usedBlocks / this.totalBlocks;
+    // Cached blocks nobody holds are free, as in vLLM's kv_cache_usage_perc.
+    this.m.kvUsage = this.pool.usedBlocks / this.pool.numBlocks;
   }
 }

@@ -10,7 +10,7 @@ import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
-import { loadProfile, type Profile } from "./profile.ts";
+import { kvCapacity, loadProfile, type Profile } from "./profile.ts";
 import { SimServer } from "./server.ts";
 import { SimTelemetry } from "./telemetry.ts";
 import { type Knobs, StepModel } from "./timing.ts";
@@ -19,8 +19,18 @@ export {
   type AllReduceDataPath,
   allReduceTxBytesPerGpu,
 } from "../model/collectives.ts";
+export type { RequestTruth } from "./engine.ts";
 export { FAULT_KINDS, parseFaults } from "./faults.ts";
-export { listProfiles, loadProfile, type Profile, parseProfile, parseSetting } from "./profile.ts";
+export type { PrefixCacheTruth } from "./kvcache.ts";
+export {
+  type KvCapacity,
+  kvCapacity,
+  listProfiles,
+  loadProfile,
+  type Profile,
+  parseProfile,
+  parseSetting,
+} from "./profile.ts";
 export {
   CLOCK_EVENT,
   expectedJoulesPerToken,
@@ -85,6 +95,14 @@ export interface SimOptions {
   warmup?: boolean;
   /** Wall ms between telemetry collections: /dcgm/metrics gauges average over the last one (default 1000). */
   dcgmIntervalMs?: number;
+  /** vLLM's --block-size (tokens per KV block; default the profile's). */
+  blockSize?: number;
+  /** vLLM's --num-gpu-blocks-override: the KV capacity in blocks, which the prefix cache shares with running requests. */
+  numGpuBlocks?: number;
+  /** vLLM's --enable-prefix-caching / --no-enable-prefix-caching (default the profile's, true). */
+  enablePrefixCaching?: boolean;
+  /** vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens. */
+  enablePromptTokensDetails?: boolean;
 }
 
 export interface SimHandle {
@@ -105,6 +123,9 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
   const overrides: Record<string, unknown> = { ...(opts.overrides ?? {}) };
   if (opts.maxNumSeqs !== undefined) overrides["engine.maxNumSeqs"] = opts.maxNumSeqs;
   if (opts.maxNumBatchedTokens !== undefined) overrides["engine.maxNumBatchedTokens"] = opts.maxNumBatchedTokens;
+  if (opts.blockSize !== undefined) overrides["engine.blockSize"] = opts.blockSize;
+  if (opts.numGpuBlocks !== undefined) overrides["engine.numGpuBlocks"] = opts.numGpuBlocks;
+  if (opts.enablePrefixCaching !== undefined) overrides["engine.enablePrefixCaching"] = opts.enablePrefixCaching;
   const profile = loadProfile(opts.profileFile ?? opts.profile ?? "glm5-8x-rtxpro6000-pcie", overrides);
   const env = opts.env ?? process.env;
   const tp = opts.tensorParallelSize;
@@ -356,12 +377,15 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     seed,
     reasoning: !!opts.reasoning,
     reasoningFraction: profile.text.reasoningFraction,
+    promptTokensDetails: !!opts.enablePromptTokensDetails,
     stallMs: opts.stallMs ?? 30_000 / timeScale,
     slowHeadersMs: opts.slowHeadersMs ?? 2_000 / timeScale,
     profiler,
-    extraGet: truth
-      ? { "/debug/profile_truth": truth, "/debug/telemetry_truth": telemetryTruth }
-      : { "/debug/telemetry_truth": telemetryTruth },
+    extraGet: {
+      ...(truth ? { "/debug/profile_truth": truth } : {}),
+      "/debug/telemetry_truth": telemetryTruth,
+      "/debug/prefix_cache_truth": () => ({ ...engine.prefixCacheTruth(), capacity: kvCapacity(profile) }),
+    },
     extraText: { "/dcgm/metrics": () => telemetry.render() },
   });
   const port = await new Promise<number>((resolve, reject) => {

@@ -179,6 +179,41 @@ export function profileHardware(profile: Profile): SimHardware {
   return hw;
 }
 
+/** vLLM's default --gpu-memory-utilization: the share of GPU memory the engine may use. */
+export const GPU_MEMORY_UTILIZATION = 0.9;
+
+/** KV capacity: the profile's own figure (vLLM's logged "# GPU blocks") and what GPU memory implies. */
+export interface KvCapacity {
+  blocks: number;
+  blockSize: number;
+  tokens: number;
+  source: string;
+  /**
+   * memory × 0.9 − weights per GPU, over KV bytes per token per GPU (`cost.kvBytesPerToken`); it leaves
+   * out activations and CUDA graphs, which vLLM's profiling run also subtracts, so it reads a few % high.
+   */
+  implied: { blocks: number; memoryBytes: number; weightBytesPerGpu: number; kvBytesPerTokenPerGpu: number };
+}
+
+export function kvCapacity(profile: Profile): KvCapacity {
+  const { gpu } = profileHardware(profile);
+  const memoryBytes = gpu.memoryGB * 1e9;
+  const moe = profile.model.moe;
+  const weightBytesPerGpu = profile.cost.denseWeightBytes + (moe ? moe.experts * moe.expertBytesPerGpu : 0);
+  const kv = profile.cost.kvBytesPerToken;
+  const bs = profile.engine.blockSize;
+  const implied =
+    kv > 0 ? Math.max(0, Math.floor((memoryBytes * GPU_MEMORY_UTILIZATION - weightBytesPerGpu) / (kv * bs))) : 0;
+  const blocks = profile.engine.numGpuBlocks;
+  return {
+    blocks,
+    blockSize: bs,
+    tokens: blocks * bs,
+    source: "profile engine.numGpuBlocks (vLLM's --num-gpu-blocks-override sets it)",
+    implied: { blocks: implied, memoryBytes, weightBytesPerGpu, kvBytesPerTokenPerGpu: kv },
+  };
+}
+
 const here = dirname(fileURLToPath(import.meta.url));
 const builtinDir = join(here, "profiles");
 

@@ -6,7 +6,7 @@ import { type Engine, type RequestSink, SimRequest } from "./engine.ts";
 import type { FinishReason, SimMetrics } from "./exposition.ts";
 import { type FaultInjector, type FaultKind, NO_FAULTS, type RequestFaults } from "./faults.ts";
 import { mix32 } from "./rng.ts";
-import { type ChatMessage, idsFromList, tokenize, tokenizeChat } from "./text.ts";
+import { type ChatMessage, detokenize, idsFromList, tokenize, tokenizeChat, tokenPiece } from "./text.ts";
 
 export interface ServerDeps {
   engine: Engine;
@@ -18,6 +18,8 @@ export interface ServerDeps {
   seed: number;
   reasoning: boolean;
   reasoningFraction: number;
+  /** vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens. */
+  promptTokensDetails?: boolean;
   /** Wall ms a stall fault holds the stream, and a slow-headers fault delays headers. */
   stallMs: number;
   slowHeadersMs: number;
@@ -40,6 +42,15 @@ class HttpError extends Error {
 }
 
 const bad = (msg: string, param: string | null = null) => new HttpError(400, msg, "BadRequestError", param);
+
+/** Token ids as given; an id outside the vocabulary is a 400, as vLLM refuses it. */
+function tokenIds(list: readonly number[], param: string): Uint32Array {
+  try {
+    return idsFromList(list);
+  } catch (err) {
+    throw bad((err as Error).message, param);
+  }
+}
 
 function errorBody(status: number, message: string, type: string, param: string | null): string {
   return JSON.stringify({ error: { message, type, param, code: status } });
@@ -68,6 +79,7 @@ interface Usage {
   prompt_tokens: number;
   total_tokens: number;
   completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number } | null;
 }
 
 /** One HTTP completion request: n choices, each a SimRequest, streaming or not. */
@@ -119,12 +131,21 @@ class Exchange implements RequestSink {
     this.res.flushHeaders();
   }
 
+  /** vLLM (--enable-prompt-tokens-details) reports cached prompt tokens only when there are some. */
+  private cachedDetails(): { cached_tokens: number } | null {
+    const cached = this.choices[0]?.cachedTokens ?? 0;
+    return this.srv.deps.promptTokensDetails && cached > 0 ? { cached_tokens: cached } : null;
+  }
+
   private usageJson(): string {
     const u: Usage = {
       prompt_tokens: this.promptTokens,
       total_tokens: this.promptTokens + this.completionTokens,
       completion_tokens: this.completionTokens,
     };
+    // The streamed usage chunk leaves out unset fields (exclude_none).
+    const details = this.cachedDetails();
+    if (details) u.prompt_tokens_details = details;
     return JSON.stringify(u);
   }
 
@@ -314,7 +335,7 @@ class Exchange implements RequestSink {
       prompt_tokens: this.promptTokens,
       total_tokens: this.promptTokens + this.completionTokens,
       completion_tokens: this.completionTokens,
-      prompt_tokens_details: null,
+      prompt_tokens_details: this.cachedDetails(),
     };
     if (this.faults.missingUsage) {
       this.srv.fault("missing-usage");
@@ -472,6 +493,12 @@ export class SimServer {
           case "/v1/chat/completions":
             this.withBody(req, res, (b) => this.completion(res, b, true, receivedAt));
             return;
+          case "/tokenize":
+            this.withBody(req, res, (b) => this.tokenizeRoute(res, b));
+            return;
+          case "/detokenize":
+            this.withBody(req, res, (b) => this.detokenizeRoute(res, b));
+            return;
           case "/start_profile":
           case "/stop_profile": {
             const p = this.deps.profiler;
@@ -497,6 +524,8 @@ export class SimServer {
         "/metrics",
         "/v1/completions",
         "/v1/chat/completions",
+        "/tokenize",
+        "/detokenize",
       ];
       if (known.includes(path)) sendJson(res, 405, JSON.stringify({ detail: "Method Not Allowed" }));
       else sendJson(res, 404, JSON.stringify({ detail: "Not Found" }));
@@ -585,22 +614,69 @@ export class SimServer {
     });
   }
 
-  private completion(res: ServerResponse, body: unknown, chat: boolean, receivedAt: number): void {
+  /** The request body as an object whose `model` (if any) is the served one. */
+  private checkedBody(body: unknown): Record<string, unknown> {
     if (typeof body !== "object" || body === null || Array.isArray(body))
       throw bad("Input should be a valid dictionary");
     const b = body as Record<string, unknown>;
-    const d = this.deps;
-    if (b.model !== undefined && b.model !== null && b.model !== d.modelName)
+    if (b.model !== undefined && b.model !== null && b.model !== this.deps.modelName)
       throw new HttpError(404, `The model \`${String(b.model)}\` does not exist.`, "NotFoundError", "model");
+    return b;
+  }
+
+  /** vLLM's POST /tokenize: {prompt} or {messages} → {count, max_model_len, tokens, token_strs}. */
+  private tokenizeRoute(res: ServerResponse, body: unknown): void {
+    const b = this.checkedBody(body);
+    let ids: Uint32Array;
+    if (b.messages !== undefined) {
+      if (!Array.isArray(b.messages)) throw bad("messages: Input should be a valid list", "messages");
+      const agp = b.add_generation_prompt;
+      if (agp !== undefined && typeof agp !== "boolean")
+        throw bad("add_generation_prompt: Input should be a valid boolean", "add_generation_prompt");
+      if (b.continue_final_message === true && agp === true)
+        throw bad("Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+      // vLLM's default adds the generation prompt; continuing the last message leaves it off.
+      ids = tokenizeChat(b.messages as ChatMessage[], agp ?? b.continue_final_message !== true);
+    } else if (typeof b.prompt === "string") ids = tokenize(b.prompt);
+    else if (b.prompt === undefined) throw bad("Field required: prompt", "prompt");
+    else throw bad("prompt: Input should be a valid string", "prompt");
+    const strs = b.return_token_strs === true ? Array.from(ids, (id) => tokenPiece(id)!) : null;
+    sendJson(
+      res,
+      200,
+      JSON.stringify({
+        count: ids.length,
+        max_model_len: this.deps.maxModelLen,
+        tokens: Array.from(ids),
+        token_strs: strs,
+      }),
+    );
+  }
+
+  /** vLLM's POST /detokenize: {tokens} → {prompt}. */
+  private detokenizeRoute(res: ServerResponse, body: unknown): void {
+    const b = this.checkedBody(body);
+    if (b.tokens === undefined) throw bad("Field required: tokens", "tokens");
+    if (!Array.isArray(b.tokens) || !b.tokens.every((x) => Number.isInteger(x)))
+      throw bad("tokens: Input should be a valid list of integers", "tokens");
+    sendJson(res, 200, JSON.stringify({ prompt: detokenize(tokenIds(b.tokens as number[], "tokens")) }));
+  }
+
+  private completion(res: ServerResponse, body: unknown, chat: boolean, receivedAt: number): void {
+    const b = this.checkedBody(body);
+    const d = this.deps;
     let promptIds: Uint32Array;
     if (chat) {
       if (!Array.isArray(b.messages)) throw bad("Field required: messages", "messages");
-      promptIds = tokenizeChat(b.messages as ChatMessage[]);
+      // As vLLM: the generation prompt is added unless asked not to or continuing the last message.
+      const agp =
+        b.add_generation_prompt === undefined || b.add_generation_prompt === null || b.add_generation_prompt === true;
+      promptIds = tokenizeChat(b.messages as ChatMessage[], agp && b.continue_final_message !== true);
     } else {
       const p = b.prompt;
       if (typeof p === "string") promptIds = tokenize(p);
       else if (Array.isArray(p) && p.length > 0 && p.every((x) => Number.isInteger(x)))
-        promptIds = idsFromList(p as number[]);
+        promptIds = tokenIds(p as number[], "prompt");
       else if (Array.isArray(p) && p.length === 1 && typeof p[0] === "string") promptIds = tokenize(p[0]);
       else if (Array.isArray(p) && p.length > 1) throw bad("inferscope sim serves one prompt per request", "prompt");
       else throw bad("Field required: prompt", "prompt");

@@ -60,6 +60,19 @@ export function register(program: Command): void {
       "speculative decoding: per-token acceptance probability",
       numberArg("--acceptance", { min: 0, max: 1 }),
     )
+    .option(
+      "--block-size <n>",
+      "tokens per KV block (vLLM's --block-size; default the profile's)",
+      numberArg("--block-size", { integer: true, min: 1 }),
+    )
+    .option(
+      "--num-gpu-blocks-override <n>",
+      "KV capacity in blocks, shared by running requests and the prefix cache (default the profile's)",
+      numberArg("--num-gpu-blocks-override", { integer: true, min: 1 }),
+    )
+    .option("--enable-prefix-caching", "block-hash prefix caching (the default)")
+    .option("--no-enable-prefix-caching", "turn prefix caching off")
+    .option("--enable-prompt-tokens-details", "report usage.prompt_tokens_details.cached_tokens")
     .option("--reasoning", "chat: stream reasoning_content before content")
     .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
     .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")
@@ -105,6 +118,10 @@ export function register(program: Command): void {
         profilerDir: o.profilerDir,
         servedModelName: o.servedModelName,
         dcgmIntervalMs: o.dcgmIntervalMs,
+        blockSize: o.blockSize,
+        numGpuBlocks: o.numGpuBlocksOverride,
+        enablePrefixCaching: o.enablePrefixCaching,
+        enablePromptTokensDetails: o.enablePromptTokensDetails,
       };
       if (o.explain) {
         emit(explainSim(opts), o, renderExplanation);
