@@ -77,6 +77,7 @@ export function traceWorkload(name: Workload["name"], rows: readonly TraceRow[],
       // Index by the row's line: its unique blocks are then the same text whichever rows were selected.
       return { prompt: synth.compose(r, r.line), inputLen: r.inputLen, outputLen: r.outputLen };
     },
+    release: () => synth?.release(),
   };
 }
 

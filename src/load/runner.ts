@@ -571,6 +571,13 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           ? tm.plan.timesMs
           : arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
         cap: r.maxConcurrency,
+        // A replay's bursts each need fresh connections while earlier requests still stream.
+        preconnect: tm?.plan ? Math.min(tm.plan.rows.length, r.maxConcurrency ?? 256) : undefined,
+        // Prompt synthesis and body building are not the client's load during the run.
+        onClockStart: () => {
+          cpu0 = process.cpuUsage();
+          eld.reset();
+        },
       });
     }
     edge("end");
@@ -880,7 +887,7 @@ class RunState {
     scheduledMs: number,
     createdMs: number,
     warmup: boolean,
-    pre?: { p: Prompt; body: string },
+    pre?: { p: Prompt; body: string | Buffer },
   ): Promise<RequestRecord> {
     const p =
       pre?.p ??
@@ -1001,22 +1008,29 @@ export function preconnectCount(o: {
 /** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
 const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
 
+/** Bodies at least this long are kept UTF-8 encoded: sent without encoding, and outside the JS heap. */
+const ENCODE_BODY_CHARS = 16 * 1024;
+
 /** Request `index(i)` for i < count with its body, or null past `maxBytes` of bodies. */
 function prebuildBodies(
   ctx: RunCtx,
   count: number,
   index: (i: number) => number,
   maxBytes = Number.POSITIVE_INFINITY,
-): Array<{ p: Prompt; body: string }> | null {
+): Array<{ p: Prompt; body: string | Buffer }> | null {
   const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
-  const out: Array<{ p: Prompt; body: string }> = new Array(count);
+  const out: Array<{ p: Prompt; body: string | Buffer }> = new Array(count);
   let bytes = 0;
   for (let i = 0; i < count; i++) {
     const p = ctx.workload.get(index(i) % size);
-    const body = requestBody(p, ctx.bodyOpts);
-    bytes += body.length * 2 + 200;
+    const text = requestBody(p, ctx.bodyOpts);
+    bytes += text.length * 2 + 200;
     if (bytes > maxBytes) return null;
-    out[i] = { p, body };
+    // A long prompt's text is in its body: only the lengths are kept beside it.
+    out[i] =
+      text.length >= ENCODE_BODY_CHARS
+        ? { p: { inputLen: p.inputLen, outputLen: p.outputLen }, body: Buffer.from(text) }
+        : { p, body: text };
   }
   return out;
 }
@@ -1079,12 +1093,18 @@ export async function openLoop(
     /** A shard's requests: their indices in the whole run (times[k] belongs to indices[k]). */
     indices?: Int32Array;
     originPerf?: number;
+    /** Connections to open before the clock (default: enough for the first ~100 ms of arrivals). */
+    preconnect?: number;
+    /** Called once the bodies are built and connections open, as the clock starts. */
+    onClockStart?: () => void;
   },
 ): Promise<Phase> {
   const n = o.times.length;
   const idx = o.indices;
   const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
-  if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ open: o }));
+  ctx.workload.release?.();
+  if (o.originPerf === undefined) await ctx.client.preconnect(o.preconnect ?? preconnectCount({ open: o }));
+  o.onClockStart?.();
   const st = new RunState(ctx, n, o.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const stopped = st.whenStopped().then(() => slots?.drain());

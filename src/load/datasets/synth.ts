@@ -61,9 +61,11 @@ export class PromptSynth {
   private blockWords(key: number, n: number): string {
     const rng = new Rng(mix32((key % UNIQUE_BASE) ^ mix32(Math.floor(key / UNIQUE_BASE) ^ mix32(this.seed))));
     const w = this.cal.words;
-    let s = "";
-    for (let i = 0; i < n; i++) s += ` ${w[rng.int(0, w.length - 1)]}`;
-    return s;
+    // One flat string (a `+=` chain would leave a rope of n pieces for the GC to walk until it is flattened).
+    const parts = new Array<string>(n + 1);
+    parts[0] = "";
+    for (let i = 1; i <= n; i++) parts[i] = w[rng.int(0, w.length - 1)]!;
+    return parts.join(" ");
   }
 
   private block(key: number, n: number, full: boolean): string {
@@ -98,6 +100,11 @@ export class PromptSynth {
       left -= tokens;
     }
     return out;
+  }
+
+  /** Forgets the cached blocks (tens of MB for a long trace) once every prompt is built. */
+  release(): void {
+    this.cache.clear();
   }
 
   /** Plain text of about `tokens` tokens with no leading offset (chat turns in a session). */
