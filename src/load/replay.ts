@@ -92,8 +92,8 @@ export interface LengthCheck {
 }
 
 export interface ReplayLengths {
-  /** usage.prompt_tokens against the trace's input length. */
-  prompt: LengthCheck;
+  /** usage.prompt_tokens against the trace's input length (null for sessions: their history has no target). */
+  prompt: LengthCheck | null;
   /** usage.completion_tokens against max_tokens (short when the server stopped at EOS). */
   output: LengthCheck;
 }
@@ -189,11 +189,12 @@ export function formatReplay(res: {
   for (const n of c?.notes ?? []) L.push(`  note: ${n}`);
   const p = rp.lengths.prompt;
   const o = rp.lengths.output;
-  L.push(
-    p.checked
-      ? `prompt tokens (usage) vs trace: ${p.mismatched} of ${p.checked} differ, max |diff| ${p.maxAbsDiff}, mean diff ${p.meanDiff.toFixed(2)}`
-      : "prompt tokens vs trace: unknown (the server reported no usage.prompt_tokens)",
-  );
+  if (p)
+    L.push(
+      p.checked
+        ? `prompt tokens (usage) vs trace: ${p.mismatched} of ${p.checked} differ, max |diff| ${p.maxAbsDiff}, mean diff ${p.meanDiff.toFixed(2)}`
+        : "prompt tokens vs trace: unknown (the server reported no usage.prompt_tokens)",
+    );
   L.push(
     o.checked
       ? `output tokens (usage) vs max_tokens: ${o.mismatched} of ${o.checked} differ, max |diff| ${o.maxAbsDiff}${rp.ignoreEos ? " (ignore_eos sent)" : ""}`
@@ -206,7 +207,9 @@ export function formatReplay(res: {
         `${String(t.turn + 1).padStart(4)}  ${String(t.requests).padStart(8)}  ${String(t.failed).padStart(6)}  ${f(t.ttftP50Ms).padStart(13)}  ${f(t.ttftP99Ms).padStart(13)}  ${f(t.promptTokensMean, 1).padStart(10)}  ${t.cachedTokensMean === null ? "unreported".padStart(10) : f(t.cachedTokensMean, 1).padStart(10)}`,
       );
     if (!res.turns.some((t) => t.cachedTokensMean !== null))
-      L.push("  cached tokens: the server reported none (llama.cpp timings.cache_n is read)");
+      L.push(
+        "  cached tokens: the server reported none (read: llama.cpp timings.cache_n, or usage.prompt_tokens − timings.prompt_n; vLLM usage.prompt_tokens_details.cached_tokens)",
+      );
   }
   return L.join("\n");
 }

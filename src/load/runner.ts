@@ -679,7 +679,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
               requests:
                 tm.plan?.rows.length ?? tm.rows?.length ?? sessions?.reduce((a, x) => a + x.turns.length, 0) ?? 0,
               calibration: calibration ? { ...calibration, words: calibration.words.length } : null,
-              lengths: lengthChecks(recs),
+              lengths: sessions ? { ...lengthChecks(recs), prompt: null } : lengthChecks(recs),
               ignoreEos: ignoreEos ?? false,
             }
           : null,

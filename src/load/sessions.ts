@@ -181,6 +181,20 @@ export interface TurnRow {
   cachedSource: string | null;
 }
 
+/**
+ * Prompt tokens the server did not compute because its cache held them: llama.cpp `timings.cache_n`, or,
+ * on builds without it (b4748), usage.prompt_tokens − timings.prompt_n (prompt_n counts only the tokens
+ * it evaluated); vLLM usage.prompt_tokens_details.cached_tokens. Null when the server said neither.
+ */
+export function cachedTokens(r: RequestRecord): number | null {
+  const s = r.server;
+  if (!s) return null;
+  if (s.cachedTokens !== undefined) return s.cachedTokens;
+  if (s.source === "llamacpp-timings" && s.promptTokens !== undefined && r.promptTokens >= 0)
+    return Math.max(0, r.promptTokens - s.promptTokens);
+  return null;
+}
+
 export function turnTable(recs: readonly RequestRecord[], turnOf: ReadonlyMap<number, number>): TurnRow[] {
   const rows: TurnRow[] = [];
   const groups = new Map<number, RequestRecord[]>();
@@ -197,7 +211,7 @@ export function turnTable(recs: readonly RequestRecord[], turnOf: ReadonlyMap<nu
     const ok = g.filter((r) => r.errorClass === null);
     const ttft = ok.map((r) => r.ttftMs).filter(Number.isFinite);
     const pt = ok.map((r) => r.promptTokens).filter((x) => x >= 0);
-    const cached = ok.map((r) => r.server?.cachedTokens).filter((x): x is number => typeof x === "number");
+    const cached = ok.map(cachedTokens).filter((x): x is number => x !== null);
     const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
     rows.push({
       turn: k,
@@ -207,9 +221,7 @@ export function turnTable(recs: readonly RequestRecord[], turnOf: ReadonlyMap<nu
       ttftP99Ms: ttft.length ? npPercentile(ttft, 99) : null,
       promptTokensMean: mean(pt),
       cachedTokensMean: mean(cached),
-      cachedSource: cached.length
-        ? (ok.find((r) => r.server?.cachedTokens !== undefined)?.server?.source ?? null)
-        : null,
+      cachedSource: cached.length ? (ok.find((r) => cachedTokens(r) !== null)?.server?.source ?? null) : null,
     });
   }
   return rows;

@@ -43,7 +43,7 @@ export const CHUNK_FINISH = 4;
  * or TGI's `x-*` timing headers. Fields a server does not send are absent. Times in ms.
  */
 export interface ServerTimings {
-  source: "llamacpp-timings" | "tgi-headers";
+  source: "llamacpp-timings" | "tgi-headers" | "vllm-usage";
   promptTokens?: number;
   promptMs?: number;
   cachedTokens?: number;

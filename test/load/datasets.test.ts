@@ -18,7 +18,10 @@ const AZURE_CODE = `${W}/azure-llm-2023/AzureLLMInferenceTrace_code.csv`;
 
 test("mooncake: every line of both traces, ms timestamps, hash_ids as given", () => {
   const t = readMooncake(MOONCAKE);
-  const lines = readFileSync(MOONCAKE, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const lines = readFileSync(MOONCAKE, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   assert.equal(t.rows.length, lines.length);
   assert.equal(t.rows.length, 12_031);
   assert.equal(t.timed, true);
@@ -40,7 +43,10 @@ test("azure: CRLF, no final newline, 7-digit fractions kept to 100 ns", () => {
   assert.equal(t.rows.at(-1)!.timestampMs!.toFixed(4), "3435948.0560");
   const text = readFileSync(AZURE_CODE, "utf8");
   assert.ok(text.includes("\r\n") && !text.endsWith("\n"));
-  const cells = text.split("\r\n").slice(1).map((l) => l.split(","));
+  const cells = text
+    .split("\r\n")
+    .slice(1)
+    .map((l) => l.split(","));
   assert.equal(t.rows[1]!.inputLen, Number(cells[1]![1]));
   assert.equal(t.rows[1]!.outputLen, Number(cells[1]![2]));
   assert.equal(readAzure(`${W}/azure-llm-2023/AzureLLMInferenceTrace_conv.csv`).rows.length, 19_366);

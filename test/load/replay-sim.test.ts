@@ -46,14 +46,7 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
   let sim: SpawnedSim;
   before(async () => {
     // The trace's longest prompts pass 100k tokens: the 8B profile's context is raised to hold them.
-    sim = await spawnSim([
-      "--profile",
-      "llama3-8b-1xh100",
-      "--set",
-      "model.maxModelLen=131072",
-      "--time-scale",
-      "50",
-    ]);
+    sim = await spawnSim(["--profile", "llama3-8b-1xh100", "--set", "model.maxModelLen=131072", "--time-scale", "50"]);
   });
   after(() => sim?.stop());
 
@@ -96,7 +89,10 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
       noServerMetrics: true,
     });
     const noiseP99 = await noise.stop();
-    const lines = readFileSync(MOONCAKE, "utf8").split("\n").slice(0, 300).map((l) => JSON.parse(l));
+    const lines = readFileSync(MOONCAKE, "utf8")
+      .split("\n")
+      .slice(0, 300)
+      .map((l) => JSON.parse(l));
     assert.equal(res.summary.completed, 300);
     assert.equal(res.summary.failed, 0);
     const recs = res.requests.filter((r) => !r.warmup).sort((x, y) => x.index - y.index);
@@ -144,7 +140,13 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
     const ok = res.requests.filter((r) => !r.warmup && r.errorClass === null);
     assert.equal(res.summary.completed, cells.length);
     assert.equal(ok.length, cells.length);
-    assert.equal(res.summary.total_input_tokens, cells.reduce((a, c) => a + Number(c[1]), 0));
-    assert.equal(res.summary.total_output_tokens, cells.reduce((a, c) => a + Number(c[2]), 0));
+    assert.equal(
+      res.summary.total_input_tokens,
+      cells.reduce((a, c) => a + Number(c[1]), 0),
+    );
+    assert.equal(
+      res.summary.total_output_tokens,
+      cells.reduce((a, c) => a + Number(c[2]), 0),
+    );
   });
 });
