@@ -51,8 +51,9 @@ export async function findTokenizer(
   };
   const countOf = (r: { count?: unknown; tokens?: unknown } | null): number | null =>
     r && typeof r.count === "number" ? r.count : r && Array.isArray(r.tokens) ? r.tokens.length : null;
-  // vLLM / SGLang: no special tokens, so only the text's own tokens are counted.
-  if (countOf(await tryPost({ model, prompt: " the", add_special_tokens: false })) !== null)
+  // vLLM / SGLang: no special tokens, so only the text's own tokens are counted. A server that answers
+  // with no tokens did not read the field (llama.cpp reads `content`): it is not this form.
+  if ((countOf(await tryPost({ model, prompt: " the", add_special_tokens: false })) ?? 0) > 0)
     return {
       name: "POST /tokenize {model, prompt} (vLLM/SGLang form)",
       async count(text) {
@@ -61,7 +62,7 @@ export async function findTokenizer(
         return n;
       },
     };
-  if (countOf(await tryPost({ content: " the", add_special: false })) !== null)
+  if ((countOf(await tryPost({ content: " the", add_special: false })) ?? 0) > 0)
     return {
       name: "POST /tokenize {content} (llama.cpp form)",
       async count(text) {

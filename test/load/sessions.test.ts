@@ -3,13 +3,18 @@
 // usage.prompt_tokens_details and the real llama.cpp server's timings.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { blankRecord, StreamClient } from "../../src/load/client.ts";
 import { PromptSynth } from "../../src/load/datasets/synth.ts";
 import { formatReplay } from "../../src/load/replay.ts";
 import { runBench, toVllmJson } from "../../src/load/runner.ts";
 import { sharegptSessions, syntheticSessions, turnPrompt } from "../../src/load/sessions.ts";
+import { calibrate, findTokenizer } from "../../src/load/tokenizer.ts";
+import { requestBody } from "../../src/load/workload.ts";
 import { LLAMA_SERVER, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
 
@@ -131,7 +136,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-describe("multi-turn on the real llama.cpp server", { timeout: 180_000 }, () => {
+describe("multi-turn and trace lengths on the real llama.cpp server", { timeout: 180_000 }, () => {
   const SKIP = llamaSkipReason();
   let server: ChildProcess | undefined;
   let url = "";
@@ -176,5 +181,73 @@ describe("multi-turn on the real llama.cpp server", { timeout: 180_000 }, () => 
       );
     }
     assert.match(formatReplay(res), /cached tok/);
+  });
+
+  test("a jsonl trace's lengths are exact on llama.cpp's own tokenizer, both endpoints", { skip: SKIP }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "inferscope-llama-trace-"));
+    try {
+      const path = join(dir, "t.jsonl");
+      // Lengths around block edges (512) and shared ids, within the 1,024-token slots of llamaSmallArgs.
+      writeFileSync(
+        path,
+        [
+          '{"timestamp": 0, "input_length": 300, "output_length": 8, "hash_ids": [1]}',
+          '{"timestamp": 100, "input_length": 700, "output_length": 8, "hash_ids": [1, 2]}',
+          '{"timestamp": 200, "input_length": 129, "output_length": 4}',
+          '{"timestamp": 250, "input_length": 513, "output_length": 4, "hash_ids": [1]}',
+        ].join("\n"),
+      );
+      for (const endpoint of ["/v1/completions", "/v1/chat/completions"] as const) {
+        const res = await runBench({
+          baseUrl: url,
+          dataset: "jsonl",
+          datasetPath: path,
+          endpoint,
+          noServerMetrics: true,
+        });
+        assert.equal(res.summary.completed, 4, endpoint);
+        const info = res.replay!;
+        assert.equal(info.calibration!.method, "tokenize", endpoint);
+        assert.match(info.calibration!.tokenizer!, /llama\.cpp form/);
+        assert.deepEqual(
+          res.requests.map((r) => r.promptTokens - r.targetInputLen),
+          [0, 0, 0, 0],
+          endpoint,
+        );
+        assert.equal(info.lengths.output.mismatched, 0, endpoint);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("without a tokenizer: two probe requests calibrate tokens per word and the request form's offset", {
+    skip: SKIP,
+  }, async () => {
+    const client = new StreamClient(url, { stallTimeoutMs: 30_000 });
+    try {
+      const probe = async (text: string) => {
+        const rec = blankRecord();
+        rec.targetOutputLen = 1;
+        const body = requestBody(
+          { prompt: text, inputLen: 0, outputLen: 1 },
+          { model: "small-random-llama", endpoint: "/v1/completions" },
+        );
+        await client.stream("/v1/completions", body, rec, performance.now());
+        return rec.promptTokens >= 0 ? rec.promptTokens : null;
+      };
+      const cal = await calibrate(null, probe);
+      assert.equal(cal.method, "probe");
+      assert.match(cal.notes.join(" "), /calibrated estimate/);
+      // The same words' exact figures from llama.cpp's /tokenize (above): one token each, and the form's offset.
+      const exact = await calibrate(await findTokenizer(url, "small-random-llama"), probe);
+      assert.ok(
+        Math.abs(cal.tokensPerWord - exact.tokensPerWord) < 0.05,
+        `${cal.tokensPerWord} vs ${exact.tokensPerWord}`,
+      );
+      assert.ok(Math.abs(cal.offset - exact.offset) <= 1, `${cal.offset} vs ${exact.offset}`);
+    } finally {
+      await client.close();
+    }
   });
 });
