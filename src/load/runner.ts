@@ -1197,6 +1197,9 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
   }
   // Send lag against the schedule (generated, the trace's times or the sessions'): `schedule.lagP99Ms`.
   out.schedule = res.schedule ?? null;
+  // The server's prefix-cache hit rate over the run, from its /metrics deltas (null when it exports none).
+  const pc = res.server?.prefix_cache ?? null;
+  out.prefixCache = pc ? { hitRate: pc.hit_rate, queries: pc.queries, hits: pc.hits, source: "/metrics delta" } : null;
   out.inferscope = {
     ...inferscope,
     warnings: res.warnings,

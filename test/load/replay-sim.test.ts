@@ -79,6 +79,8 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
   });
 
   test("Mooncake conversation, first 300 requests at 20×: trace lengths exact, lag within 1 ms + host noise", async (t) => {
+    const truth = async () => (await (await fetch(`${sim.url}/debug/prefix_cache_truth`)).json()) as any;
+    const t0 = await truth();
     const noise = noiseProbe();
     const res = await runBench({
       baseUrl: sim.url,
@@ -86,9 +88,10 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
       datasetPath: MOONCAKE,
       maxRequests: 300,
       replaySpeed: 20,
-      noServerMetrics: true,
+      telemetry: "none",
     });
     const noiseP99 = await noise.stop();
+    const t1 = await truth();
     const lines = readFileSync(MOONCAKE, "utf8")
       .split("\n")
       .slice(0, 300)
@@ -121,6 +124,32 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
     assert.ok(lag >= 0);
     assert.ok(lag <= 1 + noiseMs, `lag p99 ${lag} ms > 1 ms + the noise measured ${noiseMs} ms`);
     assert.match(formatReplay(res), /prompt tokens \(usage\) vs trace: 0 of 300 differ/);
+    // The prefix-cache hit rate in --json is the server's /metrics delta: equal to the sim's own truth over the
+    // run (its counters minus the calibration probe's, which ran before the first scrape).
+    const q = t1.queries - t0.queries;
+    const h = t1.hits - t0.hits;
+    const prompts = recs.reduce((a, r) => a + r.promptTokens, 0);
+    assert.equal(json.prefixCache.queries, prompts);
+    // What the truth holds beyond the window: the one 32-word calibration probe, and at most its tokens as hits.
+    assert.equal(q - json.prefixCache.queries, 32);
+    assert.ok(h - json.prefixCache.hits >= 0 && h - json.prefixCache.hits <= 32);
+    assert.equal(json.prefixCache.hitRate, json.prefixCache.hits / json.prefixCache.queries);
+    // Beside it, the trace's own reuse for these requests (an unbounded cache, README's definition): the sim's
+    // cache is bounded, computes a block once it is prefilled and rounds to its 16-token blocks, so it is ≤.
+    const seen = new Set<number>();
+    let cover = 0;
+    let total = 0;
+    for (const l of lines) {
+      let k = 0;
+      while (k < l.hash_ids.length && seen.has(l.hash_ids[k])) k++;
+      cover += Math.min(512 * k, l.input_length);
+      total += l.input_length;
+      for (const id of l.hash_ids) seen.add(id);
+    }
+    t.diagnostic(
+      `prefix cache hit rate ${(json.prefixCache.hitRate * 100).toFixed(2)} %; trace reuse ${((cover / total) * 100).toFixed(2)} %`,
+    );
+    assert.ok(json.prefixCache.hitRate <= cover / total + 0.01);
   });
 
   test("Azure code trace, first 10 minutes at 50×: the file's request count and token totals", async () => {
