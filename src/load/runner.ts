@@ -415,6 +415,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           ? { ...opts, numPrompts: opts.numPrompts ?? (opts.durationMs === undefined ? tm.rows.length : undefined) }
           : opts,
   );
+  if (tm?.sessions && (opts.warmup ?? 0) > 0)
+    throw new UsageError("--warmup sends single requests; sessions have no warm-up (run a short session first)");
   if (tm && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
     throw new UsageError("trace replays and sessions run on one event loop: drop --workers");
   // Threads and streams are bounded before anything is sent; a replay's sends are paced on one loop.

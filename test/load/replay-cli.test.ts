@@ -33,6 +33,7 @@ test("malformed trace rows and contradictory replay flags are refused before any
       /expected the header TIMESTAMP,ContextTokens,GeneratedTokens/,
     ],
     [["--multi-turn"], /--multi-turn reads ShareGPT conversations/],
+    [["--sessions", "2", "--warmup", "1"], /sessions have no warm-up/],
     [["--dataset-name", "mooncake", "--dataset-path", MOONCAKE, "--workers", "2"], /one event loop/],
   ];
   for (const [args, msg] of cases) {
