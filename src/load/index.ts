@@ -1,13 +1,30 @@
 // Public API of the load generator (`inferscope bench`).
 export { blankRecord, classifyError, httpGet, StreamClient, serverMessage } from "./client.ts";
 export { formatConsole } from "./console.ts";
+export { readAzure } from "./datasets/azure.ts";
+export { isJsonlTrace, readJsonlTrace } from "./datasets/jsonl.ts";
+export { readMooncake } from "./datasets/mooncake.ts";
+export { type Calibration, PromptSynth } from "./datasets/synth.ts";
+export { BLOCK_TOKENS, type Trace, type TraceRow } from "./datasets/trace.ts";
 export { type AddedDelay, measureAddedDelay, probeDelays, rawFloor, startProbe } from "./delay.ts";
 export { npMean, npMedian, npPercentile, npStd } from "./npstats.ts";
 export { ChunkScratch, JsonlWriter, parseRecordsJsonl, recordFromJson, recordToJson } from "./records.ts";
 export {
+  formatReplay,
+  type LengthCheck,
+  lengthChecks,
+  planReplay,
+  type ReplayOptions,
+  type ReplayPlan,
+  type ScheduleSummary,
+  scheduleSummary,
+  traceWorkload,
+} from "./replay.ts";
+export {
   type BenchDeps,
   type BenchResult,
   type BenchSetup,
+  type ReplayInfo,
   resolveModel,
   resolveOptions,
   runBench,
@@ -21,6 +38,18 @@ export {
   summarizeServerTimings,
 } from "./server-timings.ts";
 export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
+export {
+  cachedTokens,
+  runSessions,
+  type Session,
+  type SessionTurn,
+  sharegptSessions,
+  syntheticSessions,
+  type TurnRow,
+  traceSessions,
+  turnPrompt,
+  turnTable,
+} from "./sessions.ts";
 export { interpretChunk, llamacppTimings, SseParser, tgiTimings } from "./sse.ts";
 export {
   type BenchSummary,
@@ -37,5 +66,6 @@ export {
   tokenItls,
 } from "./summarize.ts";
 export { runSweep, type SweepPoint, type SweepResult, type SweepSpec, saturationReason } from "./sweep.ts";
+export { calibrate, findTokenizer, type Probe, type TokenCounter } from "./tokenizer.ts";
 export type * from "./types.ts";
 export { createWorkload, loadJsonl, loadShareGpt, requestBody } from "./workload.ts";
