@@ -4,7 +4,7 @@
 import { UsageError } from "../errors.ts";
 import type { PromptSynth } from "./datasets/synth.ts";
 import type { Trace, TraceRow } from "./datasets/trace.ts";
-import { MAX_REQUESTS } from "./limits.ts";
+import { MAX_REPLAY_TOKENS, MAX_REQUESTS } from "./limits.ts";
 import { npPercentile } from "./npstats.ts";
 import type { RequestRecord } from "./types.ts";
 import type { Prompt, Workload } from "./workload.ts";
@@ -54,6 +54,13 @@ export function planReplay(trace: Trace, o: ReplayOptions): ReplayPlan {
     }
     rows.push(r);
   }
+  let tokens = 0;
+  for (const r of rows) tokens += r.prompt === undefined && r.messages === undefined ? r.inputLen : 0;
+  if (tokens > MAX_REPLAY_TOKENS)
+    throw new UsageError(
+      `the replay window holds ${tokens} prompt tokens, more than the ${MAX_REPLAY_TOKENS} one replay builds before it starts`,
+      { hint: "replay a part: --max-requests, --duration or --start-offset" },
+    );
   if (rows.length === 0)
     throw new UsageError(
       `no request of ${trace.path} falls in the window asked for (--start-offset ${off} ms${o.durationMs !== undefined ? `, --duration ${o.durationMs} ms` : ""})`,
