@@ -17,8 +17,11 @@ export interface BenchTrialDetail {
   duration_s: number;
 }
 
-/** How one load becomes bench options: a request rate, or a schedule's times divided by a speed. */
-export type LoadKnob = { kind: "rate" } | { kind: "speed"; arrivalsMs: ArrayLike<number> };
+/**
+ * How one load becomes bench options: a request rate, a schedule's times divided by a speed, or a trace replay's
+ * own speed (--replay-speed: the trace's requests and lengths, its gaps divided by the load).
+ */
+export type LoadKnob = { kind: "rate" } | { kind: "speed"; arrivalsMs: ArrayLike<number> } | { kind: "replay" };
 
 /** Share of finished requests (successes and failures; not those we aborted) meeting every SLO bound. */
 export function goodShare(res: BenchResult, slo: GoodputSlo): { good: number; total: number } {
@@ -42,13 +45,15 @@ export function benchTrial(
   return async (load, replicate) => {
     const o: BenchOptions = { ...base, saveResult: undefined, recordsPath: undefined, goodput: slo };
     if (knob.kind === "rate") o.requestRate = load;
+    else if (knob.kind === "replay") o.replaySpeed = load;
     else {
       o.arrivalsMs = Array.from(knob.arrivalsMs, (t) => t / load);
       o.requestRate = undefined;
       o.numPrompts = undefined;
       o.durationMs = undefined;
     }
-    // Each replicate draws its own arrivals and prompts: the spread is run to run, not one sample repeated.
+    // Each replicate draws its own arrivals and prompts: the spread is run to run, not one sample repeated (a replay's
+    // schedule is the trace's: its replicates differ by the run alone).
     o.seed = (base.seed ?? 0) + replicate;
     const res = await run(o, deps);
     const { good, total } = goodShare(res, slo);

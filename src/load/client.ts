@@ -439,7 +439,7 @@ export class StreamClient {
 
   /** Sends one streaming request. `rec` gets every response-side fact; never rejects. */
   /** `originPerf`: the run's origin on the performance.now() clock (record times are relative to it). */
-  stream(path: string, body: string, rec: RequestRecord, originPerf: number): Promise<RequestRecord> {
+  stream(path: string, body: string | Buffer, rec: RequestRecord, originPerf: number): Promise<RequestRecord> {
     return new Promise((resolve) => {
       // Sized for max_tokens (+ role, usage and finish chunks), so it does not grow mid-stream.
       const want = rec.targetOutputLen > 0 ? rec.targetOutputLen + 4 : 256;

@@ -75,6 +75,9 @@ function keyId(b: Buffer, s: number, e: number): number {
     case 17:
       if (c === 0x63) return eq(b, s, "completion_tokens") ? K_COMPLETION : K_NONE;
       return c === 0x72 && eq(b, s, "reasoning_content") ? K_REASONING : K_NONE;
+    case 21:
+      // vLLM's usage.prompt_tokens_details (cached_tokens; the last chunk only): the slow path reads it.
+      return c === 0x70 && eq(b, s, "prompt_tokens_details") ? K_BAIL : K_NONE;
     default:
       return K_NONE;
   }

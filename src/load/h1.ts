@@ -145,7 +145,14 @@ class H1Conn {
     this.headEol = 0;
     this.gotBytes = 0;
     this.uses++;
-    this.socket.write(req.head + req.body);
+    if (typeof req.body === "string") this.socket.write(req.head + req.body);
+    else {
+      // A pre-encoded body (a long prompt) goes out as is: no UTF-8 encoding at send time.
+      this.socket.cork();
+      this.socket.write(req.head);
+      this.socket.write(req.body);
+      this.socket.uncork();
+    }
   }
 
   /** Detaches the request in flight, marks it settled and returns its handler. */
@@ -464,7 +471,7 @@ class H1Request {
   settled = false;
   constructor(
     readonly head: string,
-    readonly body: string,
+    readonly body: string | Buffer,
     readonly handler: H1Handler,
   ) {}
 }
@@ -506,7 +513,7 @@ export class H1Pool {
     method: string,
     path: string,
     headers: Record<string, string>,
-    body: string,
+    body: string | Buffer,
     handler: H1Handler,
   ): { abort(reason: string): void } {
     let head = `${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;

@@ -11,6 +11,11 @@ export const MAX_TOKENS = 1 << 20;
 /** Shared prefixes (`--dataset-name shared-prefix`): each is built once and kept for the run. */
 export const MAX_PREFIX_GROUPS = 100_000;
 export const MAX_PREFIX_TOKENS = 1 << 26;
+/**
+ * Prompt tokens one trace replay builds before its clock starts (every body is kept, UTF-8, ~5.5 bytes a
+ * token: 256 M tokens ≈ 1.4 GB). The whole Mooncake conversation trace is 145 M.
+ */
+export const MAX_REPLAY_TOKENS = 1 << 28;
 /** Streams one worker thread's event loop is allowed; `--workers auto` gives each 256 (STREAMS_PER_WORKER). */
 export const MAX_STREAMS_PER_WORKER = 4096;
 

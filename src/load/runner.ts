@@ -7,15 +7,39 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
 import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient } from "./client.ts";
+import { readAzure } from "./datasets/azure.ts";
+import { isJsonlTrace, readJsonlTrace } from "./datasets/jsonl.ts";
+import { readMooncake } from "./datasets/mooncake.ts";
+import { type Calibration, PromptSynth } from "./datasets/synth.ts";
+import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
+import {
+  lengthChecks,
+  planReplay,
+  type ReplayLengths,
+  type ReplayPlan,
+  type ScheduleSummary,
+  scheduleSummary,
+  traceWorkload,
+} from "./replay.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerTimingSummary, summarizeServerTimings } from "./server-timings.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
+import {
+  runSessions,
+  type Session,
+  sharegptSessions,
+  syntheticSessions,
+  type TurnRow,
+  traceSessions,
+  turnTable,
+} from "./sessions.ts";
 import { autoWorkers, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
+import { calibrate, findTokenizer } from "./tokenizer.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
 import { createWorkload, type Prompt, requestBody, type Workload } from "./workload.ts";
 
@@ -66,6 +90,107 @@ export interface BenchResult {
   partial: boolean;
   percentiles: number[];
   percentileMetrics: string[];
+  /** Send lag against the schedule (open loop, trace replay, sessions); null for a closed loop. */
+  schedule?: ScheduleSummary | null;
+  /** Trace replay and sessions: the dataset, how prompts were sized, and the server's counts against them. */
+  replay?: ReplayInfo | null;
+  /** Sessions: TTFT, prompt and cached tokens by turn index. */
+  turns?: TurnRow[] | null;
+}
+
+export interface ReplayInfo {
+  dataset: string;
+  path: string | null;
+  /** Requests the trace window selected (or turns the sessions hold). */
+  requests: number;
+  /** How synthesized prompts were sized (null when every prompt came with its text). */
+  calibration: (Omit<Calibration, "words"> & { words: number }) | null;
+  lengths: ReplayLengths;
+  ignoreEos: boolean;
+}
+
+/** What a trace or session dataset resolved to, before anything is sent. */
+interface TraceMode {
+  trace: Trace | null;
+  /** Replay on the trace's own times; null when a rate or users drive the schedule (lengths only), or sessions. */
+  plan: ReplayPlan | null;
+  /** Rows for a generated schedule (lengths from the trace). */
+  rows: Trace["rows"] | null;
+  /** Sessions built once the synthesizer exists. */
+  sessions: ((synth: PromptSynth) => Session[]) | null;
+  needsSynth: boolean;
+}
+
+function loadTraceMode(o: BenchOptions): TraceMode | null {
+  const ds = o.dataset ?? "random";
+  const sess = o.sessions;
+  if (sess?.source === "synthetic")
+    return {
+      trace: null,
+      plan: null,
+      rows: null,
+      sessions: (synth) => syntheticSessions(sess, synth),
+      needsSynth: true,
+    };
+  if (sess?.source === "sharegpt") {
+    if (ds !== "sharegpt" || !o.datasetPath)
+      throw new UsageError("ShareGPT sessions need --dataset-name sharegpt and --dataset-path");
+    const list = sharegptSessions(o.datasetPath, readText(o.datasetPath), sess.maxSessions);
+    return { trace: null, plan: null, rows: null, sessions: () => list, needsSynth: false };
+  }
+  let trace: Trace | null = null;
+  if (ds === "mooncake" || ds === "azure") {
+    if (!o.datasetPath) throw new UsageError(`--dataset-name ${ds} needs --dataset-path`);
+    trace = ds === "mooncake" ? readMooncake(o.datasetPath) : readAzure(o.datasetPath);
+  } else if (ds === "jsonl" && o.datasetPath) {
+    const text = readText(o.datasetPath);
+    if (isJsonlTrace(text)) trace = readJsonlTrace(o.datasetPath, o.randomOutputLen ?? 128, text);
+  }
+  const replayFlags = o.replaySpeed !== undefined || o.startOffsetMs !== undefined || o.maxRequests !== undefined;
+  if (!trace) {
+    if (replayFlags) throw new UsageError("--replay-speed, --start-offset and --max-requests need a trace dataset");
+    if (sess) throw new UsageError("trace sessions need a jsonl dataset with session_id");
+    return null;
+  }
+  const t = trace;
+  const needsSynth = t.rows.some((r) => r.prompt === undefined && r.messages === undefined);
+  const hasSessions = t.rows.some((r) => r.sessionId !== null);
+  if (sess?.source === "trace" || hasSessions) {
+    if (!t.rows.every((r) => r.sessionId !== null))
+      throw new UsageError(`${t.path}: session_id is on some rows but not all: give it on every row or none`);
+    return {
+      trace: t,
+      plan: null,
+      rows: null,
+      sessions: (synth) => traceSessions(t, synth, o.replaySpeed ?? 1),
+      needsSynth,
+    };
+  }
+  const generated = o.requestRate !== undefined || o.concurrency !== undefined;
+  if (t.timed && !generated) {
+    if (o.numPrompts !== undefined)
+      throw new UsageError("a trace replay sends the trace's own requests: use --max-requests, not --num-prompts");
+    const plan = planReplay(t, {
+      replaySpeed: o.replaySpeed,
+      startOffsetMs: o.startOffsetMs,
+      maxRequests: o.maxRequests,
+      durationMs: o.durationMs,
+    });
+    return { trace: t, plan, rows: plan.rows, sessions: null, needsSynth };
+  }
+  if (o.replaySpeed !== undefined || o.startOffsetMs !== undefined)
+    throw new UsageError(
+      t.timed
+        ? "--replay-speed and --start-offset replay the trace's own times; drop --request-rate/--concurrency for that"
+        : `--replay-speed and --start-offset need timestamps, and ${t.path} has none`,
+    );
+  const rows = t.rows.slice(0, o.maxRequests ?? t.rows.length);
+  return { trace: t, plan: null, rows, sessions: null, needsSynth };
+}
+
+/** Whether these options replay a trace on its own times (so --replay-speed, not a rate, sets the load). */
+export function isTimedReplay(o: BenchOptions): boolean {
+  return loadTraceMode(o)?.plan != null;
 }
 
 export interface Resolved {
@@ -314,10 +439,26 @@ export interface Phase {
 
 /** Runs one benchmark. Returns partial results on interrupt (result.partial); throws typed errors. */
 export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promise<BenchResult> {
-  const r = resolveOptions(opts);
-  // Threads and streams are bounded before anything is sent.
-  const workers = workerCount(r, opts.workers);
-  const workload: Workload = createWorkload({ ...opts, seed: r.seed });
+  // Trace files are read and checked before anything is sent (bad rows are exit 2, not a half-run).
+  const tm = loadTraceMode(opts);
+  const r = resolveOptions(
+    tm?.plan
+      ? { ...opts, durationMs: undefined, numPrompts: tm.plan.rows.length, requestRate: replayRate(tm.plan) }
+      : tm?.sessions
+        ? { ...opts, durationMs: undefined, numPrompts: undefined, endpoint: "/v1/chat/completions" }
+        : tm?.rows
+          ? { ...opts, numPrompts: opts.numPrompts ?? (opts.durationMs === undefined ? tm.rows.length : undefined) }
+          : opts,
+  );
+  if (tm?.sessions && (opts.warmup ?? 0) > 0)
+    throw new UsageError("--warmup sends single requests; sessions have no warm-up (run a short session first)");
+  if (tm && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
+    throw new UsageError("trace replays and sessions run on one event loop: drop --workers");
+  // Threads and streams are bounded before anything is sent; a replay's sends are paced on one loop.
+  const workers = tm ? 1 : workerCount(r, opts.workers);
+  let workload: Workload = tm
+    ? { name: opts.dataset ?? "jsonl", size: 0, get: () => ({ inputLen: 0, outputLen: 0 }) }
+    : createWorkload({ ...opts, seed: r.seed });
   const connections = r.concurrency ?? r.maxConcurrency ?? null;
   const client = new StreamClient(r.baseUrl, {
     connections,
@@ -341,10 +482,12 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       signal: deps.signal,
       onProgress: deps.onTelemetryNote,
     });
+    // A trace's output lengths are the point: ignore_eos unless asked otherwise (servers that do not know it ignore it).
+    const ignoreEos = opts.ignoreEos ?? (tm ? true : undefined);
     const bodyOpts = {
       model,
       endpoint: r.endpoint,
-      ignoreEos: opts.ignoreEos,
+      ignoreEos,
       continuousUsage: opts.continuousUsage,
       extraBody: opts.extraBody,
     };
@@ -366,6 +509,26 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       seed: r.seed,
       warmup: r.warmup,
     };
+    let calibration: Calibration | null = null;
+    let sessions: Session[] | null = null;
+    if (tm) {
+      let synth: PromptSynth | null = null;
+      if (tm.needsSynth) {
+        // Prompts are sized once, before the measured window (a few /tokenize calls and probes).
+        const counter = await findTokenizer(r.baseUrl, model, { apiKey: opts.apiKey, timeoutMs: 10_000 });
+        const probe = async (text: string) => {
+          const rec = blankRecord();
+          const body = requestBody({ prompt: text, inputLen: 0, outputLen: 1 }, { ...bodyOpts, ignoreEos: false });
+          await client.stream(r.endpoint, body, rec, performance.now());
+          return rec.errorClass === null && rec.promptTokens >= 0 ? rec.promptTokens : null;
+        };
+        calibration = await calibrate(counter, probe);
+        synth = new PromptSynth(calibration, r.seed);
+      }
+      const name = workload.name;
+      if (tm.sessions) sessions = tm.sessions(synth!);
+      else workload = traceWorkload(name, tm.rows!, synth);
+    }
     writer?.write({ type: "header", ...setup });
     const w = writer;
     const onRecord = (rec: RequestRecord) => {
@@ -408,6 +571,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let cpu0 = process.cpuUsage();
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
+    let turnOf: Map<number, number> | null = null;
     if (workers > 1) {
       const sh = await shardedPhase(ctx, r, opts, workers, () => {
         // The threads are up: the measured window starts now.
@@ -426,11 +590,31 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         warmup: false,
         indexBase: 0,
       });
+    } else if (sessions) {
+      edge("start");
+      const sp = opts.sessions;
+      const ph = await sessionPhase(ctx, sessions, {
+        concurrency: sp?.concurrency ?? r.maxConcurrency ?? undefined,
+        thinkMs: sp && "thinkMs" in sp ? sp.thinkMs : undefined,
+        thinkDist: sp?.source === "synthetic" ? sp.thinkDist : undefined,
+        seed: r.seed,
+      });
+      phase = ph;
+      turnOf = ph.turnOf;
     } else {
       edge("start");
       phase = await openLoop(ctx, {
-        times: r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed }),
+        times: tm?.plan
+          ? tm.plan.timesMs
+          : (r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed })),
         cap: r.maxConcurrency,
+        // A replay's bursts each need fresh connections while earlier requests still stream.
+        preconnect: tm?.plan ? Math.min(tm.plan.rows.length, r.maxConcurrency ?? 256) : undefined,
+        // Prompt synthesis and body building are not the client's load during the run.
+        onClockStart: () => {
+          cpu0 = process.cpuUsage();
+          eld.reset();
+        },
       });
     }
     edge("end");
@@ -518,6 +702,25 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         client: h,
         server: before && after ? serverDelta(before, after) : null,
         serverTimings: summarizeServerTimings(recs),
+        schedule: tm?.plan
+          ? scheduleSummary(recs, tm.plan)
+          : sessions
+            ? scheduleSummary(recs, { speed: opts.replaySpeed ?? 1, startOffsetMs: 0, traceSpanMs: 0 }, "sessions")
+            : r.concurrency === null
+              ? scheduleSummary(recs, { speed: 1, startOffsetMs: 0, traceSpanMs: 0 }, "generated")
+              : null,
+        replay: tm
+          ? {
+              dataset: opts.dataset ?? "jsonl",
+              path: opts.datasetPath ?? null,
+              requests:
+                tm.plan?.rows.length ?? tm.rows?.length ?? sessions?.reduce((a, x) => a + x.turns.length, 0) ?? 0,
+              calibration: calibration ? { ...calibration, words: calibration.words.length } : null,
+              lengths: sessions ? { ...lengthChecks(recs), prompt: null } : lengthChecks(recs),
+              ignoreEos: ignoreEos ?? false,
+            }
+          : null,
+        turns: turnOf ? turnTable(recs, turnOf) : null,
         telemetry,
         partial,
         percentiles: r.percentiles,
@@ -721,8 +924,8 @@ class RunState {
     scheduledMs: number,
     createdMs: number,
     warmup: boolean,
-    pre?: { p: Prompt; body: string },
-  ): Promise<void> {
+    pre?: { p: Prompt; body: string | Buffer },
+  ): Promise<RequestRecord> {
     const p =
       pre?.p ??
       this.ctx.workload.get(index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity));
@@ -745,6 +948,7 @@ class RunState {
       this.inFlight--;
     }
     this.accept(rec);
+    return rec;
   }
 
   /**
@@ -752,7 +956,7 @@ class RunState {
    * keep every request's objects alive for the whole run, and each scavenge would copy them again).
    * `whenIdle()` resolves when all launched sends have finished; an error in one stops the run with it.
    */
-  launch(run: Promise<void>): void {
+  launch(run: Promise<unknown>): void {
     this.launched++;
     run.then(this.onLanded, (e: unknown) => {
       if (!this.fatal) this.fatal = e instanceof Error ? e : new Error(String(e));
@@ -841,22 +1045,29 @@ export function preconnectCount(o: {
 /** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
 const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
 
+/** Bodies at least this long are kept UTF-8 encoded: sent without encoding, and outside the JS heap. */
+const ENCODE_BODY_CHARS = 16 * 1024;
+
 /** Request `index(i)` for i < count with its body, or null past `maxBytes` of bodies. */
 function prebuildBodies(
   ctx: RunCtx,
   count: number,
   index: (i: number) => number,
   maxBytes = Number.POSITIVE_INFINITY,
-): Array<{ p: Prompt; body: string }> | null {
+): Array<{ p: Prompt; body: string | Buffer }> | null {
   const size = Number.isFinite(ctx.workload.size) ? ctx.workload.size : Number.POSITIVE_INFINITY;
-  const out: Array<{ p: Prompt; body: string }> = new Array(count);
+  const out: Array<{ p: Prompt; body: string | Buffer }> = new Array(count);
   let bytes = 0;
   for (let i = 0; i < count; i++) {
     const p = ctx.workload.get(index(i) % size);
-    const body = requestBody(p, ctx.bodyOpts);
-    bytes += body.length * 2 + 200;
+    const text = requestBody(p, ctx.bodyOpts);
+    bytes += text.length * 2 + 200;
     if (bytes > maxBytes) return null;
-    out[i] = { p, body };
+    // A long prompt's text is in its body: only the lengths are kept beside it.
+    out[i] =
+      text.length >= ENCODE_BODY_CHARS
+        ? { p: { inputLen: p.inputLen, outputLen: p.outputLen }, body: Buffer.from(text) }
+        : { p, body: text };
   }
   return out;
 }
@@ -919,12 +1130,18 @@ export async function openLoop(
     /** A shard's requests: their indices in the whole run (times[k] belongs to indices[k]). */
     indices?: Int32Array;
     originPerf?: number;
+    /** Connections to open before the clock (default: enough for the first ~100 ms of arrivals). */
+    preconnect?: number;
+    /** Called once the bodies are built and connections open, as the clock starts. */
+    onClockStart?: () => void;
   },
 ): Promise<Phase> {
   const n = o.times.length;
   const idx = o.indices;
   const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
-  if (o.originPerf === undefined) await ctx.client.preconnect(preconnectCount({ open: o }));
+  ctx.workload.release?.();
+  if (o.originPerf === undefined) await ctx.client.preconnect(o.preconnect ?? preconnectCount({ open: o }));
+  o.onClockStart?.();
   const st = new RunState(ctx, n, o.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const stopped = st.whenStopped().then(() => slots?.drain());
@@ -965,6 +1182,36 @@ export async function openLoop(
   return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
 }
 
+/** Sessions: each turn resends the history; a session's turns in order, sessions side by side. */
+async function sessionPhase(
+  ctx: RunCtx,
+  sessions: Session[],
+  o: { concurrency?: number; thinkMs?: number; thinkDist?: "constant" | "exponential"; seed: number },
+): Promise<Phase & { turnOf: Map<number, number> }> {
+  await ctx.client.preconnect(Math.min(sessions.length, o.concurrency ?? sessions.length, PRECONNECT_MAX));
+  let total = 0;
+  for (const s of sessions) total += s.turns.length;
+  const st = new RunState(ctx, total);
+  const turnOf = await runSessions(sessions, {
+    ...o,
+    signal: ctx.signal,
+    now: () => st.nowMs(),
+    stopped: () => st.stopped,
+    send: (index, scheduledMs, p) =>
+      st.send(index, scheduledMs, scheduledMs, false, { p, body: requestBody(p, ctx.bodyOpts) }),
+  });
+  const durationMs = st.nowMs();
+  st.close();
+  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted, turnOf };
+}
+
+/** Mean arrival rate of a replay (requests ÷ its wall span), for the setup's request_rate; inf for one instant. */
+function replayRate(plan: ReplayPlan): number {
+  const n = plan.timesMs.length;
+  const span = n > 1 ? plan.timesMs[n - 1]! - plan.timesMs[0]! : 0;
+  return span > 0 ? (n / span) * 1000 : Number.POSITIVE_INFINITY;
+}
+
 function stamp(d: Date): string {
   const p = (n: number) => String(n).padStart(2, "0");
   return `${d.getUTCFullYear()}${p(d.getUTCMonth() + 1)}${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
@@ -985,12 +1232,19 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
     out.start_times = pr.start_times;
     out.errors = pr.errors;
   }
+  // Send lag against the schedule (generated, the trace's times or the sessions'): `schedule.lagP99Ms`.
+  out.schedule = res.schedule ?? null;
+  // The server's prefix-cache hit rate over the run, from its /metrics deltas (null when it exports none).
+  const pc = res.server?.prefix_cache ?? null;
+  out.prefixCache = pc ? { hitRate: pc.hit_rate, queries: pc.queries, hits: pc.hits, source: "/metrics delta" } : null;
   out.inferscope = {
     ...inferscope,
     warnings: res.warnings,
     client: res.client,
     server: res.server,
     server_timings: res.serverTimings,
+    replay: res.replay ?? null,
+    turns: res.turns ?? null,
     telemetry: res.telemetry,
     partial: res.partial,
   };

@@ -62,6 +62,11 @@ export interface ServerView {
    * present only when time_scale ≠ 1; otherwise they equal the fields above.
    */
   server_clock: Means | null;
+  /**
+   * Prefix cache over the window: prompt tokens looked up and found (vLLM V1's
+   * vllm:prefix_cache_queries/hits counters); null when the server does not export them.
+   */
+  prefix_cache: { queries: number; hits: number; hit_rate: number | null } | null;
   /** Which metric names were found, for transparency. */
   sources: string[];
 }
@@ -122,6 +127,9 @@ export function serverDelta(before: Totals, after: Totals): ServerView {
       acceptance_length: drafts.delta > 0 ? 1 + acc.delta / drafts.delta : null,
     };
   }
+  const pq = pick(after, before, ["vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"]);
+  const ph = pick(after, before, ["vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"]);
+  if (pq && ph) src.push(pq.name, ph.name);
   const server: Means = {
     ttft_mean_ms: meanMs(
       before,
@@ -159,6 +167,8 @@ export function serverDelta(before: Totals, after: Totals): ServerView {
     generation_tokens: count(["vllm:generation_tokens_total", "sglang:generation_tokens_total"]),
     iteration_tokens_mean: itSum && itCnt && itCnt.delta > 0 ? itSum.delta / itCnt.delta : null,
     spec_decode: spec,
+    prefix_cache:
+      pq && ph ? { queries: pq.delta, hits: ph.delta, hit_rate: pq.delta > 0 ? ph.delta / pq.delta : null } : null,
     time_scale: x,
     server_clock: x === 1 ? null : server,
     sources: [...new Set(src)],

@@ -274,6 +274,12 @@ export function interpretChunk(data: string, keepText = false): ChunkFacts {
   if (u && typeof u === "object") {
     if (typeof u.completion_tokens === "number") f.completionTokens = u.completion_tokens;
     if (typeof u.prompt_tokens === "number") f.promptTokens = u.prompt_tokens;
+    // vLLM (--enable-prompt-tokens-details): prompt tokens served from its prefix cache.
+    const cached = u.prompt_tokens_details?.cached_tokens;
+    if (typeof cached === "number" && Number.isFinite(cached)) {
+      f.timings ??= { source: "vllm-usage" };
+      f.timings.cachedTokens ??= cached;
+    }
   }
   return f;
 }

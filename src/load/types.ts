@@ -43,7 +43,7 @@ export const CHUNK_FINISH = 4;
  * or TGI's `x-*` timing headers. Fields a server does not send are absent. Times in ms.
  */
 export interface ServerTimings {
-  source: "llamacpp-timings" | "tgi-headers";
+  source: "llamacpp-timings" | "tgi-headers" | "vllm-usage";
   promptTokens?: number;
   promptMs?: number;
   cachedTokens?: number;
@@ -110,7 +110,7 @@ export interface GoodputSlo {
 
 export type PercentileMetric = "ttft" | "tpot" | "itl" | "e2el";
 
-export type DatasetName = "random" | "sharegpt" | "jsonl" | "shared-prefix";
+export type DatasetName = "random" | "sharegpt" | "jsonl" | "shared-prefix" | "mooncake" | "azure";
 
 export interface BenchOptions {
   baseUrl: string;
@@ -189,7 +189,37 @@ export interface BenchOptions {
   transport?: "auto" | "h1" | "undici";
   /** Keep generated text in records (off by default: it costs memory). */
   keepText?: boolean;
+  /**
+   * Trace replay (mooncake, azure, a timestamped jsonl): N× the trace's pace; default 1. A plain number, so a
+   * capacity search can drive it as the load knob. `durationMs` is then the window of trace time replayed.
+   */
+  replaySpeed?: number;
+  /** Trace replay: start this far into the trace (ms of trace time). */
+  startOffsetMs?: number;
+  /** Trace replay: at most this many of the trace's requests. */
+  maxRequests?: number;
+  /** Multi-turn sessions (chat; each turn resends the history). See src/load/sessions.ts. */
+  sessions?: SessionSpec;
 }
+
+/** Where multi-turn sessions come from. */
+export type SessionSpec =
+  /** ShareGPT conversations (--dataset-name sharegpt): human turns are sent, gpt turns resent as history. */
+  | { source: "sharegpt"; maxSessions?: number; concurrency?: number; thinkMs?: number }
+  /** A jsonl trace's session_id rows (turn order = file order; input_length = the turn's new user tokens). */
+  | { source: "trace"; concurrency?: number }
+  | {
+      source: "synthetic";
+      sessions: number;
+      turns: number;
+      /** Tokens of each new user message, and max_tokens of each reply. */
+      inputLen: number;
+      outputLen: number;
+      /** Think time between a reply and the next turn (ms): its mean, and its distribution. */
+      thinkMs: number;
+      thinkDist?: "constant" | "exponential";
+      concurrency?: number;
+    };
 
 export interface Stats {
   mean: number;

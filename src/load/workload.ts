@@ -71,6 +71,8 @@ export interface Workload {
   /** Number of distinct prompts (random: unbounded → Infinity); indexes wrap. */
   readonly size: number;
   get(i: number): Prompt;
+  /** Drops what only building prompts needed (called once every body is built, before the clock starts). */
+  release?(): void;
 }
 
 export function createWorkload(o: WorkloadOptions): Workload {

@@ -9,7 +9,8 @@ import type { CapacityResult } from "../../load/capacity.ts";
 import type { BenchTrialDetail } from "../../load/capacity-bench.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
-import { type BenchResult, checkWritable, runBench, toVllmJson } from "../../load/runner.ts";
+import { formatReplay } from "../../load/replay.ts";
+import { type BenchResult, checkWritable, isTimedReplay, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
 import { computeSlices, formatSlices, type SliceResult } from "../../load/slices.ts";
 import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
@@ -20,6 +21,7 @@ import type {
   Endpoint,
   GoodputSlo,
   PercentileMetric,
+  SessionSpec,
   Stats,
 } from "../../load/types.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
@@ -109,6 +111,33 @@ export function parseGoodputFlag(items: string[]): { slo: GoodputSlo } | { targe
   return { slo: parseGoodput(items, ":") };
 }
 
+/** --multi-turn (ShareGPT), --sessions N (synthetic) or nothing (a trace's session_id needs no flag). */
+function sessionSpec(o: any): SessionSpec | undefined {
+  if (o.multiTurn && o.sessions !== undefined)
+    throw new UsageError("give --multi-turn (ShareGPT) or --sessions (synthetic), not both");
+  const conc = o.sessionConcurrency;
+  if (o.multiTurn) {
+    if (o.datasetName !== "sharegpt")
+      throw new UsageError(
+        "--multi-turn reads ShareGPT conversations: add --dataset-name sharegpt --dataset-path FILE",
+      );
+    return { source: "sharegpt", concurrency: conc, thinkMs: o.thinkTime, maxSessions: o.numPrompts };
+  }
+  if (o.sessions !== undefined)
+    return {
+      source: "synthetic",
+      sessions: o.sessions,
+      turns: o.sessionTurns,
+      inputLen: o.sessionInputLen,
+      outputLen: o.sessionOutputLen,
+      thinkMs: o.thinkTime ?? 0,
+      thinkDist: o.thinkTimeDist,
+      concurrency: conc,
+    };
+  if (conc !== undefined || o.thinkTime !== undefined) return { source: "trace", concurrency: conc };
+  return undefined;
+}
+
 function defaultResultName(o: BenchOptions, model: string): string {
   const d = new Date();
   const p = (n: number) => String(n).padStart(2, "0");
@@ -155,23 +184,24 @@ const sloText = (slo: GoodputSlo) =>
     .join(", ");
 
 /** The capacity search's result and runs as text. */
-export function capacityText(c: CapacityResult, slo: GoodputSlo): string {
+export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s"): string {
   const L: string[] = [];
+  const what = unit === "req/s" ? "rate" : "speed";
   const share = `${(100 * c.target).toFixed(c.target >= 0.999 ? 2 : 1)} %`;
   if (c.capacity !== null && c.interval)
     L.push(
-      `Capacity: ${fmtRate(c.capacity)} req/s [95 % interval ${fmtRate(c.interval.lo)}, ${fmtRate(c.interval.hi)}] with ${share} of requests meeting ${sloText(slo)}`,
+      `Capacity: ${fmtRate(c.capacity)} ${unit} [95 % interval ${fmtRate(c.interval.lo)}, ${fmtRate(c.interval.hi)}] with ${share} of requests meeting ${sloText(slo)}`,
     );
   else if (c.lowerBound !== null)
     L.push(
-      `Capacity: at least ${fmtRate(c.lowerBound)} req/s (every rate tried met ${share} of requests within ${sloText(slo)})`,
+      `Capacity: at least ${fmtRate(c.lowerBound)} ${unit} (every ${what} tried met ${share} of requests within ${sloText(slo)})`,
     );
-  else L.push(`Capacity: unknown: no rate tried met ${share} of requests within ${sloText(slo)}`);
+  else L.push(`Capacity: unknown: no ${what} tried met ${share} of requests within ${sloText(slo)}`);
   L.push(
     `Bracket: pass ${c.bracket.pass === null ? "none" : fmtRate(c.bracket.pass)}, fail ${c.bracket.fail === null ? "none" : fmtRate(c.bracket.fail)}; ${c.runs.length} runs, stopped: ${c.stopped}`,
   );
   const t = new Table({
-    head: ["run", "phase", "req/s asked", "good/total", "good %", "req/s done", "TTFT p", "TPOT p"],
+    head: ["run", "phase", `${unit} asked`, "good/total", "good %", "req/s done", "TTFT p", "TPOT p"],
     style: { head: [], border: [] },
   });
   for (const r of c.runs) {
@@ -233,10 +263,59 @@ export function register(program: Command): void {
     )
     .addOption(
       new Option("--dataset-name <name>", "prompt source")
-        .choices(["random", "sharegpt", "jsonl", "shared-prefix"] as const)
+        .choices(["random", "sharegpt", "jsonl", "shared-prefix", "mooncake", "azure"] as const)
         .default("random" as const),
     )
-    .option("--dataset-path <path>", "ShareGPT JSON or JSONL prompts file")
+    .option("--dataset-path <path>", "ShareGPT JSON, JSONL prompts or trace, Mooncake JSONL or Azure CSV file")
+    .option(
+      "--replay-speed <n>",
+      "trace replay: N× the trace's pace (timestamped datasets replay on their own schedule)",
+      numberArg("--replay-speed", { above: 0 }),
+    )
+    .option(
+      "--start-offset <d>",
+      "trace replay: start this far into the trace (e.g. 5m)",
+      durationArg("--start-offset"),
+    )
+    .option(
+      "--max-requests <n>",
+      "trace replay: at most N of the trace's requests",
+      count("--max-requests", 1, MAX_REQUESTS),
+    )
+    .option("--multi-turn", "ShareGPT: each conversation is a session; each turn resends the history")
+    .option(
+      "--sessions <n>",
+      "synthetic multi-turn sessions (with --session-turns, …)",
+      count("--sessions", 1, 100_000),
+    )
+    .option("--session-turns <n>", "synthetic sessions: turns each", count("--session-turns", 1, 1000), 4)
+    .option(
+      "--session-input-len <n>",
+      "synthetic sessions: tokens of each new user message",
+      count("--session-input-len", 1, MAX_TOKENS),
+      128,
+    )
+    .option(
+      "--session-output-len <n>",
+      "synthetic sessions: max_tokens of each reply",
+      count("--session-output-len", 1, MAX_TOKENS),
+      64,
+    )
+    .option(
+      "--think-time <d>",
+      "sessions: mean pause between a reply and the next turn (e.g. 2s)",
+      durationArg("--think-time"),
+    )
+    .addOption(
+      new Option("--think-time-dist <dist>", "sessions: think-time distribution")
+        .choices(["constant", "exponential"] as const)
+        .default("constant" as const),
+    )
+    .option(
+      "--session-concurrency <n>",
+      "sessions in flight at once (default all)",
+      count("--session-concurrency", 1, MAX_REQUESTS),
+    )
     .option("--num-prompts <n>", "requests to measure (default 100)", count("--num-prompts", 1, MAX_REQUESTS))
     .option("--duration <d>", "send for this long instead of a count (e.g. 30s)", durationArg("--duration"))
     .option(
@@ -277,7 +356,8 @@ export function register(program: Command): void {
     .option("--seed <n>", "seed for prompts and arrivals", numberArg("--seed", { integer: true }), 0)
     .option("--warmup <n>", "warm-up requests, excluded from metrics", count("--warmup", 0, MAX_REQUESTS), 0)
     .option("--num-warmups <n>", "alias of --warmup", count("--num-warmups", 0, MAX_REQUESTS))
-    .option("--ignore-eos", "send ignore_eos so every request generates max_tokens")
+    .option("--ignore-eos", "send ignore_eos so every request generates max_tokens (default on for traces)")
+    .option("--no-ignore-eos", "traces: do not send ignore_eos")
     .option("--percentile-metrics <list>", "metrics printed with percentiles", "ttft,tpot,itl")
     .option(
       "--metric-percentiles <list>",
@@ -466,6 +546,10 @@ export function register(program: Command): void {
       prefixGroups: o.prefixGroups,
       prefixLen: o.prefixLen,
       ignoreEos: o.ignoreEos,
+      replaySpeed: o.replaySpeed,
+      startOffsetMs: o.startOffset,
+      maxRequests: o.maxRequests,
+      sessions: sessionSpec(o),
       burstiness: o.burstiness,
       maxConcurrency: o.maxConcurrency,
       seed: o.seed,
@@ -497,17 +581,26 @@ export function register(program: Command): void {
       if (o.findCapacity) {
         const { findCapacity } = await import("../../load/capacity.ts");
         const { benchTrial } = await import("../../load/capacity-bench.ts");
-        const start = o.capacityStart ?? (rates?.[0] !== undefined && Number.isFinite(rates[0]) ? rates[0] : 1);
+        // A trace replay searches its own speed (× the trace's arrival rate); anything else the request rate.
+        const replay = isTimedReplay(opts);
+        const unit = replay ? "× trace speed" : "req/s";
+        const start =
+          o.capacityStart ??
+          (replay
+            ? (opts.replaySpeed ?? 1)
+            : rates?.[0] !== undefined && Number.isFinite(rates[0])
+              ? rates[0]
+              : 1);
         const onRun = progressEnabled(o)
           ? (r: { index: number; load: number; share: number; good: number; total: number }) => {
               progress.done();
               process.stderr.write(
-                `capacity: run ${r.index + 1} at ${fmtRate(r.load)} req/s: ${r.good}/${r.total} met the SLO (${(100 * r.share).toFixed(1)} %)\n`,
+                `capacity: run ${r.index + 1} at ${fmtRate(r.load)} ${unit}: ${r.good}/${r.total} met the SLO (${(100 * r.share).toFixed(1)} %)\n`,
               );
             }
           : undefined;
         const cap = await findCapacity(
-          benchTrial({ ...opts, requestRate: undefined }, { kind: "rate" }, goodput!, {
+          benchTrial({ ...opts, requestRate: undefined }, replay ? { kind: "replay" } : { kind: "rate" }, goodput!, {
             signal: ac.signal,
             onProgress: progress.onProgress,
           }),
@@ -527,8 +620,10 @@ export function register(program: Command): void {
           cap.notes.push(
             "the runs had no warm-up requests: each run's first requests include a cold start (see --warmup)",
           );
-        const json = { capacity: { knob: "request_rate", unit: "req/s", slo: goodput, ...cap } };
-        emit(json, o, () => capacityText(cap, goodput!));
+        const json = {
+          capacity: { knob: replay ? "replay_speed" : "request_rate", unit, slo: goodput, ...cap },
+        };
+        emit(json, o, () => capacityText(cap, goodput!, unit));
         if (cap.stopped === "interrupted")
           throw new InterruptedError("interrupted: the capacity search so far is printed above");
         if (cap.runs.length > 0 && cap.runs.every((r) => r.total === 0))
@@ -602,7 +697,9 @@ export function register(program: Command): void {
       if (o.json) emit({ ...toVllmJson(res, opts.saveDetailed ?? false), ...(sl ? sliceFields(sl) : {}) }, o, () => "");
       else
         emit(res, o, (r) =>
-          sl ? `${formatConsole(r)}\n${formatSlices(terminalSafe(sl), r.percentiles)}` : formatConsole(r),
+          [formatConsole(r), formatReplay(r), sl ? formatSlices(terminalSafe(sl), r.percentiles) : ""]
+            .filter(Boolean)
+            .join("\n"),
         );
       if (o.saveResult === true) {
         const { writeFileSync } = await import("node:fs");
