@@ -5,6 +5,7 @@ import { basename } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
+import { applyContext } from "./context.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
@@ -143,6 +144,7 @@ export async function analyzeFile(
   const replay = captured?.length ? matchReplays(model, launchIdx, order, captured) : undefined;
   const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES, replay?.origin);
   const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
+  const byContext = applyContext(model, seg, order, ev);
   const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
   if (stats.truncated && steps.length) {
     // The cut removed the end of the file: the last step's remaining events (GPU activities come
@@ -166,6 +168,10 @@ export async function analyzeFile(
   if (ev.decidedByOp)
     notes.push(
       `${ev.decidedByOp} kernels classified by their launching CPU op or module (the name alone was unknown or ambiguous)`,
+    );
+  if (byContext)
+    notes.push(
+      `${byContext} kernels classified by their place in the step (a softmax between two GEMMs is attention; sampling only follows the LM-head GEMM)`,
     );
   if (clipped)
     notes.push(

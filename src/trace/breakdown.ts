@@ -185,7 +185,7 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   const S = seg.steps.length;
   const stepOf = seg.stepOf;
   const runtimeStep = seg.runtimeStep.slice();
-  if (seg.mode === "gap") {
+  if (seg.mode === "gap" || seg.mode === "period" || seg.mode === "none") {
     for (let k = 0; k < gpu.n; k++) {
       const li = launchIdx[k]!;
       if (li >= 0 && runtimeStep[li] === -1) runtimeStep[li] = stepOf[k]!;

@@ -91,9 +91,9 @@ function subOpts<T>(args: any[]): T {
 const stepsBy = () =>
   new Option(
     "--steps-by <mode>",
-    "how to find steps: the engines' annotations (vLLM execute_*, SGLang step[…]), ProfilerStep#N, or GPU idle gaps (auto: the first found)",
+    "how to find steps: the engines' annotations (vLLM execute_*, SGLang step[…]), ProfilerStep#N, one per CUDA/HIP graph launch, a repeating kernel sequence, or GPU idle gaps (auto: the first found, in that order)",
   )
-    .choices(["auto", "annotation", "profiler-step", "gap"] as const)
+    .choices(["auto", "annotation", "profiler-step", "graph", "period", "gap"] as const)
     .default("auto" as const);
 
 export function register(program: Command): void {
