@@ -9,6 +9,7 @@ import { applyContext } from "./context.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
+import { analyzeLayers, type LayerAnalysis } from "./layers.ts";
 import { readTraceModel } from "./parallel.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
@@ -59,6 +60,8 @@ export interface RankAnalysis {
   overall: Overall;
   info: FileInfo;
   notes: string[];
+  /** Transformer layers inside the steps, where a layer period is found. */
+  layers?: LayerAnalysis;
 }
 
 export interface RankSkew {
@@ -91,6 +94,8 @@ export interface TraceAnalysis {
   /** Per kernel name: class (the one most of its time got), the name rule, and what decided it. */
   kernelClasses: Record<string, KernelClassInfo>;
   ranks: RankAnalysis[];
+  /** The first rank's layers (per-op times, head and tail), where found. */
+  layers?: LayerAnalysis;
   skew?: RankSkew;
   warnings: string[];
   notes: string[];
@@ -156,6 +161,7 @@ export async function analyzeFile(
     overall.byKind = summarizeKinds(steps);
   }
   const clipped = steps.filter((s) => s.clipped).length;
+  const layers = analyzeLayers(model, seg, order, (s) => !steps[s]?.clipped);
   const notes = [...seg.notes];
   if (replay && replay.replayedKernels > 0 && replay.matched === 0)
     warnings.push(
@@ -215,7 +221,11 @@ export async function analyzeFile(
         : {}),
     };
   });
-  return { rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes }, kernelClasses, warnings };
+  return {
+    rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes, ...(layers ? { layers } : {}) },
+    kernelClasses,
+    warnings,
+  };
 }
 
 function rankFromName(file: string): number | undefined {
@@ -298,6 +308,7 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
     stepMode: primary.stepMode,
     steps: primary.steps,
     overall: primary.overall,
+    ...(primary.layers ? { layers: primary.layers } : {}),
     kernelClasses,
     ranks,
     ...(ranks.length > 1 ? { skew: rankSkew(ranks) } : {}),

@@ -440,6 +440,11 @@ function segmentByPeriod(model: TraceModel, order: Uint32Array, notes: string[])
   const r = findRepeats(seq, { pick: "smallest", minCoverage: 0.7 });
   // A handful of kernels repeating is a loop, not a step.
   if (!r || r.period < 8) return undefined;
+  // A step runs the model's layers: a repeat with no layers inside is itself a layer (a trace of one
+  // step), not a step.
+  const [u0, u1] = r.units[0]!;
+  const inner = findRepeats(seq.subarray(u0, u1), { pick: "most", minCoverage: 0.5, tol: 0.05 });
+  if (!inner || inner.count < 4) return undefined;
   const stepOf = new Int32Array(gpu.n).fill(-1);
   r.units.forEach(([s, e], i) => {
     for (let j = s; j < e; j++) stepOf[order[j]!] = i;

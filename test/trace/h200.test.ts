@@ -1,0 +1,139 @@
+// Steps, classes and layers on traces captured for this project on an H200 (../shared/traces/h200,
+// README there): a CUDA-graph decode replayed 6 times back to back, and a Hugging Face eager decode
+// of 8 ProfilerSteps. The same answers must come by other routes (no launches: the repeating kernel
+// sequence), and a trace whose steps cannot be told apart must say so.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { analyzeTrace, type TraceAnalysis } from "../../src/trace/index.ts";
+
+const H200 = resolve(dirname(fileURLToPath(import.meta.url)), "../../../shared/traces/h200");
+const GRAPH = join(H200, "h200-dense8b-graph-b1.json.gz");
+const EAGER = join(H200, "h200-hf-llama8b-eager-b1.json.gz");
+const dir = mkdtempSync(join(tmpdir(), "inferscope-trace-h200-"));
+
+const cache = new Map<string, Promise<TraceAnalysis>>();
+const analysis = (f: string): Promise<TraceAnalysis> => {
+  let p = cache.get(f);
+  if (!p) {
+    p = analyzeTrace([f]);
+    cache.set(f, p);
+  }
+  return p;
+};
+
+interface Ev {
+  cat?: string;
+  name?: string;
+  ts?: number;
+  args?: Record<string, unknown>;
+}
+const graphDoc = (): { traceEvents: Ev[] } => JSON.parse(gunzipSync(readFileSync(GRAPH)).toString("utf8"));
+const HOST_CATS = new Set(["cuda_runtime", "cuda_driver", "ac2g"]);
+
+const near = (x: number, y: number, tol: number, what: string) =>
+  assert.ok(Math.abs(x - y) <= tol * Math.abs(y), `${what}: ${x} vs ${y} (±${tol * 100} %)`);
+
+function checkSixSteps(a: TraceAnalysis, what: string): void {
+  assert.equal(a.steps.length, 6, `${what}: ${a.notes.join("; ")}`);
+  const span = a.overall.timeline.spanUs;
+  for (const s of a.steps) near(s.timeline.spanUs, span / 6, 0.03, `${what} step ${s.index} span`);
+  for (const cls of ["gemm", "elementwise"] as const) {
+    const total = a.overall.kernelUsByClass[cls]!;
+    for (const s of a.steps) near(s.kernelUsByClass[cls]!, total / 6, 0.01, `${what} step ${s.index} ${cls}`);
+  }
+}
+
+test("graph trace: one step per CUDA-graph launch, each a sixth of the trace", async () => {
+  const a = await analysis(GRAPH);
+  assert.equal(a.stepMode, "graph");
+  assert.match(a.notes.join("\n"), /one step per CUDA\/HIP graph launch \(6 launches/);
+  checkSixSteps(a, "graph");
+  for (const s of a.steps) assert.equal(s.graphKernels, s.kernels);
+});
+
+test("graph trace: the softmax between the attention matmuls is attention; sampling is the one argmax after the LM head", async () => {
+  const a = await analysis(GRAPH);
+  for (const s of a.steps)
+    assert.ok((s.kernelsByClass.sampling ?? 0) <= 2, `step ${s.index}: ${s.kernelsByClass.sampling}`);
+  const soft = Object.entries(a.kernelClasses).find(([n]) => n.includes("softmax_warp_forward"))!;
+  assert.equal(soft[1].class, "attention");
+  assert.equal(soft[1].rule, "sampling", "the name alone says sampling; its place decides");
+  assert.equal(soft[1].decidedBy, "context attention.softmax-between-gemms");
+  // 32 layers × 6 steps of softmax, none left as sampling
+  assert.equal(a.steps.reduce((x, s) => x + (s.kernelsByClass.attention ?? 0), 0) % 192, 0);
+});
+
+test("eager trace: 8 ProfilerSteps kept, host-bound; cuDNN SDPA is attention.cudnn-sdpa", async () => {
+  const a = await analysis(EAGER);
+  assert.equal(a.stepMode, "profiler-step");
+  assert.equal(a.steps.length, 8);
+  const o = a.overall;
+  assert.ok(o.idleHostUs / o.timeline.spanUs > 0.85, `host-bound idle ${o.idleHostUs} of ${o.timeline.spanUs}`);
+  const sdpa = Object.entries(a.kernelClasses).find(([n]) => n.includes("fort_native_sdpa"))!;
+  assert.deepEqual([sdpa[1].class, sdpa[1].rule], ["attention", "attention.cudnn-sdpa"]);
+  for (const s of a.steps) assert.ok((s.kernelsByClass.sampling ?? 0) <= 2);
+});
+
+test("layers: 32 found in every step of both traces, with their spread, head and tail", async () => {
+  for (const f of [GRAPH, EAGER]) {
+    const a = await analysis(f);
+    const l = a.layers!;
+    assert.ok(l, f);
+    assert.equal(l.layers, 32, f);
+    assert.equal(l.steps, a.steps.length, f);
+    const u = l.layerKernelUs;
+    assert.ok(u.min <= u.mean && u.mean <= u.max && u.cv >= 0 && u.cv < 0.1, `${f}: ${JSON.stringify(u)}`);
+    // 32 layers + head + tail = the step's kernel time
+    const step = a.steps[0]!;
+    const stepKernelUs = Object.values(step.kernelUsByClass).reduce((x, y) => x + (y ?? 0), 0);
+    near(32 * u.mean + l.head.kernelUs + l.tail.kernelUs, stepKernelUs, 0.02, `${f} layers + head + tail`);
+    // the LM head GEMM and the sampling are in the tail, not in a layer
+    assert.ok((l.tail.byClass.gemm ?? 0) > 0 && (l.tail.byClass.sampling ?? 0) > 0, JSON.stringify(l.tail.byClass));
+    assert.equal(l.layerByClass.sampling, undefined);
+    if (l.ops.length) assert.equal(l.ops.length, l.kernelsPerLayer);
+  }
+  const g = (await analysis(GRAPH)).layers!;
+  // per-op table: the attention block (Q·Kᵀ, scale, copy, softmax, copy, P·V) sits inside each layer
+  assert.equal(g.ops.filter((o) => o.class === "attention").length, 6);
+});
+
+test("no launches in the trace: the repeating kernel sequence gives the same 6 steps, tolerating a missing tail kernel", async () => {
+  const doc = graphDoc();
+  doc.traceEvents = doc.traceEvents.filter((e) => !HOST_CATS.has(e.cat ?? ""));
+  // Drop the argmax of the third step: a step's sampling tail may vary.
+  const argmax = doc.traceEvents
+    .filter((e) => e.cat === "kernel" && /ArgMax|argmax/.test(e.name ?? ""))
+    .sort((x, y) => (x.ts ?? 0) - (y.ts ?? 0));
+  assert.equal(argmax.length, 6);
+  doc.traceEvents = doc.traceEvents.filter((e) => e !== argmax[2]);
+  const f = join(dir, "graph-no-launches.json");
+  writeFileSync(f, JSON.stringify(doc));
+  const a = await analyzeTrace([f]);
+  assert.equal(a.stepMode, "period", a.notes.join("; "));
+  assert.equal(a.steps.length, 6);
+  const span = a.overall.timeline.spanUs;
+  for (const s of a.steps) near(s.timeline.spanUs, span / 6, 0.03, `period step ${s.index}`);
+  assert.equal(a.layers?.layers, 32);
+});
+
+test("one replay with no launches: steps cannot be told apart, so totals are reported and said to be totals", async () => {
+  const doc = graphDoc();
+  const kernels = doc.traceEvents.filter((e) => e.cat === "kernel").sort((x, y) => (x.ts ?? 0) - (y.ts ?? 0));
+  const firstCorr = kernels[0]!.args!.correlation;
+  doc.traceEvents = doc.traceEvents.filter(
+    (e) => !HOST_CATS.has(e.cat ?? "") && (e.args?.correlation === undefined || e.args.correlation === firstCorr),
+  );
+  const f = join(dir, "graph-one-replay.json");
+  writeFileSync(f, JSON.stringify(doc));
+  const a = await analyzeTrace([f]);
+  assert.equal(a.stepMode, "none");
+  assert.equal(a.steps.length, 1);
+  assert.match(a.notes.join("\n"), /steps cannot be told apart.*totals over the whole trace/);
+  // its layers are still found: 32, not 32 "steps"
+  assert.equal(a.layers?.layers, 32);
+});
