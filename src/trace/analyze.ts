@@ -3,6 +3,7 @@
 import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
+import type { Architecture } from "../model/architecture.ts";
 import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { applyContext } from "./context.ts";
@@ -12,6 +13,7 @@ import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts
 import { analyzeLayers, type LayerAnalysis } from "./layers.ts";
 import { readTraceModel } from "./parallel.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
+import type { RooflineAnalysis } from "./roofline.ts";
 import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
 
 export interface AnalyzeOptions {
@@ -31,6 +33,20 @@ export interface AnalyzeOptions {
   segmentBytes?: number;
   /** Files below this size are read in one pass (default: ParallelOptions.minBytes's). */
   parallelMinBytes?: number;
+  /** Per-kernel roofline and the step beside the model's prediction: the model, the GPU, its bandwidth. */
+  roofline?: RooflineOptions;
+}
+
+export interface RooflineOptions {
+  /** A catalog name (llama-3.1-8b) or an Architecture read from a config.json / .gguf. */
+  model: string | Architecture;
+  gpu: string;
+  /** Measured device-memory bandwidth (GB/s): the ceiling; else the GPU's spec figure. */
+  measuredBandwidthGBs?: number;
+  /** Decode batch (default: the steps' annotated batch, else 1). */
+  batch?: number;
+  /** KV length per sequence (default: the model's default). */
+  contextLen?: number;
 }
 
 export interface FileInfo {
@@ -82,6 +98,9 @@ export interface KernelClassInfo {
   rule: string;
   /** "rule <id>", "op <launching CPU op>" or "default". */
   decidedBy: string;
+  /** Kernels with this name in the trace, and their total time (µs). */
+  count?: number;
+  totalUs?: number;
   /** Where launching ops split one name over several classes: each, with kernels and time. */
   variants?: Array<{ class: KernelClass; decidedBy: string; count: number; totalUs: number }>;
 }
@@ -94,6 +113,8 @@ export interface TraceAnalysis {
   /** Per kernel name: class (the one most of its time got), the name rule, and what decided it. */
   kernelClasses: Record<string, KernelClassInfo>;
   ranks: RankAnalysis[];
+  /** Per-GEMM roofline and the step beside the model (with `roofline` options). */
+  roofline?: RooflineAnalysis;
   /** The first rank's layers (per-op times, head and tail), where found. */
   layers?: LayerAnalysis;
   skew?: RankSkew;
@@ -204,8 +225,12 @@ export async function analyzeFile(
     ...(typeof meta.vllm_version === "string" ? { vllmVersion: meta.vllm_version } : {}),
   };
   const kernelClasses: TraceAnalysis["kernelClasses"] = {};
-  const used = new Uint8Array(model.names.length);
-  for (let k = 0; k < model.gpu.n; k++) used[model.gpu.name[k]!] = 1;
+  const used = new Uint32Array(model.names.length);
+  const usedUs = new Float64Array(model.names.length);
+  for (let k = 0; k < model.gpu.n; k++) {
+    used[model.gpu.name[k]!]!++;
+    usedUs[model.gpu.name[k]!]! += model.gpu.dur[k]!;
+  }
   model.names.forEach((n, i) => {
     const c = model.nameClass[i]!;
     if (!used[i] || CLASS_INDEX[c.class as KernelClass] === undefined) return;
@@ -214,6 +239,8 @@ export async function analyzeFile(
       class: c.class as KernelClass,
       rule: c.rule,
       decidedBy: c.decidedBy ?? (c.rule === "default" ? "default" : `rule ${c.rule}`),
+      count: used[i]!,
+      totalUs: round(usedUs[i]!),
       ...(v && v.length > 1
         ? {
             variants: v.map((x) => ({ class: x.class, decidedBy: x.by, count: x.count, totalUs: round(x.us) })),
@@ -303,7 +330,9 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
   ranks.sort((a, b) => a.rank - b.rank);
   const primary = ranks[0]!;
   const notes = [...primary.notes];
+  const roof = opts.roofline ? await rooflineFor(primary, opts.roofline) : undefined;
   return {
+    ...(roof ? { roofline: roof } : {}),
     files: paths,
     stepMode: primary.stepMode,
     steps: primary.steps,
@@ -315,6 +344,53 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
     warnings,
     notes,
   };
+}
+
+/** The steps a summary stands for: whole decode steps, else every whole step. */
+export function headSteps(steps: StepBreakdown[]): StepBreakdown[] {
+  const good = steps.filter((s) => !s.clipped);
+  const decode = good.filter((s) => s.kind === "decode");
+  return decode.length ? decode : good;
+}
+
+/** The roofline of one rank's steps beside the model (loads the model library). */
+export async function rooflineFor(r: RankAnalysis, o: RooflineOptions): Promise<RooflineAnalysis> {
+  // The model library is loaded only when asked for.
+  const [{ requireModel }, { requireGpu }, { predict }, { roofline }] = await Promise.all([
+    import("../model/architecture.ts"),
+    import("../model/hardware.ts"),
+    import("../model/predict.ts"),
+    import("./roofline.ts"),
+  ]);
+  const arch = typeof o.model === "string" ? requireModel(o.model) : o.model;
+  const gpu = requireGpu(o.gpu);
+  const steps = headSteps(r.steps);
+  const annotated = steps.map((s) => s.batch?.requests).filter((x): x is number => x !== undefined);
+  const batch = o.batch ?? (annotated.length ? annotated.sort((a, b) => a - b)[Math.floor(annotated.length / 2)]! : 1);
+  const prediction = predict({
+    model: arch,
+    gpu,
+    batch,
+    ...(o.contextLen !== undefined ? { contextLen: o.contextLen } : {}),
+    ...(o.measuredBandwidthGBs !== undefined ? { measuredBandwidthGBs: o.measuredBandwidthGBs } : {}),
+    cudaGraphs: r.overall.launch.graphLaunches > 0,
+  });
+  const out = roofline({
+    arch,
+    gpu,
+    ceilingGBs: o.measuredBandwidthGBs ?? gpu.bandwidthGBs,
+    ceilingIs:
+      o.measuredBandwidthGBs !== undefined
+        ? "measured copy bandwidth (--measured-bandwidth)"
+        : `${gpu.name} spec sheet (no --measured-bandwidth; copies reach less than the spec)`,
+    prediction,
+    layers: r.layers,
+    steps,
+  });
+  if (o.batch === undefined && !annotated.length) out.notes.push("batch not in the trace: 1 assumed (give --batch)");
+  if (o.contextLen === undefined)
+    out.notes.push(`context length not given: the model's default ${prediction.input.contextLen} (give --context)`);
+  return out;
 }
 
 /** Compares per-rank step times (aligned by step index over unclipped steps). */

@@ -18,7 +18,10 @@ export interface Spread {
 export interface LayerOp {
   /** Position in the layer. */
   index: number;
+  /** The commonest kernel name at this position. */
   name: string;
+  /** Distinct kernel names seen at this position, where more than one. */
+  variants?: number;
   class: KernelClass;
   /** Kernel time at this position, across every layer of every step analysed (µs). */
   us: Spread;
@@ -104,19 +107,14 @@ export function analyzeLayers(
   if (skipped > 0) notes.push(`${skipped} step(s) without a layer period (or clipped) left out`);
   const lens = agree.flatMap((f) => f.units.map(([a, b]) => b - a));
   const P = lens[0]!;
+  // Per-op times need the layers to run the same classes in the same order; names may vary a little
+  // (cuBLAS and cuDNN pick another kernel as the KV cache grows): each position shows its commonest.
+  const ref = agree[0]!;
+  const refClasses = ref.rows.slice(ref.units[0]![0], ref.units[0]![0] + P).map((k) => gpu.cls[k]!);
   const sameShape =
     lens.every((x) => x === P) &&
-    agree.every((f) =>
-      f.units.every(([a]) => {
-        for (let i = 0; i < P; i++)
-          if (
-            f.rows[a + i] === undefined ||
-            gpu.name[f.rows[a + i]!] !== gpu.name[agree[0]!.rows[agree[0]!.units[0]![0] + i]!]
-          )
-            return false;
-        return true;
-      }),
-    );
+    agree.every((f) => f.units.every(([a]) => refClasses.every((c, i) => gpu.cls[f.rows[a + i]!] === c)));
+  const posNames: Array<Map<number, number>> = sameShape ? Array.from({ length: P }, () => new Map()) : [];
   const layerUs: number[] = [];
   const spanUs: number[] = [];
   const byClass = new Float64Array(KERNEL_CLASSES.length);
@@ -134,7 +132,11 @@ export function analyzeLayers(
         const k = f.rows[i]!;
         t += gpu.dur[k]!;
         byClass[gpu.cls[k]!]! += gpu.dur[k]!;
-        if (sameShape) opUs[i - a]!.push(gpu.dur[k]!);
+        if (sameShape) {
+          opUs[i - a]!.push(gpu.dur[k]!);
+          const m = posNames[i - a]!;
+          m.set(gpu.name[k]!, (m.get(gpu.name[k]!) ?? 0) + 1);
+        }
       }
       layerUs.push(t);
       const next = u + 1 < f.units.length ? f.rows[f.units[u + 1]![0]] : f.rows[b];
@@ -171,11 +173,16 @@ export function analyzeLayers(
       class: KERNEL_CLASSES[e.cls]!,
       meanUs: r3(e.us / nSteps),
     }));
-  const ref = agree[0]!;
   const ops: LayerOp[] = sameShape
     ? opUs.map((xs, i) => {
-        const k = ref.rows[ref.units[0]![0] + i]!;
-        return { index: i, name: model.names[gpu.name[k]!]!, class: KERNEL_CLASSES[gpu.cls[k]!]!, us: spread(xs) };
+        const names = [...posNames[i]!.entries()].sort((a, b) => b[1] - a[1]);
+        return {
+          index: i,
+          name: model.names[names[0]![0]]!,
+          ...(names.length > 1 ? { variants: names.length } : {}),
+          class: KERNEL_CLASSES[refClasses[i]!]!,
+          us: spread(xs),
+        };
       })
     : [];
   if (!sameShape) notes.push("the layers' kernel sequences differ: per-op times omitted, per-layer totals kept");
