@@ -97,8 +97,11 @@ export function findRepeats(seq: ArrayLike<number>, opts: RepeatOptions): Repeat
     const e = i + 1 < starts.length ? starts[i + 1]! : Math.min(L, s + Math.round(p));
     units.push([s, e]);
   }
-  // The last unit runs to the end of the sequence where what follows is shorter than a unit's variation.
+  // The last unit runs to the end of the sequence where what follows is shorter than a unit's variation;
+  // a last unit cut short (the recording stopped inside it) is not a unit.
   const last = units[units.length - 1]!;
   if (L - last[1] <= 2 + tol * p) last[1] = L;
-  return { count, period: p, units, markers: cands.map((c) => c.name) };
+  if (last[1] - last[0] < p - 2 - tol * p) units.pop();
+  if (units.length < minCount) return undefined;
+  return { count: units.length, period: p, units, markers: cands.map((c) => c.name) };
 }

@@ -3,13 +3,14 @@
 // of 8 ProfilerSteps. The same answers must come by other routes (no launches: the repeating kernel
 // sequence), and a trace whose steps cannot be told apart must say so.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
-import { analyzeTrace, type TraceAnalysis } from "../../src/trace/index.ts";
+import { analyzeTrace, type TraceAnalysis, toReportSection } from "../../src/trace/index.ts";
 
 const H200 = resolve(dirname(fileURLToPath(import.meta.url)), "../../../shared/traces/h200");
 const GRAPH = join(H200, "h200-dense8b-graph-b1.json.gz");
@@ -136,4 +137,68 @@ test("one replay with no launches: steps cannot be told apart, so totals are rep
   assert.match(a.notes.join("\n"), /steps cannot be told apart.*totals over the whole trace/);
   // its layers are still found: 32, not 32 "steps"
   assert.equal(a.layers?.layers, 32);
+});
+
+test("roofline: each weight GEMM's bytes from llama-3.1-8b's shapes, achieved bandwidth, and the step beside the model", async () => {
+  const opts = { model: "llama-3.1-8b", gpu: "h200", measuredBandwidthGBs: 4251, contextLen: 1024 };
+  const a = await analyzeTrace([GRAPH], { roofline: opts });
+  const r = a.roofline!;
+  assert.deepEqual(
+    r.gemms.map((g) => g.name),
+    ["qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"],
+  );
+  const qkv = r.gemms[0]!;
+  // 4096 × (32 + 2·8)·128 bf16 weights, plus the batch-1 activations
+  assert.equal(qkv.bytes, 4096 * 6144 * 2 + (4096 + 6144) * 2);
+  near(qkv.achievedGBs, qkv.bytes / (qkv.us.mean * 1e3), 1e-6, "achieved = bytes / time");
+  // o_proj and down_proj are split-K: the GEMM and its reduce are one call
+  assert.equal(r.gemms[1]!.kernels.length, 2);
+  for (const g of r.gemms) {
+    assert.ok(g.ceilingShare > 0.2 && g.ceilingShare < 1.05, `${g.name}: ${g.ceilingShare}`);
+    assert.equal(g.callsPerStep, g.name === "lm_head" ? 1 : 32);
+  }
+  // every weight GEMM of a step is accounted for: their time is the step's GEMM time
+  const gemmUs = a.steps.reduce((x, s) => x + (s.kernelUsByClass.gemm ?? 0), 0) / a.steps.length;
+  near(r.weightGemms!.us, gemmUs, 0.01, "Σ weight GEMMs vs step GEMM time");
+  const w = r.terms.find((t) => t.term === "weights")!;
+  assert.ok(w.measuredMs !== null && w.predictedMs.mid > 0);
+  near(r.measuredStepMs, a.overall.timeline.spanUs / 6 / 1000, 0.03, "measured step");
+  // the HF trace runs q, k, v, gate and up as separate GEMMs: seven per layer
+  const e = await analyzeTrace([EAGER], { roofline: { ...opts, contextLen: 516 } });
+  assert.deepEqual(
+    e.roofline!.gemms.map((g) => g.name),
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"],
+  );
+  // the study report's trace section carries both
+  const sec = toReportSection(a);
+  assert.equal(sec.layers?.layers, 32);
+  assert.match(
+    sec.roofline!.gemms[0]!.line,
+    /^qkv_proj: 50\.\d MB in 1\d\.\d µs = \d\.\d\d TB\/s, \d+ % of 4\.25 TB\/s$/,
+  );
+  assert.equal(sec.stepMode, "graph");
+});
+
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "trace", ...args], { encoding: "utf8" });
+
+test("CLI: roofline in the table and --json, --explain shows the evidence, roofline flags without --model refused", () => {
+  const table = cli(GRAPH, "--model", "llama-3.1-8b", "--gpu", "h200", "--measured-bandwidth", "4251GB/s");
+  assert.equal(table.status, 0, table.stderr);
+  assert.match(table.stdout, /layers: 32 per step × 50 kernels \(6 steps\)/);
+  assert.match(table.stdout, /qkv_proj: 50\.4 MB in/);
+  assert.match(table.stdout, /step vs the model, term by term/);
+  const ex = cli(GRAPH, "--explain", "softmax_warp", "--json");
+  assert.equal(ex.status, 0, ex.stderr);
+  const list = JSON.parse(ex.stdout).explain;
+  assert.equal(list.length, 1);
+  assert.equal(list[0].decidedBy, "context attention.softmax-between-gemms");
+  assert.equal(list[0].matchingRules[0].id, "sampling");
+  const bad = cli(GRAPH, "--gpu", "h200");
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--gpu is for the roofline, which needs --model/);
+  const bw = cli(GRAPH, "--model", "llama-3.1-8b", "--gpu", "h200", "--measured-bandwidth", "fast");
+  assert.equal(bw.status, 2);
+  assert.match(bw.stderr, /--measured-bandwidth: not a bandwidth: "fast"/);
+  assert.doesNotMatch(bw.stderr, /\n\s+at /, "no stack trace");
 });
