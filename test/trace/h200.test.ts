@@ -202,3 +202,24 @@ test("CLI: roofline in the table and --json, --explain shows the evidence, roofl
   assert.match(bw.stderr, /--measured-bandwidth: not a bandwidth: "fast"/);
   assert.doesNotMatch(bw.stderr, /\n\s+at /, "no stack trace");
 });
+
+test("study report: the trace section renders the layers and the roofline in HTML and Markdown", async () => {
+  const { sampleResult } = await import("../report/sample.ts");
+  const { renderHtml } = await import("../../src/report/html.ts");
+  const { renderMarkdown } = await import("../../src/report/markdown.ts");
+  const a = await analyzeTrace([GRAPH], {
+    roofline: { model: "llama-3.1-8b", gpu: "h200", measuredBandwidthGBs: 4251, contextLen: 1024 },
+  });
+  const r = sampleResult();
+  const sec = toReportSection(a);
+  r.trace = { ...r.trace!, layers: sec.layers, roofline: sec.roofline, stepMode: sec.stepMode };
+  const html = renderHtml(r, []);
+  assert.match(html, /<h3>Layers<\/h3>\s*<p>32 layers per step, 50 kernels each/);
+  assert.match(html, /<h3>Weight-GEMM roofline<\/h3>/);
+  assert.match(html, /<td>qkv_proj<\/td>/);
+  assert.match(html, /softmax_warp_forward/);
+  const md = renderMarkdown(r);
+  assert.match(md, /32 layers per step, 50 kernels each/);
+  assert.match(md, /- qkv\\_proj: 50\.4 MB in 15\.\d µs/);
+  assert.match(md, /\| weight reads \|/);
+});
