@@ -4,7 +4,7 @@ import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
 import type { Architecture } from "../model/architecture.ts";
-import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
+import { computeBreakdown, headSteps, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
 import { applyContext } from "./context.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
@@ -344,13 +344,6 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
     warnings,
     notes,
   };
-}
-
-/** The steps a summary stands for: whole decode steps, else every whole step. */
-export function headSteps(steps: StepBreakdown[]): StepBreakdown[] {
-  const good = steps.filter((s) => !s.clipped);
-  const decode = good.filter((s) => s.kind === "decode");
-  return decode.length ? decode : good;
 }
 
 /** The roofline of one rank's steps beside the model (loads the model library). */

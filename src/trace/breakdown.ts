@@ -611,6 +611,13 @@ export function timelineOf(gpu: TraceModel["gpu"], idx: ArrayLike<number>, from:
   };
 }
 
+/** The steps a summary stands for: whole decode steps, else every whole step. */
+export function headSteps(steps: StepBreakdown[]): StepBreakdown[] {
+  const good = steps.filter((s) => !s.clipped);
+  const decode = good.filter((s) => s.kind === "decode");
+  return decode.length ? decode : good;
+}
+
 export function summarizeKinds(steps: StepBreakdown[]): StepKindSummary[] {
   const out: StepKindSummary[] = [];
   for (const kind of ["decode", "prefill", "mixed", "unknown"] as StepKind[]) {

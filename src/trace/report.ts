@@ -2,7 +2,7 @@
 import Table from "cli-table3";
 import type { TraceSection } from "../report/types.ts";
 import type { TraceAnalysis } from "./analyze.ts";
-import type { StepBreakdown } from "./breakdown.ts";
+import { headSteps, type StepBreakdown } from "./breakdown.ts";
 import { KERNEL_CLASSES } from "./classify.ts";
 import type { LayerAnalysis } from "./layers.ts";
 import type { NcclTestsResult } from "./nccl.ts";
@@ -19,15 +19,9 @@ function table(head: string[], colAligns?: Array<"left" | "right">): Table.Table
 const ms = (us: number, d = 3) => (us / 1000).toFixed(d);
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
 
-function headSteps(a: TraceAnalysis): StepBreakdown[] {
-  const good = a.steps.filter((s) => !s.clipped);
-  const decode = good.filter((s) => s.kind === "decode");
-  return decode.length ? decode : good;
-}
-
 /** The study report's trace section: mean decode step (or all steps when none are decode). */
 export function toReportSection(a: TraceAnalysis): TraceSection {
-  const ss = headSteps(a);
+  const ss = headSteps(a.steps);
   const n = Math.max(1, ss.length);
   const mean = (f: (s: StepBreakdown) => number) => ss.reduce((x, s) => x + f(s), 0) / n;
   const durs = ss.map((s) => s.durUs).sort((x, y) => x - y);
@@ -112,7 +106,7 @@ export function formatAnalysis(a: TraceAnalysis): string {
       );
     }
   out.push("");
-  const ss = headSteps(a);
+  const ss = headSteps(a.steps);
   const n = Math.max(1, ss.length);
   const stepUs = ss.reduce((x, s) => x + s.durUs, 0) / n;
   const t = table(
