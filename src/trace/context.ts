@@ -6,9 +6,9 @@
 // - Sampling follows the LM-head GEMM, the step's last GEMM: a sampling-named kernel before it is
 //   not sampling.
 import { CLASS_INDEX } from "./classify.ts";
-import { KIND_KERNEL, type TraceModel } from "./events.ts";
+import type { TraceModel } from "./events.ts";
 import type { KernelEvidence } from "./evidence.ts";
-import type { Segmentation } from "./steps.ts";
+import { kernelRowsByStep, type Segmentation } from "./steps.ts";
 
 const GEMM = CLASS_INDEX.gemm;
 const SAMPLING = CLASS_INDEX.sampling;
@@ -24,17 +24,12 @@ export const CONTEXT_NOT_SAMPLING = "context not-sampling.before-lm-head";
 /** Reclassifies kernels by their place in the step; updates gpu.cls, the evidence and the per-name classes. */
 export function applyContext(model: TraceModel, seg: Segmentation, order: Uint32Array, ev: KernelEvidence): number {
   const { gpu } = model;
-  const S = seg.steps.length;
-  const rowsOf: number[][] = Array.from({ length: S }, () => []);
-  for (let j = 0; j < order.length; j++) {
-    const k = order[j]!;
-    const s = seg.stepOf[k]!;
-    if (s >= 0 && gpu.kind[k] === KIND_KERNEL) rowsOf[s]!.push(k);
-  }
+  const byStep = kernelRowsByStep(seg, order, gpu.kind);
   const isSoftmax = (k: number) => gpu.cls[k] === SAMPLING && SOFTMAX_RE.test(model.names[gpu.name[k]!]!);
   const isChoice = (k: number) => CHOICE_RE.test(model.names[gpu.name[k]!]!);
   const changed = new Map<number, string>();
-  for (const rows of rowsOf) {
+  for (let st = 0; st < seg.steps.length; st++) {
+    const rows = byStep.rows.subarray(byStep.from[st]!, byStep.from[st + 1]!);
     const gemms: number[] = [];
     rows.forEach((k, i) => {
       if (gpu.cls[k] === GEMM) gemms.push(i);

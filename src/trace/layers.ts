@@ -3,9 +3,9 @@
 // position across the layers (their spread says how alike the layers are); what lies before the
 // first layer (embedding) and after the last (final norm, LM head, sampling) is the head and tail.
 import { KERNEL_CLASSES, type KernelClass } from "./classify.ts";
-import { KIND_KERNEL, type TraceModel } from "./events.ts";
+import type { TraceModel } from "./events.ts";
 import { findRepeats } from "./repeats.ts";
-import type { Segmentation } from "./steps.ts";
+import { kernelRowsByStep, type Segmentation } from "./steps.ts";
 
 export interface Spread {
   mean: number;
@@ -54,6 +54,28 @@ export interface LayerAnalysis {
   notes: string[];
 }
 
+/** Streaming mean, min, max and variance (Welford): per-op times need no arrays of every layer. */
+class Acc {
+  n = 0;
+  mean = 0;
+  m2 = 0;
+  min = Number.POSITIVE_INFINITY;
+  max = Number.NEGATIVE_INFINITY;
+  add(x: number): void {
+    this.n++;
+    const d = x - this.mean;
+    this.mean += d / this.n;
+    this.m2 += d * (x - this.mean);
+    if (x < this.min) this.min = x;
+    if (x > this.max) this.max = x;
+  }
+  spread(): Spread {
+    if (!this.n) return { mean: 0, min: 0, max: 0, cv: 0 };
+    const sd = Math.sqrt(this.m2 / this.n);
+    return { mean: r3(this.mean), min: r3(this.min), max: r3(this.max), cv: this.mean > 0 ? r4(sd / this.mean) : 0 };
+  }
+}
+
 function spread(xs: number[]): Spread {
   if (!xs.length) return { mean: 0, min: 0, max: 0, cv: 0 };
   const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -77,17 +99,13 @@ export function analyzeLayers(
 ): LayerAnalysis | undefined {
   const { gpu } = model;
   const S = seg.steps.length;
-  const rowsOf: number[][] = Array.from({ length: S }, () => []);
-  for (let j = 0; j < order.length; j++) {
-    const k = order[j]!;
-    const s = seg.stepOf[k]!;
-    if (s >= 0 && gpu.kind[k] === KIND_KERNEL) rowsOf[s]!.push(k);
-  }
-  const found: Array<{ rows: number[]; units: Array<[number, number]>; markers: number[] }> = [];
+  const byStep = kernelRowsByStep(seg, order, gpu.kind);
+  const found: Array<{ rows: Uint32Array; units: Array<[number, number]>; markers: number[] }> = [];
   for (let s = 0; s < S; s++) {
-    const rows = rowsOf[s]!;
+    const rows = byStep.rows.subarray(byStep.from[s]!, byStep.from[s + 1]!);
     if (!usable(s) || rows.length < 8) continue;
-    const seq = rows.map((k) => gpu.name[k]!);
+    const seq = new Uint32Array(rows.length);
+    for (let i = 0; i < rows.length; i++) seq[i] = gpu.name[rows[i]!]!;
     const r = findRepeats(seq, { pick: "most", minCoverage: 0.5, tol: 0.05 });
     if (!r || r.count < 2 || r.period < 3) continue;
     found.push({ rows, units: r.units, markers: r.markers });
@@ -118,7 +136,7 @@ export function analyzeLayers(
   const layerUs: number[] = [];
   const spanUs: number[] = [];
   const byClass = new Float64Array(KERNEL_CLASSES.length);
-  const opUs: number[][] = sameShape ? Array.from({ length: P }, () => []) : [];
+  const opUs: Acc[] = sameShape ? Array.from({ length: P }, () => new Acc()) : [];
   const headT = new Map<string, { cls: number; us: number }>();
   const tailT = new Map<string, { cls: number; us: number }>();
   const headCls = new Float64Array(KERNEL_CLASSES.length);
@@ -133,7 +151,7 @@ export function analyzeLayers(
         t += gpu.dur[k]!;
         byClass[gpu.cls[k]!]! += gpu.dur[k]!;
         if (sameShape) {
-          opUs[i - a]!.push(gpu.dur[k]!);
+          opUs[i - a]!.add(gpu.dur[k]!);
           const m = posNames[i - a]!;
           m.set(gpu.name[k]!, (m.get(gpu.name[k]!) ?? 0) + 1);
         }
@@ -174,14 +192,14 @@ export function analyzeLayers(
       meanUs: r3(e.us / nSteps),
     }));
   const ops: LayerOp[] = sameShape
-    ? opUs.map((xs, i) => {
+    ? opUs.map((acc, i) => {
         const names = [...posNames[i]!.entries()].sort((a, b) => b[1] - a[1]);
         return {
           index: i,
           name: model.names[names[0]![0]]!,
           ...(names.length > 1 ? { variants: names.length } : {}),
           class: KERNEL_CLASSES[refClasses[i]!]!,
-          us: spread(xs),
+          us: acc.spread(),
         };
       })
     : [];

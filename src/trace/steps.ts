@@ -2,7 +2,7 @@
 // execute_*, SGLang step[...]), ProfilerStep#N, one step per CUDA/HIP graph replay (kernels tied to
 // their launch by correlation id), a repeating kernel-name sequence, and last GPU idle gaps. Where
 // none of them tells steps apart, one segment holds everything and says so.
-import type { TraceModel } from "./events.ts";
+import { KIND_KERNEL, type TraceModel } from "./events.ts";
 import { findRepeats } from "./repeats.ts";
 
 export type StepMode = "auto" | "annotation" | "profiler-step" | "graph" | "period" | "gap" | "none";
@@ -499,4 +499,28 @@ function segmentByGaps(
 
 function round3(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** Kernel rows (not memcpy/memset) of each step in start order, as one array sliced by `from` (CSR). */
+export function kernelRowsByStep(
+  seg: Segmentation,
+  order: Uint32Array,
+  kind: Uint8Array,
+): { rows: Uint32Array; from: Int32Array } {
+  const S = seg.steps.length;
+  const from = new Int32Array(S + 1);
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = seg.stepOf[k]!;
+    if (s >= 0 && kind[k] === KIND_KERNEL) from[s + 1]!++;
+  }
+  for (let s = 0; s < S; s++) from[s + 1]! += from[s]!;
+  const rows = new Uint32Array(from[S]!);
+  const fill = from.slice(0, S);
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = seg.stepOf[k]!;
+    if (s >= 0 && kind[k] === KIND_KERNEL) rows[fill[s]!++] = k;
+  }
+  return { rows, from };
 }
