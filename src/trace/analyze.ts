@@ -14,7 +14,14 @@ import { analyzeLayers, type LayerAnalysis } from "./layers.ts";
 import { readTraceModel } from "./parallel.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
 import type { RooflineAnalysis } from "./roofline.ts";
-import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
+import {
+  isStepAnnotation,
+  kernelRowsByStep,
+  linkLaunches,
+  orderByStart,
+  type StepMode,
+  segmentSteps,
+} from "./steps.ts";
 
 export interface AnalyzeOptions {
   rules?: RuleFile;
@@ -170,7 +177,8 @@ export async function analyzeFile(
   const replay = captured?.length ? matchReplays(model, launchIdx, order, captured) : undefined;
   const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES, replay?.origin);
   const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
-  const byContext = applyContext(model, seg, order, ev);
+  const byStep = kernelRowsByStep(seg, order, model.gpu.kind);
+  const byContext = applyContext(model, seg, order, ev, byStep);
   const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
   if (stats.truncated && steps.length) {
     // The cut removed the end of the file: the last step's remaining events (GPU activities come
@@ -182,7 +190,7 @@ export async function analyzeFile(
     overall.byKind = summarizeKinds(steps);
   }
   const clipped = steps.filter((s) => s.clipped).length;
-  const layers = analyzeLayers(model, seg, order, (s) => !steps[s]?.clipped);
+  const layers = analyzeLayers(model, seg, order, (s) => !steps[s]?.clipped, byStep);
   const notes = [...seg.notes];
   if (replay && replay.replayedKernels > 0 && replay.matched === 0)
     warnings.push(

@@ -22,11 +22,28 @@ export const CONTEXT_ATTENTION = "context attention.softmax-between-gemms";
 export const CONTEXT_NOT_SAMPLING = "context not-sampling.before-lm-head";
 
 /** Reclassifies kernels by their place in the step; updates gpu.cls, the evidence and the per-name classes. */
-export function applyContext(model: TraceModel, seg: Segmentation, order: Uint32Array, ev: KernelEvidence): number {
+export function applyContext(
+  model: TraceModel,
+  seg: Segmentation,
+  order: Uint32Array,
+  ev: KernelEvidence,
+  byStep = kernelRowsByStep(seg, order, model.gpu.kind),
+): number {
   const { gpu } = model;
-  const byStep = kernelRowsByStep(seg, order, gpu.kind);
-  const isSoftmax = (k: number) => gpu.cls[k] === SAMPLING && SOFTMAX_RE.test(model.names[gpu.name[k]!]!);
-  const isChoice = (k: number) => CHOICE_RE.test(model.names[gpu.name[k]!]!);
+  // Per name, tested once: 1 softmax, 2 a choice (top-k, argmax, sort, routing), 3 neither.
+  const nameKind = new Uint8Array(model.names.length);
+  const kindOf = (k: number): number => {
+    const nm = gpu.name[k]!;
+    let v = nameKind[nm]!;
+    if (v === 0) {
+      const n = model.names[nm]!;
+      v = SOFTMAX_RE.test(n) && !CHOICE_RE.test(n) ? 1 : CHOICE_RE.test(n) ? 2 : 3;
+      nameKind[nm] = v;
+    }
+    return v;
+  };
+  const isSoftmax = (k: number) => gpu.cls[k] === SAMPLING && kindOf(k) === 1;
+  const isChoice = (k: number) => kindOf(k) === 2;
   const changed = new Map<number, string>();
   for (let st = 0; st < seg.steps.length; st++) {
     const rows = byStep.rows.subarray(byStep.from[st]!, byStep.from[st + 1]!);

@@ -96,10 +96,10 @@ export function analyzeLayers(
   seg: Segmentation,
   order: Uint32Array,
   usable: (step: number) => boolean = () => true,
+  byStep = kernelRowsByStep(seg, order, model.gpu.kind),
 ): LayerAnalysis | undefined {
   const { gpu } = model;
   const S = seg.steps.length;
-  const byStep = kernelRowsByStep(seg, order, gpu.kind);
   const found: Array<{ rows: Uint32Array; units: Array<[number, number]>; markers: number[] }> = [];
   for (let s = 0; s < S; s++) {
     const rows = byStep.rows.subarray(byStep.from[s]!, byStep.from[s + 1]!);
