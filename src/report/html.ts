@@ -9,6 +9,8 @@ import type {
   ServerTimingSection,
   StudyResult,
   TelemetrySection,
+  TraceLayers,
+  TraceRoofline,
 } from "./types.ts";
 
 /** The report's styles, shared by every self-contained page (study and tune). */
@@ -58,6 +60,22 @@ function badge(method: string): string {
 function qCells(q: Quantity | undefined): string {
   if (!q) return `<td class="n">n/a</td><td></td><td></td>`;
   return `<td class="n">${esc(fmtQ(q))}</td><td>${badge(q.method)}</td><td class="how">${esc(q.how)}</td>`;
+}
+
+function traceLayersHtml(l: TraceLayers): string {
+  const u = l.layerUs;
+  return `<h3>Layers</h3>
+<p>${esc(l.layers)} layers per step, ${esc(l.kernelsPerLayer)} kernels each: ${esc(fmt(u.mean))} µs of kernel time per layer (min ${esc(fmt(u.min))}, max ${esc(fmt(u.max))}, cv ${esc(fmtPct(u.cv))}); head ${esc(l.head.kernels)} kernels, ${esc(fmt(l.head.us))} µs; tail (final norm, LM head, sampling) ${esc(l.tail.kernels)} kernels, ${esc(fmt(l.tail.us))} µs.</p>
+${l.ops.length ? `<table><thead><tr><th>#</th><th>op in the layer</th><th>class</th><th>mean µs</th><th>min</th><th>max</th><th>cv</th></tr></thead><tbody>${l.ops.map((o) => `<tr><td class="n">${esc(o.index)}</td><td><code>${esc(o.name.length > 70 ? `${o.name.slice(0, 67)}...` : o.name)}</code></td><td>${esc(o.cls)}</td><td class="n">${esc(fmt(o.meanUs))}</td><td class="n">${esc(fmt(o.minUs))}</td><td class="n">${esc(fmt(o.maxUs))}</td><td class="n">${esc(fmtPct(o.cv))}</td></tr>`).join("")}</tbody></table>` : ""}`;
+}
+
+function traceRooflineHtml(r: TraceRoofline): string {
+  const rng = (x: { low: number; mid: number; high: number }) => `${fmt(x.mid)} (${fmt(x.low)}–${fmt(x.high)})`;
+  return `<h3>Weight-GEMM roofline</h3>
+<p class="how">${esc(r.model)} on ${esc(r.gpu)}; ceiling ${esc(fmt(r.ceilingGBs / 1000))} TB/s (${esc(r.ceilingIs)}).</p>
+${r.gemms.length ? `<table><thead><tr><th>weight GEMM</th><th>MB</th><th>µs per call</th><th>TB/s</th><th>of ceiling</th></tr></thead><tbody>${r.gemms.map((g) => `<tr><td>${esc(g.name)}</td><td class="n">${esc(fmt(g.mb))}</td><td class="n">${esc(fmt(g.us))}</td><td class="n">${esc(fmt(g.achievedGBs / 1000))}</td><td class="n">${esc(fmtPct(g.share))}</td></tr>`).join("")}</tbody></table>` : ""}
+<table><thead><tr><th>model term</th><th>predicted ms</th><th>measured ms</th><th>measured as</th></tr></thead><tbody>${r.terms.map((t) => `<tr><td>${esc(t.label)}</td><td class="n">${esc(rng(t.predictedMs))}</td><td class="n">${t.measuredMs === null ? "n/a" : esc(fmt(t.measuredMs))}</td><td class="how">${esc(t.measuredIs)}</td></tr>`).join("")}<tr><td>step</td><td class="n">${esc(rng(r.predictedStepMs))}</td><td class="n">${esc(fmt(r.measuredStepMs))}</td><td class="how">mean step window</td></tr></tbody></table>
+${notes(r.notes)}`;
 }
 
 function qTable(rows: Array<[string, Quantity | undefined]>): string {
@@ -261,6 +279,8 @@ ${qTable([
       .join(
         "",
       )}<tr><td>idle (GPU)</td><td class="n">${esc(fmt(t.idleMsPerStep))}</td><td></td><td></td></tr></tbody></table>
+${t.layers ? traceLayersHtml(t.layers) : ""}
+${t.roofline ? traceRooflineHtml(t.roofline) : ""}
 ${t.kernelNames.length ? `<p class="how">Communication kernels seen: ${t.kernelNames.map((k) => `<code>${esc(k)}</code>`).join(" ")}</p>` : ""}
 ${notes(t.notes)}
 ${charts(rendered, "trace")}

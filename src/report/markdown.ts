@@ -240,6 +240,33 @@ export function renderMarkdown(r: StudyResult): string {
         ],
       ),
     );
+    if (t.layers) {
+      const l = t.layers;
+      out.push(
+        `${l.layers} layers per step, ${l.kernelsPerLayer} kernels each: ${fmt(l.layerUs.mean)} µs of kernel time per layer (min ${fmt(l.layerUs.min)}, max ${fmt(l.layerUs.max)}, cv ${fmtPct(l.layerUs.cv)}); head ${l.head.kernels} kernels ${fmt(l.head.us)} µs, tail ${l.tail.kernels} kernels ${fmt(l.tail.us)} µs.\n`,
+      );
+    }
+    if (t.roofline) {
+      const rf = t.roofline;
+      const rng = (x: { low: number; mid: number; high: number }) => `${fmt(x.mid)} (${fmt(x.low)}–${fmt(x.high)})`;
+      for (const g of rf.gemms) out.push(`- ${mdEsc(g.line)}`);
+      if (rf.gemms.length) out.push("");
+      out.push(
+        table(
+          ["model term", "predicted ms", "measured ms", "measured as"],
+          [
+            ...rf.terms.map((x) => [
+              mdEsc(x.label),
+              rng(x.predictedMs),
+              x.measuredMs === null ? "n/a" : fmt(x.measuredMs),
+              mdEsc(x.measuredIs),
+            ]),
+            ["step", rng(rf.predictedStepMs), fmt(rf.measuredStepMs), "mean step window"],
+          ],
+        ),
+      );
+      for (const n of rf.notes) out.push(`> ${mdEsc(n)}\n`);
+    }
     for (const n of t.notes) out.push(`> ${mdEsc(n)}\n`);
   } else out.push(missing(r, "trace", "The profiler trace"));
 

@@ -233,6 +233,38 @@ export interface TraceSection {
   kernelNames: string[];
   files: string[];
   notes: string[];
+  /** How steps were told apart (annotation, profiler-step, graph, period, gap, none). */
+  stepMode?: string;
+  /** The layer period inside a step: per-layer time with its spread, per-op table, head and tail. */
+  layers?: TraceLayers;
+  /** Per weight-GEMM roofline and the step beside the model, term by term. */
+  roofline?: TraceRoofline;
+}
+
+export interface TraceLayers {
+  layers: number;
+  kernelsPerLayer: number;
+  layerUs: { mean: number; min: number; max: number; cv: number };
+  ops: Array<{ index: number; name: string; cls: string; meanUs: number; minUs: number; maxUs: number; cv: number }>;
+  head: { kernels: number; us: number };
+  tail: { kernels: number; us: number };
+}
+
+export interface TraceRoofline {
+  model: string;
+  gpu: string;
+  ceilingGBs: number;
+  ceilingIs: string;
+  gemms: Array<{ name: string; mb: number; us: number; achievedGBs: number; share: number; line: string }>;
+  terms: Array<{
+    label: string;
+    predictedMs: { low: number; mid: number; high: number };
+    measuredMs: number | null;
+    measuredIs: string;
+  }>;
+  predictedStepMs: { low: number; mid: number; high: number };
+  measuredStepMs: number;
+  notes: string[];
 }
 
 /** The hardware's own counters over the measured window (nvidia-smi, dcgm-exporter, the sim's exporter, /proc + RAPL). */

@@ -240,6 +240,9 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
       kernelNames: t.kernelNames,
       files: t.files,
       notes,
+      ...(t.stepMode ? { stepMode: t.stepMode } : {}),
+      ...(t.layers ? { layers: t.layers } : {}),
+      ...(t.roofline ? { roofline: t.roofline } : {}),
     };
     method.push(
       `Profiler trace: /start_profile → ${t.steps.length} batch-1 decode steps → /stop_profile; kernels classified by name (communication, GEMM, attention, MoE, …); per-step sums; all-reduce kernels counted per step.`,

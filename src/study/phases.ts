@@ -28,12 +28,22 @@ import {
   whatif,
 } from "../model/index.ts";
 import { fmt } from "../report/format.ts";
-import type { AuditSection, Ceiling, ModelSection, Quantity, ServerTimingSection, WhatIf } from "../report/types.ts";
+import type {
+  AuditSection,
+  Ceiling,
+  ModelSection,
+  Quantity,
+  ServerTimingSection,
+  TraceLayers,
+  TraceRoofline,
+  WhatIf,
+} from "../report/types.ts";
 import { openStore, type Store } from "../store/index.ts";
 import type { RunTelemetry } from "../telemetry/session.ts";
 import { runQueueShare, serverSchedstatFor } from "../telemetry/sources/proc.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import { captureTrace } from "../trace/capture.ts";
+import { layersSection, rooflineSection } from "../trace/section.ts";
 import type { Measurements } from "./assemble.ts";
 import { estimateFromTrace, pooledMeanCI } from "./estimate.ts";
 import type { StudyPlan } from "./plan.ts";
@@ -371,6 +381,9 @@ export interface TraceMeasure {
   kernelNames: string[];
   files: string[];
   notes: string[];
+  stepMode?: string;
+  layers?: TraceLayers;
+  roofline?: TraceRoofline;
 }
 
 /**
@@ -438,7 +451,34 @@ export async function phaseTrace(
   const commKernels = Object.entries(a.kernelClasses)
     .filter(([, v]) => v.class === "communication")
     .map(([k]) => k);
+  // Per weight GEMM against the model's weight shapes, where the model and the GPU are known.
+  const roofNotes: string[] = [];
+  let roofline: TraceRoofline | undefined;
+  const mi = m.modelInputs ?? optionsFromDeployment(m.deployment);
+  if (mi.options?.model && mi.options.gpu && a.ranks[0]) {
+    try {
+      const { rooflineFor } = await import("../trace/analyze.ts");
+      const { loadModelArg } = await import("../model/io.ts");
+      const { parseBandwidthGBs } = await import("../model/hardware.ts");
+      roofline = rooflineSection(
+        await rooflineFor(a.ranks[0], {
+          model: loadModelArg(mi.options.model),
+          gpu: mi.options.gpu,
+          ...(mi.options.measuredBandwidth
+            ? { measuredBandwidthGBs: parseBandwidthGBs(mi.options.measuredBandwidth) }
+            : {}),
+          batch: 1,
+          contextLen: plan.inputLen + Math.round(plan.trace.outputLen / 2),
+        }),
+      );
+    } catch (err) {
+      roofNotes.push(`per-GEMM roofline unavailable: ${(err as Error).message}`);
+    }
+  } else roofNotes.push(`per-GEMM roofline unavailable: it needs ${mi.missing.join("; ") || "the model and the GPU"}`);
   return {
+    stepMode: a.stepMode,
+    ...(a.layers ? { layers: layersSection(a.layers) } : {}),
+    ...(roofline ? { roofline } : {}),
     steps,
     totalSteps: a.steps.length,
     perClass: [...classes.entries()]
@@ -455,6 +495,7 @@ export async function phaseTrace(
         : []),
       ...a.notes,
       ...a.warnings,
+      ...roofNotes,
     ],
   };
 }

@@ -3,14 +3,25 @@
 import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { InputError, UsageError } from "../errors.ts";
-import { computeBreakdown, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
+import type { Architecture } from "../model/architecture.ts";
+import { computeBreakdown, headSteps, type Overall, round, type StepBreakdown, summarizeKinds } from "./breakdown.ts";
 import { CLASS_INDEX, KERNEL_CLASSES, type KernelClass, parseRuleFile, type RuleFile } from "./classify.ts";
+import { applyContext } from "./context.ts";
 import { EVENT_FIELDS, MODULE_PREFIX, ModelBuilder, type TraceModel } from "./events.ts";
 import { attributeClasses } from "./evidence.ts";
 import { type CapturedLaunch, capturedLaunches, matchReplays } from "./graphs.ts";
+import { analyzeLayers, type LayerAnalysis } from "./layers.ts";
 import { readTraceModel } from "./parallel.ts";
 import { type ReadStats, readTraceFile } from "./reader.ts";
-import { isStepAnnotation, linkLaunches, orderByStart, type StepMode, segmentSteps } from "./steps.ts";
+import type { RooflineAnalysis } from "./roofline.ts";
+import {
+  isStepAnnotation,
+  kernelRowsByStep,
+  linkLaunches,
+  orderByStart,
+  type StepMode,
+  segmentSteps,
+} from "./steps.ts";
 
 export interface AnalyzeOptions {
   rules?: RuleFile;
@@ -29,6 +40,20 @@ export interface AnalyzeOptions {
   segmentBytes?: number;
   /** Files below this size are read in one pass (default: ParallelOptions.minBytes's). */
   parallelMinBytes?: number;
+  /** Per-kernel roofline and the step beside the model's prediction: the model, the GPU, its bandwidth. */
+  roofline?: RooflineOptions;
+}
+
+export interface RooflineOptions {
+  /** A catalog name (llama-3.1-8b) or an Architecture read from a config.json / .gguf. */
+  model: string | Architecture;
+  gpu: string;
+  /** Measured device-memory bandwidth (GB/s): the ceiling; else the GPU's spec figure. */
+  measuredBandwidthGBs?: number;
+  /** Decode batch (default: the steps' annotated batch, else 1). */
+  batch?: number;
+  /** KV length per sequence (default: the model's default). */
+  contextLen?: number;
 }
 
 export interface FileInfo {
@@ -58,6 +83,8 @@ export interface RankAnalysis {
   overall: Overall;
   info: FileInfo;
   notes: string[];
+  /** Transformer layers inside the steps, where a layer period is found. */
+  layers?: LayerAnalysis;
 }
 
 export interface RankSkew {
@@ -78,6 +105,9 @@ export interface KernelClassInfo {
   rule: string;
   /** "rule <id>", "op <launching CPU op>" or "default". */
   decidedBy: string;
+  /** Kernels with this name in the trace, and their total time (µs). */
+  count?: number;
+  totalUs?: number;
   /** Where launching ops split one name over several classes: each, with kernels and time. */
   variants?: Array<{ class: KernelClass; decidedBy: string; count: number; totalUs: number }>;
 }
@@ -90,6 +120,10 @@ export interface TraceAnalysis {
   /** Per kernel name: class (the one most of its time got), the name rule, and what decided it. */
   kernelClasses: Record<string, KernelClassInfo>;
   ranks: RankAnalysis[];
+  /** Per-GEMM roofline and the step beside the model (with `roofline` options). */
+  roofline?: RooflineAnalysis;
+  /** The first rank's layers (per-op times, head and tail), where found. */
+  layers?: LayerAnalysis;
   skew?: RankSkew;
   warnings: string[];
   notes: string[];
@@ -143,6 +177,8 @@ export async function analyzeFile(
   const replay = captured?.length ? matchReplays(model, launchIdx, order, captured) : undefined;
   const ev = attributeClasses(model, launchIdx, KERNEL_CLASSES, replay?.origin);
   const seg = segmentSteps(model, launchIdx, order, opts.stepMode ?? "auto", { gapUs: opts.gapUs });
+  const byStep = kernelRowsByStep(seg, order, model.gpu.kind);
+  const byContext = applyContext(model, seg, order, ev, byStep);
   const { steps, overall } = computeBreakdown({ model, seg, launchIdx, order, topN: opts.topN });
   if (stats.truncated && steps.length) {
     // The cut removed the end of the file: the last step's remaining events (GPU activities come
@@ -154,6 +190,7 @@ export async function analyzeFile(
     overall.byKind = summarizeKinds(steps);
   }
   const clipped = steps.filter((s) => s.clipped).length;
+  const layers = analyzeLayers(model, seg, order, (s) => !steps[s]?.clipped, byStep);
   const notes = [...seg.notes];
   if (replay && replay.replayedKernels > 0 && replay.matched === 0)
     warnings.push(
@@ -166,6 +203,10 @@ export async function analyzeFile(
   if (ev.decidedByOp)
     notes.push(
       `${ev.decidedByOp} kernels classified by their launching CPU op or module (the name alone was unknown or ambiguous)`,
+    );
+  if (byContext)
+    notes.push(
+      `${byContext} kernels classified by their place in the step (a softmax between two GEMMs is attention; sampling only follows the LM-head GEMM)`,
     );
   if (clipped)
     notes.push(
@@ -192,8 +233,12 @@ export async function analyzeFile(
     ...(typeof meta.vllm_version === "string" ? { vllmVersion: meta.vllm_version } : {}),
   };
   const kernelClasses: TraceAnalysis["kernelClasses"] = {};
-  const used = new Uint8Array(model.names.length);
-  for (let k = 0; k < model.gpu.n; k++) used[model.gpu.name[k]!] = 1;
+  const used = new Uint32Array(model.names.length);
+  const usedUs = new Float64Array(model.names.length);
+  for (let k = 0; k < model.gpu.n; k++) {
+    used[model.gpu.name[k]!]!++;
+    usedUs[model.gpu.name[k]!]! += model.gpu.dur[k]!;
+  }
   model.names.forEach((n, i) => {
     const c = model.nameClass[i]!;
     if (!used[i] || CLASS_INDEX[c.class as KernelClass] === undefined) return;
@@ -202,6 +247,8 @@ export async function analyzeFile(
       class: c.class as KernelClass,
       rule: c.rule,
       decidedBy: c.decidedBy ?? (c.rule === "default" ? "default" : `rule ${c.rule}`),
+      count: used[i]!,
+      totalUs: round(usedUs[i]!),
       ...(v && v.length > 1
         ? {
             variants: v.map((x) => ({ class: x.class, decidedBy: x.by, count: x.count, totalUs: round(x.us) })),
@@ -209,7 +256,11 @@ export async function analyzeFile(
         : {}),
     };
   });
-  return { rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes }, kernelClasses, warnings };
+  return {
+    rank: { rank, file, stepMode: seg.mode, steps, overall, info, notes, ...(layers ? { layers } : {}) },
+    kernelClasses,
+    warnings,
+  };
 }
 
 function rankFromName(file: string): number | undefined {
@@ -287,17 +338,60 @@ export async function analyzeTrace(paths: string[], opts: AnalyzeOptions = {}): 
   ranks.sort((a, b) => a.rank - b.rank);
   const primary = ranks[0]!;
   const notes = [...primary.notes];
+  const roof = opts.roofline ? await rooflineFor(primary, opts.roofline) : undefined;
   return {
+    ...(roof ? { roofline: roof } : {}),
     files: paths,
     stepMode: primary.stepMode,
     steps: primary.steps,
     overall: primary.overall,
+    ...(primary.layers ? { layers: primary.layers } : {}),
     kernelClasses,
     ranks,
     ...(ranks.length > 1 ? { skew: rankSkew(ranks) } : {}),
     warnings,
     notes,
   };
+}
+
+/** The roofline of one rank's steps beside the model (loads the model library). */
+export async function rooflineFor(r: RankAnalysis, o: RooflineOptions): Promise<RooflineAnalysis> {
+  // The model library is loaded only when asked for.
+  const [{ requireModel }, { requireGpu }, { predict }, { roofline }] = await Promise.all([
+    import("../model/architecture.ts"),
+    import("../model/hardware.ts"),
+    import("../model/predict.ts"),
+    import("./roofline.ts"),
+  ]);
+  const arch = typeof o.model === "string" ? requireModel(o.model) : o.model;
+  const gpu = requireGpu(o.gpu);
+  const steps = headSteps(r.steps);
+  const annotated = steps.map((s) => s.batch?.requests).filter((x): x is number => x !== undefined);
+  const batch = o.batch ?? (annotated.length ? annotated.sort((a, b) => a - b)[Math.floor(annotated.length / 2)]! : 1);
+  const prediction = predict({
+    model: arch,
+    gpu,
+    batch,
+    ...(o.contextLen !== undefined ? { contextLen: o.contextLen } : {}),
+    ...(o.measuredBandwidthGBs !== undefined ? { measuredBandwidthGBs: o.measuredBandwidthGBs } : {}),
+    cudaGraphs: r.overall.launch.graphLaunches > 0,
+  });
+  const out = roofline({
+    arch,
+    gpu,
+    ceilingGBs: o.measuredBandwidthGBs ?? gpu.bandwidthGBs,
+    ceilingIs:
+      o.measuredBandwidthGBs !== undefined
+        ? "measured copy bandwidth (--measured-bandwidth)"
+        : `${gpu.name} spec sheet (no --measured-bandwidth; copies reach less than the spec)`,
+    prediction,
+    layers: r.layers,
+    steps,
+  });
+  if (o.batch === undefined && !annotated.length) out.notes.push("batch not in the trace: 1 assumed (give --batch)");
+  if (o.contextLen === undefined)
+    out.notes.push(`context length not given: the model's default ${prediction.input.contextLen} (give --context)`);
+  return out;
 }
 
 /** Compares per-rank step times (aligned by step index over unclipped steps). */

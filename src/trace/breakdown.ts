@@ -185,7 +185,7 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   const S = seg.steps.length;
   const stepOf = seg.stepOf;
   const runtimeStep = seg.runtimeStep.slice();
-  if (seg.mode === "gap") {
+  if (seg.mode === "gap" || seg.mode === "period" || seg.mode === "none") {
     for (let k = 0; k < gpu.n; k++) {
       const li = launchIdx[k]!;
       if (li >= 0 && runtimeStep[li] === -1) runtimeStep[li] = stepOf[k]!;
@@ -609,6 +609,13 @@ export function timelineOf(gpu: TraceModel["gpu"], idx: ArrayLike<number>, from:
     commUs: round(comm.length),
     memcpyUs: round(mem.length),
   };
+}
+
+/** The steps a summary stands for: whole decode steps, else every whole step. */
+export function headSteps(steps: StepBreakdown[]): StepBreakdown[] {
+  const good = steps.filter((s) => !s.clipped);
+  const decode = good.filter((s) => s.kind === "decode");
+  return decode.length ? decode : good;
 }
 
 export function summarizeKinds(steps: StepBreakdown[]): StepKindSummary[] {

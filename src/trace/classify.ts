@@ -110,6 +110,12 @@ export const DEFAULT_RULES: readonly Rule[] = [
     note: "triton_kernels routing top-k; an op such as a sampler's topk decides otherwise",
   },
   {
+    id: "attention.cudnn-sdpa",
+    class: "attention",
+    match: "cudnn.*(sdpa|fmha|flash|_mha)|\\bsdpa_|_sdpa_",
+    note: "cuDNN's fused scaled-dot-product attention (cudnn_generated_fort_native_sdpa_*), a dense fused kernel, not paged",
+  },
+  {
     id: "attention.flash",
     class: "attention",
     match:
@@ -124,22 +130,36 @@ export const DEFAULT_RULES: readonly Rule[] = [
   {
     id: "attention.paged",
     class: "attention",
-    match:
-      "paged_attention|attention_kernel|attn_fwd|_attention|attention_|cudnn.*sdpa|xformers|decode_attention|xqa_kernel|kernel_mha",
+    match: "paged_?attention|PagedAttention|xqa_kernel|decode_attention|paged_mqa|paged_kv",
+    note: "attention over a paged KV cache (vLLM paged_attention_v1/v2, TensorRT-LLM XQA, decode attention)",
+  },
+  { id: "attention.xformers", class: "attention", match: "xformers|\\bkernel_mha|cutlassF" },
+  {
+    id: "attention.named",
+    class: "attention",
+    match: "attention_kernel|attn_fwd|_attention|attention_",
+    note: "any other kernel whose name says it computes attention",
   },
   {
     id: "attention.triton",
     class: "attention",
-    match:
-      "^_fwd_kernel|^_fwd_grouped_kernel|_decode_att|_decode_grouped_att|extend_attention|_fwd_kernel_stage|^reduce_segments$",
+    match: "^_fwd_kernel|^_fwd_grouped_kernel|_decode_att|_decode_grouped_att|extend_attention|_fwd_kernel_stage",
     weak: true,
-    note: "Triton attention (SGLang extend/decode, vLLM prefix prefill, the split-KV reduce of vLLM's unified_attention_3d); generic names, so the op may decide",
+    note: "Triton attention (SGLang extend/decode, vLLM prefix prefill); generic names, so the op may decide",
+  },
+  {
+    id: "attention.split-kv-reduce",
+    class: "attention",
+    match: "reduce_segments|merge_(attn_)?states|split_?kv_(reduce|combine)|splitkv_combine|combine_(attn|partial)",
+    weak: true,
+    note: "principle: split-KV (flash-decoding) attention ends with a kernel that merges the partial outputs of the KV segments (vLLM reduce_segments, FlashInfer merge_states, split-KV combine); weak, as 'reduce segments' can mean other things: the op decides where there is one",
   },
   {
     id: "attention.kv-cache-write",
     class: "attention",
-    match: "reshape_and_cache|concat_and_cache|kv_cache|store_kvcache|store_cache|set_kv_buffer|kv_indices",
-    note: "KV-cache writes and page-index builds, part of the attention block",
+    match:
+      "reshape_and_cache|concat_and_cache|kv_cache|store_kvcache|store_cache|set_kv_buffer|(kv|page|block)_(indices|indptr|table)",
+    note: "principle: KV-cache writes, and the page/block index tables paged attention reads (FlashInfer/SGLang kv_indices, kv_indptr, block tables), are part of the attention block",
   },
   { id: "gemm.marlin", class: "gemm", match: "marlin", note: "before quantization: Marlin kernels dequantize inside" },
   {
@@ -208,9 +228,9 @@ export const DEFAULT_RULES: readonly Rule[] = [
     id: "elementwise.engine-bookkeeping",
     class: "elementwise",
     match:
-      "compute_position|resolve_future_token|_copy_page_indices|prepare_inputs|advance_step|_compute_slot_mapping|req_to_token|_prepare_",
+      "compute_position|resolve_future|future_token|page_indices|prepare_inputs|advance_step|slot_mapping|req_to_token|_prepare_|(update|copy)_(input|position|seq_len)s?",
     weak: true,
-    note: "serving engines' input preparation (positions, slot mappings, token-id futures)",
+    note: "principle: a serving engine's GPU-side input preparation for the next step (positions, slot mappings, page indices, the token ids an overlap scheduler resolves from the previous step's futures); weak: an op decides where there is one",
   },
   {
     id: "elementwise.cub-rocprim",

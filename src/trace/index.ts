@@ -8,7 +8,9 @@ export {
   loadRuleFile,
   type RankAnalysis,
   type RankSkew,
+  type RooflineOptions,
   rankSkew,
+  rooflineFor,
   type TraceAnalysis,
 } from "./analyze.ts";
 export type { ClassTimes, Overall, StepBreakdown, StepKindSummary, Timeline, TopKernel } from "./breakdown.ts";
@@ -30,9 +32,15 @@ export {
   type Rule,
   type RuleFile,
 } from "./classify.ts";
+export { applyContext, CONTEXT_ATTENTION, CONTEXT_NOT_SAMPLING } from "./context.ts";
+export { explainKernels, formatExplanations, type KernelExplanation } from "./explain.ts";
+export { analyzeLayers, type HeadTailKernel, type LayerAnalysis, type LayerOp, type Spread } from "./layers.ts";
 export { type LatencyPoint, type NcclRow, type NcclTestsResult, ncclLatencyTable, parseNcclTests } from "./nccl.ts";
 export { type RawEvent, type ReadStats, readTraceFile, TraceScanner } from "./reader.ts";
-export { formatAnalysis, formatNccl, formatTopology, toReportSection } from "./report.ts";
+export { findRepeats, type RepeatOptions, type Repeats } from "./repeats.ts";
+export { formatAnalysis, formatLayers, formatNccl, formatRoofline, formatTopology, toReportSection } from "./report.ts";
+export { type GemmRoofline, type RooflineAnalysis, roofline, rooflineLine, type TermComparison } from "./roofline.ts";
+export { layersSection, rooflineSection } from "./section.ts";
 export { parseStepName, type StepKind, type StepMode, type StepSource } from "./steps.ts";
 export {
   classifyLink,

@@ -2,9 +2,12 @@
 import Table from "cli-table3";
 import type { TraceSection } from "../report/types.ts";
 import type { TraceAnalysis } from "./analyze.ts";
-import type { StepBreakdown } from "./breakdown.ts";
+import { headSteps, type StepBreakdown } from "./breakdown.ts";
 import { KERNEL_CLASSES } from "./classify.ts";
+import type { LayerAnalysis } from "./layers.ts";
 import type { NcclTestsResult } from "./nccl.ts";
+import { type RooflineAnalysis, rooflineLine } from "./roofline.ts";
+import { layersSection, rooflineSection } from "./section.ts";
 import type { Diagnosis, Topology } from "./topo.ts";
 
 const COMPACT = { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" };
@@ -16,15 +19,9 @@ function table(head: string[], colAligns?: Array<"left" | "right">): Table.Table
 const ms = (us: number, d = 3) => (us / 1000).toFixed(d);
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
 
-function headSteps(a: TraceAnalysis): StepBreakdown[] {
-  const good = a.steps.filter((s) => !s.clipped);
-  const decode = good.filter((s) => s.kind === "decode");
-  return decode.length ? decode : good;
-}
-
 /** The study report's trace section: mean decode step (or all steps when none are decode). */
 export function toReportSection(a: TraceAnalysis): TraceSection {
-  const ss = headSteps(a);
+  const ss = headSteps(a.steps);
   const n = Math.max(1, ss.length);
   const mean = (f: (s: StepBreakdown) => number) => ss.reduce((x, s) => x + f(s), 0) / n;
   const durs = ss.map((s) => s.durUs).sort((x, y) => x - y);
@@ -54,7 +51,10 @@ export function toReportSection(a: TraceAnalysis): TraceSection {
       high: q(0.9) / 1000,
       unit: "ms",
       method: "measured",
-      how: `mean GPU-timeline window of ${ss.length} ${kind} steps in the profiler trace (p10–p90 range)`,
+      how:
+        a.stepMode === "none"
+          ? "the whole trace's GPU time line: its steps cannot be told apart, so this is a total, not a step"
+          : `mean GPU-timeline window of ${ss.length} ${kind} steps in the profiler trace (p10–p90 range; steps by ${a.stepMode})`,
     },
     perClass,
     idleMsPerStep: mean((s) => s.idleUs) / 1000,
@@ -74,6 +74,9 @@ export function toReportSection(a: TraceAnalysis): TraceSection {
     kernelNames: arNames,
     files: a.files,
     notes: [...a.notes, ...a.warnings.slice(0, 5)],
+    stepMode: a.stepMode,
+    ...(a.layers ? { layers: layersSection(a.layers) } : {}),
+    ...(a.roofline ? { roofline: rooflineSection(a.roofline) } : {}),
   };
 }
 
@@ -103,7 +106,7 @@ export function formatAnalysis(a: TraceAnalysis): string {
       );
     }
   out.push("");
-  const ss = headSteps(a);
+  const ss = headSteps(a.steps);
   const n = Math.max(1, ss.length);
   const stepUs = ss.reduce((x, s) => x + s.durUs, 0) / n;
   const t = table(
@@ -142,7 +145,11 @@ export function formatAnalysis(a: TraceAnalysis): string {
     "",
   ]);
   t.push(["step", ms(stepUs), "100 %", "", "", ""]);
-  out.push(`per step (mean of ${ss.length} ${ss[0]?.kind ?? ""} steps, clipped steps excluded):`);
+  out.push(
+    a.stepMode === "none"
+      ? "totals over the whole trace (steps cannot be told apart: these are not per-step figures):"
+      : `per step (mean of ${ss.length} ${ss[0]?.kind ?? ""} steps, clipped steps excluded):`,
+  );
   out.push(t.toString());
   const o = a.overall;
   out.push(
@@ -163,6 +170,8 @@ export function formatAnalysis(a: TraceAnalysis): string {
       pct(k.share),
     ]);
   out.push(top.toString());
+  if (a.layers) out.push("", ...formatLayers(a.layers));
+  if (a.roofline) out.push("", ...formatRoofline(a.roofline));
   if (a.skew) {
     const sk = table(["rank", "steps", "mean step ms", "p50 ms", "comm µs/step"]);
     for (const p of a.skew.perRank)
@@ -176,6 +185,101 @@ export function formatAnalysis(a: TraceAnalysis): string {
   for (const note of a.notes) out.push(`note: ${note}`);
   for (const w of a.warnings) out.push(`warning: ${w}`);
   return out.join("\n");
+}
+
+const short = (name: string, n = 60) => (name.length > n ? `${name.slice(0, n - 3)}...` : name);
+const us1 = (x: number) => x.toFixed(1);
+
+/** The layer period: per-layer time and spread, per-op table, head and tail. */
+export function formatLayers(l: LayerAnalysis): string[] {
+  const out: string[] = [];
+  const u = l.layerKernelUs;
+  const cls = (b: Partial<Record<string, number>>) =>
+    Object.entries(b)
+      .sort((x, y) => (y[1] ?? 0) - (x[1] ?? 0))
+      .map(([c, v]) => `${c} ${us1(v ?? 0)}`)
+      .join(", ");
+  out.push(
+    `layers: ${l.layers} per step × ${l.kernelsPerLayer} kernels (${l.steps} steps); one layer ${us1(u.mean)} µs of kernel time (min ${us1(u.min)}, max ${us1(u.max)}, cv ${pct(u.cv)}), ${us1(l.layerSpanUs.mean)} µs of time line; per layer: ${cls(l.layerByClass)} µs`,
+  );
+  out.push(
+    `  head (before the first layer): ${l.head.kernels} kernels, ${us1(l.head.kernelUs)} µs (${cls(l.head.byClass)})`,
+  );
+  out.push(
+    `  tail (after the last layer: final norm, LM head, sampling): ${l.tail.kernels} kernels, ${us1(l.tail.kernelUs)} µs (${cls(l.tail.byClass)})`,
+  );
+  if (l.ops.length) {
+    const t = table(
+      ["#", "op in the layer", "class", "mean µs", "min", "max", "cv", "× layers ms/step"],
+      ["right", "left", "left", "right", "right", "right", "right", "right"],
+    );
+    for (const o of l.ops)
+      t.push([
+        String(o.index),
+        `${short(o.name)}${o.variants ? ` (+${o.variants - 1} variants)` : ""}`,
+        o.class,
+        us1(o.us.mean),
+        us1(o.us.min),
+        us1(o.us.max),
+        pct(o.us.cv),
+        ms(o.us.mean * l.layers),
+      ]);
+    out.push(t.toString());
+  }
+  for (const n of l.notes) out.push(`note: layers: ${n}`);
+  return out;
+}
+
+/** Per-GEMM roofline and the step beside the model, term by term. */
+export function formatRoofline(r: RooflineAnalysis): string[] {
+  const out: string[] = [];
+  out.push(
+    `roofline: ${r.model} on ${r.gpu}, ceiling ${(r.ceilingGBs / 1000).toFixed(2)} TB/s (${r.ceilingIs}); batch ${r.batch}, context ${r.contextLen}`,
+  );
+  if (r.gemms.length) {
+    const t = table(
+      ["weight GEMM", "shape", "MB", "µs/call", "cv", "TB/s", "of ceiling", "calls/step"],
+      ["left", "left", "right", "right", "right", "right", "right", "right"],
+    );
+    for (const g of r.gemms)
+      t.push([
+        g.name,
+        `${g.shape.in}×${g.shape.out}`,
+        (g.bytes / 1e6).toFixed(1),
+        us1(g.us.mean),
+        g.callsPerStep > 1 ? pct(g.us.cv) : "–",
+        (g.achievedGBs / 1000).toFixed(2),
+        pct(g.ceilingShare),
+        String(g.callsPerStep),
+      ]);
+    out.push(t.toString());
+    for (const g of r.gemms) out.push(`  ${rooflineLine(g, r.ceilingGBs)}`);
+    if (r.weightGemms)
+      out.push(
+        `  all weight GEMMs: ${(r.weightGemms.bytes / 1e9).toFixed(2)} GB in ${ms(r.weightGemms.us)} ms = ${(r.weightGemms.achievedGBs / 1000).toFixed(2)} TB/s, ${pct(r.weightGemms.ceilingShare)} of the ceiling`,
+      );
+  }
+  const t = table(
+    ["model term", "predicted ms (low–high)", "measured ms", "measured as"],
+    ["left", "right", "right", "left"],
+  );
+  for (const x of r.terms)
+    t.push([
+      x.label,
+      `${x.predictedMs.mid.toFixed(3)} (${x.predictedMs.low.toFixed(3)}–${x.predictedMs.high.toFixed(3)})`,
+      x.measuredMs === null ? "n/a" : x.measuredMs.toFixed(3),
+      x.measuredIs,
+    ]);
+  t.push([
+    "step",
+    `${r.predictedStepMs.mid.toFixed(3)} (${r.predictedStepMs.low.toFixed(3)}–${r.predictedStepMs.high.toFixed(3)})`,
+    r.measuredStepMs.toFixed(3),
+    "mean step window",
+  ]);
+  out.push("step vs the model, term by term:");
+  out.push(t.toString());
+  for (const n of r.notes) out.push(`note: roofline: ${n}`);
+  return out;
 }
 
 export function formatNccl(r: NcclTestsResult): string {

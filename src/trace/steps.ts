@@ -1,11 +1,14 @@
-// Step segmentation (pure): the engines' own step annotations (vLLM execute_*, SGLang step[...]),
-// ProfilerStep#N, or — only where none exist — GPU idle gaps.
-import type { TraceModel } from "./events.ts";
+// Step segmentation (pure), in order of evidence: the engines' own step annotations (vLLM
+// execute_*, SGLang step[...]), ProfilerStep#N, one step per CUDA/HIP graph replay (kernels tied to
+// their launch by correlation id), a repeating kernel-name sequence, and last GPU idle gaps. Where
+// none of them tells steps apart, one segment holds everything and says so.
+import { KIND_KERNEL, type TraceModel } from "./events.ts";
+import { findRepeats } from "./repeats.ts";
 
-export type StepMode = "auto" | "annotation" | "profiler-step" | "gap";
+export type StepMode = "auto" | "annotation" | "profiler-step" | "graph" | "period" | "gap" | "none";
 export type StepKind = "prefill" | "decode" | "mixed" | "unknown";
 /** Which annotation format a step came from. */
-export type StepSource = "vllm" | "sglang" | "profiler-step" | "gap";
+export type StepSource = "vllm" | "sglang" | "profiler-step" | "graph" | "period" | "gap" | "none";
 
 export interface StepDef {
   name: string;
@@ -312,7 +315,146 @@ export function segmentSteps(
     }
     if (mode === "profiler-step") notes.push("no ProfilerStep#N annotations found; fell back to GPU idle gaps");
   }
-  return segmentByGaps(model, order, opts.gapUs, notes);
+  if (mode === "graph" || mode === "auto") {
+    const r = segmentByGraphs(model, launchIdx, notes);
+    if (r) return r;
+    if (mode === "graph")
+      notes.push("graph replays do not carry most of the GPU time here; fell back to GPU idle gaps");
+  }
+  if (mode === "period" || mode === "auto") {
+    const r = segmentByPeriod(model, order, notes);
+    if (r) return r;
+    if (mode === "period") notes.push("no repeating kernel sequence found; fell back to GPU idle gaps");
+  }
+  const g = segmentByGaps(model, order, opts.gapUs, notes);
+  if (g.steps.length > 1 || mode === "gap") return g;
+  // One gap segment is not a step: nothing here tells steps apart.
+  g.mode = "none";
+  g.steps[0] = { name: "whole trace", kind: "unknown", source: "none" };
+  g.notes = [
+    ...notes,
+    "steps cannot be told apart (no step annotations, no graph launches, no repeating kernel sequence, no idle gap): figures are totals over the whole trace, not per step",
+  ];
+  return g;
+}
+
+const GRAPH_LAUNCH_RE = /GraphLaunch/i;
+
+/**
+ * One step per graph replay, when graph replays carry most of the GPU time: a replay is every
+ * kernel whose correlation id is that launch's. Piecewise graphs (several launches per step, the
+ * launches' kernel sequences repeating with a period) make one step per period of launches. Kernels
+ * launched outside a graph belong to the step of the launch before them.
+ */
+function segmentByGraphs(model: TraceModel, launchIdx: Int32Array, notes: string[]): Segmentation | undefined {
+  const { gpu, runtime } = model;
+  const isGraph = new Map<number, boolean>();
+  const graphLaunch = (li: number): boolean => {
+    const nm = runtime.name[li]!;
+    let g = isGraph.get(nm);
+    if (g === undefined) {
+      g = GRAPH_LAUNCH_RE.test(model.names[nm]!);
+      isGraph.set(nm, g);
+    }
+    return g;
+  };
+  let graphUs = 0;
+  let allUs = 0;
+  const kernelsOf = new Map<number, number[]>();
+  for (let k = 0; k < gpu.n; k++) {
+    allUs += gpu.dur[k]!;
+    const li = launchIdx[k]!;
+    if (li < 0 || !graphLaunch(li)) continue;
+    graphUs += gpu.dur[k]!;
+    const l = kernelsOf.get(li);
+    if (l) l.push(k);
+    else kernelsOf.set(li, [k]);
+  }
+  if (kernelsOf.size === 0 || graphUs < 0.5 * allUs) return undefined;
+  const launches = [...kernelsOf.keys()].sort((a, b) => runtime.ts[a]! - runtime.ts[b]! || a - b);
+  // A launch's signature: its kernel count and first and last kernel names.
+  const sig = launches.map((li) => {
+    const ks = kernelsOf
+      .get(li)!
+      .slice()
+      .sort((a, b) => gpu.start[a]! - gpu.start[b]!);
+    return `${ks.length}:${gpu.name[ks[0]!]}:${gpu.name[ks[ks.length - 1]!]}`;
+  });
+  let per = 1;
+  if (new Set(sig).size > 1)
+    for (let P = 2; P <= sig.length / 2; P++) {
+      let ok = true;
+      for (let i = 0; i + P < sig.length && ok; i++) if (sig[i] !== sig[i + P]) ok = false;
+      if (ok) {
+        per = P;
+        break;
+      }
+    }
+  const S = Math.ceil(launches.length / per);
+  const groupStart = Array.from({ length: S }, (_, s) => runtime.ts[launches[s * per]!]!);
+  const stepAt = (t: number): number => {
+    let lo = 0;
+    let hi = S - 1;
+    let j = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      if (groupStart[mid]! <= t) {
+        j = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    return j;
+  };
+  const runtimeStep = new Int32Array(runtime.n).fill(-1);
+  for (let i = 0; i < runtime.n; i++) runtimeStep[i] = stepAt(runtime.ts[i]!);
+  launches.forEach((li, i) => {
+    runtimeStep[li] = Math.floor(i / per);
+  });
+  const stepOf = new Int32Array(gpu.n).fill(-1);
+  for (let k = 0; k < gpu.n; k++) {
+    const li = launchIdx[k]!;
+    if (li >= 0) stepOf[k] = runtimeStep[li]!;
+  }
+  const steps: StepDef[] = Array.from({ length: S }, (_, s) => ({
+    name: per === 1 ? `graph replay ${s}` : `graph replays ${s * per}–${Math.min(launches.length, (s + 1) * per) - 1}`,
+    kind: "unknown",
+    source: "graph",
+  }));
+  notes.push(
+    per === 1
+      ? `one step per CUDA/HIP graph launch (${launches.length} launches; kernels tied to their launch by correlation id; ${((100 * graphUs) / allUs).toFixed(1)} % of GPU time replayed)`
+      : `one step per ${per} CUDA/HIP graph launches (piecewise graphs: the launches' kernel sequences repeat every ${per}; ${launches.length} launches)`,
+  );
+  return { mode: "graph", steps, stepOf, runtimeStep, notes };
+}
+
+/**
+ * Steps as a repeating kernel-name sequence: names that occur once per step at even spacing mark
+ * the step, whose start is where every step still agrees walking back from them. Kernels before the
+ * first whole step and after the last are outside steps.
+ */
+function segmentByPeriod(model: TraceModel, order: Uint32Array, notes: string[]): Segmentation | undefined {
+  const { gpu, runtime } = model;
+  const seq = new Uint32Array(order.length);
+  for (let j = 0; j < order.length; j++) seq[j] = gpu.name[order[j]!]!;
+  const r = findRepeats(seq, { pick: "smallest", minCoverage: 0.7 });
+  // A handful of kernels repeating is a loop, not a step.
+  if (!r || r.period < 8) return undefined;
+  // A step runs the model's layers: a repeat with no layers inside is itself a layer (a trace of one
+  // step), not a step.
+  const [u0, u1] = r.units[0]!;
+  const inner = findRepeats(seq.subarray(u0, u1), { pick: "most", minCoverage: 0.5, tol: 0.05 });
+  if (!inner || inner.count < 4) return undefined;
+  const stepOf = new Int32Array(gpu.n).fill(-1);
+  r.units.forEach(([s, e], i) => {
+    for (let j = s; j < e; j++) stepOf[order[j]!] = i;
+  });
+  const steps: StepDef[] = r.units.map((_, i) => ({ name: `repeat ${i}`, kind: "unknown", source: "period" }));
+  const outside = order.length - r.units.reduce((a, [s, e]) => a + e - s, 0);
+  notes.push(
+    `steps found as a repeating kernel sequence: ${r.count} repeats of ~${Math.round(r.period)} kernels, marked by ${r.markers.length} kernel name(s) that occur once per repeat (e.g. ${model.names[r.markers[0]!]!.slice(0, 60)})${outside ? `; ${outside} kernels before the first or after the last whole repeat are outside steps` : ""}`,
+  );
+  return { mode: "period", steps, stepOf, runtimeStep: new Int32Array(runtime.n).fill(-1), notes };
 }
 
 function segmentByGaps(
@@ -357,4 +499,28 @@ function segmentByGaps(
 
 function round3(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** Kernel rows (not memcpy/memset) of each step in start order, as one array sliced by `from` (CSR). */
+export function kernelRowsByStep(
+  seg: Segmentation,
+  order: Uint32Array,
+  kind: Uint8Array,
+): { rows: Uint32Array; from: Int32Array } {
+  const S = seg.steps.length;
+  const from = new Int32Array(S + 1);
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = seg.stepOf[k]!;
+    if (s >= 0 && kind[k] === KIND_KERNEL) from[s + 1]!++;
+  }
+  for (let s = 0; s < S; s++) from[s + 1]! += from[s]!;
+  const rows = new Uint32Array(from[S]!);
+  const fill = from.slice(0, S);
+  for (let j = 0; j < order.length; j++) {
+    const k = order[j]!;
+    const s = seg.stepOf[k]!;
+    if (s >= 0 && kind[k] === KIND_KERNEL) rows[fill[s]!++] = k;
+  }
+  return { rows, from };
 }

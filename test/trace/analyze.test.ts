@@ -277,6 +277,8 @@ test("CLI: --json with --rules, and a clean error with exit code 2", () => {
     class: "other",
     rule: "site.rmsnorm-as-other",
     decidedBy: "rule site.rmsnorm-as-other",
+    count: 1,
+    totalUs: 5,
   });
   assert.equal(a.steps[1].kind, "decode");
   const bad = join(dir, "bad.json");

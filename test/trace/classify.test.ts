@@ -157,7 +157,17 @@ const CASES: Array<[string, string, string]> = [
   ["kernel_unified_attention_3d", "attention", "attention.flash"],
   ["_fwd_kernel", "attention", "attention.triton"],
   ["_fwd_grouped_kernel_stage1", "attention", "attention.triton"],
-  ["reduce_segments", "attention", "attention.triton"],
+  ["reduce_segments", "attention", "attention.split-kv-reduce"],
+  ["merge_attn_states_kernel", "attention", "attention.split-kv-reduce"],
+  [
+    "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_64x64x64_4x1x1_kernel0_0",
+    "attention",
+    "attention.cudnn-sdpa",
+  ],
+  ["fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention", "attention.flash"],
+  ["xformers_flash_decoding_kernel", "attention", "attention.xformers"],
+  ["my_sliding_window_attention_kernel", "attention", "attention.named"],
+  ["build_page_table_kernel", "attention", "attention.kv-cache-write"],
   [
     "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",
     "attention",

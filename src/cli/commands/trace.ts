@@ -28,6 +28,12 @@ interface AnalyzeFlags extends CommonOptions {
   gapUs?: number;
   top: number;
   threads?: number;
+  explain?: string;
+  model?: string;
+  gpu?: string;
+  measuredBandwidth?: string;
+  batch?: number;
+  context?: number;
 }
 interface CaptureFlags extends CommonOptions {
   dir: string;
@@ -58,6 +64,15 @@ const posNum = (name: string) => (v: string) => {
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name}: expected a positive number, got "${v}"`);
   return n;
 };
+
+/** A flag's value through its parser, the error naming the flag. */
+function flagValue<T>(flag: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    throw new UsageError(`${flag}: ${(e as Error).message}`);
+  }
+}
 
 function progress(on: boolean) {
   if (!on) return undefined;
@@ -91,9 +106,9 @@ function subOpts<T>(args: any[]): T {
 const stepsBy = () =>
   new Option(
     "--steps-by <mode>",
-    "how to find steps: the engines' annotations (vLLM execute_*, SGLang step[…]), ProfilerStep#N, or GPU idle gaps (auto: the first found)",
+    "how to find steps: the engines' annotations (vLLM execute_*, SGLang step[…]), ProfilerStep#N, one per CUDA/HIP graph launch, a repeating kernel sequence, or GPU idle gaps (auto: the first found, in that order)",
   )
-    .choices(["auto", "annotation", "profiler-step", "gap"] as const)
+    .choices(["auto", "annotation", "profiler-step", "graph", "period", "gap"] as const)
     .default("auto" as const);
 
 export function register(program: Command): void {
@@ -125,7 +140,26 @@ export function register(program: Command): void {
         "graph-capture trace (recorded while the CUDA/HIP graphs were captured): gives graph-replayed kernels their launching op; repeatable",
         (v: string, prev: string[]) => [...prev, v],
         [] as string[],
-      ),
+      )
+      .option(
+        "--explain <kernel>",
+        "show why each kernel whose name contains this text got its class (rules, op, context)",
+      )
+      .option(
+        "--model <spec>",
+        "per-GEMM roofline and the step beside the model's prediction: any model `model predict` accepts (catalog name, config.json, .gguf)",
+      )
+      .option("--gpu <name>", "the GPU the trace ran on (with --model), e.g. h200")
+      .option(
+        "--measured-bandwidth <GB/s>",
+        "measured device-memory bandwidth: the roofline's ceiling (default: the spec)",
+      )
+      .option(
+        "--batch <n>",
+        "decode batch for the model (default: the steps' annotated batch, else 1)",
+        posInt("--batch"),
+      )
+      .option("--context <n>", "KV length per sequence for the model (default: the model's)", posInt("--context")),
   ).action(async (...args: any[]) => {
     const files = args[0] as string[];
     const o = args[1] as AnalyzeFlags;
@@ -133,9 +167,42 @@ export function register(program: Command): void {
     checkInputFiles(undefined, files, "trace file");
     if (o.rules !== undefined) checkInputFile("--rules", o.rules, "rules file");
     checkInputFiles("--capture", o.capture, "trace file");
+    if (o.model === undefined)
+      for (const [flag, v] of [
+        ["--gpu", o.gpu],
+        ["--measured-bandwidth", o.measuredBandwidth],
+        ["--batch", o.batch],
+        ["--context", o.context],
+      ] as const)
+        if (v !== undefined)
+          throw new UsageError(`${flag} is for the roofline, which needs --model`, {
+            hint: "add --model <spec> (e.g. --model llama-3.1-8b --gpu h200)",
+          });
+    if (o.model !== undefined && o.gpu === undefined)
+      throw new UsageError("--model needs --gpu: the roofline's ceiling and the model's hardware", {
+        hint: "e.g. --gpu h200 (`inferscope model catalog` lists them)",
+      });
+    let roofline: import("../../trace/analyze.ts").RooflineOptions | undefined;
+    if (o.model !== undefined) {
+      const [{ loadModelArg }, { parseBandwidthGBs, requireGpu }] = await Promise.all([
+        import("../../model/io.ts"),
+        import("../../model/hardware.ts"),
+      ]);
+      requireGpu(o.gpu!);
+      roofline = {
+        model: loadModelArg(o.model),
+        gpu: o.gpu!,
+        ...(o.measuredBandwidth !== undefined
+          ? { measuredBandwidthGBs: flagValue("--measured-bandwidth", () => parseBandwidthGBs(o.measuredBandwidth!)) }
+          : {}),
+        ...(o.batch !== undefined ? { batch: o.batch } : {}),
+        ...(o.context !== undefined ? { contextLen: o.context } : {}),
+      };
+    }
     const [{ analyzeTrace, loadRuleFile }, R] = await Promise.all([trace.analyze(), o.json ? null : trace.report()]);
     const rules = o.rules ? await loadRuleFile(o.rules) : undefined;
     const a = await analyzeTrace(files, {
+      ...(roofline ? { roofline } : {}),
       rules,
       stepMode: o.stepsBy as StepMode,
       gapUs: o.gapUs,
@@ -144,6 +211,12 @@ export function register(program: Command): void {
       threads: o.threads,
       onProgress: progress(progressEnabled(o)),
     });
+    if (o.explain !== undefined) {
+      const { explainKernels, formatExplanations } = await import("../../trace/explain.ts");
+      const list = explainKernels(a, o.explain, rules);
+      emit({ explain: list }, o, () => formatExplanations(list));
+      return;
+    }
     emit(a, o, (x) => R!.formatAnalysis(x));
   });
 
