@@ -169,11 +169,20 @@ export interface Inflation {
 
 export interface Inflations {
   kinds: Record<ExtrapolationKind, Inflation>;
+  /**
+   * Calibration of the 80 % interval, dense and MoE rows apart: the factor on the log-width that puts 80 % of the
+   * held-out rows inside (after the kinds' widening), clamped to 0.5–2. Below 1 when the hierarchical priors' spreads
+   * (several stay at their hyperprior centres) overstate the grouped folds' errors.
+   */
+  scale: { dense: number; moe: number; n: { dense: number; moe: number } };
   /** The pooled estimate over every held-out row with any extrapolation. */
   any: { a: number; n: number };
   /** Which groupings' held-out rows were pooled. */
   from: Grouping[];
 }
+
+/** The standard normal's 0.9 quantile: an 80 % two-sided interval is centre · e^(±Z80·sd). */
+const Z80_CV = 1.2815515655446004;
 
 /** Median of χ²₁: under a calibrated interval, half the squared standardised errors lie below it. */
 const CHI2_1_MEDIAN = 0.454936423119572;
@@ -204,6 +213,25 @@ export function estimateInflations(rows: CvRow[], from: Grouping[]): Inflations 
     }
     if (moved < 1e-6) break;
   }
+  const scaleOf = (moe: boolean) => {
+    const zs = rows
+      .filter((r) => r.moe === moe)
+      .map((r) => {
+        const k = [...new Set(r.extrapolations.map((e) => e.kind))];
+        const widen = 1 + k.reduce((s, j) => s + a[j], 0);
+        return Math.abs(Math.log(r.measuredMs / r.centreMs)) / (r.logSd * Math.sqrt(widen));
+      })
+      .sort((x, y) => x - y);
+    if (zs.length < 10) return { s: 1, n: zs.length };
+    // The 80th percentile of |z| (linear between order statistics) against the normal's.
+    const h = 0.8 * (zs.length - 1);
+    const lo = Math.floor(h);
+    const q = zs[lo] + (h - lo) * ((zs[lo + 1] ?? zs[lo]) - zs[lo]);
+    return { s: Math.min(2, Math.max(0.5, q / Z80_CV)), n: zs.length };
+  };
+  const sd = scaleOf(false);
+  const sm = scaleOf(true);
+  const scale = { dense: sd.s, moe: sm.s, n: { dense: sd.n, moe: sm.n } };
   const ext = data.filter((d) => d.kinds.length > 0);
   const any = { a: ext.length ? Math.max(0, median(ext.map((d) => d.z2)) / CHI2_1_MEDIAN - 1) : 0, n: ext.length };
   const kinds = Object.fromEntries(
@@ -212,13 +240,14 @@ export function estimateInflations(rows: CvRow[], from: Grouping[]): Inflations 
       return [k, { kind: k, a: n ? a[k] : any.a, n, basis: n ? "estimated" : "pooled" }];
     }),
   ) as Record<ExtrapolationKind, Inflation>;
-  return { kinds, any, from };
+  return { kinds, scale, any, from };
 }
 
 /** The variance multiplier's excess (Σ a_k over the distinct kinds found) and each kind's factor on the interval. */
 export function inflationFor(
   ex: Extrapolation[],
   inf: Inflations,
+  moe = false,
 ): { a: number; each: (Extrapolation & { inflation: number })[] } {
   const seen = new Set<ExtrapolationKind>();
   let a = 0;
@@ -230,7 +259,9 @@ export function inflationFor(
     }
     return { ...e, inflation: Math.sqrt(1 + k.a) };
   });
-  return { a, each };
+  // The calibration scale multiplies the whole variance: 1 + a_total = scale² · (1 + Σ a_k).
+  const s = moe ? inf.scale.moe : inf.scale.dense;
+  return { a: s * s * (1 + a) - 1, each };
 }
 
 /**
@@ -248,7 +279,7 @@ export function widened(res: CvResult, pool: CvRow[], from: Grouping[]): CvResul
       from,
     );
     for (const m of members) {
-      const { a } = inflationFor(m.extrapolations, inf);
+      const { a } = inflationFor(m.extrapolations, inf, m.moe);
       const sd = m.logSd * Math.sqrt(1 + a);
       const low = m.centreMs * Math.exp(-Z80 * sd);
       const high = m.centreMs * Math.exp(Z80 * sd);
@@ -346,7 +377,13 @@ export function inflationsFile(inf: Inflations = corpusInflations()): Inflations
 
 function isInflations(x: unknown): x is Inflations {
   const k = (x as Inflations | undefined)?.kinds;
-  return typeof k === "object" && k !== null && EXTRAPOLATION_KINDS.every((e) => typeof k[e]?.a === "number");
+  return (
+    typeof k === "object" &&
+    k !== null &&
+    EXTRAPOLATION_KINDS.every((e) => typeof k[e]?.a === "number") &&
+    typeof (x as Inflations).scale?.dense === "number" &&
+    typeof (x as Inflations).scale?.moe === "number"
+  );
 }
 
 /** Where the inflations in use came from. */
@@ -392,8 +429,7 @@ function extrapolationsOf(r: Resolved, f: CorpusFit): Extrapolation[] {
 
 /** The variance inflation's excess alone (no notes): the what-if grid's fast path widens as predict() does. */
 export function supportInflation(r: Resolved, f: CorpusFit): number {
-  const ex = extrapolationsOf(r, f);
-  return ex.length ? inflationFor(ex, shippedInflations().inflations).a : 0;
+  return inflationFor(extrapolationsOf(r, f), shippedInflations().inflations, Boolean(r.arch.moe)).a;
 }
 
 export function supportCheck(r: Resolved, sp: StepParts, f: CorpusFit): SupportCheck {
@@ -405,8 +441,7 @@ export function supportCheck(r: Resolved, sp: StepParts, f: CorpusFit): SupportC
     if (base.parts[i].ms / base.ms < 0.05) return;
     for (const k of Object.keys(p.coef)) if (rows.get(k) === 1) single.add(k);
   });
-  if (!ex.length) return { extrapolations: [], a: 0, singleRow: [...single].sort() };
   const s = shippedInflations();
-  const { a, each } = inflationFor(ex, s.inflations);
+  const { a, each } = inflationFor(ex, s.inflations, Boolean(r.arch.moe));
   return { extrapolations: each, a, singleRow: [...single].sort(), source: s.source };
 }

@@ -89,8 +89,37 @@ export interface StepParts {
 
 // etak: memory kind (the device class's parent); ffam: format family (a format's parent; formerly a fixed 0.3); keng: engine (the kernel group's parent); rel: engine release (a
 // release month's deviation from its engine's maturity curve).
-type HyperGroup = "eta" | "etak" | "ffam" | "fmt" | "moe" | "kern" | "keng" | "kdev" | "ar" | "mat" | "rel" | "src";
-const HYPERS: HyperGroup[] = ["eta", "etak", "ffam", "fmt", "moe", "kern", "keng", "kdev", "ar", "mat", "rel", "src"];
+// src: a source's offset; rmoe: an MoE row's residual beyond σ (routing, kernels and releases vary more than the
+// dense path), so the dense rows' residual is not set by the MoE rows'.
+type HyperGroup =
+  | "eta"
+  | "etak"
+  | "ffam"
+  | "fmt"
+  | "moe"
+  | "kern"
+  | "keng"
+  | "kdev"
+  | "ar"
+  | "mat"
+  | "rel"
+  | "src"
+  | "rmoe";
+const HYPERS: HyperGroup[] = [
+  "eta",
+  "etak",
+  "ffam",
+  "fmt",
+  "moe",
+  "kern",
+  "keng",
+  "kdev",
+  "ar",
+  "mat",
+  "rel",
+  "src",
+  "rmoe",
+];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
 const MU: Record<string, { mean: number; sd: number; label: string }> = {
@@ -126,6 +155,7 @@ const TAU0: Record<HyperGroup | "sigma", number> = {
   mat: 0.28,
   rel: 0.1,
   src: 0.1,
+  rmoe: 0.07,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -469,6 +499,8 @@ interface FitRow {
   y: number;
   parts: Part[];
   maturityU: number | null;
+  /** An MoE row: its residual carries τ_rmoe² beyond σ². */
+  moe?: boolean;
 }
 
 function hyperOf(name: string): HyperGroup | undefined {
@@ -505,6 +537,8 @@ function priorMeanDefault(name: string): number {
 /** A row compiled against a parameter index: flat arrays, so one Gauss–Newton pass allocates nothing. */
 interface Compiled {
   y: number;
+  /** 1 for an MoE row (its residual adds τ_rmoe²), else 0. */
+  moe: number;
   base: Float64Array;
   extraVar: Float64Array;
   /** Per part: offsets into idx/cf. */
@@ -536,6 +570,7 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
   start[n] = idx.length;
   return {
     y: row.y,
+    moe: row.moe ? 1 : 0,
     base: Float64Array.from(row.parts.map((p) => p.baseMs)),
     extraVar: Float64Array.from(row.parts.map(partExtraVar)),
     start,
@@ -565,15 +600,23 @@ function evalCompiled(c: Compiled, theta: ArrayLike<number>): { t: number; extra
   return { t, extraVar };
 }
 
-function solveMap(rowsIn: Compiled[], K: number, pri: { mean: number; sd: number }[], sigma: number, start?: number[]) {
+function solveMap(
+  rowsIn: Compiled[],
+  K: number,
+  pri: { mean: number; sd: number }[],
+  sigma: number,
+  rmoe: number,
+  start?: number[],
+) {
   const rows = rowsIn;
-  const s2 = sigma ** 2 + MEAS_LOG_SD ** 2;
+  const s2base = sigma ** 2 + MEAS_LOG_SD ** 2;
+  const r2 = rmoe ** 2;
   let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
   const objective = (th: Float64Array) => {
     let s = 0;
     for (const row of rows) {
       const e = evalCompiled(row, th);
-      s += (row.y - Math.log(e.t)) ** 2 / (s2 + e.extraVar);
+      s += (row.y - Math.log(e.t)) ** 2 / (s2base + row.moe * r2 + e.extraVar);
     }
     for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
     return s;
@@ -590,7 +633,7 @@ function solveMap(rowsIn: Compiled[], K: number, pri: { mean: number; sd: number
     }
     for (const row of rows) {
       const e = evalCompiled(row, theta);
-      const v = s2 + e.extraVar;
+      const v = s2base + row.moe * r2 + e.extraVar;
       const r = row.y - Math.log(e.t);
       touched.length = 0;
       const n = row.base.length;
@@ -632,7 +675,7 @@ function solveMap(rowsIn: Compiled[], K: number, pri: { mean: number; sd: number
   }
   // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|.
   let logV = 0;
-  for (const row of rows) logV += Math.log(s2 + evalCompiled(row, theta).extraVar);
+  for (const row of rows) logV += Math.log(s2base + row.moe * r2 + evalCompiled(row, theta).extraVar);
   const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
   const { inv, logDet } = invertWithLogDet(H);
   const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
@@ -703,7 +746,7 @@ function rowData(c: Corpus): RowData {
     // no corpus source measured, carries the between-source spread τ_src (predictive()).
     const src = `src/${row.sourceKey}`;
     const parts = sp.parts.map((p) => ({ ...p, coef: { ...p.coef, [src]: 1 } }));
-    return { id: row.id, y: Math.log(row.measuredMs), parts, maturityU: sp.maturityU };
+    return { id: row.id, y: Math.log(row.measuredMs), parts, maturityU: sp.maturityU, moe: !!sp.groups.moe };
   });
   return { rows: fitRows, facts, support };
 }
@@ -746,6 +789,7 @@ export function fitCorpus(
       K,
       names.map((n) => priorOf(n, h)),
       h.sigma,
+      h.tau.rmoe,
       start,
     );
   const { sigma: sigma0, ...tau0 } = TAU0;
@@ -937,9 +981,10 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
   // No release given: the release-to-release spread around the engine's maturity curve.
   if (!sp.releaseKey && matShare > 0) v += matShare ** 2 * f.hyper.tau.rel ** 2;
   // A prediction is for a deployment no corpus source measured: the residual and the between-source spread.
-  if (withResidual) v += f.hyper.sigma ** 2 + f.hyper.tau.src ** 2;
-  // Out-of-support widening (cv.ts): a variance multiplier estimated from the grouped cross-validation.
-  v *= 1 + Math.max(0, inflationVar);
+  if (withResidual) v += f.hyper.sigma ** 2 + f.hyper.tau.src ** 2 + (sp.groups.moe ? f.hyper.tau.rmoe ** 2 : 0);
+  // Out-of-support widening and the 80 % calibration (cv.ts): a variance multiplier estimated from the grouped
+  // cross-validation (below 1 only by the calibration scale, never by an extrapolation).
+  v *= Math.max(0.25, 1 + inflationVar);
   const sd = Math.sqrt(Math.max(0, v));
   const parts: PartValue[] = sp.parts.map((p, i) => ({
     term: p.term,

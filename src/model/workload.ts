@@ -7,6 +7,7 @@
 
 import { InputError } from "../errors.ts";
 import { makeRng } from "../rng.ts";
+import { supportInflation } from "./cv.ts";
 import { expertsOnBusiestDevice } from "./moe.ts";
 import { corpusFit, predictive, stepParts } from "./priors.ts";
 import type { Range } from "./range.ts";
@@ -107,6 +108,8 @@ export type StepCostFn = (decodes: number, prefillTokens: number, decodeCtx: num
 export function stepCostModel(input: ModelInput): StepCostFn {
   const memo = new Map<string, Range>();
   const f = corpusFit();
+  // The deployment's out-of-support widening and interval calibration, as predict() applies them (cv.ts).
+  const widen = supportInflation(resolve(input), f);
   return (B, T, decCtx, prefix) => {
     const dc = B > 0 ? Math.max(1, Math.round(decCtx / 16) * 16) : 0;
     const pc = T > 0 ? Math.round(prefix / 64) * 64 : 0;
@@ -134,7 +137,7 @@ export function stepCostModel(input: ModelInput): StepCostFn {
     }
     loads.push({ group: "kv", label: "KV cache", bytes: kvBytes, flops: 0 });
     loads.push({ group: "attentionCore", label: "attention core", bytes: 0, flops: coreFlops });
-    const pr = predictive(f, stepParts(r, { loads }));
+    const pr = predictive(f, stepParts(r, { loads }), true, widen);
     const out = { low: pr.low80, mid: pr.ms, high: pr.high80 };
     memo.set(key, out);
     return out;

@@ -81,7 +81,8 @@ test("inflations: a kind whose held-out errors exceed their predicted spread wid
     ],
     inf,
   );
-  assert.ok(Math.abs(f.a - (inf.kinds.hardware.a + inf.kinds.quant.a)) < 1e-12);
+  const sc = inf.scale.dense;
+  assert.ok(Math.abs(1 + f.a - sc * sc * (1 + inf.kinds.hardware.a + inf.kinds.quant.a)) < 1e-12);
 });
 
 test("a prediction names each extrapolation; --engine-version moves an MoE prediction across the corpus's releases", () => {

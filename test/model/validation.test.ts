@@ -126,28 +126,31 @@ const cv = () => (report ??= crossValidate(shippedCorpus(), { rowLoo: false }));
 test("grouped cross-validation: leave-one-source-out, -family-out and -engine-out figures pinned", () => {
   const r = cv();
   const s = r.widened.source;
-  // Measured 2026-12-05 (89 decode rows, 17 sources, with one offset per source): median |error| 14.4 %, coverage
-  // 73/89 = 82.0 % (MoE 83.7 %, dense 80.4 %), median high/low 1.91×. Targets: ≤ 12 % (not met), 75–90 % overall and
-  // for MoE (met), ≤ 1.6× (not met). The pins hold what is reached (one or two rows of slack), so a regression fails.
-  assert.equal(s.folds, 17);
-  assert.equal(s.all.n, 89);
-  assert.ok(s.all.medianAbsError <= 0.155, `LOSO median |error| ${s.all.medianAbsError}`);
+  // Measured 2026-12-05 (126 decode rows, 25 sources; one offset per source, an MoE residual term, the 80 %
+  // calibration per class): median |error| 11.3 %, coverage 101/126 = 80.2 % (MoE 79.4 %, dense 81.0 %), median
+  // high/low 1.71× (dense 1.49×, MoE 1.92×). Targets: ≤ 12 % (met), 75–90 % overall and for MoE (met), ≤ 1.6× (not
+  // met). The pins hold what is reached (one or two rows of slack), so a regression fails.
+  assert.equal(s.folds, 25);
+  assert.equal(s.all.n, 126);
+  assert.ok(s.all.medianAbsError <= 0.12, `LOSO median |error| ${s.all.medianAbsError}`);
   assert.ok(s.all.coverage >= 0.75 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
   assert.ok(s.moe.coverage >= 0.75 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
-  assert.ok(s.all.medianRatio <= 2.0, `LOSO median high/low ${s.all.medianRatio}`);
-  // Family (9 folds): 12.5 %, 87.6 %, 1.71×; engine (6 folds): 14.2 %, 87.6 %, 2.73×.
+  assert.ok(s.all.medianRatio <= 1.8, `LOSO median high/low ${s.all.medianRatio}`);
+  // Family (9 folds): 10.8 %, 78.6 %, 1.57×; engine (6 folds): 14.6 %, 75.4 %, 1.96×.
   const fam = r.widened.family;
-  assert.ok(fam.all.medianAbsError <= 0.14 && fam.all.coverage >= 0.8, JSON.stringify(fam.all));
+  assert.ok(fam.all.medianAbsError <= 0.12 && fam.all.coverage >= 0.75, JSON.stringify(fam.all));
   const eng = r.widened.engine;
-  assert.ok(eng.all.medianAbsError <= 0.155 && eng.all.coverage >= 0.82, JSON.stringify(eng.all));
+  assert.ok(eng.all.medianAbsError <= 0.16 && eng.all.coverage >= 0.72, JSON.stringify(eng.all));
   for (const g of ["source", "family", "engine"] as const)
     for (const row of r.widened[g].rows) assert.ok(row.low < row.centreMs && row.centreMs < row.high, `${g} ${row.id}`);
-  // Widening never narrows: a widened fold row's interval holds its plain one.
+  // An extrapolation never narrows: a widened fold row's log-width is at least its plain one times the calibration
+  // scale of its class (the only factor that may be below 1), cross-fitted like the kinds.
   for (const row of r.widened.engine.rows) {
     const p = r.plain.engine.rows.find((x) => x.id === row.id)!;
-    assert.ok(row.low <= p.low + 1e-12 && row.high >= p.high - 1e-12, row.id);
+    assert.ok(row.logSd >= p.logSd * 0.5 - 1e-12, row.id);
   }
-  // The effective number of parameters is well below the parameter count (shrinkage at work): 32.0 of 117.
+  for (const s of [r.inflations.scale.dense, r.inflations.scale.moe]) assert.ok(s >= 0.5 && s <= 2, String(s));
+  // The effective number of parameters is well below the parameter count (shrinkage at work): 42.2 of 144.
   assert.ok(r.effectiveParameters > 5 && r.effectiveParameters < r.parameters * 0.6, String(r.effectiveParameters));
 });
 
