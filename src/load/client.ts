@@ -1,11 +1,11 @@
 // The streaming HTTP client: undici's low-level dispatch (no web streams, no per-chunk promises), one
-// performance.now() stamp per socket read (a double: no BigInt per read), SSE cut on bytes, facts
-// written into reusable typed arrays.
+// clock stamp per socket read (perfNow: performance.now()'s clock with no allocation), SSE cut on
+// bytes, facts written into reusable typed arrays.
 
-import { performance } from "node:perf_hooks";
 import type { Dispatcher, Pool } from "undici";
 import { TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
+import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
@@ -110,9 +110,9 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   h1Abort: ((reason: string) => void) | null = null;
   private readonly parser = new SseParser();
   private readonly scratch: ChunkScratch;
-  // performance.now() is CLOCK_MONOTONIC as a double: no BigInt allocated per read.
+  // perfNow(): performance.now()'s clock, with nothing allocated per read.
   private sendPerf = 0;
-  /** Last time headers or an SSE data message arrived (performance.now()): the stall watchdog reads it. */
+  /** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
   lastPerf = 0;
   private nowMs = 0;
   private readId = -1;
@@ -136,7 +136,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   }
 
   start(): void {
-    this.sendPerf = performance.now();
+    this.sendPerf = perfNow();
     this.lastPerf = this.sendPerf;
     this.rec.sendMs = this.sendPerf - this.originPerf;
   }
@@ -163,7 +163,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   }
 
   /** `t`: the read that carried the head (h1), else now (undici: before that read's data is handed on). */
-  private head(statusCode: number, statusMessage: string, contentType: string, t = performance.now()): void {
+  private head(statusCode: number, statusMessage: string, contentType: string, t = perfNow()): void {
     this.lastPerf = t;
     this.rec.headersMs = t - this.sendPerf;
     this.rec.status = statusCode;
@@ -191,7 +191,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       return;
     }
     if (this.failed || this.done) return;
-    const t = performance.now();
+    const t = perfNow();
     this.nowMs = t - this.sendPerf;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
@@ -303,7 +303,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       const last = this.parser.finish();
       if (last) {
         // vLLM accepts a trailing unterminated message if it is [DONE] or valid JSON.
-        this.nowMs = performance.now() - this.sendPerf;
+        this.nowMs = perfNow() - this.sendPerf;
         this.onMessage(last);
       }
       if (!this.failed) {
@@ -349,7 +349,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     if (this.settled) return;
     this.settled = true;
     const rec = this.rec;
-    rec.endMs = performance.now() - this.sendPerf;
+    rec.endMs = perfNow() - this.sendPerf;
     rec.chunks = this.scratch.moveTo(this.arena);
     if (rec.completionTokens > 0) {
       rec.outputTokens = rec.completionTokens;
@@ -486,7 +486,7 @@ export class StreamClient {
         this.watchdog = null;
         return;
       }
-      const now = performance.now();
+      const now = perfNow();
       for (const h of this.inFlight)
         if (h.rec.status !== 0) {
           if (now - h.lastPerf > limit)

@@ -8,13 +8,14 @@ import { InputError, TargetError, UsageError } from "../errors.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
 import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient } from "./client.ts";
 import { setReadHook } from "./h1.ts";
+import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerTimingSummary, summarizeServerTimings } from "./server-timings.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
-import { autoWorkers, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
+import { autoWorkersChoice, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
 import { createWorkload, type Prompt, requestBody, type Workload } from "./workload.ts";
@@ -28,6 +29,11 @@ export interface BenchDeps {
   onMeasureEdge?: (edge: "start" | "end") => void;
   /** How long to wait for in-flight requests after an interrupt (ms). Default 5000. */
   graceMs?: number;
+  /**
+   * bench:client's instruments, run in every loop that reads streams (this thread, or each worker
+   * thread) over its window, the run's clock start to its last request's end; one report per loop.
+   */
+  instrument?: InstrumentSpec & { onLoop(r: LoopReport): void };
 }
 
 export interface BenchSetup {
@@ -165,6 +171,15 @@ export function resolveOptions(o: BenchOptions): Resolved {
  * MAX_STREAMS_PER_WORKER streams on each.
  */
 export function workerCount(r: Resolved, asked: number | "auto" | undefined, cores = availableParallelism()): number {
+  return workerChoice(r, asked, cores).workers;
+}
+
+/** workerCount and, when auto chose, why (printed with the run's client health). */
+export function workerChoice(
+  r: Resolved,
+  asked: number | "auto" | undefined,
+  cores = availableParallelism(),
+): { workers: number; note?: string } {
   const explicit = asked !== undefined && asked !== "auto";
   if (explicit) checkWorkers(asked, cores);
   // Streams open at once: the users, the cap, or every request when an infinite rate sends them together.
@@ -176,10 +191,11 @@ export function workerCount(r: Resolved, asked: number | "auto" | undefined, cor
         : r.rate === Number.POSITIVE_INFINITY && r.numPrompts !== null
           ? [r.numPrompts, "--num-prompts"]
           : [1, ""];
-  const chosen = explicit ? asked : autoWorkers(streams, r.baseUrl, cores);
+  const auto = explicit ? null : autoWorkersChoice(streams, r.baseUrl, cores);
+  const chosen = auto ? auto.workers : (asked as number);
   if (flag) checkStreams(streams, chosen, flag, cores);
   const work = Math.min(r.concurrency ?? Number.POSITIVE_INFINITY, r.numPrompts ?? Number.POSITIVE_INFINITY);
-  return Math.max(1, Math.min(chosen, work));
+  return { workers: Math.max(1, Math.min(chosen, work)), note: auto?.why };
 }
 
 /** Finds the served model (first of /v1/models); unreachable → TargetError. */
@@ -286,7 +302,7 @@ export interface Phase {
 export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promise<BenchResult> {
   const r = resolveOptions(opts);
   // Threads and streams are bounded before anything is sent.
-  const workers = workerCount(r, opts.workers);
+  const { workers, note: workersNote } = workerChoice(r, opts.workers);
   const workload: Workload = createWorkload({ ...opts, seed: r.seed });
   const connections = r.concurrency ?? r.maxConcurrency ?? null;
   const client = new StreamClient(r.baseUrl, {
@@ -351,6 +367,9 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       onRecord,
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
+      instrumentSpec: deps.instrument
+        ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap }
+        : undefined,
     };
 
     // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
@@ -378,6 +397,11 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let cpu0 = process.cpuUsage();
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
+    const inst = deps.instrument && workers === 1 ? new LoopInstrument(0, deps.instrument) : null;
+    if (inst) {
+      await inst.ready();
+      ctx.instrument = inst;
+    }
     if (workers > 1) {
       const sh = await shardedPhase(ctx, r, opts, workers, () => {
         // The threads are up: the measured window starts now.
@@ -387,6 +411,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
       phase = sh;
       shardEld = sh.eld;
+      for (const l of sh.loops) deps.instrument?.onLoop(l);
     } else if (r.concurrency !== null) {
       edge("start");
       phase = await closedLoop(ctx, {
@@ -405,6 +430,10 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     }
     edge("end");
     const cpu = process.cpuUsage(cpu0);
+    if (inst) {
+      ctx.instrument = undefined;
+      deps.instrument!.onLoop(inst.report());
+    }
     eld.disable();
     const after = before ? await scrape(client) : null;
     if (tel) {
@@ -450,6 +479,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       saturated: reasons.length > 0 && phase.records.some((x) => x.errorClass === null),
       reason: reasons.length ? reasons.join("; ") : undefined,
       workers,
+      workersNote,
       transport: client.transport,
     };
     return finish(phase.interrupted, [...warmRecs, ...phase.records], phase.durationMs, health, before, after);
@@ -523,7 +553,7 @@ async function shardedPhase(
   opts: BenchOptions,
   w: number,
   onReady: () => void,
-): Promise<Phase & { eld: ShardEld[] }> {
+): Promise<Phase & { eld: ShardEld[]; loops: LoopReport[] }> {
   const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
   const base = {
     baseUrl: r.baseUrl,
@@ -531,6 +561,7 @@ async function shardedPhase(
     bodyOpts: ctx.bodyOpts,
     endpoint: r.endpoint,
     graceMs: ctx.graceMs,
+    instrument: ctx.instrumentSpec ?? null,
   };
   const client = (connections: number | null) => ({
     connections,
@@ -596,6 +627,7 @@ async function shardedPhase(
     durationMs: res.durationMs,
     interrupted: state.interrupted || res.interrupted,
     eld: res.eld,
+    loops: res.loops,
   };
 }
 
@@ -612,6 +644,10 @@ export interface RunCtx {
   keepRecords?: boolean;
   /** A stall before any success is fatal (BenchOptions.stopOnStall). */
   stopOnStall?: boolean;
+  /** This loop's instruments: the run's clock start opens their window, its close ends it. */
+  instrument?: LoopInstrument;
+  /** What each worker thread measures in its own loop (sharded runs). */
+  instrumentSpec?: InstrumentSpec;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -643,6 +679,7 @@ class RunState {
     this.records = new RecordStore(ctx.client.arena, total ?? undefined);
     if (ctx.signal?.aborted) this.interrupt();
     ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
+    ctx.instrument?.begin();
     if (ctx.onProgress) {
       // ≤ 10 Hz and never from the token path.
       this.timer = setInterval(() => ctx.onProgress!(this.progress()), 100);
@@ -784,6 +821,8 @@ class RunState {
   }
 
   close(): void {
+    // The reading is over: what follows (records materialized, the summary) is not the window's.
+    this.ctx.instrument?.end();
     if (this.timer) clearInterval(this.timer);
     this.ctx.signal?.removeEventListener("abort", this.onAbort);
     if (this.ctx.onProgress) this.ctx.onProgress(this.progress());
