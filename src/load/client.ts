@@ -103,13 +103,21 @@ export function serverMessage(body: string): string {
   return t.length > 300 ? `${t.slice(0, 300)}…` : t;
 }
 
-/** One streaming response: undici's dispatch handler and our H1 handler in one (same facts either way). */
+/**
+ * One streaming response: undici's dispatch handler and our H1 handler in one (same facts either way).
+ * Pooled by the client: a settled handler is reset for the next request, so its parser, facts and
+ * closures are not garbage per request.
+ */
 class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   controller: Dispatcher.DispatchController | null = null;
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
   private readonly parser = new SseParser();
-  private readonly scratch: ChunkScratch;
+  scratch: ChunkScratch;
+  rec: RequestRecord;
+  private originPerf = 0;
+  /** The stream() promise's resolve, called once the response is settled. */
+  resolve: ((r: RequestRecord) => void) | null = null;
   // perfNow(): performance.now()'s clock, with nothing allocated per read.
   private sendPerf = 0;
   /** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
@@ -126,13 +134,35 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   private outputChunks = 0;
 
   constructor(
-    readonly rec: RequestRecord,
-    scratch: ChunkScratch,
     private readonly arena: ChunkArena,
-    private readonly originPerf: number,
     private readonly onDone: (h: StreamHandler) => void,
   ) {
+    this.rec = blankRecord();
+    this.scratch = new ChunkScratch(1);
+  }
+
+  /** Takes the next request: every per-response field back to its start. */
+  reset(rec: RequestRecord, scratch: ChunkScratch, originPerf: number, resolve: (r: RequestRecord) => void): void {
+    this.rec = rec;
     this.scratch = scratch;
+    this.originPerf = originPerf;
+    this.resolve = resolve;
+    this.controller = null;
+    this.h1Abort = null;
+    this.parser.clear();
+    this.sendPerf = 0;
+    this.lastPerf = 0;
+    this.nowMs = 0;
+    this.readId = -1;
+    this.lastRead = -1;
+    this.errorBody = null;
+    this.errorBytes = 0;
+    this.done = false;
+    this.failed = false;
+    this.settled = false;
+    this.lastCum = 0;
+    this.usageContinuous = null;
+    this.outputChunks = 0;
   }
 
   start(): void {
@@ -384,6 +414,16 @@ export class StreamClient {
   readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
   private readonly scratchPool: ChunkScratch[] = [];
+  private readonly handlerPool: StreamHandler[] = [];
+  private readonly onDone = (h: StreamHandler): void => {
+    this.inFlight.delete(h);
+    this.scratchPool.push(h.scratch);
+    const resolve = h.resolve!;
+    const rec = h.rec;
+    h.resolve = null;
+    this.handlerPool.push(h);
+    resolve(rec);
+  };
   /** Where finished requests' chunk columns live (RecordStore keeps their locations). */
   readonly arena = new ChunkArena();
   private readonly inFlight = new Set<StreamHandler>();
@@ -428,8 +468,11 @@ export class StreamClient {
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
   }
 
-  /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand). */
+  /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand), and makes n stream handlers. */
   preconnect(n: number): Promise<void> {
+    // The streams' handlers too: made before the clock, not in the window's first burst of sends.
+    while (this.handlerPool.length < Math.min(n, 1 << 16))
+      this.handlerPool.push(new StreamHandler(this.arena, this.onDone));
     return this.h1 && n > 0 ? this.h1.preconnect(n) : Promise.resolve();
   }
 
@@ -445,11 +488,8 @@ export class StreamClient {
       const want = rec.targetOutputLen > 0 ? rec.targetOutputLen + 4 : 256;
       let scratch = this.scratchPool.pop();
       if (!scratch || scratch.capacity < want) scratch = new ChunkScratch(want);
-      const h = new StreamHandler(rec, scratch, this.arena, originPerf, (done) => {
-        this.inFlight.delete(done);
-        this.scratchPool.push(scratch);
-        resolve(done.rec);
-      });
+      const h = this.handlerPool.pop() ?? new StreamHandler(this.arena, this.onDone);
+      h.reset(rec, scratch, originPerf, resolve);
       this.inFlight.add(h);
       h.start();
       this.armWatchdog();
