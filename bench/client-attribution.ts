@@ -1,6 +1,6 @@
 // npm run bench:client-attribution — where the client's late reads come from, at 1,000 model-speed
 // streams (profile llama3-8b-1xh100, h1, one thread): the same probe as bench:client (a separate
-// process writes an SSE event every 2 ms stamped with CLOCK_MONOTONIC; we stamp it on receipt), and
+// process writes a line every 2 ms stamped with CLOCK_MONOTONIC; the reading loop stamps it), and
 // each probe event at or above the run's p99 is filed by what its wait overlapped:
 //   GC          a pause from perf_hooks' gc entries;
 //   sending     the closed loop starting its 1,000 requests;

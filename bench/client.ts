@@ -5,10 +5,15 @@
 // (profile llama3-8b-1xh100, a token per stream every few ms, so the client is not saturated), the
 // added delay at 1,000 concurrent streams (the headline) and the schedule lag at 1,000 req/s Poisson.
 //
-// "Added delay": a probe server in another process writes an SSE event every 2 ms stamped with its
-// CLOCK_MONOTONIC write time (process.hrtime is system-wide on Linux); this process reads the probe on
-// its own connection in the same event loop as the load and stamps each event on receipt. Receive −
-// write is loopback + the wait behind our own work; the median with no load (the floor) is subtracted.
+// "Added delay": a probe server in another process writes a line every 2 ms stamped with its
+// CLOCK_MONOTONIC write time (process.hrtime is system-wide on Linux); every event loop that reads
+// streams (this thread, or each worker thread) reads the probe on its own connection and stamps each
+// line on receipt (src/load/instrument.ts). Receive − write is loopback + the wait behind that loop's
+// work; the p99 is over all loops' events; the median with no load (the floor) is subtracted.
+// Any-host targets (issue #31), from the same runs: bytes allocated per read and mark-compact GCs
+// inside each loop's window (the run's clock start to its last request's end: heap statistics at the
+// edges and around every collection, src/load/heapwindow.ts; the summary after it excluded), CPU per
+// read against the raw-socket floor's. The last block prints every target with its figure.
 // The platform floor: the same 1,000 model-speed streams read by raw sockets whose read callback only
 // counts (no HTTP, SSE or JSON): its CPU per read and added delay are what Node + libuv + the kernel cost
 // before any client code runs, so the distance from it is what the client itself adds.

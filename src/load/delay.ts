@@ -1,7 +1,7 @@
 // The delay a read waits in this process's event loop, against the platform's own floor. A probe
-// process writes an SSE event every 2 ms stamped with CLOCK_MONOTONIC (process.hrtime is system-wide
-// on Linux); we read it on our own connection, in the same event loop as the load, and stamp each event
-// on receipt. Receive − write is loopback + the wait behind our own work; the median with no load is
+// process writes a line every 2 ms stamped with CLOCK_MONOTONIC (process.hrtime is system-wide on
+// Linux); we read it on our own connection, in the same event loop as the load (instrument.ts: in every
+// loop that reads streams), and stamp each line on receipt. Receive − write is loopback + the wait behind our own work; the median with no load is
 // subtracted. The floor: the same streams read by raw sockets whose read callback only counts (no HTTP,
 // SSE or JSON), so what it costs is Node + libuv + the kernel before any client code runs; the client's
 // p99 minus the floor's is what the client's own code adds. Used by bench:client and `bench --self-test`.
