@@ -79,7 +79,7 @@ try {
         originUs = Number(process.hrtime.bigint() / 1000n) - p.elapsedMs * 1000;
       },
       // The probe and the heap window inside the reading loop's own window (instrument.ts).
-      instrument: { probePort: pr.port, heap: true, onLoop: (l) => (loop = l) },
+      instrument: { probePort: pr.port, heap: true, collect: true, onLoop: (l) => (loop = l) },
     });
     const l = loop as LoopReport | null;
     if (!l?.probe || !l.heap) throw new Error("the run reported no instruments");

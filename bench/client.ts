@@ -222,7 +222,8 @@ async function modelSpeedRep(
       transport,
       workers,
     },
-    { instrument: { probePort, heap: true, onLoop: (l) => loops.push(l) } },
+    // Each loop's window opens on a collected heap, after its setup (connections, bodies, handlers).
+    { instrument: { probePort, heap: true, collect: true, onLoop: (l) => loops.push(l) } },
   );
   const delays: number[] = [];
   let bytes = 0;

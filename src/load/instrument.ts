@@ -2,6 +2,7 @@
 // worker thread): the added-delay probe's reader and the heap window. A loop's own delay is only seen
 // from inside that loop, so a probe on an idle main thread says nothing about the workers'.
 import net from "node:net";
+import { runInNewContext } from "node:vm";
 import { hrMs } from "./clock.ts";
 import { HeapWindow, type HeapWindowResult } from "./heapwindow.ts";
 
@@ -97,6 +98,12 @@ export interface InstrumentSpec {
   probePort: number | null;
   /** Sample this loop's heap at the window's edges (bytes allocated, collections). */
   heap: boolean;
+  /**
+   * Collect garbage as the window opens, after the run's setup (connections, request bodies, handlers):
+   * what setup made is then promoted before the window, not by the window's collections. Needs
+   * --expose-gc (bench:client sets it); ignored without it.
+   */
+  collect?: boolean;
 }
 
 /** One reading loop's measurements over its window (the run's clock start to its last request's end). */
@@ -124,7 +131,11 @@ export class LoopInstrument {
   ) {
     this.probe = spec.probePort !== null ? new ProbeReader(spec.probePort) : null;
     this.heap = spec.heap ? new HeapWindow() : null;
+    const gc = spec.collect ? (runInNewContext("typeof gc === 'function' ? gc : null") as (() => void) | null) : null;
+    this.gc = gc;
   }
+
+  private readonly gc: (() => void) | null;
 
   /** Resolves once the probe is connected (before the run's clock starts). */
   ready(): Promise<void> {
@@ -133,6 +144,7 @@ export class LoopInstrument {
 
   begin(): void {
     if (!Number.isNaN(this.from)) return;
+    this.gc?.();
     this.heap?.start();
     this.from = hrNowMs();
   }

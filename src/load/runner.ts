@@ -368,7 +368,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
       instrumentSpec: deps.instrument
-        ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap }
+        ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
         : undefined,
     };
 
@@ -675,11 +675,12 @@ class RunState {
     readonly total: number | null,
     originPerf?: number,
   ) {
+    // Before the clock: an instrument that collects garbage as its window opens delays no send.
+    ctx.instrument?.begin();
     this.originPerf = originPerf ?? performance.now();
     this.records = new RecordStore(ctx.client.arena, total ?? undefined);
     if (ctx.signal?.aborted) this.interrupt();
     ctx.signal?.addEventListener("abort", this.onAbort, { once: true });
-    ctx.instrument?.begin();
     if (ctx.onProgress) {
       // ≤ 10 Hz and never from the token path.
       this.timer = setInterval(() => ctx.onProgress!(this.progress()), 100);
