@@ -468,6 +468,21 @@ export class StreamClient {
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
   }
 
+  /**
+   * Per-stream state for `n` streams, made before a run's clock: handlers, and chunk scratch sized for
+   * `chunks` messages. Made inside the window, the first wave's state was promoted by its collections
+   * (~1.5 kB of heap objects a stream for the scratch alone) and set off a mark-compact.
+   */
+  prepare(n: number, chunks: number): void {
+    const m = Math.min(n, 1 << 16);
+    while (this.handlerPool.length < m) this.handlerPool.push(new StreamHandler(this.arena, this.onDone));
+    if (chunks > 0) {
+      let fit = 0;
+      for (const s of this.scratchPool) if (s.capacity >= chunks) fit++;
+      for (; fit < m; fit++) this.scratchPool.push(new ChunkScratch(chunks));
+    }
+  }
+
   /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand), and makes n stream handlers. */
   preconnect(n: number): Promise<void> {
     // The streams' handlers too: made before the clock, not in the window's first burst of sends.

@@ -287,6 +287,18 @@ export function checkWritable(path: string, what: string, dir = false): void {
   if (reason) throw new InputError(`${path}: cannot write ${what}: ${reason}`);
 }
 
+/**
+ * The first wave's per-stream state (client.prepare), before the clock: chunk scratch sized for the
+ * longest target output among the first `streams` requests (+ role, usage and finish chunks).
+ */
+export function prepareStreams(client: StreamClient, workload: Workload, streams: number): void {
+  const n = Math.min(streams, PRECONNECT_MAX);
+  const size = Number.isFinite(workload.size) ? workload.size : Number.POSITIVE_INFINITY;
+  let longest = 0;
+  for (let i = 0; i < n; i++) longest = Math.max(longest, workload.get(i % size).outputLen);
+  client.prepare(n, longest > 0 ? longest + 4 : 0);
+}
+
 /** Connections opened before a run's clock starts, at most. */
 const PRECONNECT_MAX = 1024;
 /** Closed-loop users started per event-loop turn. */
@@ -397,6 +409,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let cpu0 = process.cpuUsage();
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
+    if (workers === 1) prepareStreams(client, workload, connections ?? r.numPrompts ?? 1);
     const inst = deps.instrument && workers === 1 ? new LoopInstrument(0, deps.instrument) : null;
     if (inst) {
       await inst.ready();

@@ -112,7 +112,7 @@ function portable(rec: RequestRecord): [RequestRecord, ArrayBuffer[]] {
 
 async function shardMain(init: ShardInit): Promise<void> {
   const port = parentPort!;
-  const { closedLoop, openLoop, preconnectCount } = await import("./runner.ts");
+  const { closedLoop, openLoop, preconnectCount, prepareStreams } = await import("./runner.ts");
   const client = new StreamClient(init.baseUrl, init.client);
   const ac = new AbortController();
   const inst = init.instrument ? new LoopInstrument(init.shard, init.instrument) : null;
@@ -144,7 +144,9 @@ async function shardMain(init: ShardInit): Promise<void> {
   });
   // Booting a thread (module loading, compiling) and connecting are setup: the run's clock starts after
   // every shard is ready.
-  await client.preconnect(preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! }));
+  const streams = preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! });
+  prepareStreams(client, ctx.workload, streams);
+  await client.preconnect(streams);
   await inst?.ready();
   port.postMessage({ t: "ready" } satisfies ToMain);
   const originPerf = (await started) - (hrMs() - performance.now());
