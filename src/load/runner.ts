@@ -295,7 +295,7 @@ export function prepareStreams(client: StreamClient, workload: Workload, streams
   const n = Math.min(streams, PRECONNECT_MAX);
   const size = Number.isFinite(workload.size) ? workload.size : Number.POSITIVE_INFINITY;
   let longest = 0;
-  for (let i = 0; i < n; i++) longest = Math.max(longest, workload.get(i % size).outputLen);
+  for (let i = 0; i < n && size > 0; i++) longest = Math.max(longest, workload.get(i % size).outputLen);
   client.prepare(n, longest > 0 ? longest + 4 : 0);
 }
 
