@@ -1,20 +1,21 @@
 // npm run bench:client-attribution — where the client's late reads come from, at 1,000 model-speed
 // streams (profile llama3-8b-1xh100, h1, one thread): the same probe as bench:client (a separate
-// process writes an SSE event every 2 ms stamped with CLOCK_MONOTONIC; we stamp it on receipt), and
+// process writes a line every 2 ms stamped with CLOCK_MONOTONIC; the reading loop stamps it), and
 // each probe event at or above the run's p99 is filed by what its wait overlapped:
 //   GC          a pause from perf_hooks' gc entries;
 //   sending     the closed loop starting its 1,000 requests;
 //   heads       response heads and first tokens arriving;
 //   finishing   requests ending (records moved into the arena, promises resolved);
 //   steady      none of these: a burst of token reads (a step's 1,000 writes) ahead of the probe.
-// It also prints bytes allocated per socket read (v8.GCProfiler heap sizes between collections) and,
+// It also prints bytes allocated per socket read inside the reading window (heapwindow.ts) and,
 // with HEAP=1, the allocation sites (sampling heap profiler); with PROF=1, the CPU samples inside the
 // longest waits. REPS (default 3) runs; the figures are per run, not medians.
 import { Session } from "node:inspector/promises";
 import { PerformanceObserver } from "node:perf_hooks";
-import { GCProfiler, setFlagsFromString } from "node:v8";
+import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { probeEvents, startProbe } from "../src/load/delay.ts";
+import { hrNowMs, type LoopReport } from "../src/load/instrument.ts";
 import { runBench } from "../src/load/runner.ts";
 import { spawnSimProcess } from "../src/load/selftest.ts";
 
@@ -57,8 +58,6 @@ try {
   for (let rep = 0; rep < REPS; rep++) {
     gc();
     gcs.length = 0;
-    const gp = new GCProfiler();
-    gp.start();
     if (process.env.PROF) {
       await sess.post("Profiler.enable");
       await sess.post("Profiler.setSamplingInterval", { interval: 200 });
@@ -72,24 +71,26 @@ try {
       });
     let origin = -1;
     let originUs = 0;
-    const run = runBench(o, {
+    let loop: LoopReport | null = null;
+    const res = await runBench(o, {
       onProgress: (p) => {
         if (origin >= 0) return;
         origin = performance.now() - p.elapsedMs;
         originUs = Number(process.hrtime.bigint() / 1000n) - p.elapsedMs * 1000;
       },
+      // The probe and the heap window inside the reading loop's own window (instrument.ts).
+      instrument: { probePort: pr.port, heap: true, collect: true, onLoop: (l) => (loop = l) },
     });
-    const ev = await probe(run);
-    const res = await run;
+    const l = loop as LoopReport | null;
+    if (!l?.probe || !l.heap) throw new Error("the run reported no instruments");
+    const hrToPerf = hrNowMs() - performance.now();
+    const ev: Array<[number, number]> = Array.from(l.probe.writtenHrMs, (w, i) => [w - hrToPerf, l.probe!.delayMs[i]!]);
     // The reading phase only: GC statistics up to the last request's end, not the summary after it.
     const recs = res.requests;
     const sends = recs.map((r) => origin + r.sendMs).sort((a, b) => a - b);
     const firsts = recs.map((r) => origin + r.sendMs + r.firstChunkMs).sort((a, b) => a - b);
     const ends = recs.map((r) => origin + r.sendMs + r.endMs).sort((a, b) => a - b);
-    const stats = gp.stop().statistics as any[];
-    let alloc = 0;
-    for (let i = 1; i < stats.length; i++)
-      alloc += stats[i].beforeGC.heapStatistics.usedHeapSize - stats[i - 1].afterGC.heapStatistics.usedHeapSize;
+    const alloc = l.heap.allocatedBytes;
     const win = ev.filter(([a]) => a >= origin && a <= ends.at(-1)!);
     const d = win.map((x) => x[1] - floor).sort((a, b) => a - b);
     const p99 = d[Math.floor(0.99 * d.length)]!;
@@ -98,7 +99,7 @@ try {
       `run ${rep + 1}: ${win.length} probe events, added delay p50 ${d[d.length >> 1]!.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms; sends ${(sends[0]! - origin).toFixed(0)}–${(sends.at(-1)! - origin).toFixed(0)} ms, first tokens ${(firsts[0]! - origin).toFixed(0)}–${(firsts.at(-1)! - origin).toFixed(0)}, ends ${(ends[0]! - origin).toFixed(0)}–${(ends.at(-1)! - origin).toFixed(0)}`,
     );
     console.log(
-      `  GC in the run: ${inRun.length} pauses, ${inRun.reduce((a, g) => a + g[1], 0).toFixed(1)} ms in all (${inRun.map(([s, du, k]) => `${(s - origin).toFixed(0)} ms ${k === 1 ? "scavenge" : k === 4 ? "mark-compact" : k === 8 ? "incremental" : `kind ${k}`} ${du.toFixed(1)}`).join(", ")}); ≈ ${(alloc / Math.max(1, res.client.reads)).toFixed(0)} B allocated per read over the run and its summary; ${res.client.cpuPerReadUs.toFixed(1)} µs CPU per read`,
+      `  GC in the run: ${inRun.length} pauses, ${inRun.reduce((a, g) => a + g[1], 0).toFixed(1)} ms in all (${inRun.map(([s, du, k]) => `${(s - origin).toFixed(0)} ms ${k === 1 ? "scavenge" : k === 4 ? "mark-compact" : k === 8 ? "incremental" : `kind ${k}`} ${du.toFixed(1)}`).join(", ")}); ${(alloc / Math.max(1, res.client.reads)).toFixed(1)} B allocated per read in the window (summary excluded; ${l.heap.gcs.length} collections in it, ${l.heap.markCompacts} mark-compact); ${res.client.cpuPerReadUs.toFixed(1)} µs CPU per read`,
     );
     const cat: Record<string, number> = {};
     const late = win.filter(([, x]) => x - floor >= p99);
@@ -126,13 +127,18 @@ try {
           ? [...stack, `${f.functionName}@${f.url.split("/").pop()}:${f.lineNumber + 1}`]
           : stack;
         if (n.selfSize) {
-          const k = st.slice(-4).reverse().join(" < ");
+          const k = st.slice(-6).reverse().join(" < ");
           agg.set(k, (agg.get(k) ?? 0) + n.selfSize);
         }
         for (const c of n.children) walk(c, st);
       };
       walk(hp.head, []);
-      for (const [k, b] of [...agg].sort((p, q) => q[1] - p[1]).slice(0, 20))
+      // The reading path only: setup (connecting, bodies) and the summary after the window are left out.
+      const outside = /computeMetrics|materialize|prebuildBodies|preconnect|summarize|toVllmJson/;
+      for (const [k, b] of [...agg]
+        .filter(([k]) => !outside.test(k))
+        .sort((p, q) => q[1] - p[1])
+        .slice(0, 20))
         console.log(`   ${(b / 1e6).toFixed(2).padStart(7)} MB  ${k}`);
     }
     if (process.env.PROF) {

@@ -5,10 +5,15 @@
 // (profile llama3-8b-1xh100, a token per stream every few ms, so the client is not saturated), the
 // added delay at 1,000 concurrent streams (the headline) and the schedule lag at 1,000 req/s Poisson.
 //
-// "Added delay": a probe server in another process writes an SSE event every 2 ms stamped with its
-// CLOCK_MONOTONIC write time (process.hrtime is system-wide on Linux); this process reads the probe on
-// its own connection in the same event loop as the load and stamps each event on receipt. Receive −
-// write is loopback + the wait behind our own work; the median with no load (the floor) is subtracted.
+// "Added delay": a probe server in another process writes a line every 2 ms stamped with its
+// CLOCK_MONOTONIC write time (process.hrtime is system-wide on Linux); every event loop that reads
+// streams (this thread, or each worker thread) reads the probe on its own connection and stamps each
+// line on receipt (src/load/instrument.ts). Receive − write is loopback + the wait behind that loop's
+// work; the p99 is over all loops' events; the median with no load (the floor) is subtracted.
+// Any-host targets (issue #31), from the same runs: bytes allocated per read and mark-compact GCs
+// inside each loop's window (the run's clock start to its last request's end: heap statistics at the
+// edges and around every collection, src/load/heapwindow.ts; the summary after it excluded), CPU per
+// read against the raw-socket floor's. The last block prints every target with its figure.
 // The platform floor: the same 1,000 model-speed streams read by raw sockets whose read callback only
 // counts (no HTTP, SSE or JSON): its CPU per read and added delay are what Node + libuv + the kernel cost
 // before any client code runs, so the distance from it is what the client itself adds.
@@ -20,13 +25,16 @@
 // not the run's. The pacer alone (same schedules, no requests) gives the schedule lag's floor.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { floorDelays, median, pct, probeDelays, rawFloor, startProbe } from "../src/load/delay.ts";
+import type { LoopReport } from "../src/load/instrument.ts";
 import { pace } from "../src/load/pacer.ts";
-import { runBench } from "../src/load/runner.ts";
+import { resolveOptions, runBench, workerChoice } from "../src/load/runner.ts";
 import { arrivalTimesMs } from "../src/load/schedule.ts";
 import { spawnSimProcess } from "../src/load/selftest.ts";
+import { AUTO_MIN_CORES, STREAMS_PER_WORKER } from "../src/load/shard.ts";
 
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 // A 3-second open-loop run's p99 rests on its 30 latest sends: more runs (seconds each) steady the median.
@@ -146,6 +154,177 @@ function timedRun(o: Parameters<typeof runBench>[0]) {
 }
 
 const TRANSPORTS = ["h1", "undici"] as const;
+// BENCH_ONLY=zero|model|lag|alloc runs one section (a quicker before/after on a busy host).
+const only = process.env.BENCH_ONLY ?? "";
+
+interface ModelSpeedRep {
+  d50: number;
+  d99: number;
+  bytesPerRead: number;
+  /** Per SSE message: steadier than per read on a loaded host, where one read carries several. */
+  bytesPerMsg: number;
+  readsPerMsg: number;
+  markCompacts: number;
+  scavenges: number;
+  cpuPerRead: number;
+  windowS: number;
+  eld99: number;
+  tps: number;
+  tpc: number;
+  failed: number;
+  loops: number;
+}
+
+/** Each field's median over the reps (failed: the sum). */
+function medians(rs: ModelSpeedRep[]): ModelSpeedRep {
+  const m = (k: keyof ModelSpeedRep) => median(rs.map((r) => r[k]));
+  return {
+    d50: m("d50"),
+    d99: m("d99"),
+    bytesPerRead: m("bytesPerRead"),
+    bytesPerMsg: m("bytesPerMsg"),
+    readsPerMsg: m("readsPerMsg"),
+    markCompacts: m("markCompacts"),
+    scavenges: m("scavenges"),
+    cpuPerRead: m("cpuPerRead"),
+    windowS: m("windowS"),
+    eld99: m("eld99"),
+    tps: m("tps"),
+    tpc: m("tpc"),
+    failed: rs.reduce((a, r) => a + r.failed, 0),
+    loops: m("loops"),
+  };
+}
+
+/**
+ * One run of 1,000 model-speed streams with the probe and the heap window in every reading loop: the
+ * delay is over all loops' probe events, the bytes over all loops' heaps, both inside each loop's window.
+ */
+async function modelSpeedRep(
+  url: string,
+  probePort: number,
+  floor: number,
+  transport: "h1" | "undici",
+  workers: number | "auto",
+): Promise<ModelSpeedRep> {
+  gc();
+  const loops: LoopReport[] = [];
+  const res = await runBench(
+    {
+      baseUrl: url,
+      concurrency: 1000,
+      numPrompts: 1000,
+      randomInputLen: 16,
+      randomOutputLen: OUT_LEN,
+      ignoreEos: true,
+      noServerMetrics: true,
+      connectTimeoutMs: 20_000,
+      transport,
+      workers,
+    },
+    // Each loop's window opens on a collected heap, after its setup (connections, bodies, handlers).
+    { instrument: { probePort, heap: true, collect: true, onLoop: (l) => loops.push(l) } },
+  );
+  const delays: number[] = [];
+  let bytes = 0;
+  let mc = 0;
+  let sc = 0;
+  let windowMs = 0;
+  for (const l of loops) {
+    for (const d of l.probe!.delayMs) delays.push(d);
+    bytes += l.heap!.allocatedBytes;
+    mc += l.heap!.markCompacts;
+    sc += l.heap!.gcs.filter((g) => g.type === "Scavenge").length;
+    windowMs = Math.max(windowMs, l.toHrMs - l.fromHrMs);
+  }
+  let msgs = 0;
+  for (const r of res.requests) msgs += r.chunks.tMs.length;
+  return {
+    d50: Math.max(0, median(delays) - floor),
+    d99: Math.max(0, pct(delays, 99) - floor),
+    bytesPerRead: bytes / Math.max(1, res.client.reads),
+    bytesPerMsg: bytes / Math.max(1, msgs),
+    readsPerMsg: res.client.reads / Math.max(1, msgs),
+    markCompacts: mc,
+    scavenges: sc,
+    cpuPerRead: res.client.cpuPerReadUs,
+    windowS: windowMs / 1000,
+    eld99: res.client.eventLoopDelayMs.p99,
+    tps: res.summary.output_throughput,
+    tpc: res.summary.total_output_tokens / res.client.cpuSeconds,
+    failed: res.summary.failed,
+    loops: loops.length,
+  };
+}
+
+/** Every target of issue #31 with this run's figure and pass/fail ("not run" where a section was skipped). */
+function printTargets(o: {
+  refRatio: Map<number, number>;
+  modelRows: Map<string, ModelSpeedRep>;
+  floorRow: ModelSpeedRep | null;
+  lagP99: number | null;
+  pacerP99: number | null;
+  floorIdle: number;
+}): void {
+  const cores = availableParallelism();
+  const rows: Array<[string, string, string, boolean | null]> = [];
+  const h1 = o.modelRows.get("h1 1");
+  const f = o.floorRow;
+  const verdict = (ok: boolean | null) => (ok === null ? "not run" : ok ? "pass" : "FAIL");
+  rows.push([
+    "bytes allocated per read in the window (h1, 1 loop, 1,000 model-speed streams)",
+    h1 ? `${h1.bytesPerRead.toFixed(1)} B (floor ${f ? f.bytesPerRead.toFixed(1) : "?"} B)` : "—",
+    "≤ 64 B",
+    h1 ? h1.bytesPerRead <= 64 : null,
+  ]);
+  rows.push([
+    "mark-compact GCs in the window (h1, 1 loop, 1,000 streams)",
+    h1 ? `${h1.markCompacts} in ${h1.windowS.toFixed(1)} s` : "—",
+    "0 in a 10 s window",
+    h1 ? h1.markCompacts === 0 : null,
+  ]);
+  rows.push([
+    "client CPU per read / floor's (same run)",
+    h1 && f
+      ? `${h1.cpuPerRead.toFixed(2)} / ${f.cpuPerRead.toFixed(2)} µs = ${(h1.cpuPerRead / f.cpuPerRead).toFixed(2)}x`
+      : "—",
+    "≤ 1.2x",
+    h1 && f ? h1.cpuPerRead / f.cpuPerRead <= 1.2 : null,
+  ]);
+  for (const n of LEVELS) {
+    const r = o.refRatio.get(n);
+    rows.push([
+      `tokens per CPU-s vs vLLM's loop, ${n} stream${n > 1 ? "s" : ""} (h1)`,
+      r === undefined ? (hasAiohttp ? "—" : "no aiohttp here") : `${r.toFixed(2)}x`,
+      "≥ 3.0x",
+      r === undefined ? null : r >= 3,
+    ]);
+  }
+  const all =
+    [...o.modelRows.entries()].find(([k]) => k.startsWith("h1 auto")) ??
+    [...o.modelRows.entries()].find(([k]) => k === "h1 1");
+  rows.push([
+    `added delay p99 − floor p99, 1,000 streams, over all reading loops (${all ? all[0].replace(/^h1 /, "h1, workers ") : "h1"})`,
+    all && f
+      ? `${(all[1].d99 - f.d99).toFixed(3)} ms (client ${all[1].d99.toFixed(3)}, floor ${f.d99.toFixed(3)}, probe idle median ${o.floorIdle.toFixed(3)})`
+      : "—",
+    "≤ 0.5 ms (quiet 16-core host)",
+    all && f ? all[1].d99 - f.d99 <= 0.5 : null,
+  ]);
+  rows.push([
+    "schedule lag p99, 1,000 req/s (h1)",
+    o.lagP99 === null ? "—" : `${o.lagP99.toFixed(3)} ms (pacer alone ${o.pacerP99?.toFixed(3) ?? "?"} ms)`,
+    "≤ 1 ms (quiet 16-core host)",
+    o.lagP99 === null ? null : o.lagP99 <= 1,
+  ]);
+  console.log(`\ntargets (issue #31), this host: ${cores} core(s), ${REPS} reps, medians`);
+  for (const [what, fig, target, ok] of rows)
+    console.log(`  ${verdict(ok).padEnd(7)} ${what}: ${fig} (target ${target})`);
+  if (cores < 16)
+    console.log(
+      "  (the last two targets are set for a quiet 16-core host; on this one they show its own floor, see README)",
+    );
+}
 
 async function main() {
   // The servers (sim, probe) run under SCHED_IDLE where chrt exists: a real server has its own machine,
@@ -159,167 +338,187 @@ async function main() {
     `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians`,
   );
   try {
-    // Warm the JIT on every path (both HTTP clients, 1 to 1,000 streams) before measuring anything.
-    for (const transport of TRANSPORTS)
-      for (const c of [1, 100, 1000])
-        await runBench({
-          baseUrl: sim.url,
-          concurrency: c,
-          numPrompts: c === 1 ? 100 : c * 2,
-          randomInputLen: 16,
-          randomOutputLen: 128,
-          ignoreEos: true,
-          noServerMetrics: true,
-          connectTimeoutMs: 20_000,
-          transport,
-        });
     const base = await probeDelays(probe.port, new Promise((r) => setTimeout(r, 1000)));
     const floor = median(base);
     console.log(
       `probe floor (no load): loopback delay median ${floor.toFixed(3)} ms, p99 ${pct(base, 99).toFixed(3)} ms`,
     );
-    const model = (await runBench({ baseUrl: sim.url, numPrompts: 1, noServerMetrics: true })).setup.model_id;
-    console.log(
-      "streams  h1 tok/CPU-s  undici tok/CPU-s  h1 tok/s   h1 added delay p50/p99 (ms)  ref tok/CPU-s  h1/ref  undici/ref",
-    );
-    for (const streams of LEVELS) {
-      const per = streams === 1 ? 300 : streams === 100 ? 8 : 3;
-      const tpc: Record<string, number[]> = { h1: [], undici: [] };
-      const tps: number[] = [];
-      const d50: number[] = [];
-      const d99: number[] = [];
-      for (let i = 0; i < REPS; i++)
-        for (const transport of TRANSPORTS) {
-          const { run, window } = timedRun({
+    const refRatio = new Map<number, number>();
+    const modelRows = new Map<string, ModelSpeedRep>();
+    let floorRow: ModelSpeedRep | null = null;
+    let lagP99: number | null = null;
+    let pacerP99: number | null = null;
+    if (!only || only === "zero") {
+      // Warm the JIT on every path (both HTTP clients, 1 to 1,000 streams) before measuring anything.
+      for (const transport of TRANSPORTS)
+        for (const c of [1, 100, 1000])
+          await runBench({
             baseUrl: sim.url,
-            concurrency: streams,
-            numPrompts: streams * per,
+            concurrency: c,
+            numPrompts: c === 1 ? 100 : c * 2,
             randomInputLen: 16,
-            randomOutputLen: OUT_LEN,
+            randomOutputLen: 128,
             ignoreEos: true,
             noServerMetrics: true,
             connectTimeoutMs: 20_000,
             transport,
-            workers: 1,
           });
-          const delays = transport === "h1" ? await probeDelays(probe.port, run, window) : [];
-          const res = await run;
-          if (res.summary.failed)
-            console.log(
-              `  (${transport}: ${res.summary.failed} of ${streams * per} requests failed: ${res.summary.inferscope.error_samples[0]})`,
-            );
-          tpc[transport]!.push(res.summary.total_output_tokens / res.client.cpuSeconds);
-          if (transport === "h1") {
-            tps.push(res.summary.output_throughput);
-            d50.push(Math.max(0, median(delays) - floor));
-            d99.push(Math.max(0, pct(delays, 99) - floor));
-          }
-        }
-      let ref = "n/a";
-      let ratio = "n/a";
-      let ratioU = "n/a";
-      if (hasAiohttp) {
-        const refs: number[] = [];
-        for (let i = 0; i < REPS; i++) {
-          const r = spawnSync(python, ["-c", PY, sim.url, model, String(streams), String(per), String(OUT_LEN)], {
-            encoding: "utf8",
-            timeout: 300_000,
-          });
-          if (r.status !== 0) throw new Error(`reference client failed: ${r.stderr}`);
-          const o = JSON.parse(r.stdout);
-          if (o.errors) console.log(`  (reference client: ${o.errors} requests failed on reused connections)`);
-          refs.push(o.tokens / o.cpu);
-        }
-        ref = median(refs).toFixed(0);
-        ratio = `${(median(tpc.h1!) / median(refs)).toFixed(2)}x`;
-        ratioU = `${(median(tpc.undici!) / median(refs)).toFixed(2)}x`;
-      }
+      const model = (await runBench({ baseUrl: sim.url, numPrompts: 1, noServerMetrics: true })).setup.model_id;
       console.log(
-        `${String(streams).padStart(7)}  ${median(tpc.h1!).toFixed(0).padStart(11)}  ${median(tpc.undici!).toFixed(0).padStart(16)}  ${median(tps).toFixed(0).padStart(8)}   ${`${median(d50).toFixed(3)} / ${median(d99).toFixed(3)}`.padStart(26)}  ${ref.padStart(13)}  ${ratio.padStart(6)}  ${ratioU.padStart(10)}`,
+        "streams  h1 tok/CPU-s  undici tok/CPU-s  h1 tok/s   h1 added delay p50/p99 (ms)  ref tok/CPU-s  h1/ref  undici/ref",
       );
+      for (const streams of LEVELS) {
+        const per = streams === 1 ? 300 : streams === 100 ? 8 : 3;
+        const tpc: Record<string, number[]> = { h1: [], undici: [] };
+        const tps: number[] = [];
+        const d50: number[] = [];
+        const d99: number[] = [];
+        for (let i = 0; i < REPS; i++)
+          for (const transport of TRANSPORTS) {
+            const { run, window } = timedRun({
+              baseUrl: sim.url,
+              concurrency: streams,
+              numPrompts: streams * per,
+              randomInputLen: 16,
+              randomOutputLen: OUT_LEN,
+              ignoreEos: true,
+              noServerMetrics: true,
+              connectTimeoutMs: 20_000,
+              transport,
+              workers: 1,
+            });
+            const delays = transport === "h1" ? await probeDelays(probe.port, run, window) : [];
+            const res = await run;
+            if (res.summary.failed)
+              console.log(
+                `  (${transport}: ${res.summary.failed} of ${streams * per} requests failed: ${res.summary.inferscope.error_samples[0]})`,
+              );
+            tpc[transport]!.push(res.summary.total_output_tokens / res.client.cpuSeconds);
+            if (transport === "h1") {
+              tps.push(res.summary.output_throughput);
+              d50.push(Math.max(0, median(delays) - floor));
+              d99.push(Math.max(0, pct(delays, 99) - floor));
+            }
+          }
+        let ref = "n/a";
+        let ratio = "n/a";
+        let ratioU = "n/a";
+        if (hasAiohttp) {
+          const refs: number[] = [];
+          for (let i = 0; i < REPS; i++) {
+            const r = spawnSync(python, ["-c", PY, sim.url, model, String(streams), String(per), String(OUT_LEN)], {
+              encoding: "utf8",
+              timeout: 300_000,
+            });
+            if (r.status !== 0) throw new Error(`reference client failed: ${r.stderr}`);
+            const o = JSON.parse(r.stdout);
+            if (o.errors) console.log(`  (reference client: ${o.errors} requests failed on reused connections)`);
+            refs.push(o.tokens / o.cpu);
+          }
+          ref = median(refs).toFixed(0);
+          ratio = `${(median(tpc.h1!) / median(refs)).toFixed(2)}x`;
+          refRatio.set(streams, median(tpc.h1!) / median(refs));
+          ratioU = `${(median(tpc.undici!) / median(refs)).toFixed(2)}x`;
+        }
+        console.log(
+          `${String(streams).padStart(7)}  ${median(tpc.h1!).toFixed(0).padStart(11)}  ${median(tpc.undici!).toFixed(0).padStart(16)}  ${median(tps).toFixed(0).padStart(8)}   ${`${median(d50).toFixed(3)} / ${median(d99).toFixed(3)}`.padStart(26)}  ${ref.padStart(13)}  ${ratio.padStart(6)}  ${ratioU.padStart(10)}`,
+        );
+      }
+      if (!hasAiohttp) console.log("reference client skipped: /usr/bin/python3 with aiohttp not found");
     }
-    if (!hasAiohttp) console.log("reference client skipped: /usr/bin/python3 with aiohttp not found");
     // Model speed: 1,000 concurrent streams, each token written when the simulated engine emits it.
-    for (const transport of TRANSPORTS)
-      await runBench({
-        baseUrl: real.url,
-        concurrency: 200,
-        numPrompts: 400,
-        randomInputLen: 16,
-        randomOutputLen: 16,
-        ignoreEos: true,
-        noServerMetrics: true,
-        transport,
-      });
-    const clientP99 = new Map<string, number>();
-    for (const [transport, workers] of [
-      ["h1", 1],
-      ["h1", 2],
-      ["undici", 1],
-    ] as const) {
-      const r50: number[] = [];
-      const r99: number[] = [];
-      const rtpc: number[] = [];
-      const rtps: number[] = [];
-      const perRead: number[] = [];
-      const eld99: number[] = [];
-      let failed = 0;
-      for (let i = 0; i < REPS; i++) {
-        const { run, window } = timedRun({
+    if (!only || only === "model" || only === "alloc") {
+      for (const transport of TRANSPORTS)
+        await runBench({
           baseUrl: real.url,
-          concurrency: 1000,
-          numPrompts: 1000,
+          concurrency: 200,
+          numPrompts: 400,
           randomInputLen: 16,
-          randomOutputLen: OUT_LEN,
+          randomOutputLen: 16,
           ignoreEos: true,
           noServerMetrics: true,
-          connectTimeoutMs: 20_000,
           transport,
-          workers,
         });
-        const delays = await probeDelays(probe.port, run, window);
-        const res = await run;
-        failed += res.summary.failed;
-        rtpc.push(res.summary.total_output_tokens / res.client.cpuSeconds);
-        rtps.push(res.summary.output_throughput);
-        perRead.push(res.client.cpuPerReadUs);
-        eld99.push(res.client.eventLoopDelayMs.p99);
-        r50.push(Math.max(0, median(delays) - floor));
-        r99.push(Math.max(0, pct(delays, 99) - floor));
-      }
-      // With worker threads the probe is read by the main thread, which only gathers records: its delay
-      // is not the reading threads'. Their own event-loop delay (2 ms timer resolution) is printed for all.
-      clientP99.set(`${transport} ${workers}`, median(r99));
-      const where = workers > 1 ? " on the main thread (the streams are read by the workers)" : "";
-      console.log(
-        `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${workers} thread${workers > 1 ? "s" : ""}): added delay${where} p50 ${median(r50).toFixed(3)} ms, p99 ${median(r99).toFixed(3)} ms (target: the floor's p99 + 0.5 ms, below); reading loops' event-loop delay p99 ${median(eld99).toFixed(2)} ms; ${median(rtps).toFixed(0)} tok/s, ${median(rtpc).toFixed(0)} tok/CPU-s, ${median(perRead).toFixed(1)} µs CPU per read${failed ? `; ${failed} requests failed` : ""}`,
+      const autoChoice = workerChoice(
+        resolveOptions({ baseUrl: real.url, concurrency: 1000, numPrompts: 1000, transport: "h1" }),
+        "auto",
       );
-    }
-    // The same 1,000 model-speed streams read by the platform floor (no client code at all).
-    {
-      const f50: number[] = [];
-      const f99: number[] = [];
-      const fper: number[] = [];
+      const auto = autoChoice.workers;
+      console.log(`--workers auto for these 1,000 streams on this host: ${autoChoice.note}`);
+      const configs: Array<[(typeof TRANSPORTS)[number], number | "auto"]> = [
+        ["h1", 1],
+        ["h1", 2],
+        ["undici", 1],
+      ];
+      if (auto > 2) configs.splice(2, 0, ["h1", "auto"]);
+      // BENCH_ONLY=alloc: the one-loop h1 client and the floor only (a before/after of a read-path change).
+      if (only === "alloc") configs.splice(1);
       const realModel = (await runBench({ baseUrl: real.url, numPrompts: 1, noServerMetrics: true })).setup.model_id;
       await rawFloor(real.url, realModel, 200, 16);
+      for (const [transport, workers] of configs) {
+        const ms: ModelSpeedRep[] = [];
+        for (let i = 0; i < REPS; i++) ms.push(await modelSpeedRep(real.url, probe.port, floor, transport, workers));
+        const m = medians(ms);
+        modelRows.set(`${transport} ${workers}`, m);
+        const loops = workers === 1 ? "1 loop" : `${m.loops} loops${workers === "auto" ? " (auto)" : ""}`;
+        console.log(
+          `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${loops}): added delay over ${m.loops > 1 ? "all reading loops" : "the reading loop"} p50 ${m.d50.toFixed(3)} ms, p99 ${m.d99.toFixed(3)} ms; ${m.bytesPerRead.toFixed(1)} B allocated per read in the window (${m.windowS.toFixed(1)} s; ${m.bytesPerMsg.toFixed(1)} B per SSE message, ${m.readsPerMsg.toFixed(2)} reads per message), ${m.markCompacts} mark-compact GCs in it, ${m.scavenges} scavenges; ${m.cpuPerRead.toFixed(2)} µs CPU per read; loops' event-loop delay p99 ${m.eld99.toFixed(2)} ms; ${m.tps.toFixed(0)} tok/s, ${m.tpc.toFixed(0)} tok/CPU-s${m.failed ? `; ${m.failed} requests failed` : ""}`,
+        );
+      }
+      // The same 1,000 model-speed streams read by the platform floor (no client code at all).
+      const fs: ModelSpeedRep[] = [];
       for (let i = 0; i < REPS; i++) {
         gc();
-        const { delays, reads, cpuMs } = await floorDelays(probe.port, real.url, realModel, 1000, OUT_LEN);
-        fper.push((cpuMs * 1000) / reads);
-        f50.push(Math.max(0, median(delays) - floor));
-        f99.push(Math.max(0, pct(delays, 99) - floor));
+        const { delays, reads, cpuMs, heap } = await floorDelays(probe.port, real.url, realModel, 1000, OUT_LEN);
+        fs.push({
+          d50: Math.max(0, median(delays) - floor),
+          d99: Math.max(0, pct(delays, 99) - floor),
+          bytesPerRead: heap.allocatedBytes / Math.max(1, reads),
+          bytesPerMsg: Number.NaN,
+          readsPerMsg: Number.NaN,
+          markCompacts: heap.markCompacts,
+          scavenges: heap.gcs.filter((g) => g.type === "Scavenge").length,
+          cpuPerRead: (cpuMs * 1000) / Math.max(1, reads),
+          windowS: Number.NaN,
+          eld99: Number.NaN,
+          tps: Number.NaN,
+          tpc: Number.NaN,
+          failed: 0,
+          loops: 1,
+        });
       }
+      floorRow = medians(fs);
       console.log(
-        `1000 streams at model speed, platform floor (raw sockets, a read callback that only counts): added delay p50 ${median(f50).toFixed(3)} ms, p99 ${median(f99).toFixed(3)} ms; ${median(fper).toFixed(1)} µs CPU per read (Node + libuv + kernel, before any client code)`,
+        `1000 streams at model speed, platform floor (raw sockets, a read callback that only counts): added delay p50 ${floorRow.d50.toFixed(3)} ms, p99 ${floorRow.d99.toFixed(3)} ms; ${floorRow.bytesPerRead.toFixed(1)} B allocated per read; ${floorRow.cpuPerRead.toFixed(2)} µs CPU per read (Node + libuv + kernel, before any client code)`,
       );
-      const h1p99 = clientP99.get("h1 1");
-      if (h1p99 !== undefined)
+      // The safe count behind --workers auto (STREAMS_PER_WORKER): the added delay over all reading
+      // loops when each owns 500, 250 or 125 of the 1,000 streams. Only where the loops get cores of
+      // their own (one is left to the sim).
+      const cores = availableParallelism();
+      if (only !== "alloc" && cores >= AUTO_MIN_CORES) {
+        let safe = 0;
+        for (const per of [500, 250, 125]) {
+          const w = Math.ceil(1000 / per);
+          if (w > cores - 1) break;
+          const rs: ModelSpeedRep[] = [];
+          for (let i = 0; i < REPS; i++) rs.push(await modelSpeedRep(real.url, probe.port, floor, "h1", w));
+          const m = medians(rs);
+          const excess = m.d99 - floorRow.d99;
+          if (excess <= 0.5) safe = Math.max(safe, per);
+          console.log(
+            `  ${per} streams per loop (${w} loops): added delay p99 over all loops ${m.d99.toFixed(3)} ms, − floor ${excess.toFixed(3)} ms`,
+          );
+        }
         console.log(
-          `client p99 − floor p99 (h1, 1 thread): ${(h1p99 - median(f99)).toFixed(3)} ms (target ≤ 0.5 ms, on a host whose floor p99 is < 0.5 ms; this host's: ${median(f99).toFixed(3)} ms)`,
+          `safe streams per loop on this host (p99 − floor ≤ 0.5 ms): ${safe ? `${safe}` : "none of 500 / 250 / 125"}; --workers auto gives each loop ≤ ${STREAMS_PER_WORKER}`,
+        );
+      } else if (only !== "alloc")
+        console.log(
+          `streams per loop (--workers auto's ${STREAMS_PER_WORKER}): not measured here, this host has ${cores} core(s) and the sweep needs ≥ ${AUTO_MIN_CORES} (a loop per core and one for the sim); auto keeps one loop here`,
         );
     }
     // The pacer's own floor: the open loop's pacer with the same schedules, dispatching nothing.
-    {
+    if (!only || only === "lag") {
       const p99s: number[] = [];
       for (let i = 0; i < LAG_REPS; i++) {
         gc();
@@ -331,12 +530,13 @@ async function main() {
         }).done;
         p99s.push(pct([...lag], 99));
       }
+      pacerP99 = median(p99s);
       console.log(
         `1000 req/s Poisson, pacer alone (same schedules, no requests): schedule lag p99 ${median(p99s).toFixed(3)} ms (what this host allows a paced send with nothing else running)`,
       );
     }
     // Open loop: 1,000 req/s Poisson, short outputs, against the model-speed sim.
-    for (const transport of TRANSPORTS) {
+    for (const transport of !only || only === "lag" ? TRANSPORTS : []) {
       const lags: number[] = [];
       const lag50: number[] = [];
       for (let i = 0; i < LAG_REPS; i++) {
@@ -356,13 +556,12 @@ async function main() {
         lags.push(res.summary.inferscope.schedule_lag_ms.percentiles.p99!);
         lag50.push(res.summary.inferscope.schedule_lag_ms.percentiles.p50!);
       }
+      if (transport === "h1") lagP99 = median(lags);
       console.log(
         `1000 req/s Poisson (3000 requests, ${REAL_PROFILE}, ${transport}, median of ${LAG_REPS} runs): schedule lag p50 ${median(lag50).toFixed(3)} ms, p99 ${median(lags).toFixed(3)} ms (runs ${lags.map((x) => x.toFixed(2)).join(", ")}; target ≤ 1 ms)`,
       );
     }
-    console.log(
-      "targets: ≥ 3x the aiohttp loop at every stream count; client p99 − floor p99 ≤ 0.5 ms at 1,000 streams; schedule lag p99 ≤ 1 ms",
-    );
+    printTargets({ refRatio, modelRows, floorRow, lagP99, pacerP99, floorIdle: floor });
   } finally {
     probe.stop();
     await sim.stop();

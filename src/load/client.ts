@@ -1,11 +1,11 @@
 // The streaming HTTP client: undici's low-level dispatch (no web streams, no per-chunk promises), one
-// performance.now() stamp per socket read (a double: no BigInt per read), SSE cut on bytes, facts
-// written into reusable typed arrays.
+// clock stamp per socket read (perfNow: performance.now()'s clock with no allocation), SSE cut on
+// bytes, facts written into reusable typed arrays.
 
-import { performance } from "node:perf_hooks";
 import type { Dispatcher, Pool } from "undici";
 import { TargetError, UsageError } from "../errors.ts";
 import { undici } from "../lazy.ts";
+import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkScratch } from "./records.ts";
@@ -103,16 +103,24 @@ export function serverMessage(body: string): string {
   return t.length > 300 ? `${t.slice(0, 300)}…` : t;
 }
 
-/** One streaming response: undici's dispatch handler and our H1 handler in one (same facts either way). */
+/**
+ * One streaming response: undici's dispatch handler and our H1 handler in one (same facts either way).
+ * Pooled by the client: a settled handler is reset for the next request, so its parser, facts and
+ * closures are not garbage per request.
+ */
 class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   controller: Dispatcher.DispatchController | null = null;
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
   private readonly parser = new SseParser();
-  private readonly scratch: ChunkScratch;
-  // performance.now() is CLOCK_MONOTONIC as a double: no BigInt allocated per read.
+  scratch: ChunkScratch;
+  rec: RequestRecord;
+  private originPerf = 0;
+  /** The stream() promise's resolve, called once the response is settled. */
+  resolve: ((r: RequestRecord) => void) | null = null;
+  // perfNow(): performance.now()'s clock, with nothing allocated per read.
   private sendPerf = 0;
-  /** Last time headers or an SSE data message arrived (performance.now()): the stall watchdog reads it. */
+  /** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
   lastPerf = 0;
   private nowMs = 0;
   private readId = -1;
@@ -126,17 +134,39 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   private outputChunks = 0;
 
   constructor(
-    readonly rec: RequestRecord,
-    scratch: ChunkScratch,
     private readonly arena: ChunkArena,
-    private readonly originPerf: number,
     private readonly onDone: (h: StreamHandler) => void,
   ) {
+    this.rec = blankRecord();
+    this.scratch = new ChunkScratch(1);
+  }
+
+  /** Takes the next request: every per-response field back to its start. */
+  reset(rec: RequestRecord, scratch: ChunkScratch, originPerf: number, resolve: (r: RequestRecord) => void): void {
+    this.rec = rec;
     this.scratch = scratch;
+    this.originPerf = originPerf;
+    this.resolve = resolve;
+    this.controller = null;
+    this.h1Abort = null;
+    this.parser.clear();
+    this.sendPerf = 0;
+    this.lastPerf = 0;
+    this.nowMs = 0;
+    this.readId = -1;
+    this.lastRead = -1;
+    this.errorBody = null;
+    this.errorBytes = 0;
+    this.done = false;
+    this.failed = false;
+    this.settled = false;
+    this.lastCum = 0;
+    this.usageContinuous = null;
+    this.outputChunks = 0;
   }
 
   start(): void {
-    this.sendPerf = performance.now();
+    this.sendPerf = perfNow();
     this.lastPerf = this.sendPerf;
     this.rec.sendMs = this.sendPerf - this.originPerf;
   }
@@ -163,7 +193,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   }
 
   /** `t`: the read that carried the head (h1), else now (undici: before that read's data is handed on). */
-  private head(statusCode: number, statusMessage: string, contentType: string, t = performance.now()): void {
+  private head(statusCode: number, statusMessage: string, contentType: string, t = perfNow()): void {
     this.lastPerf = t;
     this.rec.headersMs = t - this.sendPerf;
     this.rec.status = statusCode;
@@ -191,7 +221,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       return;
     }
     if (this.failed || this.done) return;
-    const t = performance.now();
+    const t = perfNow();
     this.nowMs = t - this.sendPerf;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
@@ -303,7 +333,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       const last = this.parser.finish();
       if (last) {
         // vLLM accepts a trailing unterminated message if it is [DONE] or valid JSON.
-        this.nowMs = performance.now() - this.sendPerf;
+        this.nowMs = perfNow() - this.sendPerf;
         this.onMessage(last);
       }
       if (!this.failed) {
@@ -349,7 +379,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     if (this.settled) return;
     this.settled = true;
     const rec = this.rec;
-    rec.endMs = performance.now() - this.sendPerf;
+    rec.endMs = perfNow() - this.sendPerf;
     rec.chunks = this.scratch.moveTo(this.arena);
     if (rec.completionTokens > 0) {
       rec.outputTokens = rec.completionTokens;
@@ -384,6 +414,16 @@ export class StreamClient {
   readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
   private readonly scratchPool: ChunkScratch[] = [];
+  private readonly handlerPool: StreamHandler[] = [];
+  private readonly onDone = (h: StreamHandler): void => {
+    this.inFlight.delete(h);
+    this.scratchPool.push(h.scratch);
+    const resolve = h.resolve!;
+    const rec = h.rec;
+    h.resolve = null;
+    this.handlerPool.push(h);
+    resolve(rec);
+  };
   /** Where finished requests' chunk columns live (RecordStore keeps their locations). */
   readonly arena = new ChunkArena();
   private readonly inFlight = new Set<StreamHandler>();
@@ -428,8 +468,26 @@ export class StreamClient {
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
   }
 
-  /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand). */
+  /**
+   * Per-stream state for `n` streams, made before a run's clock: handlers, and chunk scratch sized for
+   * `chunks` messages. Made inside the window, the first wave's state was promoted by its collections
+   * (~1.5 kB of heap objects a stream for the scratch alone) and set off a mark-compact.
+   */
+  prepare(n: number, chunks: number): void {
+    const m = Math.min(n, 1 << 16);
+    while (this.handlerPool.length < m) this.handlerPool.push(new StreamHandler(this.arena, this.onDone));
+    if (chunks > 0) {
+      let fit = 0;
+      for (const s of this.scratchPool) if (s.capacity >= chunks) fit++;
+      for (; fit < m; fit++) this.scratchPool.push(new ChunkScratch(chunks));
+    }
+  }
+
+  /** Opens up to n connections before a run's clock starts (h1; undici opens them on demand), and makes n stream handlers. */
   preconnect(n: number): Promise<void> {
+    // The streams' handlers too: made before the clock, not in the window's first burst of sends.
+    while (this.handlerPool.length < Math.min(n, 1 << 16))
+      this.handlerPool.push(new StreamHandler(this.arena, this.onDone));
     return this.h1 && n > 0 ? this.h1.preconnect(n) : Promise.resolve();
   }
 
@@ -445,11 +503,8 @@ export class StreamClient {
       const want = rec.targetOutputLen > 0 ? rec.targetOutputLen + 4 : 256;
       let scratch = this.scratchPool.pop();
       if (!scratch || scratch.capacity < want) scratch = new ChunkScratch(want);
-      const h = new StreamHandler(rec, scratch, this.arena, originPerf, (done) => {
-        this.inFlight.delete(done);
-        this.scratchPool.push(scratch);
-        resolve(done.rec);
-      });
+      const h = this.handlerPool.pop() ?? new StreamHandler(this.arena, this.onDone);
+      h.reset(rec, scratch, originPerf, resolve);
       this.inFlight.add(h);
       h.start();
       this.armWatchdog();
@@ -486,7 +541,7 @@ export class StreamClient {
         this.watchdog = null;
         return;
       }
-      const now = performance.now();
+      const now = perfNow();
       for (const h of this.inFlight)
         if (h.rec.status !== 0) {
           if (now - h.lastPerf > limit)

@@ -91,6 +91,7 @@ export function formatConsole(res: BenchResult): string {
     ),
   );
   L.push(row("Client threads / HTTP client:", `${res.client.workers} / ${res.client.transport ?? "undici"}`));
+  if (res.client.workersNote) L.push(`  (${res.client.workersNote})`);
   if (res.client.reads > 0) L.push(row("Client CPU per socket read (µs):", res.client.cpuPerReadUs.toFixed(1)));
   if (res.telemetry) {
     const t = res.telemetry;

@@ -1,23 +1,26 @@
 // The delay a read waits in this process's event loop, against the platform's own floor. A probe
-// process writes an SSE event every 2 ms stamped with CLOCK_MONOTONIC (process.hrtime is system-wide
-// on Linux); we read it on our own connection, in the same event loop as the load, and stamp each event
-// on receipt. Receive − write is loopback + the wait behind our own work; the median with no load is
+// process writes a line every 2 ms stamped with CLOCK_MONOTONIC (process.hrtime is system-wide on
+// Linux); we read it on our own connection, in the same event loop as the load (instrument.ts: in every
+// loop that reads streams), and stamp each line on receipt. Receive − write is loopback + the wait behind our own work; the median with no load is
 // subtracted. The floor: the same streams read by raw sockets whose read callback only counts (no HTTP,
 // SSE or JSON), so what it costs is Node + libuv + the kernel before any client code runs; the client's
 // p99 minus the floor's is what the client's own code adds. Used by bench:client and `bench --self-test`.
 import { type ChildProcess, spawn } from "node:child_process";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
-import { undici } from "../lazy.ts";
+import { HeapWindow, type HeapWindowResult } from "./heapwindow.ts";
+import { hrNowMs, ProbeReader } from "./instrument.ts";
 import { runBench } from "./runner.ts";
-import { SseParser } from "./sse.ts";
 
+// One line per event, its CLOCK_MONOTONIC write time in ns: plain TCP, so the reader (instrument.ts)
+// parses digits off its own buffer and adds no garbage to the loop it measures.
 const PROBE = `
-const http = require("node:http");
-const srv = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "text/event-stream" });
-  const t = setInterval(() => res.write("data: " + process.hrtime.bigint() + "\\n\\n"), 2);
-  req.on("close", () => clearInterval(t));
+const net = require("node:net");
+const srv = net.createServer((sock) => {
+  sock.setNoDelay(true);
+  const t = setInterval(() => sock.write(process.hrtime.bigint() + "\\n"), 2);
+  sock.on("close", () => clearInterval(t));
+  sock.on("error", () => clearInterval(t));
 });
 srv.listen(0, "127.0.0.1", () => console.log(srv.address().port));
 process.on("disconnect", () => process.exit(0));
@@ -46,41 +49,16 @@ export async function startProbe(): Promise<Probe> {
 }
 
 /**
- * Reads the probe for as long as `until` is pending; returns each event's write time (performance.now()'s
- * clock, the same CLOCK_MONOTONIC) and delay (ms).
+ * Reads the probe in this thread's loop for as long as `until` is pending; returns each event's write
+ * time (performance.now()'s clock) and delay (ms).
  */
 export async function probeEvents(port: number, until: Promise<unknown>): Promise<{ at: number[]; delays: number[] }> {
-  const client = new (undici().Client)(`http://127.0.0.1:${port}`);
-  const delays: number[] = [];
-  const at: number[] = [];
-  const parser = new SseParser();
-  let done = false;
-  until
-    .finally(() => {
-      done = true;
-    })
-    .catch(() => {});
-  const ac = new AbortController();
-  const p = client
-    .request({ path: "/", method: "GET", signal: ac.signal })
-    .then(async (res) => {
-      for await (const chunk of res.body) {
-        const now = process.hrtime.bigint();
-        const t = performance.now();
-        parser.feed(chunk as Buffer, (m) => {
-          const d = Number(now - BigInt(m.data)) / 1e6;
-          delays.push(d);
-          at.push(t - d);
-        });
-        if (done) break;
-      }
-    })
-    .catch(() => {});
+  const reader = new ProbeReader(port);
+  await reader.connected;
   await until.catch(() => {});
-  ac.abort();
-  await p;
-  await client.close().catch(() => {});
-  return { at, delays };
+  const { writtenHrMs, delayMs } = reader.stop();
+  const off = hrNowMs() - performance.now();
+  return { at: Array.from(writtenHrMs, (w) => w - off), delays: Array.from(delayMs) };
 }
 
 /**
@@ -108,7 +86,7 @@ export async function rawFloor(
   outLen: number,
   timeoutMs = 120_000,
   signal?: AbortSignal,
-): Promise<{ reads: number; cpuMs: number; window: [number, number] }> {
+): Promise<{ reads: number; cpuMs: number; window: [number, number]; heap: HeapWindowResult }> {
   const u = new URL(url);
   const body = JSON.stringify({
     model,
@@ -125,8 +103,11 @@ export async function rawFloor(
   const socks: net.Socket[] = [];
   let r0 = process.resourceUsage();
   let t0 = 0;
+  const hw = new HeapWindow();
+  let heap: HeapWindowResult | null = null;
   // Like the client's preconnect: every socket is open before the clock starts and the requests go out.
   const start = () => {
+    hw.start();
     r0 = process.resourceUsage();
     t0 = performance.now();
     for (const s of socks) s.write(req);
@@ -157,6 +138,7 @@ export async function rawFloor(
               // The chunked body's last chunk "0\r\n\r\n" ends a read: this stream is done.
               if (len >= 5 && b[len - 5] === 48 && b[len - 4] === 13 && b[len - 3] === 10 && b[len - 1] === 10)
                 if (++done === n) {
+                  heap = hw.end();
                   clearTimeout(timer);
                   resolve();
                 }
@@ -182,6 +164,7 @@ export async function rawFloor(
     reads,
     cpuMs: (r1.userCPUTime - r0.userCPUTime + r1.systemCPUTime - r0.systemCPUTime) / 1000,
     window: [t0, performance.now()],
+    heap: heap ?? hw.end(),
   };
 }
 
@@ -193,7 +176,7 @@ export async function floorDelays(
   n: number,
   outLen: number,
   signal?: AbortSignal,
-): Promise<{ delays: number[]; reads: number; cpuMs: number }> {
+): Promise<{ delays: number[]; reads: number; cpuMs: number; heap: HeapWindowResult }> {
   const f = rawFloor(url, model, n, outLen, 120_000, signal);
   let w: [number, number] | null = null;
   const delays = await probeDelays(
@@ -203,8 +186,8 @@ export async function floorDelays(
     }),
     () => w,
   );
-  const { reads, cpuMs } = await f;
-  return { delays, reads, cpuMs };
+  const { reads, cpuMs, heap } = await f;
+  return { delays, reads, cpuMs, heap };
 }
 
 export const median = (a: number[]): number => {

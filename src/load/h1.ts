@@ -4,13 +4,13 @@
 // receiver must consume (or copy) before returning. Keep-alive connections are reused. bench:client
 // measures it against undici in the same run; https and the plain GETs stay on undici.
 import net from "node:net";
-import { performance } from "node:perf_hooks";
+import { perfNow } from "./clock.ts";
 
 /** One response's receiver. Ranges passed to onBody are only valid during the call. */
 export interface H1Handler {
-  /** `tPerf`: performance.now() when the socket read that completed the head returned. */
+  /** `tPerf`: performance.now()'s clock (perfNow) when the socket read that completed the head returned. */
   onHead(status: number, statusText: string, headers: H1Headers, tPerf: number): void;
-  /** `tPerf`: performance.now() when the socket read that carried these bytes returned; `read`: its sequence number. */
+  /** `tPerf`: performance.now()'s clock (perfNow) when the socket read that carried these bytes returned; `read`: its sequence number. */
   onBody(buf: Buffer, start: number, end: number, tPerf: number, read: number): void;
   onEnd(): void;
   onFail(err: H1Error): void;
@@ -176,7 +176,7 @@ class H1Conn {
     }
     const h = r.handler;
     this.gotBytes += n;
-    const t = performance.now();
+    const t = perfNow();
     const seq = ++readSeq;
     if (readHook !== null) readHook(t);
     let pos = 0;
@@ -496,6 +496,10 @@ export class H1Pool {
   private readonly connectTimeoutMs: number;
   private readonly keepAliveMs: number;
   private closed = false;
+  private lastMethod = "";
+  private lastPath = "";
+  private lastHeaders: Record<string, string> | null = null;
+  private headPrefix = "";
 
   constructor(origin: string, opts: H1PoolOptions = {}) {
     const u = new URL(origin);
@@ -516,10 +520,16 @@ export class H1Pool {
     body: string | Buffer,
     handler: H1Handler,
   ): { abort(reason: string): void } {
-    let head = `${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
-    for (const k in headers) head += `${k}: ${headers[k]}\r\n`;
-    head += `content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
-    const req = new H1Request(head, body, handler);
+    // The head up to content-length is the same for every request of a run: built once, not per request.
+    if (method !== this.lastMethod || path !== this.lastPath || headers !== this.lastHeaders) {
+      let head = `${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
+      for (const k in headers) head += `${k}: ${headers[k]}\r\n`;
+      this.lastMethod = method;
+      this.lastPath = path;
+      this.lastHeaders = headers;
+      this.headPrefix = `${head}content-length: `;
+    }
+    const req = new H1Request(`${this.headPrefix}${Buffer.byteLength(body)}\r\n\r\n`, body, handler);
     this.dispatch(req);
     return {
       abort: (reason: string) => {
@@ -541,7 +551,7 @@ export class H1Pool {
       req.handler.onFail(h1Error("H1_ABORTED", "the client was closed"));
       return;
     }
-    const now = performance.now();
+    const now = perfNow();
     let conn: H1Conn | undefined;
     while ((conn = this.idle.pop())) {
       if (!conn.dead && now - conn.idleSincePerf < conn.keepAliveMs) break;
@@ -574,7 +584,7 @@ export class H1Pool {
         new Promise<void>((resolve) => {
           conn.onConnected = (ok) => {
             if (ok && !conn.dead) {
-              conn.idleSincePerf = performance.now();
+              conn.idleSincePerf = perfNow();
               this.idle.push(conn);
             }
             resolve();
@@ -600,7 +610,7 @@ export class H1Pool {
       conn.send(next);
       return;
     }
-    conn.idleSincePerf = performance.now();
+    conn.idleSincePerf = perfNow();
     this.idle.push(conn);
   }
 

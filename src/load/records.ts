@@ -130,14 +130,18 @@ export class ChunkArena {
       at = this.pos;
       this.pos += n;
     }
-    dst.tMs.set(src.tMs.subarray(0, n), at);
-    dst.bytes.set(src.bytes.subarray(0, n), at);
-    dst.read.set(src.read.subarray(0, n), at);
-    dst.tokens.set(src.tokens.subarray(0, n), at);
-    dst.content.set(src.content.subarray(0, n), at);
-    dst.reasoning.set(src.reasoning.subarray(0, n), at);
-    dst.tool.set(src.tool.subarray(0, n), at);
-    dst.flags.set(src.flags.subarray(0, n), at);
+    // An element loop, not set(subarray()): eight views per request were garbage on the read path.
+    for (let i = 0; i < n; i++) {
+      const j = at + i;
+      dst.tMs[j] = src.tMs[i]!;
+      dst.bytes[j] = src.bytes[i]!;
+      dst.read[j] = src.read[i]!;
+      dst.tokens[j] = src.tokens[i]!;
+      dst.content[j] = src.content[i]!;
+      dst.reasoning[j] = src.reasoning[i]!;
+      dst.tool[j] = src.tool[i]!;
+      dst.flags[j] = src.flags[i]!;
+    }
     return this.view(dst, at, at + n);
   }
 

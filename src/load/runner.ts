@@ -13,6 +13,7 @@ import { readMooncake } from "./datasets/mooncake.ts";
 import { type Calibration, PromptSynth } from "./datasets/synth.ts";
 import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
+import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
@@ -37,7 +38,7 @@ import {
   traceSessions,
   turnTable,
 } from "./sessions.ts";
-import { autoWorkers, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
+import { autoWorkersChoice, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import { calibrate, findTokenizer } from "./tokenizer.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
@@ -52,6 +53,11 @@ export interface BenchDeps {
   onMeasureEdge?: (edge: "start" | "end") => void;
   /** How long to wait for in-flight requests after an interrupt (ms). Default 5000. */
   graceMs?: number;
+  /**
+   * bench:client's instruments, run in every loop that reads streams (this thread, or each worker
+   * thread) over its window, the run's clock start to its last request's end; one report per loop.
+   */
+  instrument?: InstrumentSpec & { onLoop(r: LoopReport): void };
 }
 
 export interface BenchSetup {
@@ -320,6 +326,15 @@ function checkArrivals(o: BenchOptions): Float64Array {
  * MAX_STREAMS_PER_WORKER streams on each.
  */
 export function workerCount(r: Resolved, asked: number | "auto" | undefined, cores = availableParallelism()): number {
+  return workerChoice(r, asked, cores).workers;
+}
+
+/** workerCount and, when auto chose, why (printed with the run's client health). */
+export function workerChoice(
+  r: Resolved,
+  asked: number | "auto" | undefined,
+  cores = availableParallelism(),
+): { workers: number; note?: string } {
   const explicit = asked !== undefined && asked !== "auto";
   if (explicit) checkWorkers(asked, cores);
   // Streams open at once: the users, the cap, or every request when an infinite rate sends them together.
@@ -331,10 +346,11 @@ export function workerCount(r: Resolved, asked: number | "auto" | undefined, cor
         : r.rate === Number.POSITIVE_INFINITY && r.numPrompts !== null
           ? [r.numPrompts, "--num-prompts"]
           : [1, ""];
-  const chosen = explicit ? asked : autoWorkers(streams, r.baseUrl, cores);
+  const auto = explicit ? null : autoWorkersChoice(streams, r.baseUrl, cores);
+  const chosen = auto ? auto.workers : (asked as number);
   if (flag) checkStreams(streams, chosen, flag, cores);
   const work = Math.min(r.concurrency ?? Number.POSITIVE_INFINITY, r.numPrompts ?? Number.POSITIVE_INFINITY);
-  return Math.max(1, Math.min(chosen, work));
+  return { workers: Math.max(1, Math.min(chosen, work)), note: auto?.why };
 }
 
 /** Finds the served model (first of /v1/models); unreachable → TargetError. */
@@ -426,6 +442,18 @@ export function checkWritable(path: string, what: string, dir = false): void {
   if (reason) throw new InputError(`${path}: cannot write ${what}: ${reason}`);
 }
 
+/**
+ * The first wave's per-stream state (client.prepare), before the clock: chunk scratch sized for the
+ * longest target output among the first `streams` requests (+ role, usage and finish chunks).
+ */
+export function prepareStreams(client: StreamClient, workload: Workload, streams: number): void {
+  const n = Math.min(streams, PRECONNECT_MAX);
+  const size = Number.isFinite(workload.size) ? workload.size : Number.POSITIVE_INFINITY;
+  let longest = 0;
+  for (let i = 0; i < n && size > 0; i++) longest = Math.max(longest, workload.get(i % size).outputLen);
+  client.prepare(n, longest > 0 ? longest + 4 : 0);
+}
+
 /** Connections opened before a run's clock starts, at most. */
 const PRECONNECT_MAX = 1024;
 /** Closed-loop users started per event-loop turn. */
@@ -455,7 +483,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   if (tm && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
     throw new UsageError("trace replays and sessions run on one event loop: drop --workers");
   // Threads and streams are bounded before anything is sent; a replay's sends are paced on one loop.
-  const workers = tm ? 1 : workerCount(r, opts.workers);
+  const { workers, note: workersNote } = tm ? { workers: 1, note: undefined } : workerChoice(r, opts.workers);
   let workload: Workload = tm
     ? { name: opts.dataset ?? "jsonl", size: 0, get: () => ({ inputLen: 0, outputLen: 0 }) }
     : createWorkload({ ...opts, seed: r.seed });
@@ -544,6 +572,9 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       onRecord,
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
+      instrumentSpec: deps.instrument
+        ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
+        : undefined,
     };
 
     // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
@@ -572,6 +603,12 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
     let turnOf: Map<number, number> | null = null;
+    if (workers === 1) prepareStreams(client, workload, connections ?? r.numPrompts ?? 1);
+    const inst = deps.instrument && workers === 1 ? new LoopInstrument(0, deps.instrument) : null;
+    if (inst) {
+      await inst.ready();
+      ctx.instrument = inst;
+    }
     if (workers > 1) {
       const sh = await shardedPhase(ctx, r, opts, workers, () => {
         // The threads are up: the measured window starts now.
@@ -581,6 +618,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
       phase = sh;
       shardEld = sh.eld;
+      for (const l of sh.loops) deps.instrument?.onLoop(l);
     } else if (r.concurrency !== null) {
       edge("start");
       phase = await closedLoop(ctx, {
@@ -619,6 +657,10 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     }
     edge("end");
     const cpu = process.cpuUsage(cpu0);
+    if (inst) {
+      ctx.instrument = undefined;
+      deps.instrument!.onLoop(inst.report());
+    }
     eld.disable();
     const after = before ? await scrape(client) : null;
     if (tel) {
@@ -664,6 +706,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       saturated: reasons.length > 0 && phase.records.some((x) => x.errorClass === null),
       reason: reasons.length ? reasons.join("; ") : undefined,
       workers,
+      workersNote,
       transport: client.transport,
     };
     return finish(phase.interrupted, [...warmRecs, ...phase.records], phase.durationMs, health, before, after);
@@ -756,7 +799,7 @@ async function shardedPhase(
   opts: BenchOptions,
   w: number,
   onReady: () => void,
-): Promise<Phase & { eld: ShardEld[] }> {
+): Promise<Phase & { eld: ShardEld[]; loops: LoopReport[] }> {
   const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
   const base = {
     baseUrl: r.baseUrl,
@@ -764,6 +807,7 @@ async function shardedPhase(
     bodyOpts: ctx.bodyOpts,
     endpoint: r.endpoint,
     graceMs: ctx.graceMs,
+    instrument: ctx.instrumentSpec ?? null,
   };
   const client = (connections: number | null) => ({
     connections,
@@ -829,6 +873,7 @@ async function shardedPhase(
     durationMs: res.durationMs,
     interrupted: state.interrupted || res.interrupted,
     eld: res.eld,
+    loops: res.loops,
   };
 }
 
@@ -845,6 +890,10 @@ export interface RunCtx {
   keepRecords?: boolean;
   /** A stall before any success is fatal (BenchOptions.stopOnStall). */
   stopOnStall?: boolean;
+  /** This loop's instruments: the run's clock start opens their window, its close ends it. */
+  instrument?: LoopInstrument;
+  /** What each worker thread measures in its own loop (sharded runs). */
+  instrumentSpec?: InstrumentSpec;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -872,6 +921,8 @@ class RunState {
     readonly total: number | null,
     originPerf?: number,
   ) {
+    // Before the clock: an instrument that collects garbage as its window opens delays no send.
+    ctx.instrument?.begin();
     this.originPerf = originPerf ?? performance.now();
     this.records = new RecordStore(ctx.client.arena, total ?? undefined);
     if (ctx.signal?.aborted) this.interrupt();
@@ -1018,6 +1069,8 @@ class RunState {
   }
 
   close(): void {
+    // The reading is over: what follows (records materialized, the summary) is not the window's.
+    this.ctx.instrument?.end();
     if (this.timer) clearInterval(this.timer);
     this.ctx.signal?.removeEventListener("abort", this.onAbort);
     if (this.ctx.onProgress) this.ctx.onProgress(this.progress());

@@ -9,21 +9,58 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import * as hdr from "hdr-histogram-js";
 import { type ClientOptions, StreamClient } from "./client.ts";
+import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import type { ChunkColumns, Endpoint, RequestRecord } from "./types.ts";
 import { createWorkload, type requestBody, type WorkloadOptions } from "./workload.ts";
 
-/** Streams one event loop is given before `--workers auto` adds another. */
+/**
+ * Streams one event loop is given before `--workers auto` adds another (hosts with ≥ AUTO_MIN_CORES
+ * cores). bench:client measures it on such a host: the added delay p99 over every reading loop, at
+ * 1,000 model-speed streams, for loops owning 125, 250 and 500 streams each.
+ */
 export const STREAMS_PER_WORKER = 256;
+/** Below this many cores auto keeps one loop when the server is on the same host. */
+export const AUTO_MIN_CORES = 4;
+
+/** `--workers auto`'s choice and why, in words for the run's output. */
+export interface AutoWorkers {
+  workers: number;
+  why: string;
+}
 
 /**
  * `--workers auto`: one shard per STREAMS_PER_WORKER streams, at most one per core — one core fewer
- * when the server is on this host (loopback), since it needs the CPU too.
+ * when the server is on this host (loopback), since it needs the CPU too. On a host with fewer than
+ * AUTO_MIN_CORES cores and the server on it, one loop: a second one only takes CPU from the server
+ * (bench:client on 2 cores: h1 on 2 loops read fewer tokens per s and per CPU-s than on 1).
  */
-export function autoWorkers(streams: number, baseUrl: string, cores = availableParallelism()): number {
+export function autoWorkersChoice(streams: number, baseUrl: string, cores = availableParallelism()): AutoWorkers {
   const host = new URL(baseUrl).hostname;
   const local = host === "127.0.0.1" || host === "localhost" || host === "[::1]" || host === "::1";
+  const want = Math.max(1, Math.ceil(streams / STREAMS_PER_WORKER));
+  if (local && cores < AUTO_MIN_CORES)
+    return {
+      workers: 1,
+      why:
+        want > 1
+          ? `auto: 1 event loop for ${streams} streams: this host has ${cores} core(s) and the server runs on it, where one loop reads faster than two`
+          : `auto: 1 event loop (${streams} stream${streams === 1 ? "" : "s"}, ≤ ${STREAMS_PER_WORKER} per loop)`,
+    };
   const maxW = Math.max(1, cores - (local ? 1 : 0));
-  return Math.max(1, Math.min(maxW, Math.ceil(streams / STREAMS_PER_WORKER)));
+  const workers = Math.min(maxW, want);
+  const per = Math.ceil(streams / workers);
+  return {
+    workers,
+    why:
+      workers < want
+        ? `auto: ${workers} event loop(s), one per core${local ? " but the server's" : ""}: ${per} streams each, more than ${STREAMS_PER_WORKER}`
+        : `auto: ${workers} event loop(s), ≤ ${STREAMS_PER_WORKER} streams each`,
+  };
+}
+
+/** `--workers auto`'s thread count (autoWorkersChoice). */
+export function autoWorkers(streams: number, baseUrl: string, cores = availableParallelism()): number {
+  return autoWorkersChoice(streams, baseUrl, cores).workers;
 }
 
 export interface ShardInit {
@@ -34,6 +71,8 @@ export interface ShardInit {
   bodyOpts: Parameters<typeof requestBody>[1];
   endpoint: Endpoint;
   graceMs: number;
+  /** bench:client's instruments, run in this shard's own loop (instrument.ts). */
+  instrument: InstrumentSpec | null;
   closed: { users: number; count: number | null; durationMs: number | null; shared: Int32Array } | null;
   open: { times: Float64Array; indices: Int32Array; cap: number | null } | null;
 }
@@ -47,7 +86,7 @@ export interface ShardEld {
 type ToMain =
   | { t: "ready" }
   | { t: "rec"; r: RequestRecord }
-  | { t: "done"; durationMs: number; interrupted: boolean; eld: ShardEld }
+  | { t: "done"; durationMs: number; interrupted: boolean; eld: ShardEld; loop: LoopReport | null }
   | { t: "fatal"; message: string; name: string; status?: number; hint?: string };
 
 type ToShard = { t: "go"; originHrMs: number } | { t: "stop" } | { t: "abort"; reason: string };
@@ -73,10 +112,12 @@ function portable(rec: RequestRecord): [RequestRecord, ArrayBuffer[]] {
 
 async function shardMain(init: ShardInit): Promise<void> {
   const port = parentPort!;
-  const { closedLoop, openLoop, preconnectCount } = await import("./runner.ts");
+  const { closedLoop, openLoop, preconnectCount, prepareStreams } = await import("./runner.ts");
   const client = new StreamClient(init.baseUrl, init.client);
   const ac = new AbortController();
+  const inst = init.instrument ? new LoopInstrument(init.shard, init.instrument) : null;
   const ctx = {
+    instrument: inst ?? undefined,
     client,
     workload: createWorkload(init.workload),
     bodyOpts: init.bodyOpts,
@@ -103,7 +144,10 @@ async function shardMain(init: ShardInit): Promise<void> {
   });
   // Booting a thread (module loading, compiling) and connecting are setup: the run's clock starts after
   // every shard is ready.
-  await client.preconnect(preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! }));
+  const streams = preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! });
+  prepareStreams(client, ctx.workload, streams);
+  await client.preconnect(streams);
+  await inst?.ready();
   port.postMessage({ t: "ready" } satisfies ToMain);
   const originPerf = (await started) - (hrMs() - performance.now());
   const eld = monitorEventLoopDelay({ resolution: 2 });
@@ -114,12 +158,18 @@ async function shardMain(init: ShardInit): Promise<void> {
       : await openLoop(ctx, { ...init.open!, originPerf });
     eld.disable();
     const points = eldPoints(eld);
-    port.postMessage({
-      t: "done",
-      durationMs: phase.durationMs,
-      interrupted: phase.interrupted,
-      eld: { count: eld.count, points },
-    } satisfies ToMain);
+    const loop = inst?.report() ?? null;
+    const moved = loop?.probe ? [loop.probe.writtenHrMs.buffer, loop.probe.delayMs.buffer] : [];
+    port.postMessage(
+      {
+        t: "done",
+        durationMs: phase.durationMs,
+        interrupted: phase.interrupted,
+        eld: { count: eld.count, points },
+        loop,
+      } satisfies ToMain,
+      moved as ArrayBuffer[],
+    );
   } catch (e: any) {
     port.postMessage({
       t: "fatal",
@@ -148,6 +198,8 @@ export interface ShardResult {
   durationMs: number;
   interrupted: boolean;
   eld: ShardEld[];
+  /** Each shard's instruments (bench:client), when asked for. */
+  loops: LoopReport[];
 }
 
 const BOOT = new URL("./shard-boot.mjs", import.meta.url);
@@ -164,7 +216,7 @@ export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise
   const workers = inits.map(
     (init) => new Worker(BOOT, { workerData: { inferscopeShard: init }, stdout: false, stderr: false }),
   );
-  const results: ShardResult = { durationMs: 0, interrupted: false, eld: [] };
+  const results: ShardResult = { durationMs: 0, interrupted: false, eld: [], loops: [] };
   const ready: Promise<void>[] = [];
   const done = Promise.all(
     workers.map((w) => {
@@ -191,6 +243,7 @@ export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise
             results.durationMs = Math.max(results.durationMs, m.durationMs);
             results.interrupted ||= m.interrupted;
             results.eld.push(m.eld);
+            if (m.loop) results.loops.push(m.loop);
           } else if (m.t === "fatal") {
             const e = new Error(m.message) as Error & { status?: number; hint?: string };
             e.name = m.name;

@@ -112,6 +112,12 @@ export class SseParser {
     return this.dataStr ?? this.dataBuf!.toString("utf8", this.dataStart, this.dataEnd);
   }
 
+  /** Forgets everything: the parser serves the next stream. */
+  clear(): void {
+    this.rest = null;
+    this.reset();
+  }
+
   private reset(): void {
     this.dataBuf = null;
     this.dataStr = null;

@@ -249,6 +249,8 @@ export interface ClientHealth {
   reason?: string;
   /** Event loops that read the streams (worker threads when > 1). */
   workers: number;
+  /** Why `--workers auto` chose that many (absent when --workers was given). */
+  workersNote?: string;
   /** "h1" (our HTTP/1.1 reader) or "undici". */
   transport?: "h1" | "undici";
 }

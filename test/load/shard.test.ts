@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { createHistogram } from "node:perf_hooks";
 import { test } from "node:test";
-import { autoWorkers, eldPoints, mergeEld, type ShardEld } from "../../src/load/shard.ts";
+import { autoWorkers, autoWorkersChoice, eldPoints, mergeEld, type ShardEld } from "../../src/load/shard.ts";
 
 test("--workers auto: one per 256 streams, within the cores, one core left to a server on loopback", () => {
   assert.equal(autoWorkers(1, "http://127.0.0.1:8000", 16), 1);
@@ -12,6 +12,21 @@ test("--workers auto: one per 256 streams, within the cores, one core left to a 
   assert.equal(autoWorkers(4000, "http://gpu-node-3:8000", 16), 16);
   assert.equal(autoWorkers(1000, "http://localhost:8000", 2), 1);
   assert.equal(autoWorkers(1000, "http://10.0.0.5:8000", 2), 2);
+});
+
+test("--workers auto says why: one loop below 4 cores with the server on the host, else ≤ 256 streams a loop", () => {
+  const two = autoWorkersChoice(1000, "http://127.0.0.1:8000", 2);
+  assert.equal(two.workers, 1);
+  assert.match(two.why, /2 core\(s\) and the server runs on it/);
+  assert.equal(autoWorkersChoice(1000, "http://127.0.0.1:8000", 3).workers, 1);
+  const eight = autoWorkersChoice(1000, "http://127.0.0.1:8000", 8);
+  assert.equal(eight.workers, 4);
+  assert.match(eight.why, /≤ 256 streams each/);
+  // Fewer cores than the streams need: each loop owns more, and the note says how many.
+  const four = autoWorkersChoice(4000, "http://127.0.0.1:8000", 4);
+  assert.equal(four.workers, 3);
+  assert.match(four.why, /1334 streams each, more than 256/);
+  assert.match(autoWorkersChoice(10, "http://127.0.0.1:8000", 2).why, /1 event loop \(10 streams/);
 });
 
 test("merged shard histograms give the percentiles of all samples together", () => {
