@@ -50,7 +50,6 @@ export {
   summarizeServerTimings,
 } from "./server-timings.ts";
 export { type ServerView, serverDelta, totalsFromText } from "./server-view.ts";
-export { computeSlices, formatSlices, type SliceOptions, type SliceResult, type SliceRow } from "./slices.ts";
 export {
   cachedTokens,
   runSessions,
@@ -63,6 +62,7 @@ export {
   turnPrompt,
   turnTable,
 } from "./sessions.ts";
+export { computeSlices, formatSlices, type SliceOptions, type SliceResult, type SliceRow } from "./slices.ts";
 export { interpretChunk, llamacppTimings, SseParser, tgiTimings } from "./sse.ts";
 export {
   type BenchSummary,

@@ -586,11 +586,7 @@ export function register(program: Command): void {
         const unit = replay ? "× trace speed" : "req/s";
         const start =
           o.capacityStart ??
-          (replay
-            ? (opts.replaySpeed ?? 1)
-            : rates?.[0] !== undefined && Number.isFinite(rates[0])
-              ? rates[0]
-              : 1);
+          (replay ? (opts.replaySpeed ?? 1) : rates?.[0] !== undefined && Number.isFinite(rates[0]) ? rates[0] : 1);
         const onRun = progressEnabled(o)
           ? (r: { index: number; load: number; share: number; good: number; total: number }) => {
               progress.done();
