@@ -149,8 +149,9 @@ export async function runSessions(sessions: readonly Session[], o: SessionRunOpt
       const t = s.turns[k]!;
       if (k > 0 && think > 0) ready += o.thinkDist === "exponential" ? rng.exponential(think) : think;
       const at = Math.max(ready, t.atMs ?? 0);
-      const wait = at - o.now();
-      if (wait > 0) await abortableSleep(wait, o.signal);
+      // Timers can fire up to a millisecond early against the high-resolution clock (libuv's loop time is cached
+      // and whole-ms): sleep again until the turn is due, so no turn goes before its think time has passed.
+      for (let wait = at - o.now(); wait > 0 && !o.stopped(); wait = at - o.now()) await abortableSleep(wait, o.signal);
       if (o.stopped()) return;
       const index = nextIndex++;
       turnOf.set(index, k);

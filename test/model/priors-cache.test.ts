@@ -7,11 +7,13 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { CORPUS_FILE, parseCorpus, supportDates } from "../../src/model/corpus.ts";
-import { fitCorpus, PRIORS_CACHE_FILE, precomputedPriors, shippedCacheStatus } from "../../src/model/priors.ts";
+import { CORPUS_FILE, parseCorpus, shippedCorpus, supportDates } from "../../src/model/corpus.ts";
+import { INFLATIONS_FILE } from "../../src/model/cv.ts";
+import { fitCorpus, PRIORS_CACHE_FILE, shippedCacheStatus } from "../../src/model/priors.ts";
 import { fitCacheFile, fitCodeFiles, fitStamp, readFitCache } from "../../src/model/priors-cache.ts";
 
 const ENTRY = fileURLToPath(new URL("../../src/model/priors.ts", import.meta.url));
+const INFL = JSON.parse(readFileSync(INFLATIONS_FILE, "utf8")).inflations;
 
 /** A fit independent of the process's memoised corpus and rows: parsed again from the file. */
 function freshFit() {
@@ -31,7 +33,10 @@ test("a cache file loads back to exactly a fresh fit (θ, covariance, spreads, p
   const dir = mkdtempSync(join(tmpdir(), "inferscope-priors-"));
   try {
     const file = join(dir, "priors-fit.json");
-    writeFileSync(file, JSON.stringify(precomputedPriors()));
+    // The file precomputedPriors() writes, with the checked-in inflations (test/model/validation.test.ts checks they
+    // are the grouped CV's; test/package/priors-cache.test.ts checks the real build's file end to end).
+    const fit = fitCorpus(shippedCorpus());
+    writeFileSync(file, JSON.stringify(fitCacheFile(fit, supportDates(), fitStamp(ENTRY, CORPUS_FILE), INFL)));
     const r = readFitCache(file, ENTRY, CORPUS_FILE);
     assert.ok(r.ok, r.ok ? "" : r.detail);
     const fresh = freshFit();
@@ -79,7 +84,10 @@ test("a changed corpus or fit code makes the cache stale; missing or damaged fil
     writeFileSync(file, '{"kind":"inferscope.priors-fit",');
     const d = readFitCache(file, ENTRY, CORPUS_FILE);
     assert.ok(!d.ok && d.reason === "invalid", JSON.stringify(d));
-    writeFileSync(file, JSON.stringify({ ...precomputedPriors(), format: 0 }));
+    writeFileSync(
+      file,
+      JSON.stringify({ ...fitCacheFile(fresh.fit, fresh.supportDates, fitStamp(ENTRY, CORPUS_FILE), INFL), format: 0 }),
+    );
     const v = readFitCache(file, ENTRY, CORPUS_FILE);
     assert.ok(!v.ok && v.reason === "invalid", JSON.stringify(v));
   } finally {
