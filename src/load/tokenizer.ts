@@ -42,12 +42,26 @@ export async function findTokenizer(
 ): Promise<TokenCounter | null> {
   const url = `${baseUrl}/tokenize`;
   const t = opts.timeoutMs ?? 5000;
-  const tryPost = async (body: unknown) => {
+  let lastError = "";
+  const tryPost = async (body: unknown, timeoutMs = t) => {
     try {
-      return (await postJson(url, body, t, opts.apiKey)) as { count?: unknown; tokens?: unknown } | null;
-    } catch {
+      return (await postJson(url, body, timeoutMs, opts.apiKey)) as { count?: unknown; tokens?: unknown } | null;
+    } catch (e) {
+      lastError = e instanceof Error ? e.message : String(e);
       return null;
     }
+  };
+  // Once the form is known, a miss is a busy server (a loaded host, slots all decoding): ask again, waiting longer,
+  // before calling the endpoint gone.
+  const countWith = async (
+    body: unknown,
+    countOf: (r: { count?: unknown; tokens?: unknown } | null) => number | null,
+  ) => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const n = countOf(await tryPost(body, t * 2 ** attempt));
+      if (n !== null) return n;
+    }
+    throw new Error(`/tokenize stopped answering (3 tries${lastError ? `; last: ${lastError}` : ""})`);
   };
   const countOf = (r: { count?: unknown; tokens?: unknown } | null): number | null =>
     r && typeof r.count === "number" ? r.count : r && Array.isArray(r.tokens) ? r.tokens.length : null;
@@ -56,20 +70,12 @@ export async function findTokenizer(
   if ((countOf(await tryPost({ model, prompt: " the", add_special_tokens: false })) ?? 0) > 0)
     return {
       name: "POST /tokenize {model, prompt} (vLLM/SGLang form)",
-      async count(text) {
-        const n = countOf(await tryPost({ model, prompt: text, add_special_tokens: false }));
-        if (n === null) throw new Error("/tokenize stopped answering");
-        return n;
-      },
+      count: (text) => countWith({ model, prompt: text, add_special_tokens: false }, countOf),
     };
   if ((countOf(await tryPost({ content: " the", add_special: false })) ?? 0) > 0)
     return {
       name: "POST /tokenize {content} (llama.cpp form)",
-      async count(text) {
-        const n = countOf(await tryPost({ content: text, add_special: false }));
-        if (n === null) throw new Error("/tokenize stopped answering");
-        return n;
-      },
+      count: (text) => countWith({ content: text, add_special: false }, countOf),
     };
   return null;
 }
