@@ -16,6 +16,7 @@ import {
   formatFactorOf,
   formatFamily,
   kernelCoefOf,
+  matFamilyKey,
   predictive,
   referenceKernelUs,
   stepParts,
@@ -531,11 +532,18 @@ function fittedDecode(
     ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
     : { mean: 1, logSd: 0 };
   const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
+  const fk = matFamilyKey(r);
   const matF = fittedFactor(f, {
     mat: u,
     [`mat/${r.engine}`]: u,
+    [fk]: u,
     ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
   });
+  // The engine × family day-one gap: fitted where corpus rows ran the pair, else its prior spread stands.
+  const fkInfo = f.params.find((p) => p.name === fk);
+  const famGap = fkInfo
+    ? `${r.engine} × ${fk.slice(fk.lastIndexOf("/") + 1)} day-one gap e^${fkInfo.posterior.mean.toFixed(2)} ± ${fkInfo.posterior.sd.toFixed(2)} (${fkInfo.rows} corpus row${fkInfo.rows === 1 ? "" : "s"})`
+    : `no corpus row ran ${r.engine} on ${fk.slice(fk.lastIndexOf("/") + 1)}: its day-one gap is 0 ± ${f.hyper.tau.matf.toFixed(2)} (τ_matf), weighted by u = ${u.toFixed(2)}`;
   const sM = 1 / Math.sqrt(expertM(r));
   const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
   const stepMs = roundRange({ low: pr.low80, mid: pr.ms, high: pr.high80 }, 4);
@@ -756,7 +764,7 @@ function fittedDecode(
       level: 0.8,
       logSd: round(pr.logSd, 4),
       basis: `80 % posterior-predictive interval of a hierarchical fit to ${f.rowsUsed.length} public measurements (residual σ ${(100 * f.hyper.sigma).toFixed(1)} % in log time)`,
-      maturity: sp.maturityNote,
+      maturity: `${sp.maturityNote}; ${famGap}`,
       unseen: pr.unseen,
       extrapolations: sup.extrapolations.map((e) => ({ ...e, inflation: round(e.inflation, 3) })),
       widening: round(Math.sqrt(1 + sup.a), 3),

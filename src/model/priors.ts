@@ -103,6 +103,7 @@ type HyperGroup =
   | "ar"
   | "mat"
   | "rel"
+  | "matf"
   | "src"
   | "rmoe";
 const HYPERS: HyperGroup[] = [
@@ -117,6 +118,7 @@ const HYPERS: HyperGroup[] = [
   "ar",
   "mat",
   "rel",
+  "matf",
   "src",
   "rmoe",
 ];
@@ -154,6 +156,7 @@ const TAU0: Record<HyperGroup | "sigma", number> = {
   ar: 0.28,
   mat: 0.28,
   rel: 0.1,
+  matf: 0.28,
   src: 0.1,
   rmoe: 0.07,
   sigma: 0.07,
@@ -256,6 +259,11 @@ function linkGroup(r: Resolved, ar: AllReduceChoice): string {
 
 // ---------------------------------------------------------------- maturity
 
+/** The engine×family maturity deviation's parameter name. */
+export function matFamilyKey(r: Resolved): string {
+  return `matf/${r.engine}/${modelFamily(r.arch)}`;
+}
+
 /** Support of the shipped corpus (the fit's own when the build's cache holds it). */
 export function shippedSupport(): CorpusSupport {
   return corpusFit().support;
@@ -352,7 +360,14 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
   const u = mat.u ?? mat.mix?.mean ?? 0.5;
   // A release's own deviation from its engine's maturity curve (0 ± τ_rel for a release month no row ran).
   const relKey = mat.date ? `rel/${r.engine}/${mat.date.slice(0, 7)}` : null;
-  const matCoef: Record<string, number> = { mat: u, [`mat/${r.engine}`]: u, ...(relKey ? { [relKey]: 1 } : {}) };
+  // The day-one gap also differs by family on one engine (DeepSeek-V3's first SGLang releases ran ~4× slow,
+  // gpt-oss shipped with tuned kernels): a per engine×family deviation, 0 ± τ_matf for a pair no row ran.
+  const matCoef: Record<string, number> = {
+    mat: u,
+    [`mat/${r.engine}`]: u,
+    [matFamilyKey(r)]: u,
+    ...(relKey ? { [relKey]: 1 } : {}),
+  };
   const kg = kernelGroup(r);
   // Small kernels run for a few µs on their own: the per-kernel cost also depends on the device.
   const kCoef = { ...kernelCoefOf(r), ...matCoef };
@@ -974,8 +989,14 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
   if (sp.maturityMix && matShare > 0) {
     // Unknown release: u drawn from a mixture. The coefficient E[u] carries the mean and Var(m)·E[u]²; add the rest
     // of Var(m·u) = E[m]²·Var(u) + Var(m)·Var(u).
-    const m = paramMoments(f, "mat").mean + paramMoments(f, `mat/${sp.groups.engine}`).mean;
-    const vm = comboVar(f, { mat: 1, [`mat/${sp.groups.engine}`]: 1 });
+    const mf = sp.parts.find((p) => "mat" in p.coef)?.coef;
+    const fk = mf ? Object.keys(mf).find((k) => k.startsWith("matf/")) : undefined;
+    const fam = fk ? { [fk]: 1 } : {};
+    const m =
+      paramMoments(f, "mat").mean +
+      paramMoments(f, `mat/${sp.groups.engine}`).mean +
+      (fk ? paramMoments(f, fk).mean : 0);
+    const vm = comboVar(f, { mat: 1, [`mat/${sp.groups.engine}`]: 1, ...fam });
     v += matShare ** 2 * (m * m + vm) * sp.maturityMix.var;
   }
   // No release given: the release-to-release spread around the engine's maturity curve.
@@ -1174,11 +1195,12 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
   const matCoef: Record<string, number> = {
     mat: u,
     [`mat/${r.engine}`]: u,
+    [matFamilyKey(r)]: u,
     ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
   };
   // Unknown release: the maturity weight's own spread (its mixture) widens the fixed-cost prior.
   if (sp.maturityMix) {
-    const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1 });
+    const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1, [matFamilyKey(r)]: 1 });
     fixedSd = Math.hypot(fixedSd, fixed * Math.abs(Math.log(m.mean)) * Math.sqrt(sp.maturityMix.var));
   }
   let invEtaExperts: CalibrationPriors["invEtaExperts"];

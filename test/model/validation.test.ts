@@ -126,17 +126,17 @@ const cv = () => (report ??= crossValidate(shippedCorpus(), { rowLoo: false }));
 test("grouped cross-validation: leave-one-source-out, -family-out and -engine-out figures pinned", () => {
   const r = cv();
   const s = r.widened.source;
-  // Measured 2026-12-05 (126 decode rows, 25 sources; one offset per source, an MoE residual term, the 80 %
-  // calibration per class): median |error| 11.3 %, coverage 101/126 = 80.2 % (MoE 79.4 %, dense 81.0 %), median
-  // high/low 1.71× (dense 1.49×, MoE 1.92×). Targets: ≤ 12 % (met), 75–90 % overall and for MoE (met), ≤ 1.6× (not
-  // met). The pins hold what is reached (one or two rows of slack), so a regression fails.
+  // Measured 2026-12-05 (126 decode rows, 25 sources; one offset per source, an MoE residual term, a maturity gap
+  // per engine × family, the 80 % calibration per class): median |error| 10.7 %, coverage 105/126 = 83.3 % (MoE
+  // 84.1 %, dense 82.5 %), median high/low 1.59× (dense 1.44×, MoE 1.66×). Targets: ≤ 12 %, 75–90 % overall and for
+  // MoE, ≤ 1.6× (all met; the width narrowly). The pins are the targets, so a regression past one fails.
   assert.equal(s.folds, 25);
   assert.equal(s.all.n, 126);
   assert.ok(s.all.medianAbsError <= 0.12, `LOSO median |error| ${s.all.medianAbsError}`);
   assert.ok(s.all.coverage >= 0.75 && s.all.coverage <= 0.9, `LOSO coverage ${s.all.coverage}`);
   assert.ok(s.moe.coverage >= 0.75 && s.moe.coverage <= 0.9, `LOSO MoE coverage ${s.moe.coverage}`);
-  assert.ok(s.all.medianRatio <= 1.8, `LOSO median high/low ${s.all.medianRatio}`);
-  // Family (9 folds): 10.8 %, 78.6 %, 1.57×; engine (6 folds): 14.6 %, 75.4 %, 1.96×.
+  assert.ok(s.all.medianRatio <= 1.6, `LOSO median high/low ${s.all.medianRatio}`);
+  // Family (9 folds): 10.5 %, 79.4 %, 1.56×; engine (6 folds): 15.4 %, 74.6 %, 1.80×.
   const fam = r.widened.family;
   assert.ok(fam.all.medianAbsError <= 0.12 && fam.all.coverage >= 0.75, JSON.stringify(fam.all));
   const eng = r.widened.engine;
@@ -150,17 +150,22 @@ test("grouped cross-validation: leave-one-source-out, -family-out and -engine-ou
     assert.ok(row.logSd >= p.logSd * 0.5 - 1e-12, row.id);
   }
   for (const s of [r.inflations.scale.dense, r.inflations.scale.moe]) assert.ok(s >= 0.5 && s <= 2, String(s));
-  // The effective number of parameters is well below the parameter count (shrinkage at work): 42.2 of 144.
+  // The effective number of parameters is well below the parameter count (shrinkage at work): 43.5 of 164.
   assert.ok(r.effectiveParameters > 5 && r.effectiveParameters < r.parameters * 0.6, String(r.effectiveParameters));
 });
 
 test("an early release's slowness sits in the release and maturity terms, not in the format it ran", () => {
   // P5: SGLang v0.4.1.post2 ran DeepSeek-V3 (FP8 block-scaled) days after support landed, 3.6× slower than the later
-  // releases' rows would predict. In the full fit that excess belongs to its release month and the maturity curve; the
-  // FP8 family stays near the 16-bit reference, so a dense FP8 model on a current SGLang is not predicted slow.
+  // releases' rows would predict. In the full fit that excess belongs to the maturity terms — SGLang × DeepSeek-V3's
+  // day-one gap, well above gpt-oss's on the same engine (its launch shipped tuned kernels) — and its release month;
+  // the FP8 family stays near the 16-bit reference, so a dense FP8 model on a current SGLang is not predicted slow.
   const f = corpusFit();
   const mean = (n: string) => f.params.find((p) => p.name === n)!.posterior.mean;
-  assert.ok(mean("rel/sglang/2024-12") > 0.4, String(mean("rel/sglang/2024-12")));
+  assert.ok(
+    mean("matf/sglang/deepseek-v3") + mean("rel/sglang/2024-12") > 0.4,
+    String(mean("matf/sglang/deepseek-v3")),
+  );
+  assert.ok(mean("matf/sglang/deepseek-v3") - mean("matf/sglang/gpt-oss") > 1, String(mean("matf/sglang/gpt-oss")));
   assert.ok(Math.abs(mean("fmt:fp8") + mean("fmt/fp8-block")) < 0.15, String(mean("fmt:fp8")));
   const c = shippedCorpus();
   const bench = (id: string) => c.benchmarks.find((r) => r.id === id)!;
