@@ -2,9 +2,7 @@
 // side; the per-turn table shows the cached prompt tokens the server reports — the sim's vLLM
 // usage.prompt_tokens_details and the real llama.cpp server's timings.
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -15,7 +13,7 @@ import { runBench, toVllmJson } from "../../src/load/runner.ts";
 import { sharegptSessions, syntheticSessions, turnPrompt } from "../../src/load/sessions.ts";
 import { calibrate, findTokenizer } from "../../src/load/tokenizer.ts";
 import { requestBody } from "../../src/load/workload.ts";
-import { LLAMA_SERVER, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
+import { type LlamaServer, llamaSkipReason, startLlamaServer } from "../helpers/llamacpp.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
 
 const SHAREGPT = "../shared/workloads/sharegpt-fastchat/dummy_conversation.json";
@@ -128,36 +126,16 @@ describe("sessions on the sim (prefix caching, vLLM cached_tokens)", { timeout: 
   });
 });
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 describe("multi-turn and trace lengths on the real llama.cpp server", { timeout: 180_000 }, () => {
   const SKIP = llamaSkipReason();
-  let server: ChildProcess | undefined;
+  let server: LlamaServer | undefined;
   let url = "";
   before(async () => {
     if (SKIP) return;
-    const port = await freePort();
-    url = `http://127.0.0.1:${port}`;
-    server = spawn(LLAMA_SERVER, llamaSmallArgs("small-random-llama", port), { stdio: "ignore" });
-    const t0 = Date.now();
-    for (;;) {
-      try {
-        if ((await fetch(`${url}/health`)).status === 200) break;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() - t0 > 30_000) throw new Error("llama-server did not become healthy in 30 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    server = await startLlamaServer("small-random-llama");
+    url = server.url;
   });
-  // b4748 aborts (134) on SIGTERM (llama.cpp#12180): stopping it is all that matters here.
-  after(() => server?.kill("SIGKILL"));
+  after(() => server?.stop());
 
   test("ShareGPT sessions: later turns show the history as cached prompt tokens", { skip: SKIP }, async () => {
     const res = await runBench({

@@ -5,16 +5,14 @@
 // fixed sleep. Every run must exit 130 without a stack trace, print its run id, write the partial report
 // with every phase's status, and leave no llama-server behind.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import type { StudyResult } from "../../src/report/types.ts";
 import { PHASES } from "../../src/study/plan.ts";
 import { runCli, STACK } from "../helpers/cli.ts";
-import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, startLlamaServer } from "../helpers/llamacpp.ts";
 
 const SKIP = llamaSkipReason();
 const dir = mkdtempSync(join(tmpdir(), "inferscope-llama-interrupt-"));
@@ -73,23 +71,10 @@ test("study --url llama-server, SIGINT in discovery (the audit and bench never s
   // The reported crash: a --url study interrupted while discovery measured the host; the audit and the
   // bench were then both rejected, and the audit's rejection went unhandled (exit 1, stack, empty --out).
   const marker = `interrupt-url-${process.pid}`;
-  const port = await new Promise<number>((done) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => done(p));
-    });
-  });
-  const server = spawn(LLAMA_SERVER, llamaSmallArgs(marker, port), { stdio: "ignore" });
+  const llama = await startLlamaServer(marker, 60_000);
+  const server = llama.child;
   try {
-    const url = `http://127.0.0.1:${port}`;
-    for (const end = performance.now() + 60_000; ; ) {
-      try {
-        if ((await fetch(`${url}/health`)).status === 200) break;
-      } catch {}
-      if (performance.now() > end) throw new Error("llama-server did not become healthy in 60 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const url = llama.url;
     const out = join(dir, "out-url");
     let pid = 0;
     let seen: () => void = () => {};
@@ -114,7 +99,7 @@ test("study --url llama-server, SIGINT in discovery (the audit and bench never s
     // A --url server is the user's: the study leaves it running.
     assert.equal(server.exitCode, null, "the user's server still runs");
   } finally {
-    server.kill("SIGKILL");
+    llama.stop();
   }
 });
 

@@ -4,14 +4,13 @@
 // server's own per-request timings beside the client's; the audit reads llama.cpp's counters; the
 // calibrated model's decode range holds the measured decode time.
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { StudyResult } from "../../src/report/types.ts";
-import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, llamaSmallArgs } from "../helpers/llamacpp.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, type LlamaServer, llamaSkipReason, startLlamaServer } from "../helpers/llamacpp.ts";
 
 const SERVER = LLAMA_SERVER;
 const SMALL = LLAMA_SMALL;
@@ -28,38 +27,16 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
   });
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-let server: ChildProcess | undefined;
+let server: LlamaServer | undefined;
 let url = "";
 
 before(async () => {
   if (SKIP) return;
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  server = spawn(SERVER, llamaSmallArgs("small-random-llama", port), { stdio: "ignore" });
-  const t0 = Date.now();
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/health`)).status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() - t0 > 30_000) throw new Error("llama-server did not become healthy in 30 s");
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  server = await startLlamaServer("small-random-llama");
+  url = server.url;
 });
 
-after(() => {
-  // b4748 aborts (134) on SIGTERM (llama.cpp#12180): stopping it is all that matters here.
-  server?.kill("SIGKILL");
-});
+after(() => server?.stop());
 
 test("bench: per request, client TPOT within 3 % of llama.cpp's predicted_per_token_ms (median)", {
   skip: SKIP,

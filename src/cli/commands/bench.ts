@@ -58,19 +58,10 @@ const list =
       .map(parse);
 
 /** vLLM's `--goodput ttft:200 tpot:50` (any subset of ttft, tpot, e2el; ms). */
-export function parseGoodput(items: string[], sep = ":"): GoodputSlo {
+export function parseGoodput(items: string[], sep: ":" | "=" = ":"): GoodputSlo {
   const out: GoodputSlo = {};
-  for (const item of items.flatMap((s) => s.split(sep === "=" ? "," : /\s+/))) {
-    if (!item.trim()) continue;
-    const [k, v, ...rest] = item.split(sep);
-    const key = (k ?? "").trim();
-    const val = Number(v);
-    if (rest.length || v === undefined || Number.isNaN(val) || val < 0)
-      throw new UsageError(`bad SLO "${item}": expected NAME${sep}MS with a value ≥ 0 (e.g. ttft${sep}200)`);
-    if (key !== "ttft" && key !== "tpot" && key !== "e2el" && key !== "itl")
-      throw new UsageError(`bad SLO "${item}": the metric must be one of ttft, tpot, e2el, itl`);
-    out[key] = val;
-  }
+  for (const item of items.flatMap((s) => s.split(sep === "=" ? "," : /\s+/)))
+    if (item.trim()) addSlo(out, item, sep, "");
   return out;
 }
 
@@ -82,17 +73,22 @@ export function parseSlo(text: string): GoodputSlo {
   const out: GoodputSlo = {};
   const items = text.split(/[\s,]+/).filter(Boolean);
   if (items.length === 0) throw new UsageError("--slo is empty: expected e.g. ttft:200,tpot:50");
-  for (const item of items) {
-    const m = /^([a-z0-9_]+)[:=]([^:=]*)$/i.exec(item);
-    const val = m ? Number(m[2]) : Number.NaN;
-    if (!m || m[2]!.trim() === "" || Number.isNaN(val) || val < 0)
-      throw new UsageError(`--slo: bad SLO "${item}": expected NAME:MS or NAME=MS with a value ≥ 0 (e.g. ttft:200)`);
-    const key = m[1]!.toLowerCase();
-    if (key !== "ttft" && key !== "tpot" && key !== "e2el" && key !== "itl")
-      throw new UsageError(`--slo: bad SLO "${item}": the metric must be one of ttft, tpot, e2el, itl`);
-    out[key] = val;
-  }
+  for (const item of items) addSlo(out, item, ":=", "--slo: ");
   return out;
+}
+
+/** One SLO item, NAME<sep>MS with any separator in `seps`: the one grammar of --goodput and --slo. */
+function addSlo(out: GoodputSlo, item: string, seps: string, prefix: string): void {
+  const [k, v, ...rest] = item.split(new RegExp(`[${seps}]`));
+  const val = Number(v);
+  if (rest.length || v === undefined || v.trim() === "" || Number.isNaN(val) || val < 0)
+    throw new UsageError(
+      `${prefix}bad SLO "${item}": expected ${[...seps].map((s) => `NAME${s}MS`).join(" or ")} with a value ≥ 0 (e.g. ttft${seps[0]}200)`,
+    );
+  const key = k!.trim().toLowerCase();
+  if (key !== "ttft" && key !== "tpot" && key !== "e2el" && key !== "itl")
+    throw new UsageError(`${prefix}bad SLO "${item}": the metric must be one of ttft, tpot, e2el, itl`);
+  out[key] = val;
 }
 
 /**
