@@ -15,7 +15,7 @@ import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
-import { pace } from "./pacer.ts";
+import { burstEnd, pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import {
   lengthChecks,
@@ -58,6 +58,8 @@ export interface BenchDeps {
    * thread) over its window, the run's clock start to its last request's end; one report per loop.
    */
   instrument?: InstrumentSpec & { onLoop(r: LoopReport): void };
+  /** The measured phase's origin on performance.now()'s clock (records' times are relative to it). */
+  onOrigin?: (originPerf: number) => void;
 }
 
 export interface BenchSetup {
@@ -463,6 +465,8 @@ export interface Phase {
   records: RequestRecord[];
   durationMs: number;
   interrupted: boolean;
+  /** A request's body size in bytes by its index (open loop: the bodies built before the clock). */
+  bodyBytes?: (index: number) => number;
 }
 
 /** Runs one benchmark. Returns partial results on interrupt (result.partial); throws typed errors. */
@@ -538,6 +542,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       warmup: r.warmup,
     };
     let calibration: Calibration | null = null;
+    let phaseBodyBytes: ((index: number) => number) | undefined;
     let sessions: Session[] | null = null;
     if (tm) {
       let synth: PromptSynth | null = null;
@@ -575,6 +580,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       instrumentSpec: deps.instrument
         ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
         : undefined,
+      onOrigin: deps.onOrigin,
     };
 
     // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
@@ -646,8 +652,9 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           ? tm.plan.timesMs
           : (r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed })),
         cap: r.maxConcurrency,
-        // A replay's bursts each need fresh connections while earlier requests still stream.
-        preconnect: tm?.plan ? Math.min(tm.plan.rows.length, r.maxConcurrency ?? 256) : undefined,
+        // A replay's first burst goes out on connections opened before the clock; the pacer readies the
+        // later ones' in the gaps before them (openLoop).
+        preconnect: tm?.plan ? Math.min(burstEnd(tm.plan.timesMs, 0), r.maxConcurrency ?? PRECONNECT_MAX) : undefined,
         // Prompt synthesis and body building are not the client's load during the run.
         onClockStart: () => {
           cpu0 = process.cpuUsage();
@@ -656,6 +663,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
     }
     edge("end");
+    phaseBodyBytes = phase.bodyBytes;
     const cpu = process.cpuUsage(cpu0);
     if (inst) {
       ctx.instrument = undefined;
@@ -746,7 +754,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         server: before && after ? serverDelta(before, after) : null,
         serverTimings: summarizeServerTimings(recs),
         schedule: tm?.plan
-          ? scheduleSummary(recs, tm.plan)
+          ? scheduleSummary(recs, tm.plan, "trace", phaseBodyBytes)
           : sessions
             ? scheduleSummary(recs, { speed: opts.replaySpeed ?? 1, startOffsetMs: 0, traceSpanMs: 0 }, "sessions")
             : r.concurrency === null
@@ -859,6 +867,7 @@ async function shardedPhase(
   });
   st = new RunState(ctx, r.numPrompts);
   const state = st;
+  ctx.onOrigin?.(state.originPerf);
   onReady();
   const originHrMs = Number(process.hrtime.bigint()) / 1e6 - (performance.now() - state.originPerf);
   void state.whenStopped().then(() => {
@@ -894,6 +903,8 @@ export interface RunCtx {
   instrument?: LoopInstrument;
   /** What each worker thread measures in its own loop (sharded runs). */
   instrumentSpec?: InstrumentSpec;
+  /** Hears the measured phase's origin (BenchDeps.onOrigin). */
+  onOrigin?: (originPerf: number) => void;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -1095,6 +1106,9 @@ export function preconnectCount(o: {
   return Math.min(n, early, o.open!.cap ?? n, PRECONNECT_MAX);
 }
 
+/** A connection readied for a burst must outlive its keep-alive limit by this much past the burst's time. */
+const FRESH_MARGIN_MS = 1000;
+
 /** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
 const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
 
@@ -1192,10 +1206,13 @@ export async function openLoop(
   const n = o.times.length;
   const idx = o.indices;
   const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
+  const sizes = new Map<number, number>();
+  for (let i = 0; i < n; i++) sizes.set(idx ? idx[i]! : i, Buffer.byteLength(pre[i]!.body));
   ctx.workload.release?.();
   if (o.originPerf === undefined) await ctx.client.preconnect(o.preconnect ?? preconnectCount({ open: o }));
   o.onClockStart?.();
   const st = new RunState(ctx, n, o.originPerf);
+  ctx.onOrigin?.(st.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const stopped = st.whenStopped().then(() => slots?.drain());
   const times = o.times;
@@ -1219,9 +1236,19 @@ export async function openLoop(
       })(),
     );
   };
-  const pacer = pace(times, origin, (i, now) => {
-    if (!st.stopped) dispatch(i, now);
-  });
+  const pacer = pace(
+    times,
+    origin,
+    (i, now) => {
+      if (!st.stopped) dispatch(i, now);
+    },
+    {
+      // In the gap before each burst: enough fresh idle connections for it, none opened while it is sent.
+      ahead: (_first, count, lastMs) => {
+        if (!st.stopped) ctx.client.warm(Math.min(count, PRECONNECT_MAX), origin + lastMs + FRESH_MARGIN_MS);
+      },
+    },
+  );
   // An interrupt must not wait for the next arrival (gaps can be long at low rates).
   stopped.then(pacer.stop);
   // Between socket reads too (h1): a request due during a burst of reads goes out at the next read,
@@ -1232,7 +1259,12 @@ export async function openLoop(
   await st.whenIdle();
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
+  return {
+    records: st.records.materialize(),
+    durationMs,
+    interrupted: st.interrupted,
+    bodyBytes: (index) => sizes.get(index) ?? 0,
+  };
 }
 
 /** Sessions: each turn resends the history; a session's turns in order, sessions side by side. */
