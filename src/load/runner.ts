@@ -38,7 +38,14 @@ import {
   traceSessions,
   turnTable,
 } from "./sessions.ts";
-import { autoWorkersChoice, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
+import {
+  autoWorkersChoice,
+  mergeEld,
+  replayWorkersChoice,
+  type ShardEld,
+  type ShardInit,
+  startShards,
+} from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import { calibrate, findTokenizer } from "./tokenizer.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
@@ -484,10 +491,18 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   );
   if (tm?.sessions && (opts.warmup ?? 0) > 0)
     throw new UsageError("--warmup sends single requests; sessions have no warm-up (run a short session first)");
-  if (tm && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
-    throw new UsageError("trace replays and sessions run on one event loop: drop --workers");
-  // Threads and streams are bounded before anything is sent; a replay's sends are paced on one loop.
-  const { workers, note: workersNote } = tm ? { workers: 1, note: undefined } : workerChoice(r, opts.workers);
+  if (tm && !tm.plan && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
+    throw new UsageError(
+      tm.sessions
+        ? "sessions run on one event loop (a session's turns go in order): drop --workers"
+        : "a trace's rows on a generated schedule run on one event loop: drop --workers",
+    );
+  // Threads and streams are bounded before anything is sent; a replay's bursts may be sent by several loops.
+  const { workers, note: workersNote } = tm?.plan
+    ? replayWorkers(tm.plan, r, opts.workers)
+    : tm
+      ? { workers: 1, note: undefined }
+      : workerChoice(r, opts.workers);
   let workload: Workload = tm
     ? { name: opts.dataset ?? "jsonl", size: 0, get: () => ({ inputLen: 0, outputLen: 0 }) }
     : createWorkload({ ...opts, seed: r.seed });
@@ -616,7 +631,14 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       ctx.instrument = inst;
     }
     if (workers > 1) {
-      const sh = await shardedPhase(ctx, r, opts, workers, () => {
+      // A replay's bodies are built here, once, and dealt to the shards with their times.
+      let replay: { times: Float64Array; bodies: Array<{ p: Prompt; body: string | Buffer }> } | undefined;
+      if (tm?.plan) {
+        const n = tm.plan.timesMs.length;
+        replay = { times: tm.plan.timesMs, bodies: prebuildBodies(ctx, n, (i) => i)! };
+        ctx.workload.release?.();
+      }
+      const sh = await shardedPhase(ctx, r, opts, workers, replay, () => {
         // The threads are up: the measured window starts now.
         cpu0 = process.cpuUsage();
         eld.reset();
@@ -806,6 +828,7 @@ async function shardedPhase(
   r: Resolved,
   opts: BenchOptions,
   w: number,
+  replay: { times: Float64Array; bodies: Array<{ p: Prompt; body: string | Buffer }> } | undefined,
   onReady: () => void,
 ): Promise<Phase & { eld: ShardEld[]; loops: LoopReport[] }> {
   const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
@@ -839,7 +862,10 @@ async function shardedPhase(
         });
     }
   } else {
-    const times = r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
+    const times =
+      replay?.times ??
+      r.arrivals ??
+      arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
     for (let k = 0; k < w; k++) {
       const m = share(times.length, k);
       const t = new Float64Array(m);
@@ -850,9 +876,20 @@ async function shardedPhase(
       }
       // A --max-concurrency cap is split evenly between shards (arrivals are dealt round-robin).
       const cap = r.maxConcurrency !== null ? Math.max(1, share(r.maxConcurrency, k)) : null;
-      inits.push({ ...base, shard: k, client: client(cap), closed: null, open: { times: t, indices: idx, cap } });
+      const open: NonNullable<ShardInit["open"]> = { times: t, indices: idx, cap };
+      if (replay) {
+        open.bodies = Array.from(idx, (i) => {
+          const b = replay.bodies[i]!;
+          return { inputLen: b.p.inputLen, outputLen: b.p.outputLen, body: b.body };
+        });
+        // Its first burst's connections before the clock; the pacer readies the later ones' in the gaps.
+        open.preconnect = m ? Math.min(burstEnd(t, 0), cap ?? PRECONNECT_MAX) : 0;
+      }
+      inits.push({ ...base, shard: k, client: client(cap), closed: null, open });
     }
   }
+  // Sizes before the bodies move to the shards (transferred, they are gone here).
+  const sizes = replay?.bodies.map((b) => Buffer.byteLength(b.body));
   let fatal: Error | null = null;
   let st: RunState | null = null;
   const shards = await startShards(inits, {
@@ -883,7 +920,27 @@ async function shardedPhase(
     interrupted: state.interrupted || res.interrupted,
     eld: res.eld,
     loops: res.loops,
+    bodyBytes: sizes ? (index) => sizes[index] ?? 0 : undefined,
   };
+}
+
+/** Worker threads for a timed replay: `--workers N` within the cores, or auto (replayWorkersChoice). */
+function replayWorkers(
+  plan: ReplayPlan,
+  r: Resolved,
+  asked: number | "auto" | undefined,
+  cores = availableParallelism(),
+): { workers: number; note?: string } {
+  const n = plan.timesMs.length;
+  if (asked !== undefined && asked !== "auto") return { workers: Math.min(checkWorkers(asked, cores), n) };
+  let most = 0;
+  for (let i = 0; i < n; ) {
+    const j = burstEnd(plan.timesMs, i);
+    most = Math.max(most, j - i);
+    i = j;
+  }
+  const c = replayWorkersChoice(most, r.maxConcurrency ?? 1, r.baseUrl, cores);
+  return { workers: Math.max(1, Math.min(c.workers, n)), note: c.why };
 }
 
 export interface RunCtx {
@@ -1201,11 +1258,13 @@ export async function openLoop(
     preconnect?: number;
     /** Called once the bodies are built and connections open, as the clock starts. */
     onClockStart?: () => void;
+    /** Bodies built elsewhere (a replay's shard: the main thread's), times[k]'s at pre[k]. */
+    pre?: Array<{ p: Prompt; body: string | Buffer }>;
   },
 ): Promise<Phase> {
   const n = o.times.length;
   const idx = o.indices;
-  const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
+  const pre = o.pre ?? prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
   const sizes = new Map<number, number>();
   for (let i = 0; i < n; i++) sizes.set(idx ? idx[i]! : i, Buffer.byteLength(pre[i]!.body));
   ctx.workload.release?.();
