@@ -60,13 +60,24 @@ try {
     const sc = res.schedule!;
     // Connections opened while an instant's requests were going out (its first to its last send), main thread.
     const recs = res.requests.filter((r) => !r.warmup);
-    const bursts = new Map<number, [number, number]>();
+    const bursts = new Map<number, [number, number, number]>();
     for (const r of recs) {
       const b = bursts.get(r.scheduledMs);
       const t = r.sendMs;
-      if (!b) bursts.set(r.scheduledMs, [t, t]);
-      else bursts.set(r.scheduledMs, [Math.min(b[0], t), Math.max(b[1], t)]);
+      if (!b) bursts.set(r.scheduledMs, [t, t, 1]);
+      else bursts.set(r.scheduledMs, [Math.min(b[0], t), Math.max(b[1], t), b[2] + 1]);
     }
+    // Time between consecutive sends of one instant (one loop when one worker): the cost of a dispatch.
+    let gapSum = 0;
+    let gaps = 0;
+    for (const [a, b, n] of bursts.values())
+      if (n > 1) {
+        gapSum += b - a;
+        gaps += n - 1;
+      }
+    const sendGapUs = gaps ? (gapSum / gaps) * 1000 : Number.NaN;
+    // The first sends' median beside their p99: a typical instant against the host's worst moments.
+    const firstMedian = median([...bursts.entries()].map(([t, [a]]) => a - t));
     // Record times are from the run's origin, the hook's on performance.now(): onOrigin aligns them.
     let inBurst = 0;
     for (const c of connects) {
@@ -88,11 +99,12 @@ try {
       due: sc.maxDueAtOnce,
       behind: sc.behindShare ?? 0,
       inBurst,
+      sendGapUs,
       opened: connects.filter((c) => c > originPerf).length,
       note: res.client.workersNote ?? "",
     });
     console.log(
-      `run ${k + 1}: ${res.summary.completed} completed on ${res.client.workers} worker(s); lag p50/p99/max ${sc.lagP50Ms!.toFixed(3)} / ${sc.lagP99Ms!.toFixed(3)} / ${sc.lagMaxMs!.toFixed(3)} ms; connections opened in the window ${connects.filter((c) => c > originPerf).length}, while an instant was being sent ${inBurst}`,
+      `run ${k + 1}: ${res.summary.completed} completed on ${res.client.workers} worker(s); lag p50/p99/max ${sc.lagP50Ms!.toFixed(3)} / ${sc.lagP99Ms!.toFixed(3)} / ${sc.lagMaxMs!.toFixed(3)} ms; connections opened in the window ${connects.filter((c) => c > originPerf).length}, while an instant was being sent ${inBurst}; ${sendGapUs.toFixed(0)} µs between sends of an instant; first send of an instant median ${firstMedian.toFixed(3)} ms`,
     );
     console.log(`  ${explainLag(sc)}; event-loop delay max ${res.client.eventLoopDelayMs.max.toFixed(2)} ms`);
     if (res.client.workersNote) console.log(`  workers: ${res.client.workersNote}`);

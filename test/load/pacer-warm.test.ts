@@ -99,7 +99,8 @@ describe("replay on the sim: no connection opened while a burst is sent", { time
     const lines: string[] = [];
     for (let b = 0; b < 5; b++)
       for (let k = 0; k < 8; k++)
-        lines.push(JSON.stringify({ timestamp: b * 250, input_length: 64 + k, output_length: 300 }));
+        // Longest first in the file: the instant goes out shortest first (shortestFirst).
+        lines.push(JSON.stringify({ timestamp: b * 250, input_length: 64 + 8 * (7 - k), output_length: 300 }));
     const path = join(dir, "bursts.jsonl");
     writeFileSync(path, `${lines.join("\n")}\n`);
     const connects: number[] = [];
@@ -120,7 +121,12 @@ describe("replay on the sim: no connection opened while a burst is sent", { time
     let inBurst = 0;
     let during = 0;
     for (let b = 0; b < 5; b++) {
-      const sends = recs.filter((r) => r.scheduledMs === b * 250).map((r) => originPerf + r.sendMs);
+      const inst = recs.filter((r) => r.scheduledMs === b * 250).sort((x, y) => x.sendMs - y.sendMs);
+      assert.deepEqual(
+        inst.map((r) => r.targetInputLen),
+        [64, 72, 80, 88, 96, 104, 112, 120],
+      );
+      const sends = inst.map((r) => originPerf + r.sendMs);
       assert.equal(sends.length, 8);
       const [a, z] = [Math.min(...sends), Math.max(...sends)];
       inBurst += connects.filter((c) => c >= a && c <= z).length;

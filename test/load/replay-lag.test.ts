@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { blankRecord } from "../../src/load/client.ts";
 import { explainLag, lagBreakdown, scheduleSummary } from "../../src/load/replay.ts";
+import { shortestFirst } from "../../src/load/runner.ts";
 
 const rec = (index: number, scheduledMs: number, sendMs: number, warmup = false) => {
   const r = blankRecord();
@@ -48,4 +49,13 @@ test("lagBreakdown: instants, the largest, the first sends' lateness and the sha
   // Every send exactly on time: no parts to share.
   assert.equal(lagBreakdown([rec(0, 5, 5), rec(1, 5, 5)]).behindShare, null);
   assert.equal(lagBreakdown([]).maxDueAtOnce, 0);
+});
+
+test("shortestFirst: ties go out shortest body first (stable), other entries in schedule order", () => {
+  const times = Float64Array.from([0, 0, 0, 5, 9, 9]);
+  const body = (n: number) => ({ body: Buffer.alloc(n) });
+  const pre = [body(300), body(100), body(300), body(50), { body: "x".repeat(40) }, body(20)];
+  assert.deepEqual(Array.from(shortestFirst(times, pre)!), [1, 0, 2, 3, 5, 4]);
+  // No two due at once: the schedule's own order (null).
+  assert.equal(shortestFirst(Float64Array.from([0, 1, 2]), [body(3), body(2), body(1)]), null);
 });
