@@ -596,10 +596,13 @@ export class H1Pool {
    */
   warm(n: number, untilPerf: number): number {
     if (this.closed || n <= 0) return 0;
+    // From the top of the idle stack (what the burst pops first) down to the n-th fresh one: stale ones
+    // on the way are closed now; below that the burst does not reach. No array is made per call.
     let fresh = 0;
-    for (const c of [...this.idle]) {
+    for (let k = this.idle.length - 1; k >= 0 && fresh < n; k--) {
+      const c = this.idle[k]!;
       if (!c.dead && untilPerf - c.idleSincePerf < c.keepAliveMs) fresh++;
-      else c.destroy();
+      else c.destroy(); // forget() removes idle[k]: the entries below k keep their places
     }
     const want = Math.min(n - fresh - this.connecting, this.limit - this.all.size);
     for (let k = 0; k < want; k++) void this.openAhead();
