@@ -491,6 +491,11 @@ export class StreamClient {
     return this.h1 && n > 0 ? this.h1.preconnect(n) : Promise.resolve();
   }
 
+  /** Before a burst (h1): `n` idle connections still fresh at `untilPerf` (H1Pool.warm); undici connects on demand. */
+  warm(n: number, untilPerf: number): number {
+    return this.h1 ? this.h1.warm(n, untilPerf) : 0;
+  }
+
   get inFlightCount(): number {
     return this.inFlight.size;
   }

@@ -71,6 +71,13 @@ export function setReadHook(fn: ((tPerf: number) => void) | null): void {
   readHook = fn;
 }
 
+/** Called at every connection a pool opens on this thread (tests and bench:replay: no handshake in a burst). */
+let connectHook: ((tPerf: number) => void) | null = null;
+
+export function setConnectHook(fn: ((tPerf: number) => void) | null): void {
+  connectHook = fn;
+}
+
 class H1Conn {
   readonly socket: net.Socket;
   req: H1Request | null = null;
@@ -107,6 +114,7 @@ class H1Conn {
     defaultKeepAliveMs: number,
   ) {
     this.keepAliveMs = defaultKeepAliveMs;
+    if (connectHook !== null) connectHook(perfNow());
     this.socket = net.connect({
       host,
       port,
@@ -576,23 +584,49 @@ export class H1Pool {
   preconnect(n: number): Promise<void> {
     const want = Math.min(n, this.limit) - this.all.size;
     const waits: Promise<void>[] = [];
-    for (let k = 0; k < want && !this.closed; k++) {
-      const conn = new H1Conn(this, this.host, this.port, this.connectTimeoutMs, this.keepAliveMs);
-      conn.preopened = true;
-      this.all.add(conn);
-      waits.push(
-        new Promise<void>((resolve) => {
-          conn.onConnected = (ok) => {
-            if (ok && !conn.dead) {
-              conn.idleSincePerf = perfNow();
-              this.idle.push(conn);
-            }
-            resolve();
-          };
-        }),
-      );
-    }
+    for (let k = 0; k < want && !this.closed; k++) waits.push(this.openAhead());
     return Promise.all(waits).then(() => undefined);
+  }
+
+  /**
+   * Before a burst: makes sure `n` idle connections will still be fresh at `untilPerf` (performance.now()'s
+   * clock), so none is connected, or dropped as stale, while the burst is sent. Idle ones that would be past
+   * their keep-alive by then are closed now; connections still connecting count; never past the pool's
+   * limit. Returns how many it opened (they join the idle set as they connect).
+   */
+  warm(n: number, untilPerf: number): number {
+    if (this.closed || n <= 0) return 0;
+    // From the top of the idle stack (what the burst pops first) down to the n-th fresh one: stale ones
+    // on the way are closed now; below that the burst does not reach. No array is made per call.
+    let fresh = 0;
+    for (let k = this.idle.length - 1; k >= 0 && fresh < n; k--) {
+      const c = this.idle[k]!;
+      if (!c.dead && untilPerf - c.idleSincePerf < c.keepAliveMs) fresh++;
+      else c.destroy(); // forget() removes idle[k]: the entries below k keep their places
+    }
+    const want = Math.min(n - fresh - this.connecting, this.limit - this.all.size);
+    for (let k = 0; k < want; k++) void this.openAhead();
+    return Math.max(0, want);
+  }
+
+  /** Connections opened ahead of use that are not connected yet. */
+  private connecting = 0;
+
+  private openAhead(): Promise<void> {
+    const conn = new H1Conn(this, this.host, this.port, this.connectTimeoutMs, this.keepAliveMs);
+    conn.preopened = true;
+    this.all.add(conn);
+    this.connecting++;
+    return new Promise<void>((resolve) => {
+      conn.onConnected = (ok) => {
+        this.connecting--;
+        if (ok && !conn.dead) {
+          conn.idleSincePerf = perfNow();
+          this.idle.push(conn);
+        }
+        resolve();
+      };
+    });
   }
 
   /** A stale keep-alive connection closed before answering: send once more on a fresh one. */

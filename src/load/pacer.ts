@@ -20,9 +20,43 @@ export interface Pacer {
   done: Promise<void>;
 }
 
-export function pace(times: Float64Array, origin: number, due: (i: number, now: number) => void): Pacer {
+/** Entries this close to the one before are one burst (the pacer sleeps on no timer between them). */
+const BURST_GAP_MS = SPIN_WINDOW_MS + 1;
+/** A burst looked ahead at spans at most this much schedule time (at high rates connections cycle). */
+const AHEAD_SPAN_MS = 20;
+
+/** The end (exclusive) of the burst that starts at entry `i`: what the pacer announces to `ahead` at once. */
+export function burstEnd(times: Float64Array, i: number): number {
+  let j = i + 1;
+  while (j < times.length && times[j]! - times[j - 1]! < BURST_GAP_MS && times[j]! - times[i]! <= AHEAD_SPAN_MS) j++;
+  return j;
+}
+
+export interface PaceOptions {
+  /**
+   * Called while the pacer waits for entry `first` (it is ≥ BURST_GAP_MS away), once per burst: entries
+   * first … first+count−1 are due together, the last at `lastMs`. The open loop readies connections here,
+   * so none is opened while the burst is sent.
+   */
+  ahead?: (first: number, count: number, lastMs: number) => void;
+}
+
+export function pace(
+  times: Float64Array,
+  origin: number,
+  due: (i: number, now: number) => void,
+  opts: PaceOptions = {},
+): Pacer {
   const n = times.length;
   let i = 0;
+  /** Entries below this were already announced to `ahead`. */
+  let announced = 0;
+  const ahead = opts.ahead;
+  const announce = () => {
+    const j = burstEnd(times, i);
+    announced = j;
+    ahead!(i, j - i, times[j - 1]!);
+  };
   let timer: NodeJS.Timeout | null = null;
   let finished = false;
   let resolveDone!: () => void;
@@ -61,8 +95,18 @@ export function pace(times: Float64Array, origin: number, due: (i: number, now: 
       if (sendDue(now)) return;
       d = times[i]! - (performance.now() - origin);
     }
-    if (d > SPIN_WINDOW_MS + 1) timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
-    else setImmediate(tick);
+    if (d > SPIN_WINDOW_MS + 1) {
+      // In the gap before a burst: what it needs is readied now, not while it is sent.
+      if (ahead && i >= announced) {
+        announce();
+        d = times[i]! - (performance.now() - origin);
+      }
+      if (d > SPIN_WINDOW_MS + 1) {
+        timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
+        return;
+      }
+    }
+    setImmediate(tick);
   };
   if (n === 0) stop();
   else tick();

@@ -149,12 +149,75 @@ export interface ScheduleSummary {
   lagP50Ms: number | null;
   lagP99Ms: number | null;
   lagMaxMs: number | null;
+  /** Distinct send times the requests were due at (requests due at the same ms-exact time form one instant). */
+  instants: number;
+  /** The most requests due at one instant: one loop sends them one after another. */
+  maxDueAtOnce: number;
+  /** Bytes of request bodies due at that instant (null when the run did not say). */
+  maxDueBodyBytes: number | null;
+  /** Lag of the first send of each instant (the pacer's own lateness): p99 and max over instants, ms. */
+  firstLagP99Ms: number | null;
+  firstLagMaxMs: number | null;
+  /**
+   * Of the summed lag, the share spent waiting behind earlier sends of the same instant (send − the
+   * instant's first send); the rest (1 − it) is the first send's lateness. Null without lag.
+   */
+  behindShare: number | null;
+}
+
+/**
+ * What the lag is made of: requests due at the same time are sent one after another, so a request's
+ * lag is its instant's first send's lateness plus the sends before it in that instant.
+ */
+export function lagBreakdown(
+  recs: readonly RequestRecord[],
+  bodyBytes?: (index: number) => number,
+): Pick<
+  ScheduleSummary,
+  "instants" | "maxDueAtOnce" | "maxDueBodyBytes" | "firstLagP99Ms" | "firstLagMaxMs" | "behindShare"
+> {
+  const at = new Map<number, RequestRecord[]>();
+  for (const r of recs) {
+    if (r.warmup || !Number.isFinite(r.sendMs)) continue;
+    const g = at.get(r.scheduledMs);
+    if (g) g.push(r);
+    else at.set(r.scheduledMs, [r]);
+  }
+  const first: number[] = [];
+  let behind = 0;
+  let total = 0;
+  let most: RequestRecord[] = [];
+  for (const [t, g] of at) {
+    let s0 = Number.POSITIVE_INFINITY;
+    for (const r of g) s0 = Math.min(s0, r.sendMs);
+    first.push(s0 - t);
+    for (const r of g) {
+      behind += r.sendMs - s0;
+      total += r.sendMs - t;
+    }
+    if (g.length > most.length) most = g;
+  }
+  let bytes: number | null = null;
+  if (bodyBytes && most.length) {
+    bytes = 0;
+    for (const r of most) bytes += bodyBytes(r.index);
+  }
+  return {
+    instants: at.size,
+    maxDueAtOnce: most.length,
+    maxDueBodyBytes: bytes,
+    firstLagP99Ms: first.length ? npPercentile(first, 99) : null,
+    firstLagMaxMs: first.length ? first.reduce((a, b) => Math.max(a, b)) : null,
+    // A zero total (every send exactly on time) has no parts to share.
+    behindShare: total > 0 ? Math.min(1, Math.max(0, behind / total)) : null,
+  };
 }
 
 export function scheduleSummary(
   recs: readonly RequestRecord[],
   plan: Pick<ReplayPlan, "speed" | "startOffsetMs" | "traceSpanMs">,
   source = "trace",
+  bodyBytes?: (index: number) => number,
 ): ScheduleSummary {
   const lag: number[] = [];
   for (const r of recs) if (!r.warmup && Number.isFinite(r.sendMs)) lag.push(r.sendMs - r.scheduledMs);
@@ -168,7 +231,19 @@ export function scheduleSummary(
     lagP50Ms: q(50),
     lagP99Ms: q(99),
     lagMaxMs: lag.length ? lag.reduce((a, b) => Math.max(a, b)) : null,
+    ...lagBreakdown(recs, bodyBytes),
   };
+}
+
+/** One line on what the lag is made of, e.g. "lag p99 2.7 ms: 16 requests due at one instant (1.4 MB of bodies); …". */
+export function explainLag(sc: ScheduleSummary): string {
+  const ms = (x: number | null) => (x === null ? "n/a" : x < 0.1 ? x.toFixed(3) : x.toFixed(2));
+  const mb = sc.maxDueBodyBytes === null ? "" : ` (${(sc.maxDueBodyBytes / 1e6).toFixed(2)} MB of bodies)`;
+  const share =
+    sc.behindShare === null
+      ? ""
+      : `; ${(sc.behindShare * 100).toFixed(0)} % of the summed lag is waiting behind earlier sends of the same instant`;
+  return `lag p99 ${ms(sc.lagP99Ms)} ms: ${sc.maxDueAtOnce} request${sc.maxDueAtOnce === 1 ? "" : "s"} due at one instant${mb}, ${sc.instants} instants; the first of each instant p99 ${ms(sc.firstLagP99Ms)} ms, max ${ms(sc.firstLagMaxMs)} ms${share}`;
 }
 
 /** The replay, length-check and per-turn lines printed after the summary (pure text). */
@@ -188,6 +263,7 @@ export function formatReplay(res: {
     L.push(
       `schedule: ${sc.source}${sc.source === "trace" ? ` at ${sc.speed}× from ${(sc.startOffsetMs / 1000).toFixed(3)} s, span ${(sc.traceSpanMs / 1000).toFixed(3)} s of trace time` : ""}; send lag p50 / p99 / max ${f(sc.lagP50Ms, 3)} / ${f(sc.lagP99Ms, 3)} / ${f(sc.lagMaxMs, 3)} ms`,
     );
+  if (sc && sc.source !== "generated" && sc.lagP99Ms !== null) L.push(`  ${explainLag(sc)}`);
   const c = rp.calibration;
   if (c)
     L.push(

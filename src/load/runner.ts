@@ -15,7 +15,7 @@ import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
-import { pace } from "./pacer.ts";
+import { burstEnd, pace } from "./pacer.ts";
 import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
 import {
   lengthChecks,
@@ -38,7 +38,14 @@ import {
   traceSessions,
   turnTable,
 } from "./sessions.ts";
-import { autoWorkersChoice, mergeEld, type ShardEld, type ShardInit, startShards } from "./shard.ts";
+import {
+  autoWorkersChoice,
+  mergeEld,
+  replayWorkersChoice,
+  type ShardEld,
+  type ShardInit,
+  startShards,
+} from "./shard.ts";
 import { type BenchSummary, computeMetrics, type MetricsResult } from "./summarize.ts";
 import { calibrate, findTokenizer } from "./tokenizer.ts";
 import type { BenchOptions, BenchProgress, ClientHealth, Endpoint, RequestRecord } from "./types.ts";
@@ -58,6 +65,8 @@ export interface BenchDeps {
    * thread) over its window, the run's clock start to its last request's end; one report per loop.
    */
   instrument?: InstrumentSpec & { onLoop(r: LoopReport): void };
+  /** The measured phase's origin on performance.now()'s clock (records' times are relative to it). */
+  onOrigin?: (originPerf: number) => void;
 }
 
 export interface BenchSetup {
@@ -463,6 +472,8 @@ export interface Phase {
   records: RequestRecord[];
   durationMs: number;
   interrupted: boolean;
+  /** A request's body size in bytes by its index (open loop: the bodies built before the clock). */
+  bodyBytes?: (index: number) => number;
 }
 
 /** Runs one benchmark. Returns partial results on interrupt (result.partial); throws typed errors. */
@@ -480,10 +491,18 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
   );
   if (tm?.sessions && (opts.warmup ?? 0) > 0)
     throw new UsageError("--warmup sends single requests; sessions have no warm-up (run a short session first)");
-  if (tm && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
-    throw new UsageError("trace replays and sessions run on one event loop: drop --workers");
-  // Threads and streams are bounded before anything is sent; a replay's sends are paced on one loop.
-  const { workers, note: workersNote } = tm ? { workers: 1, note: undefined } : workerChoice(r, opts.workers);
+  if (tm && !tm.plan && opts.workers !== undefined && opts.workers !== "auto" && opts.workers > 1)
+    throw new UsageError(
+      tm.sessions
+        ? "sessions run on one event loop (a session's turns go in order): drop --workers"
+        : "a trace's rows on a generated schedule run on one event loop: drop --workers",
+    );
+  // Threads and streams are bounded before anything is sent; a replay's bursts may be sent by several loops.
+  const { workers, note: workersNote } = tm?.plan
+    ? replayWorkers(tm.plan, r, opts.workers)
+    : tm
+      ? { workers: 1, note: undefined }
+      : workerChoice(r, opts.workers);
   let workload: Workload = tm
     ? { name: opts.dataset ?? "jsonl", size: 0, get: () => ({ inputLen: 0, outputLen: 0 }) }
     : createWorkload({ ...opts, seed: r.seed });
@@ -538,6 +557,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       warmup: r.warmup,
     };
     let calibration: Calibration | null = null;
+    let phaseBodyBytes: ((index: number) => number) | undefined;
     let sessions: Session[] | null = null;
     if (tm) {
       let synth: PromptSynth | null = null;
@@ -575,6 +595,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       instrumentSpec: deps.instrument
         ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
         : undefined,
+      onOrigin: deps.onOrigin,
     };
 
     // Warmup: closed loop, excluded from every metric; a 4xx here aborts like on the first request.
@@ -610,7 +631,14 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       ctx.instrument = inst;
     }
     if (workers > 1) {
-      const sh = await shardedPhase(ctx, r, opts, workers, () => {
+      // A replay's bodies are built here, once, and dealt to the shards with their times.
+      let replay: { times: Float64Array; bodies: Array<{ p: Prompt; body: string | Buffer }> } | undefined;
+      if (tm?.plan) {
+        const n = tm.plan.timesMs.length;
+        replay = { times: tm.plan.timesMs, bodies: prebuildBodies(ctx, n, (i) => i)! };
+        ctx.workload.release?.();
+      }
+      const sh = await shardedPhase(ctx, r, opts, workers, replay, () => {
         // The threads are up: the measured window starts now.
         cpu0 = process.cpuUsage();
         eld.reset();
@@ -646,8 +674,9 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           ? tm.plan.timesMs
           : (r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed })),
         cap: r.maxConcurrency,
-        // A replay's bursts each need fresh connections while earlier requests still stream.
-        preconnect: tm?.plan ? Math.min(tm.plan.rows.length, r.maxConcurrency ?? 256) : undefined,
+        // A replay's first burst goes out on connections opened before the clock; the pacer readies the
+        // later ones' in the gaps before them (openLoop).
+        preconnect: tm?.plan ? Math.min(burstEnd(tm.plan.timesMs, 0), r.maxConcurrency ?? PRECONNECT_MAX) : undefined,
         // Prompt synthesis and body building are not the client's load during the run.
         onClockStart: () => {
           cpu0 = process.cpuUsage();
@@ -656,6 +685,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
     }
     edge("end");
+    phaseBodyBytes = phase.bodyBytes;
     const cpu = process.cpuUsage(cpu0);
     if (inst) {
       ctx.instrument = undefined;
@@ -746,7 +776,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         server: before && after ? serverDelta(before, after) : null,
         serverTimings: summarizeServerTimings(recs),
         schedule: tm?.plan
-          ? scheduleSummary(recs, tm.plan)
+          ? scheduleSummary(recs, tm.plan, "trace", phaseBodyBytes)
           : sessions
             ? scheduleSummary(recs, { speed: opts.replaySpeed ?? 1, startOffsetMs: 0, traceSpanMs: 0 }, "sessions")
             : r.concurrency === null
@@ -798,6 +828,7 @@ async function shardedPhase(
   r: Resolved,
   opts: BenchOptions,
   w: number,
+  replay: { times: Float64Array; bodies: Array<{ p: Prompt; body: string | Buffer }> } | undefined,
   onReady: () => void,
 ): Promise<Phase & { eld: ShardEld[]; loops: LoopReport[] }> {
   const share = (total: number, k: number) => Math.floor(total / w) + (k < total % w ? 1 : 0);
@@ -831,7 +862,10 @@ async function shardedPhase(
         });
     }
   } else {
-    const times = r.arrivals ?? arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
+    const times =
+      replay?.times ??
+      r.arrivals ??
+      arrivalTimesMs(r.numPrompts!, { rate: r.rate, burstiness: r.burstiness, seed: r.seed });
     for (let k = 0; k < w; k++) {
       const m = share(times.length, k);
       const t = new Float64Array(m);
@@ -842,9 +876,20 @@ async function shardedPhase(
       }
       // A --max-concurrency cap is split evenly between shards (arrivals are dealt round-robin).
       const cap = r.maxConcurrency !== null ? Math.max(1, share(r.maxConcurrency, k)) : null;
-      inits.push({ ...base, shard: k, client: client(cap), closed: null, open: { times: t, indices: idx, cap } });
+      const open: NonNullable<ShardInit["open"]> = { times: t, indices: idx, cap };
+      if (replay) {
+        open.bodies = Array.from(idx, (i) => {
+          const b = replay.bodies[i]!;
+          return { inputLen: b.p.inputLen, outputLen: b.p.outputLen, body: b.body };
+        });
+        // Its first burst's connections before the clock; the pacer readies the later ones' in the gaps.
+        open.preconnect = m ? Math.min(burstEnd(t, 0), cap ?? PRECONNECT_MAX) : 0;
+      }
+      inits.push({ ...base, shard: k, client: client(cap), closed: null, open });
     }
   }
+  // Sizes before the bodies move to the shards (transferred, they are gone here).
+  const sizes = replay?.bodies.map((b) => Buffer.byteLength(b.body));
   let fatal: Error | null = null;
   let st: RunState | null = null;
   const shards = await startShards(inits, {
@@ -859,6 +904,7 @@ async function shardedPhase(
   });
   st = new RunState(ctx, r.numPrompts);
   const state = st;
+  ctx.onOrigin?.(state.originPerf);
   onReady();
   const originHrMs = Number(process.hrtime.bigint()) / 1e6 - (performance.now() - state.originPerf);
   void state.whenStopped().then(() => {
@@ -874,7 +920,27 @@ async function shardedPhase(
     interrupted: state.interrupted || res.interrupted,
     eld: res.eld,
     loops: res.loops,
+    bodyBytes: sizes ? (index) => sizes[index] ?? 0 : undefined,
   };
+}
+
+/** Worker threads for a timed replay: `--workers N` within the cores, or auto (replayWorkersChoice). */
+function replayWorkers(
+  plan: ReplayPlan,
+  r: Resolved,
+  asked: number | "auto" | undefined,
+  cores = availableParallelism(),
+): { workers: number; note?: string } {
+  const n = plan.timesMs.length;
+  if (asked !== undefined && asked !== "auto") return { workers: Math.min(checkWorkers(asked, cores), n) };
+  let most = 0;
+  for (let i = 0; i < n; ) {
+    const j = burstEnd(plan.timesMs, i);
+    most = Math.max(most, j - i);
+    i = j;
+  }
+  const c = replayWorkersChoice(most, r.maxConcurrency ?? 1, r.baseUrl, cores);
+  return { workers: Math.max(1, Math.min(c.workers, n)), note: c.why };
 }
 
 export interface RunCtx {
@@ -894,6 +960,8 @@ export interface RunCtx {
   instrument?: LoopInstrument;
   /** What each worker thread measures in its own loop (sharded runs). */
   instrumentSpec?: InstrumentSpec;
+  /** Hears the measured phase's origin (BenchDeps.onOrigin). */
+  onOrigin?: (originPerf: number) => void;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -1095,6 +1163,9 @@ export function preconnectCount(o: {
   return Math.min(n, early, o.open!.cap ?? n, PRECONNECT_MAX);
 }
 
+/** A connection readied for a burst must outlive its keep-alive limit by this much past the burst's time. */
+const FRESH_MARGIN_MS = 1000;
+
 /** Prebuilt request bodies stop here: beyond it, the closed loop builds each as it sends. */
 const PREBUILD_MAX_BYTES = 64 * 1024 * 1024;
 
@@ -1187,20 +1258,27 @@ export async function openLoop(
     preconnect?: number;
     /** Called once the bodies are built and connections open, as the clock starts. */
     onClockStart?: () => void;
+    /** Bodies built elsewhere (a replay's shard: the main thread's), times[k]'s at pre[k]. */
+    pre?: Array<{ p: Prompt; body: string | Buffer }>;
   },
 ): Promise<Phase> {
   const n = o.times.length;
   const idx = o.indices;
-  const pre = prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
+  const pre = o.pre ?? prebuildBodies(ctx, n, idx ? (i) => idx[i]! : (i) => i)!;
+  const sizes = new Map<number, number>();
+  for (let i = 0; i < n; i++) sizes.set(idx ? idx[i]! : i, Buffer.byteLength(pre[i]!.body));
   ctx.workload.release?.();
   if (o.originPerf === undefined) await ctx.client.preconnect(o.preconnect ?? preconnectCount({ open: o }));
   o.onClockStart?.();
   const st = new RunState(ctx, n, o.originPerf);
+  ctx.onOrigin?.(st.originPerf);
   const slots = o.cap !== null ? new Slots(o.cap) : null;
   const stopped = st.whenStopped().then(() => slots?.drain());
   const times = o.times;
   const origin = st.originPerf;
-  const dispatch = (i: number, created: number) => {
+  const order = shortestFirst(times, pre);
+  const dispatch = (at: number, created: number) => {
+    const i = order ? order[at]! : at;
     const index = idx ? idx[i]! : i;
     if (!slots) {
       st.launch(st.send(index, times[i]!, created, false, pre[i]));
@@ -1219,9 +1297,19 @@ export async function openLoop(
       })(),
     );
   };
-  const pacer = pace(times, origin, (i, now) => {
-    if (!st.stopped) dispatch(i, now);
-  });
+  const pacer = pace(
+    times,
+    origin,
+    (i, now) => {
+      if (!st.stopped) dispatch(i, now);
+    },
+    {
+      // In the gap before each burst: enough fresh idle connections for it, none opened while it is sent.
+      ahead: (_first, count, lastMs) => {
+        if (!st.stopped) ctx.client.warm(Math.min(count, PRECONNECT_MAX), origin + lastMs + FRESH_MARGIN_MS);
+      },
+    },
+  );
   // An interrupt must not wait for the next arrival (gaps can be long at low rates).
   stopped.then(pacer.stop);
   // Between socket reads too (h1): a request due during a burst of reads goes out at the next read,
@@ -1232,7 +1320,37 @@ export async function openLoop(
   await st.whenIdle();
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
+  return {
+    records: st.records.materialize(),
+    durationMs,
+    interrupted: st.interrupted,
+    bodyBytes: (index) => sizes.get(index) ?? 0,
+  };
+}
+
+/**
+ * The send order of a schedule with ties: requests due at the same time go out shortest body first. One
+ * loop sends them one after another and a send costs about its body's copy, so each then waits only for
+ * the shorter ones before it — the least wait any order gives every rank (the trace cannot tell their
+ * order: its stamps are quantized). Null when no two entries are due at once (schedule order).
+ */
+export function shortestFirst(times: Float64Array, pre: ReadonlyArray<{ body: string | Buffer }>): Int32Array | null {
+  let ties = false;
+  for (let i = 1; i < times.length && !ties; i++) ties = times[i] === times[i - 1];
+  if (!ties) return null;
+  const order = Int32Array.from({ length: times.length }, (_, i) => i);
+  const size = (i: number) => {
+    const b = pre[i]!.body;
+    return typeof b === "string" ? b.length : b.byteLength;
+  };
+  for (let a = 0; a < times.length; ) {
+    let z = a + 1;
+    while (z < times.length && times[z] === times[a]) z++;
+    // A stable sort: equal sizes keep the schedule's order.
+    if (z - a > 1) order.subarray(a, z).sort((x, y) => size(x) - size(y) || x - y);
+    a = z;
+  }
+  return order;
 }
 
 /** Sessions: each turn resends the history; a session's turns in order, sessions side by side. */

@@ -11,7 +11,7 @@ import * as hdr from "hdr-histogram-js";
 import { type ClientOptions, StreamClient } from "./client.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import type { ChunkColumns, Endpoint, RequestRecord } from "./types.ts";
-import { createWorkload, type requestBody, type WorkloadOptions } from "./workload.ts";
+import { createWorkload, type requestBody, type Workload, type WorkloadOptions } from "./workload.ts";
 
 /**
  * Streams one event loop is given before `--workers auto` adds another (hosts with ≥ AUTO_MIN_CORES
@@ -58,6 +58,38 @@ export function autoWorkersChoice(streams: number, baseUrl: string, cores = avai
   };
 }
 
+/**
+ * Sends of one instant a replay gives each loop. A long prompt's send costs ~0.1–0.3 ms (a loopback write
+ * copies the body and runs the receive path in the sender's context), so about four fit in 1 ms of lag.
+ */
+export const REPLAY_SENDS_PER_LOOP = 4;
+
+/**
+ * `--workers auto` for a trace replay: its bursts (`maxBurst` requests due at once) are sent by several
+ * loops at once, REPLAY_SENDS_PER_LOOP each, on hosts with ≥ AUTO_MIN_CORES cores (one core left to a
+ * server on this host); below that one loop, which sends a burst's requests one after another.
+ */
+export function replayWorkersChoice(
+  maxBurst: number,
+  streams: number,
+  baseUrl: string,
+  cores = availableParallelism(),
+): AutoWorkers {
+  const host = new URL(baseUrl).hostname;
+  const local = host === "127.0.0.1" || host === "localhost" || host === "[::1]" || host === "::1";
+  const want = Math.max(Math.ceil(maxBurst / REPLAY_SENDS_PER_LOOP), Math.ceil(streams / STREAMS_PER_WORKER), 1);
+  if (cores < AUTO_MIN_CORES)
+    return {
+      workers: 1,
+      why: `auto: 1 event loop for the replay: this host has ${cores} core(s) (several loops need ≥ ${AUTO_MIN_CORES}); up to ${maxBurst} request(s) due at one instant go out one after another`,
+    };
+  const workers = Math.min(want, Math.max(1, cores - (local ? 1 : 0)));
+  return {
+    workers,
+    why: `auto: ${workers} event loop(s) for the replay: up to ${maxBurst} request(s) due at one instant, ≤ ${REPLAY_SENDS_PER_LOOP} sent by each loop${workers < want ? `; one per core${local ? " but the server's" : ""}` : ""}`,
+  };
+}
+
 /** `--workers auto`'s thread count (autoWorkersChoice). */
 export function autoWorkers(streams: number, baseUrl: string, cores = availableParallelism()): number {
   return autoWorkersChoice(streams, baseUrl, cores).workers;
@@ -74,7 +106,41 @@ export interface ShardInit {
   /** bench:client's instruments, run in this shard's own loop (instrument.ts). */
   instrument: InstrumentSpec | null;
   closed: { users: number; count: number | null; durationMs: number | null; shared: Int32Array } | null;
-  open: { times: Float64Array; indices: Int32Array; cap: number | null } | null;
+  open: {
+    times: Float64Array;
+    indices: Int32Array;
+    cap: number | null;
+    /**
+     * A replay's bodies, built on the main thread (times[k]'s is bodies[k]) and transferred: the prompts
+     * stay byte-identical to the ones the synthesizer made (prefix caching, usage.prompt_tokens checks).
+     */
+    bodies?: ShardBody[];
+    /** Connections to open before the clock (default preconnectCount). */
+    preconnect?: number;
+  } | null;
+}
+
+/** One prebuilt request: its lengths and body (a Buffer arrives in the worker as a Uint8Array). */
+export interface ShardBody {
+  inputLen: number;
+  outputLen: number;
+  body: string | Uint8Array;
+}
+
+/** The ArrayBuffers a shard's bodies can move (not copy) to it: those each body owns whole. */
+export function bodyTransfer(bodies: readonly ShardBody[] | undefined): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  const seen = new Set<ArrayBufferLike>();
+  for (const b of bodies ?? []) {
+    if (typeof b.body === "string") continue;
+    const a = b.body.buffer;
+    // A pooled (small) Buffer shares its ArrayBuffer: moving it would detach its neighbours.
+    if (b.body.byteOffset === 0 && b.body.byteLength === a.byteLength && !seen.has(a) && a instanceof ArrayBuffer) {
+      seen.add(a);
+      out.push(a);
+    }
+  }
+  return out;
 }
 
 /** Loop-delay histogram of one shard: Node's percentile iteration points and the count. */
@@ -116,10 +182,18 @@ async function shardMain(init: ShardInit): Promise<void> {
   const client = new StreamClient(init.baseUrl, init.client);
   const ac = new AbortController();
   const inst = init.instrument ? new LoopInstrument(init.shard, init.instrument) : null;
+  // A replay's bodies came built: its workload only answers lengths (nothing is synthesized here).
+  const pre = init.open?.bodies?.map((b) => ({
+    p: { inputLen: b.inputLen, outputLen: b.outputLen },
+    body: typeof b.body === "string" ? b.body : Buffer.from(b.body.buffer, b.body.byteOffset, b.body.byteLength),
+  }));
+  const workload: Workload = pre
+    ? { name: init.workload.dataset ?? "jsonl", size: pre.length, get: (i) => pre[i % pre.length]!.p }
+    : createWorkload(init.workload);
   const ctx = {
     instrument: inst ?? undefined,
     client,
-    workload: createWorkload(init.workload),
+    workload,
     bodyOpts: init.bodyOpts,
     endpoint: init.endpoint,
     signal: ac.signal,
@@ -144,7 +218,8 @@ async function shardMain(init: ShardInit): Promise<void> {
   });
   // Booting a thread (module loading, compiling) and connecting are setup: the run's clock starts after
   // every shard is ready.
-  const streams = preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! });
+  const streams =
+    init.open?.preconnect ?? preconnectCount(init.closed ? { closed: init.closed } : { open: init.open! });
   prepareStreams(client, ctx.workload, streams);
   await client.preconnect(streams);
   await inst?.ready();
@@ -155,7 +230,7 @@ async function shardMain(init: ShardInit): Promise<void> {
   try {
     const phase = init.closed
       ? await closedLoop(ctx, { ...init.closed, warmup: false, indexBase: 0, originPerf })
-      : await openLoop(ctx, { ...init.open!, originPerf });
+      : await openLoop(ctx, { ...init.open!, pre, originPerf });
     eld.disable();
     const points = eldPoints(eld);
     const loop = inst?.report() ?? null;
@@ -214,7 +289,13 @@ export interface Shards {
 /** Spawns the shards and resolves once every one is loaded and connected to nothing yet (ready). */
 export async function startShards(inits: ShardInit[], h: ShardHandlers): Promise<Shards> {
   const workers = inits.map(
-    (init) => new Worker(BOOT, { workerData: { inferscopeShard: init }, stdout: false, stderr: false }),
+    (init) =>
+      new Worker(BOOT, {
+        workerData: { inferscopeShard: init },
+        transferList: bodyTransfer(init.open?.bodies),
+        stdout: false,
+        stderr: false,
+      }),
   );
   const results: ShardResult = { durationMs: 0, interrupted: false, eld: [], loops: [] };
   const ready: Promise<void>[] = [];
