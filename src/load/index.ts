@@ -22,8 +22,10 @@ export { type AddedDelay, measureAddedDelay, probeDelays, rawFloor, startProbe }
 export { npMean, npMedian, npPercentile, npStd } from "./npstats.ts";
 export { ChunkScratch, JsonlWriter, parseRecordsJsonl, recordFromJson, recordToJson } from "./records.ts";
 export {
+  explainLag,
   formatReplay,
   type LengthCheck,
+  lagBreakdown,
   lengthChecks,
   planReplay,
   type ReplayOptions,

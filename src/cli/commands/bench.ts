@@ -422,7 +422,7 @@ export function register(program: Command): void {
     .option("--no-server-metrics", "do not scrape /metrics before and after")
     .option(
       "--workers <n>",
-      "worker threads to spread streams over, at most one per core (auto: one per 256 streams)",
+      "worker threads to spread streams over, at most one per core (auto: one per 256 streams; a timed replay: one per 4 requests due at one instant; one loop on < 4 cores)",
       (v: string) => {
         if (v === "auto") return "auto" as const;
         const n = Number(v);
