@@ -13,7 +13,9 @@
 // Any-host targets (issue #31), from the same runs: bytes allocated per read and mark-compact GCs
 // inside each loop's window (the run's clock start to its last request's end: heap statistics at the
 // edges and around every collection, src/load/heapwindow.ts; the summary after it excluded), CPU per
-// read against the raw-socket floor's. The last block prints every target with its figure.
+// read against the raw-socket floor's. The last block prints every target with its figure. Ratios
+// (client / floor, ours / vLLM's loop) are taken within pairs of alternating runs, then the median:
+// on a shared host the load drifts between blocks of runs.
 // The platform floor: the same 1,000 model-speed streams read by raw sockets whose read callback only
 // counts (no HTTP, SSE or JSON): its CPU per read and added delay are what Node + libuv + the kernel cost
 // before any client code runs, so the distance from it is what the client itself adds.
