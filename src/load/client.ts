@@ -8,7 +8,7 @@ import { undici } from "../lazy.ts";
 import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
-import { ChunkArena, ChunkScratch } from "./records.ts";
+import { ChunkArena, ChunkRows } from "./records.ts";
 import { interpretChunk, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
@@ -32,6 +32,9 @@ export interface ClientOptions {
 export type Transport = "auto" | "h1" | "undici";
 
 const MAX_ERROR_BODY = 64 * 1024;
+
+/** The fast path's output, shared by every stream on this thread: filled and read within one call. */
+const FF: FastFacts = newFastFacts();
 
 /** Fills a record's response-side fields; the runner fills index, schedule and targets. */
 export function blankRecord(): RequestRecord {
@@ -113,7 +116,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
   private readonly parser = new SseParser();
-  scratch: ChunkScratch;
+  scratch: ChunkRows;
   rec: RequestRecord;
   private originPerf = 0;
   /** The stream() promise's resolve, called once the response is settled. */
@@ -132,17 +135,27 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   private lastCum = 0;
   private usageContinuous: boolean | null = null;
   private outputChunks = 0;
+  // The record's chunk facts, kept here while the stream runs and written to it once at the end: a
+  // read then touches this handler's memory and its rows only (each stream's state is out of cache
+  // by its next read, so every other object touched per read costs a miss).
+  private firstChunkMs = Number.NaN;
+  private lastChunkMs = Number.NaN;
+  private firstOutputMs = Number.NaN;
+  private firstContentMs = Number.NaN;
+  private completionTokens = -1;
+  private promptTokens = -1;
+  private finishReason: string | null = null;
 
   constructor(
     private readonly arena: ChunkArena,
     private readonly onDone: (h: StreamHandler) => void,
   ) {
     this.rec = blankRecord();
-    this.scratch = new ChunkScratch(1);
+    this.scratch = new ChunkRows(1);
   }
 
   /** Takes the next request: every per-response field back to its start. */
-  reset(rec: RequestRecord, scratch: ChunkScratch, originPerf: number, resolve: (r: RequestRecord) => void): void {
+  reset(rec: RequestRecord, scratch: ChunkRows, originPerf: number, resolve: (r: RequestRecord) => void): void {
     this.rec = rec;
     this.scratch = scratch;
     this.originPerf = originPerf;
@@ -163,6 +176,13 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     this.lastCum = 0;
     this.usageContinuous = null;
     this.outputChunks = 0;
+    this.firstChunkMs = Number.NaN;
+    this.lastChunkMs = Number.NaN;
+    this.firstOutputMs = Number.NaN;
+    this.firstContentMs = Number.NaN;
+    this.completionTokens = -1;
+    this.promptTokens = -1;
+    this.finishReason = null;
   }
 
   start(): void {
@@ -252,7 +272,6 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     this.onResponseError(null as any, err);
   }
 
-  private readonly ff: FastFacts = newFastFacts();
   /** The stream's last chunk shape: most chunks are then read from their text alone. */
   private readonly shape = new ChunkShape();
 
@@ -265,7 +284,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       this.done = true;
       return;
     }
-    if (event !== "error" && fastInterpret(b, s, e, this.ff, this.shape)) this.apply(this.ff, bytes);
+    if (event !== "error" && fastInterpret(b, s, e, FF, this.shape)) this.apply(FF, bytes);
     else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
   };
 
@@ -290,22 +309,21 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   };
 
   private apply(f: FastFacts, bytes: number): void {
-    const rec = this.rec;
     const t = this.nowMs;
     let flags = 0;
     if (f.hasChoices) {
       flags |= CHUNK_CHOICES;
-      if (Number.isNaN(rec.firstChunkMs)) {
-        rec.firstChunkMs = t;
+      if (Number.isNaN(this.firstChunkMs)) {
+        this.firstChunkMs = t;
         if (this.usageContinuous === null) this.usageContinuous = f.completionTokens >= 0;
       }
-      rec.lastChunkMs = t;
+      this.lastChunkMs = t;
     }
     const out = f.content + f.reasoning + f.tool;
     if (out > 0) {
       this.outputChunks++;
-      if (Number.isNaN(rec.firstOutputMs)) rec.firstOutputMs = t;
-      if (f.content > 0 && Number.isNaN(rec.firstContentMs)) rec.firstContentMs = t;
+      if (Number.isNaN(this.firstOutputMs)) this.firstOutputMs = t;
+      if (f.content > 0 && Number.isNaN(this.firstContentMs)) this.firstContentMs = t;
     }
     let tokens = -1;
     if (f.completionTokens >= 0) {
@@ -314,12 +332,12 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
         tokens = f.completionTokens - this.lastCum;
         this.lastCum = f.completionTokens;
       }
-      rec.completionTokens = f.completionTokens;
+      this.completionTokens = f.completionTokens;
     }
-    if (f.promptTokens >= 0) rec.promptTokens = f.promptTokens;
+    if (f.promptTokens >= 0) this.promptTokens = f.promptTokens;
     if (f.finishReason !== null) {
       flags |= CHUNK_FINISH;
-      rec.finishReason = f.finishReason;
+      this.finishReason = f.finishReason;
     }
     this.scratch.push(t, bytes, this.readId, tokens, f.content, f.reasoning, f.tool, flags);
   }
@@ -337,9 +355,9 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
         this.onMessage(last);
       }
       if (!this.failed) {
-        if (Number.isNaN(this.rec.firstChunkMs))
+        if (Number.isNaN(this.firstChunkMs))
           this.fail("no-output", "the stream ended without a chunk with choices (never received a valid chunk)");
-        else if (!this.done && this.rec.finishReason === null)
+        else if (!this.done && this.finishReason === null)
           this.fail("disconnect", "the stream ended without [DONE] or a finish_reason");
       }
     }
@@ -380,6 +398,13 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     this.settled = true;
     const rec = this.rec;
     rec.endMs = perfNow() - this.sendPerf;
+    rec.firstChunkMs = this.firstChunkMs;
+    rec.lastChunkMs = this.lastChunkMs;
+    rec.firstOutputMs = this.firstOutputMs;
+    rec.firstContentMs = this.firstContentMs;
+    if (this.completionTokens >= 0) rec.completionTokens = this.completionTokens;
+    if (this.promptTokens >= 0) rec.promptTokens = this.promptTokens;
+    if (this.finishReason !== null) rec.finishReason = this.finishReason;
     rec.chunks = this.scratch.moveTo(this.arena);
     if (rec.completionTokens > 0) {
       rec.outputTokens = rec.completionTokens;
@@ -413,7 +438,7 @@ export class StreamClient {
   private readonly h1: H1Pool | null;
   readonly transport: "h1" | "undici";
   private readonly headers: Record<string, string>;
-  private readonly scratchPool: ChunkScratch[] = [];
+  private readonly scratchPool: ChunkRows[] = [];
   private readonly handlerPool: StreamHandler[] = [];
   private readonly onDone = (h: StreamHandler): void => {
     this.inFlight.delete(h);
@@ -479,7 +504,9 @@ export class StreamClient {
     if (chunks > 0) {
       let fit = 0;
       for (const s of this.scratchPool) if (s.capacity >= chunks) fit++;
-      for (; fit < m; fit++) this.scratchPool.push(new ChunkScratch(chunks));
+      for (; fit < m; fit++) this.scratchPool.push(new ChunkRows(chunks));
+      // The first wave's finished columns land in blocks made now, not in the window.
+      this.arena.reserve(m * chunks);
     }
   }
 
@@ -507,7 +534,7 @@ export class StreamClient {
       // Sized for max_tokens (+ role, usage and finish chunks), so it does not grow mid-stream.
       const want = rec.targetOutputLen > 0 ? rec.targetOutputLen + 4 : 256;
       let scratch = this.scratchPool.pop();
-      if (!scratch || scratch.capacity < want) scratch = new ChunkScratch(want);
+      if (!scratch || scratch.capacity < want) scratch = new ChunkRows(want);
       const h = this.handlerPool.pop() ?? new StreamHandler(this.arena, this.onDone);
       h.reset(rec, scratch, originPerf, resolve);
       this.inFlight.add(h);

@@ -213,6 +213,8 @@ function scanFrom(b: Buffer, i: number, end: number, depth: number, f: FastFacts
   return depth;
 }
 
+const SHAPE_CAP = 1024;
+
 /**
  * One stream's last chunk shape. A stream's chunks differ, as a rule, only in the text of their one
  * counted string (a token's text) and, with continuous usage stats, in the counts after it. The shape
@@ -223,28 +225,36 @@ function scanFrom(b: Buffer, i: number, end: number, depth: number, f: FastFacts
  * scanned from that state. Either way the answer is the full read's.
  */
 export class ChunkShape {
-  private buf: Buffer | null = null;
+  /** Made with the shape (before a run's clock), not at the stream's first chunk. */
+  private readonly buf = Buffer.allocUnsafe(SHAPE_CAP);
   private prefixLen = -1;
   private suffixLen = 0;
   private depth = 0;
   /** Where the string's units go: content (text, content) or reasoning. */
   private reasoning = false;
-  /** The facts before the string, and of the whole chunk (the string's units aside). */
-  private readonly before = newFastFacts();
-  private readonly whole = newFastFacts();
+  // The facts before the string (b*), and of the whole chunk (w*; the string's units aside), as fields
+  // of this object rather than objects of their own: one object less to fetch per read.
+  private bHasChoices = false;
+  private bCompletion = -1;
+  private bPrompt = -1;
+  private bFinish: string | null = null;
+  private wHasChoices = false;
+  private wCompletion = -1;
+  private wPrompt = -1;
+  private wFinish: string | null = null;
   /** Reads with the same bytes after the string, with other bytes after it, and full reads. */
   hits = 0;
   suffixScans = 0;
   misses = 0;
 
   /** Largest prefix + suffix kept (bytes). */
-  static readonly CAP = 1024;
+  static readonly CAP = SHAPE_CAP;
 
   /** Reads b[start, end) if its bytes before the string match; false: read it in full. */
   tryRead(b: Buffer, start: number, end: number, f: FastFacts): boolean {
     const p = this.prefixLen;
     if (p < 0 || end - start <= p) return false;
-    const buf = this.buf!;
+    const buf = this.buf;
     if (b.compare(buf, 0, p, start, start + p) !== 0) return false;
     const j = scanString(b, start + p, end);
     if (j < 0) return false;
@@ -252,14 +262,20 @@ export class ChunkShape {
     const same = end - j === this.suffixLen && b.compare(buf, p, p + this.suffixLen, j, end) === 0;
     // The same bytes after the string: the whole chunk's facts; else the facts before the string,
     // and the bytes after it scanned from the state there.
-    const k = same ? this.whole : this.before;
-    f.hasChoices = k.hasChoices;
     f.content = this.reasoning ? 0 : units;
     f.reasoning = this.reasoning ? units : 0;
     f.tool = 0;
-    f.completionTokens = k.completionTokens;
-    f.promptTokens = k.promptTokens;
-    f.finishReason = k.finishReason;
+    if (same) {
+      f.hasChoices = this.wHasChoices;
+      f.completionTokens = this.wCompletion;
+      f.promptTokens = this.wPrompt;
+      f.finishReason = this.wFinish;
+    } else {
+      f.hasChoices = this.bHasChoices;
+      f.completionTokens = this.bCompletion;
+      f.promptTokens = this.bPrompt;
+      f.finishReason = this.bFinish;
+    }
     if (same) {
       this.hits++;
       return true;
@@ -279,19 +295,20 @@ export class ChunkShape {
       this.prefixLen = -1;
       return;
     }
-    this.buf ??= Buffer.allocUnsafe(ChunkShape.CAP);
     b.copy(this.buf, 0, start, capVs);
     b.copy(this.buf, p, capVe, end);
     this.prefixLen = p;
     this.suffixLen = sl;
     this.depth = capDepth;
     this.reasoning = capReasoning;
-    const k = this.before;
-    k.hasChoices = capHasChoices;
-    k.completionTokens = capCompletion;
-    k.promptTokens = capPrompt;
-    k.finishReason = capFinish;
-    Object.assign(this.whole, f);
+    this.bHasChoices = capHasChoices;
+    this.bCompletion = capCompletion;
+    this.bPrompt = capPrompt;
+    this.bFinish = capFinish;
+    this.wHasChoices = f.hasChoices;
+    this.wCompletion = f.completionTokens;
+    this.wPrompt = f.promptTokens;
+    this.wFinish = f.finishReason;
   }
 
   /** Forgets the shape. */

@@ -38,6 +38,8 @@ function h1Error(code: string, message: string, cause?: unknown): H1Error {
 // One buffer for every socket on this thread: reads are delivered one at a time and consumed synchronously.
 const READ_BUF_SIZE = 256 * 1024;
 let sharedReadBuf: Buffer | null = null;
+// The buffer itself goes to net, not a function returning it: net calls such a function after every
+// read and hands its result back to C++ as the next read's buffer (per-read work the floor does not do).
 const readBuffer = () => {
   if (!sharedReadBuf) sharedReadBuf = Buffer.allocUnsafe(READ_BUF_SIZE);
   return sharedReadBuf;
@@ -120,7 +122,7 @@ class H1Conn {
       port,
       noDelay: true,
       onread: {
-        buffer: readBuffer,
+        buffer: readBuffer(),
         callback: (n: number, buf: Uint8Array) => {
           this.onBytes(buf as Buffer, n);
           return true;
@@ -214,7 +216,11 @@ class H1Conn {
               this.protocolError("chunk size line does not start with a hex number");
               return;
             }
-            this.state = S_CHUNK_EXT;
+            // The usual CRLF right after the size: no search for the line's end (a native call per chunk).
+            if (c === CR && pos < n && buf[pos] === LF) {
+              pos++;
+              this.startChunk();
+            } else this.state = S_CHUNK_EXT;
           } else {
             this.protocolError(`bad byte 0x${c.toString(16)} in a chunk size line`);
             return;

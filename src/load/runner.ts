@@ -655,6 +655,11 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         durationMs: r.durationMs,
         warmup: false,
         indexBase: 0,
+        // Connecting, prepared stream state and request bodies are setup, as the floor's are (delay.ts).
+        onClockStart: () => {
+          cpu0 = process.cpuUsage();
+          eld.reset();
+        },
       });
     } else if (sessions) {
       edge("start");
@@ -1207,6 +1212,8 @@ export async function closedLoop(
     indexBase: number;
     shared?: Int32Array;
     originPerf?: number;
+    /** Called as the clock starts, after connecting, building the bodies and opening the instruments' window. */
+    onClockStart?: () => void;
   },
 ): Promise<Phase> {
   // (A shard's clock is the main thread's: it connects before it reports ready.)
@@ -1215,6 +1222,8 @@ export async function closedLoop(
   const pre =
     o.count !== null && !o.shared ? prebuildBodies(ctx, o.count, (i) => o.indexBase + i, PREBUILD_MAX_BYTES) : null;
   const st = new RunState(ctx, o.count, o.originPerf);
+  // After RunState: its instrument's window (and a collection it may start with) opens before the clock.
+  o.onClockStart?.();
   let next = 0;
   // Shards share one counter, so the run sends exactly `count` requests in all.
   const take = o.shared ? () => Atomics.add(o.shared!, 0, 1) : () => next++;

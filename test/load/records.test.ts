@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { blankRecord } from "../../src/load/client.ts";
-import { ChunkArena, ChunkScratch, RecordStore } from "../../src/load/records.ts";
+import { ChunkArena, ChunkRows, ChunkScratch, RecordStore } from "../../src/load/records.ts";
 import type { RequestRecord } from "../../src/load/types.ts";
 
 function record(i: number, arena: ChunkArena): RequestRecord {
@@ -52,3 +52,55 @@ for (const expected of [16, 1000]) {
     }
   });
 }
+
+// A stream's rows (ChunkRows) become the same columns as the eight-column scratch would hold,
+// through growth and a negative token count; and a put that copies a scratch's whole columns (past
+// its n) leaves the requests put before it as they were.
+test("ChunkRows into the arena: every column as pushed, across growth, earlier requests untouched", () => {
+  const arena = new ChunkArena();
+  const rows = new ChunkRows(2);
+  const want: number[][] = [];
+  for (let k = 0; k < 37; k++) {
+    const row = [k * 1.5 + 0.25, 100 + k, 7 + (k >> 2), k % 5 === 0 ? -1 : k, k * 3, k % 2, k % 3, k % 8];
+    want.push(row);
+    rows.push(row[0]!, row[1]!, row[2]!, row[3]!, row[4]!, row[5]!, row[6]!, row[7]!);
+  }
+  assert.ok(rows.capacity >= 37);
+  const a = rows.moveTo(arena);
+  assert.equal(rows.n, 0);
+  const cols = [a.tMs, a.bytes, a.read, a.tokens, a.content, a.reasoning, a.tool, a.flags];
+  for (let k = 0; k < 37; k++)
+    for (let c = 0; c < 8; c++) assert.equal(cols[c]![k], want[k]![c], `row ${k} column ${c}`);
+  // A scratch copied whole (capacity ≤ 2n + 64) writes past its n in the block: the next request's
+  // room. Requests before it must not change, and the next one must read back its own values.
+  const s = new ChunkScratch(100);
+  for (let k = 0; k < 60; k++) s.push(1000 + k, 1, 1, 1, 1, 1, 1, 1);
+  const b = s.moveTo(arena);
+  const s2 = new ChunkScratch(100);
+  for (let k = 0; k < 3; k++) s2.push(2000 + k, 2, 2, 2, 2, 2, 2, 2);
+  const c2 = s2.moveTo(arena);
+  for (let k = 0; k < 37; k++) assert.equal(a.tMs[k], want[k]![0]);
+  assert.deepEqual(
+    Array.from(b.tMs),
+    Array.from({ length: 60 }, (_, k) => 1000 + k),
+  );
+  assert.deepEqual(Array.from(c2.tMs), [2000, 2001, 2002]);
+  assert.deepEqual(Array.from(c2.flags), [2, 2, 2]);
+});
+
+test("ChunkArena.reserve: blocks made ahead are used before new ones, and read back like any other", () => {
+  const arena = new ChunkArena();
+  arena.reserve(3 * 65536);
+  const rows = new ChunkRows(300);
+  const got: Array<ReturnType<ChunkRows["moveTo"]>> = [];
+  for (let r = 0; r < 700; r++) {
+    for (let k = 0; k < 300; k++) rows.push(r + k / 1000, k, r, 1, 1, 0, 0, 1);
+    got.push(rows.moveTo(arena));
+  }
+  for (let r = 0; r < 700; r += 97) {
+    assert.equal(got[r]!.tMs.length, 300);
+    assert.equal(got[r]!.tMs[299], r + 0.299);
+    assert.equal(got[r]!.read[5], r);
+    assert.ok(arena.locate(got[r]!) !== null);
+  }
+});
