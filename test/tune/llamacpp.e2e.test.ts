@@ -66,6 +66,9 @@ test("tune over threads × --ubatch-size × --flash-attn on llama-server; an ind
     d.improvement.lo <= g.absolute.high && g.absolute.low <= d.improvement.hi,
     `tune [${g.absolute.low}, ${g.absolute.high}] vs A/B [${d.improvement.lo}, ${d.improvement.hi}]`,
   );
-  // A gain tune proved is seen by the A/B too.
-  if (r.best.gain && r.best.gain.relative.low > 0) assert.ok(d.improvement.estimate > 0, `A/B: ${d.verdict}`);
+  // A gain tune proved is seen by the A/B too — where the A/B can see it: tune's lower bound at least the A/B's
+  // minimum detectable effect (α 0.05, power 0.8). A gain proved by a hair (12 % [0.3, 22.8] on 8 candidates, the
+  // winner of a selection) against an A/B that detects ≈ 1 ms/token is no test of either: both intervals meet above.
+  if (g.absolute.low > 0 && g.absolute.low >= d.comparison.mde)
+    assert.ok(d.improvement.estimate > 0, `A/B: ${d.verdict}`);
 });
