@@ -6,7 +6,7 @@
 // A benchmark, not a test.
 //   npm run bench:replay [-- --runs N] [--workers N|auto]
 import { availableParallelism } from "node:os";
-import { Worker } from "node:worker_threads";
+import { median, wakeLatenessProbe } from "../src/load/delay.ts";
 import { setConnectHook } from "../src/load/h1.ts";
 import { explainLag } from "../src/load/replay.ts";
 import { runBench } from "../src/load/runner.ts";
@@ -23,39 +23,6 @@ const runs = Number(arg("--runs") ?? 3);
 const workersArg = arg("--workers");
 const workers = workersArg === undefined || workersArg === "auto" ? "auto" : Number(workersArg);
 
-/**
- * The host's own noise over a run: a second thread sleeps on a futex in 0.1–5 ms steps and records how
- * late it wakes (p99, ms). A replay's first send of an instant cannot be less late than this.
- */
-function noiseProbe(): { stop(): Promise<number> } {
-  const flag = new Int32Array(new SharedArrayBuffer(4));
-  const w = new Worker(
-    `const { parentPort, workerData: flag } = require("node:worker_threads");
-     const late = []; const s = new Int32Array(new SharedArrayBuffer(4)); let k = 0;
-     while (Atomics.load(flag, 0) === 0) {
-       const want = [0.1, 0.5, 1, 2, 5][k++ % 5];
-       const t0 = performance.now(); Atomics.wait(s, 0, 0, want); late.push(performance.now() - t0 - want);
-     }
-     late.sort((a, b) => a - b); parentPort.postMessage(late[Math.floor(0.99 * (late.length - 1))] ?? 0);`,
-    { eval: true, workerData: flag },
-  );
-  const p99 = new Promise<number>((r) => w.once("message", r));
-  return {
-    async stop() {
-      Atomics.store(flag, 0, 1);
-      const v = await p99;
-      await w.terminate();
-      return v;
-    },
-  };
-}
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 const sim = await spawnSimProcess([
   "--profile",
   "llama3-8b-1xh100",
@@ -70,7 +37,7 @@ try {
     const connects: number[] = [];
     let originPerf = 0;
     setConnectHook((t) => connects.push(t));
-    const probe = noiseProbe();
+    const probe = wakeLatenessProbe();
     const res = await runBench(
       {
         baseUrl: sim.url,

@@ -8,6 +8,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
+import { Worker } from "node:worker_threads";
 import { HeapWindow, type HeapWindowResult } from "./heapwindow.ts";
 import { hrNowMs, ProbeReader } from "./instrument.ts";
 import { runBench } from "./runner.ts";
@@ -314,4 +315,32 @@ export async function measureAddedDelay(o: AddedDelayOptions): Promise<AddedDela
   } finally {
     if (!o.probe) probe.stop();
   }
+}
+
+/**
+ * The host's scheduling noise over a window: a second thread sleeps on a futex in 0.1–5 ms steps and
+ * records how late it wakes; `stop()` gives that lateness's p99 (ms). ~0.1 ms on a quiet host; on a loaded
+ * one it grows as a replay's sends would, so a lag bound of 1 ms + this still catches a pacer late on its own.
+ */
+export function wakeLatenessProbe(): { stop(): Promise<number> } {
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const w = new Worker(
+    `const { parentPort, workerData: flag } = require("node:worker_threads");
+     const late = []; const s = new Int32Array(new SharedArrayBuffer(4)); let k = 0;
+     while (Atomics.load(flag, 0) === 0) {
+       const want = [0.1, 0.5, 1, 2, 5][k++ % 5];
+       const t0 = performance.now(); Atomics.wait(s, 0, 0, want); late.push(performance.now() - t0 - want);
+     }
+     late.sort((a, b) => a - b); parentPort.postMessage(late[Math.floor(0.99 * (late.length - 1))] ?? 0);`,
+    { eval: true, workerData: flag },
+  );
+  const p99 = new Promise<number>((r) => w.once("message", r));
+  return {
+    async stop() {
+      Atomics.store(flag, 0, 1);
+      const v = await p99;
+      await w.terminate();
+      return v;
+    },
+  };
 }

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { Worker } from "node:worker_threads";
 import { readMooncake } from "../../src/load/datasets/mooncake.ts";
 import { PromptSynth } from "../../src/load/datasets/synth.ts";
+import { wakeLatenessProbe } from "../../src/load/delay.ts";
 import { formatReplay } from "../../src/load/replay.ts";
 import { runBench, toVllmJson } from "../../src/load/runner.ts";
 import { calibrate, findTokenizer } from "../../src/load/tokenizer.ts";
@@ -13,34 +13,6 @@ import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
 
 const MOONCAKE = "../shared/workloads/mooncake/conversation_trace.jsonl";
 const AZURE_CODE = "../shared/workloads/azure-llm-2023/AzureLLMInferenceTrace_code.csv";
-
-/**
- * The host's scheduling noise over a window: a second thread sleeps on a futex in 0.1–5 ms steps and
- * records how late it wakes (p99, ms). On a quiet host ~0.1 ms; on a loaded one it grows as the replay's
- * sends would, so a bound of 1 ms + this still catches a pacer that is late on its own.
- */
-function noiseProbe(): { stop(): Promise<number> } {
-  const flag = new Int32Array(new SharedArrayBuffer(4));
-  const w = new Worker(
-    `const { parentPort, workerData: flag } = require("node:worker_threads");
-     const late = []; const s = new Int32Array(new SharedArrayBuffer(4)); let k = 0;
-     while (Atomics.load(flag, 0) === 0) {
-       const want = [0.1, 0.5, 1, 2, 5][k++ % 5];
-       const t0 = performance.now(); Atomics.wait(s, 0, 0, want); late.push(performance.now() - t0 - want);
-     }
-     late.sort((a, b) => a - b); parentPort.postMessage(late[Math.floor(0.99 * (late.length - 1))]);`,
-    { eval: true, workerData: flag },
-  );
-  const result = new Promise<number>((r) => w.once("message", r));
-  return {
-    async stop() {
-      Atomics.store(flag, 0, 1);
-      const p99 = await result;
-      await w.terminate();
-      return p99;
-    },
-  };
-}
 
 describe("trace replay on the sim", { timeout: 300_000 }, () => {
   let sim: SpawnedSim;
@@ -81,7 +53,7 @@ describe("trace replay on the sim", { timeout: 300_000 }, () => {
   test("Mooncake conversation, first 300 requests at 20×: trace lengths exact, lag within 1 ms + host noise", async (t) => {
     const truth = async () => (await (await fetch(`${sim.url}/debug/prefix_cache_truth`)).json()) as any;
     const t0 = await truth();
-    const noise = noiseProbe();
+    const noise = wakeLatenessProbe();
     const res = await runBench({
       baseUrl: sim.url,
       dataset: "mooncake",
