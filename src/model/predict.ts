@@ -533,12 +533,7 @@ function fittedDecode(
     : { mean: 1, logSd: 0 };
   const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
   const fk = matFamilyKey(r);
-  const matF = fittedFactor(f, {
-    mat: u,
-    [`mat/${r.engine}`]: u,
-    [fk]: u,
-    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
-  });
+  const matF = fittedFactor(f, sp.matCoef);
   // The engine × family day-one gap: fitted where corpus rows ran the pair, else its prior spread stands.
   const fkInfo = f.params.find((p) => p.name === fk);
   const famGap = fkInfo

@@ -83,6 +83,8 @@ export interface StepParts {
   maturityMix: { mean: number; var: number; over: string } | null;
   /** The release-month parameter this step uses (rel/engine/YYYY-MM), null when no engine version was given. */
   releaseKey: string | null;
+  /** The maturity terms' coefficients (shared, engine, engine × family at u; the release month at 1). */
+  matCoef: Record<string, number>;
   maturityNote: string;
   groups: { device: string; kernels: string; moe?: string; link?: string; engine: string; formats: string[] };
 }
@@ -466,6 +468,7 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
     maturityU: mat.u,
     maturityMix: mat.mix,
     releaseKey: relKey,
+    matCoef,
     maturityNote: mat.note,
     groups: {
       device: dev,
@@ -989,8 +992,7 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
   if (sp.maturityMix && matShare > 0) {
     // Unknown release: u drawn from a mixture. The coefficient E[u] carries the mean and Var(m)·E[u]²; add the rest
     // of Var(m·u) = E[m]²·Var(u) + Var(m)·Var(u).
-    const mf = sp.parts.find((p) => "mat" in p.coef)?.coef;
-    const fk = mf ? Object.keys(mf).find((k) => k.startsWith("matf/")) : undefined;
+    const fk = Object.keys(sp.matCoef).find((k) => k.startsWith("matf/"));
     const fam = fk ? { [fk]: 1 } : {};
     const m =
       paramMoments(f, "mat").mean +
@@ -1191,13 +1193,7 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
       fixedSd += pr.parts[i].ms * pr.parts[i].logSd;
     }
   });
-  const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
-  const matCoef: Record<string, number> = {
-    mat: u,
-    [`mat/${r.engine}`]: u,
-    [matFamilyKey(r)]: u,
-    ...(sp.releaseKey ? { [sp.releaseKey]: 1 } : {}),
-  };
+  const matCoef = sp.matCoef;
   // Unknown release: the maturity weight's own spread (its mixture) widens the fixed-cost prior.
   if (sp.maturityMix) {
     const m = fittedFactor(f, { mat: 1, [`mat/${r.engine}`]: 1, [matFamilyKey(r)]: 1 });
