@@ -48,6 +48,44 @@ const readBuffer = () => {
 const MAX_HEAD = 64 * 1024;
 const LF = 0x0a;
 const CR = 0x0d;
+const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
+/** What String.prototype.trim strips, in latin1: SP, HT, LF, VT, FF, CR, NBSP. */
+const isSpace = (c: number): boolean => c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
+// Header names servers send on every response, lower-cased: matched in place, no string made.
+const KNOWN_NAMES = [
+  "date",
+  "vary",
+  "server",
+  "connection",
+  "keep-alive",
+  "content-type",
+  "cache-control",
+  "x-request-id",
+  "content-length",
+  "content-encoding",
+  "transfer-encoding",
+  "x-accel-buffering",
+].map((n) => ({ n, bytes: Buffer.from(n, "latin1") }));
+/** No CR in b[s, e) (a reason phrase cannot hold one). */
+function noCR(b: Buffer, s: number, e: number): boolean {
+  for (let i = s; i < e; i++) if (b[i] === CR) return false;
+  return true;
+}
+/** b[s, e) as one of KNOWN_NAMES, compared without case; null when it is not one. */
+function knownName(b: Buffer, s: number, e: number): string | null {
+  const len = e - s;
+  for (let k = 0; k < KNOWN_NAMES.length; k++) {
+    const { n, bytes } = KNOWN_NAMES[k]!;
+    if (bytes.length !== len) continue;
+    let i = 0;
+    for (; i < len; i++) {
+      const c = b[s + i]!;
+      if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== bytes[i]) break;
+    }
+    if (i === len) return n;
+  }
+  return null;
+}
 
 // Parser states.
 const S_IDLE = 0;
@@ -78,6 +116,75 @@ let connectHook: ((tPerf: number) => void) | null = null;
 
 export function setConnectHook(fn: ((tPerf: number) => void) | null): void {
   connectHook = fn;
+}
+
+/** A response head: status line and fields (names lower-cased, repeated ones joined with ", "). */
+export type ParsedHead =
+  | { status: number; minor: number; reason: string; fields: Record<string, string> }
+  | { error: string };
+
+/**
+ * Parses b[0, len), a whole response head (status line, fields, blank line), from the bytes: a string
+ * per field value and none per line or name (common names are constants), so a head costs a few hundred
+ * bytes of garbage, not kilobytes (bench:client's per-read allocation). Lines end in CRLF or bare LF;
+ * names and values are trimmed as String.prototype.trim would.
+ */
+export function parseResponseHead(b: Buffer, len: number): ParsedHead {
+  let le = b.indexOf(LF, 0);
+  if (le < 0 || le > len) le = len;
+  const sl = le > 0 && b[le - 1] === CR ? le - 1 : le;
+  // HTTP/1.x SP 3DIGIT [SP reason]
+  const ok =
+    sl >= 12 &&
+    b[0] === 0x48 &&
+    b[1] === 0x54 &&
+    b[2] === 0x54 &&
+    b[3] === 0x50 &&
+    b[4] === 0x2f &&
+    b[5] === 0x31 &&
+    b[6] === 0x2e &&
+    (b[7] === 0x30 || b[7] === 0x31) &&
+    b[8] === 0x20 &&
+    isDigit(b[9]!) &&
+    isDigit(b[10]!) &&
+    isDigit(b[11]!) &&
+    (sl === 12 || b[12] === 0x20) &&
+    noCR(b, 13, sl);
+  if (!ok) {
+    return { error: `not an HTTP/1.x response: ${JSON.stringify(b.toString("latin1", 0, sl).slice(0, 80))}` };
+  }
+  const status = (b[9]! - 0x30) * 100 + (b[10]! - 0x30) * 10 + (b[11]! - 0x30);
+  // Informational (100 Continue, 103 Early Hints): the caller waits for the real head.
+  if (status >= 100 && status < 200) return { status, minor: b[7]! - 0x30, reason: "", fields: {} };
+  const reason = sl <= 13 ? "" : sl === 15 && b[13] === 0x4f && b[14] === 0x4b ? "OK" : b.toString("latin1", 13, sl);
+  const fields: Record<string, string> = {};
+  for (let ls = le + 1; ls < len; ) {
+    let e = b.indexOf(LF, ls);
+    if (e < 0 || e > len) e = len;
+    const next = e + 1;
+    if (e > ls && b[e - 1] === CR) e--;
+    if (e > ls) {
+      let c = ls;
+      while (c < e && b[c] !== 0x3a) c++;
+      if (c === e || c === ls) {
+        return { error: `bad header line ${JSON.stringify(b.toString("latin1", ls, e).slice(0, 80))}` };
+      }
+      let ns = ls;
+      let ne = c;
+      while (ns < ne && isSpace(b[ns]!)) ns++;
+      while (ne > ns && isSpace(b[ne - 1]!)) ne--;
+      let vs = c + 1;
+      let ve = e;
+      while (vs < ve && isSpace(b[vs]!)) vs++;
+      while (ve > vs && isSpace(b[ve - 1]!)) ve--;
+      const name = knownName(b, ns, ne) ?? b.toString("latin1", ns, ne).toLowerCase();
+      const value = vs === ve ? "" : b.toString("latin1", vs, ve);
+      const had = fields[name];
+      fields[name] = had === undefined ? value : `${had}, ${value}`;
+    }
+    ls = next;
+  }
+  return { status, minor: b[7]! - 0x30, reason, fields };
 }
 
 class H1Conn {
@@ -333,11 +440,11 @@ class H1Conn {
     buf.copy(this.head, this.headLen, pos, stop);
     this.headLen = need;
     if (end < 0) return n;
-    const text = this.head.toString("latin1", 0, this.headLen);
+    const headLen = this.headLen;
     this.headLen = 0;
     this.headEol = 0;
     const r = this.req;
-    this.parseHead(text, tPerf);
+    this.parseHead(this.head, headLen, tPerf);
     // A response with no body ends at its head; bytes after it in the same read break the protocol.
     if (this.req === r && r && this.state === S_LENGTH && this.remaining === 0) {
       this.complete(end < n);
@@ -347,31 +454,17 @@ class H1Conn {
   }
 
   /** `tPerf`: the read that completed the head (its stamp, like the body's). */
-  private parseHead(text: string, tPerf: number): void {
-    const lines = text.split(/\r?\n/);
-    const m = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0] ?? "");
-    if (!m) {
-      this.protocolError(`not an HTTP/1.x response: ${JSON.stringify((lines[0] ?? "").slice(0, 80))}`);
+  private parseHead(b: Buffer, len: number, tPerf: number): void {
+    const head = parseResponseHead(b, len);
+    if ("error" in head) {
+      this.protocolError(head.error);
       return;
     }
-    const status = Number(m[2]);
+    const { status, reason, fields } = head;
     if (status >= 100 && status < 200) {
       // Informational (100 Continue, 103 Early Hints): the real head follows.
       this.state = S_HEAD;
       return;
-    }
-    const fields: Record<string, string> = {};
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i]!;
-      if (!line) continue;
-      const c = line.indexOf(":");
-      if (c <= 0) {
-        this.protocolError(`bad header line ${JSON.stringify(line.slice(0, 80))}`);
-        return;
-      }
-      const name = line.slice(0, c).trim().toLowerCase();
-      const value = line.slice(c + 1).trim();
-      fields[name] = fields[name] === undefined ? value : `${fields[name]}, ${value}`;
     }
     const te = (fields["transfer-encoding"] ?? "").toLowerCase();
     const chunked = /(^|,)\s*chunked\s*$/.test(te);
@@ -382,7 +475,7 @@ class H1Conn {
       return;
     }
     const conn = (fields.connection ?? "").toLowerCase();
-    this.keepAlive = m[1] === "1" ? !/\bclose\b/.test(conn) : /\bkeep-alive\b/.test(conn);
+    this.keepAlive = head.minor === 1 ? !/\bclose\b/.test(conn) : /\bkeep-alive\b/.test(conn);
     const ka = /timeout=(\d+)/i.exec(fields["keep-alive"] ?? "");
     // The server's hint only lowers our limit (a second early, to beat its own close).
     if (ka) this.keepAliveMs = Math.min(this.keepAliveMs, Math.max(0, Number(ka[1]) * 1000 - 1000));
@@ -409,7 +502,7 @@ class H1Conn {
       this.state = S_UNTIL_CLOSE;
       this.keepAlive = false;
     }
-    r.handler.onHead(status, m[3] ?? "", headers, tPerf);
+    r.handler.onHead(status, reason, headers, tPerf);
   }
 
   /** The response ended: hand the connection back (or close it if it cannot be reused). */
