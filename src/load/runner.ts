@@ -1043,13 +1043,34 @@ class RunState {
     t.unref();
   }
 
-  async send(
+  send(
     index: number,
     scheduledMs: number,
     createdMs: number,
     warmup: boolean,
     pre?: { p: Prompt; body: string | Buffer },
   ): Promise<RequestRecord> {
+    return new Promise((resolve, reject) => {
+      try {
+        this.sendTo(index, scheduledMs, createdMs, warmup, pre, resolve);
+      } catch (e) {
+        reject(e);
+      }
+    });
+  }
+
+  /**
+   * send() with a callback: `done` hears the record once it is counted and kept, possibly before sendTo
+   * returns (a closed client fails at once). The closed and open loops use it: no promise per request.
+   */
+  sendTo(
+    index: number,
+    scheduledMs: number,
+    createdMs: number,
+    warmup: boolean,
+    pre: { p: Prompt; body: string | Buffer } | undefined,
+    done: (rec: RequestRecord) => void,
+  ): void {
     const p =
       pre?.p ??
       this.ctx.workload.get(index % (Number.isFinite(this.ctx.workload.size) ? this.ctx.workload.size : Infinity));
@@ -1062,17 +1083,26 @@ class RunState {
     rec.targetOutputLen = p.outputLen;
     this.inFlight++;
     try {
-      await this.ctx.client.stream(
+      this.ctx.client.streamTo(
         this.ctx.endpoint,
         pre?.body ?? requestBody(p, this.ctx.bodyOpts),
         rec,
         this.originPerf,
+        (r) => {
+          this.inFlight--;
+          // Called from a socket's read: an error here must stop the run, not escape into the socket.
+          try {
+            this.accept(r);
+          } catch (e) {
+            this.crash(e);
+          }
+          done(r);
+        },
       );
-    } finally {
+    } catch (e) {
       this.inFlight--;
+      throw e;
     }
-    this.accept(rec);
-    return rec;
   }
 
   /**
@@ -1082,11 +1112,28 @@ class RunState {
    */
   launch(run: Promise<unknown>): void {
     this.launched++;
-    run.then(this.onLanded, (e: unknown) => {
-      if (!this.fatal) this.fatal = e instanceof Error ? e : new Error(String(e));
-      this.stop();
-      this.onLanded();
-    });
+    run.then(this.onLanded, this.onLaunchFailed);
+  }
+
+  /** launch(send(…)) without the promise. */
+  launchSend(index: number, scheduledMs: number, createdMs: number, pre?: { p: Prompt; body: string | Buffer }): void {
+    this.launched++;
+    try {
+      this.sendTo(index, scheduledMs, createdMs, false, pre, this.onLanded);
+    } catch (e) {
+      this.onLaunchFailed(e);
+    }
+  }
+
+  private onLaunchFailed = (e: unknown) => {
+    this.crash(e);
+    this.onLanded();
+  };
+
+  /** Our own error mid-run: kept as the run's fatal error (close() throws it) and the run stopped. */
+  crash(e: unknown): void {
+    if (!this.fatal) this.fatal = e instanceof Error ? e : new Error(String(e));
+    this.stop();
   }
 
   private onLanded = () => {
@@ -1228,23 +1275,59 @@ export async function closedLoop(
   // Shards share one counter, so the run sends exactly `count` requests in all.
   const take = o.shared ? () => Atomics.add(o.shared!, 0, 1) : () => next++;
   const deadline = o.durationMs;
-  const user = async () => {
-    for (;;) {
-      if (st.stopped) return;
-      const now = st.nowMs();
-      if (deadline !== null && now >= deadline) return;
-      const i = take();
-      if (o.count !== null && i >= o.count) return;
-      await st.send(o.indexBase + i, now, now, o.warmup, pre?.[i]);
-    }
+  // Each user sends its next request from the last one's callback: no promise or async frame per
+  // request (they were most of the closed loop's garbage per request, inside the measured window).
+  let live = 0;
+  let failure: unknown = null;
+  let allDone: () => void = () => {};
+  const finished = new Promise<void>((r) => {
+    allDone = r;
+  });
+  const quit = () => {
+    if (--live === 0) allDone();
   };
-  const users: Promise<void>[] = [];
+  const user = () => {
+    let inCall = false;
+    let again = false;
+    const next = (): void => {
+      // A request that ends inside sendTo (a closed client) loops here instead of recursing.
+      if (inCall) {
+        again = true;
+        return;
+      }
+      do {
+        again = false;
+        const now = st.nowMs();
+        const i = st.stopped || failure !== null || (deadline !== null && now >= deadline) ? -1 : take();
+        if (i < 0 || (o.count !== null && i >= o.count)) {
+          quit();
+          return;
+        }
+        inCall = true;
+        try {
+          st.sendTo(o.indexBase + i, now, now, o.warmup, pre?.[i], next);
+        } catch (e) {
+          // As before with a promise per user: the run fails at once, whatever is still in flight.
+          failure ??= e;
+          allDone();
+          return;
+        } finally {
+          inCall = false;
+        }
+      } while (again);
+    };
+    live++;
+    next();
+  };
+  live++;
   for (let u = 0; u < o.users; u++) {
     // Starting 1,000 streams in one turn blocks the loop for tens of ms; yield to I/O between batches.
     if (u > 0 && u % START_BATCH === 0) await new Promise<void>((r) => setImmediate(r));
-    users.push(user());
+    user();
   }
-  await Promise.all(users);
+  quit();
+  await finished;
+  if (failure !== null) throw failure;
   const durationMs = st.nowMs();
   st.close();
   return { records: st.records.materialize(), durationMs, interrupted: st.interrupted };
@@ -1290,7 +1373,7 @@ export async function openLoop(
     const i = order ? order[at]! : at;
     const index = idx ? idx[i]! : i;
     if (!slots) {
-      st.launch(st.send(index, times[i]!, created, false, pre[i]));
+      st.launchSend(index, times[i]!, created, pre[i]);
       return;
     }
     st.launch(
