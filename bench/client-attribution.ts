@@ -14,10 +14,13 @@ import { Session } from "node:inspector/promises";
 import { PerformanceObserver } from "node:perf_hooks";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { probeEvents, startProbe } from "../src/load/delay.ts";
-import { hrNowMs, type LoopReport } from "../src/load/instrument.ts";
-import { runBench } from "../src/load/runner.ts";
-import { spawnSimProcess } from "../src/load/selftest.ts";
+import type { LoopReport } from "../src/load/instrument.ts";
+import { codeMeasured, loadModule } from "./shipped.ts";
+
+const { probeEvents, startProbe } = await loadModule<typeof import("../src/load/delay.ts")>("delay");
+const { hrNowMs } = await loadModule<typeof import("../src/load/instrument.ts")>("instrument");
+const { runBench } = await loadModule<typeof import("../src/load/runner.ts")>("runner");
+const { spawnSimProcess } = await loadModule<typeof import("../src/load/selftest.ts")>("selftest");
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -54,7 +57,7 @@ try {
   }).observe({ entryTypes: ["gc"] });
   const base = (await probe(new Promise((r) => setTimeout(r, 1000)))).map((x) => x[1]).sort((a, b) => a - b);
   const floor = base[base.length >> 1]!;
-  console.log(`probe with no load: median ${floor.toFixed(3)} ms (subtracted below)`);
+  console.log(`measuring ${codeMeasured()}; probe with no load: median ${floor.toFixed(3)} ms (subtracted below)`);
   for (let rep = 0; rep < REPS; rep++) {
     gc();
     gcs.length = 0;

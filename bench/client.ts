@@ -30,13 +30,16 @@ import { existsSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { floorDelays, median, pct, probeDelays, rawFloor, startProbe } from "../src/load/delay.ts";
 import type { LoopReport } from "../src/load/instrument.ts";
-import { pace } from "../src/load/pacer.ts";
-import { resolveOptions, runBench, workerChoice } from "../src/load/runner.ts";
-import { arrivalTimesMs } from "../src/load/schedule.ts";
-import { spawnSimProcess } from "../src/load/selftest.ts";
-import { AUTO_MIN_CORES, STREAMS_PER_WORKER } from "../src/load/shard.ts";
+import { codeMeasured, loadModule } from "./shipped.ts";
+
+const { floorDelays, median, pct, probeDelays, rawFloor, startProbe } =
+  await loadModule<typeof import("../src/load/delay.ts")>("delay");
+const { pace } = await loadModule<typeof import("../src/load/pacer.ts")>("pacer");
+const { resolveOptions, runBench, workerChoice } = await loadModule<typeof import("../src/load/runner.ts")>("runner");
+const { arrivalTimesMs } = await loadModule<typeof import("../src/load/schedule.ts")>("schedule");
+const { spawnSimProcess } = await loadModule<typeof import("../src/load/selftest.ts")>("selftest");
+const { AUTO_MIN_CORES, STREAMS_PER_WORKER } = await loadModule<typeof import("../src/load/shard.ts")>("shard");
 
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 // A 3-second open-loop run's p99 rests on its 30 latest sends: more runs (seconds each) steady the median.
@@ -259,6 +262,9 @@ async function modelSpeedRep(
   };
 }
 
+/** Each model-speed configuration's bytes allocated per read, rep by rep. */
+const bytesReps = new Map<string, number[]>();
+
 /** Every target of issue #31 with this run's figure and pass/fail ("not run" where a section was skipped). */
 function printTargets(o: {
   refRatio: Map<number, number>;
@@ -277,7 +283,9 @@ function printTargets(o: {
   const verdict = (ok: boolean | null) => (ok === null ? "not run" : ok ? "pass" : "FAIL");
   rows.push([
     "bytes allocated per read in the window (h1, 1 loop, 1,000 model-speed streams)",
-    h1 ? `${h1.bytesPerRead.toFixed(1)} B (floor ${f ? f.bytesPerRead.toFixed(1) : "?"} B)` : "—",
+    h1
+      ? `${h1.bytesPerRead.toFixed(1)} B (reps ${(bytesReps.get("h1 1") ?? []).map((b) => b.toFixed(1)).join(", ")}; floor ${f ? f.bytesPerRead.toFixed(1) : "?"} B)`
+      : "—",
     "≤ 64 B",
     h1 ? h1.bytesPerRead <= 64 : null,
   ]);
@@ -344,7 +352,7 @@ async function main() {
   // The probe keeps normal priority (see delay.ts).
   const probe = await startProbe();
   console.log(
-    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians`,
+    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians; measuring ${codeMeasured()}`,
   );
   try {
     const base = await probeDelays(probe.port, new Promise((r) => setTimeout(r, 1000)));
@@ -511,6 +519,10 @@ async function main() {
         }
         const m = medians(ms);
         modelRows.set(`${transport} ${workers}`, m);
+        bytesReps.set(
+          `${transport} ${workers}`,
+          ms.map((r) => r.bytesPerRead),
+        );
         const loops = workers === 1 ? "1 loop" : `${m.loops} loops${workers === "auto" ? " (auto)" : ""}`;
         console.log(
           `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${loops}): added delay over ${m.loops > 1 ? "all reading loops" : "the reading loop"} p50 ${m.d50.toFixed(3)} ms, p99 ${m.d99.toFixed(3)} ms; ${m.bytesPerRead.toFixed(1)} B allocated per read in the window (${m.windowS.toFixed(1)} s; ${m.bytesPerMsg.toFixed(1)} B per SSE message, ${m.readsPerMsg.toFixed(2)} reads per message), ${m.markCompacts} mark-compact GCs in it, ${m.scavenges} scavenges; ${m.cpuPerRead.toFixed(2)} µs CPU per read; loops' event-loop delay p99 ${m.eld99.toFixed(2)} ms; ${m.tps.toFixed(0)} tok/s, ${m.tpc.toFixed(0)} tok/CPU-s${m.failed ? `; ${m.failed} requests failed` : ""}`,
