@@ -181,6 +181,18 @@ export class ChunkRows {
     this.n = 0;
     return c;
   }
+
+  /**
+   * moveTo without the eight views: the rows go to `arena.lastBlock` at `arena.lastAt`; returns how
+   * many. The load loops keep only that location (RecordStore.addAt) unless someone reads the record's
+   * chunks while the run goes on: eight views a request were ~0.8 KB of garbage in the window.
+   */
+  moveToArena(arena: ChunkArena): number {
+    const n = this.n;
+    arena.putRowsAt(this);
+    this.n = 0;
+    return n;
+  }
 }
 
 /**
@@ -253,6 +265,18 @@ export class ChunkArena {
     const at = this.at;
     src.copyTo(dst, at);
     return this.view(dst, at, at + n);
+  }
+
+  /** Where putRowsAt put the last request's rows: block (for columns()) and offset. */
+  lastBlock = -1;
+  lastAt = 0;
+
+  /** putRows with no views made: the rows' place is lastBlock, lastAt. */
+  putRowsAt(src: ChunkRows): void {
+    const dst = this.place(src.n);
+    src.copyTo(dst, this.at);
+    this.lastBlock = this.index.get(dst.tMs.buffer)!;
+    this.lastAt = this.at;
   }
 
   put(src: ChunkScratch, n: number): ChunkColumns {
@@ -415,6 +439,28 @@ export class RecordStore {
   }
 
   add(r: RequestRecord): void {
+    const i = this.row(r);
+    const loc = r.chunks ? this.arena.locate(r.chunks) : null;
+    if (loc) {
+      this.chunkBlock[i] = loc[0];
+      this.chunkAt[i] = loc[1];
+      this.chunkN[i] = r.chunks.tMs.length;
+    } else {
+      this.chunkBlock[i] = -1;
+      this.foreign.set(i, r.chunks ?? emptyChunks());
+    }
+  }
+
+  /** add() for a record whose chunks are n columns of the arena's `block` at `at` (ChunkRows.moveToArena). */
+  addAt(r: RequestRecord, block: number, at: number, n: number): void {
+    const i = this.row(r);
+    this.chunkBlock[i] = block;
+    this.chunkAt[i] = at;
+    this.chunkN[i] = n;
+  }
+
+  /** Row for r's own fields (its chunks are the caller's); returns its index. */
+  private row(r: RequestRecord): number {
     if (this.n === this.cap) this.grow(this.cap * 2);
     const i = this.n++;
     for (let k = 0; k < F64_FIELDS.length; k++) this.f64[k]![i] = r[F64_FIELDS[k]!];
@@ -433,15 +479,7 @@ export class RecordStore {
       }
     }
     this.finish[i] = f;
-    const loc = r.chunks ? this.arena.locate(r.chunks) : null;
-    if (loc) {
-      this.chunkBlock[i] = loc[0];
-      this.chunkAt[i] = loc[1];
-      this.chunkN[i] = r.chunks.tMs.length;
-    } else {
-      this.chunkBlock[i] = -1;
-      this.foreign.set(i, r.chunks ?? emptyChunks());
-    }
+    return i;
   }
 
   /** Row i as a record object. */
@@ -472,6 +510,12 @@ export class RecordStore {
 export function emptyChunks(): ChunkColumns {
   return new ChunkScratch(0 + 1).take();
 }
+
+/**
+ * A finished request's chunks while only their arena location is kept (the load loops, when nothing
+ * reads a record during the run): empty, shared, never written.
+ */
+export const NO_CHUNKS: ChunkColumns = emptyChunks();
 
 const round3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : null);
 

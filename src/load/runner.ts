@@ -6,7 +6,7 @@ import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
-import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient } from "./client.ts";
+import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient, type StreamDone } from "./client.ts";
 import { readAzure } from "./datasets/azure.ts";
 import { isJsonlTrace, readJsonlTrace } from "./datasets/jsonl.ts";
 import { readMooncake } from "./datasets/mooncake.ts";
@@ -16,7 +16,7 @@ import { setReadHook } from "./h1.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
 import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
 import { burstEnd, pace } from "./pacer.ts";
-import { JsonlWriter, RecordStore, recordToJson } from "./records.ts";
+import { JsonlWriter, NO_CHUNKS, RecordStore, recordToJson } from "./records.ts";
 import {
   lengthChecks,
   planReplay,
@@ -590,6 +590,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       signal: deps.signal,
       graceMs: deps.graceMs ?? 5000,
       onRecord,
+      liveChunks: w !== null && w !== undefined,
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
       instrumentSpec: deps.instrument
@@ -967,6 +968,11 @@ export interface RunCtx {
   instrumentSpec?: InstrumentSpec;
   /** Hears the measured phase's origin (BenchDeps.onOrigin). */
   onOrigin?: (originPerf: number) => void;
+  /**
+   * False when nothing reads a record's chunks during the run (no records file, not a shard): they stay
+   * where the stream left them in the arena, and the records kept say where (no views per request).
+   */
+  liveChunks?: boolean;
 }
 
 /** Shared bookkeeping for both loops: 4xx-on-first-request abort, progress, interrupt handling. */
@@ -1052,7 +1058,10 @@ class RunState {
   ): Promise<RequestRecord> {
     return new Promise((resolve, reject) => {
       try {
-        this.sendTo(index, scheduledMs, createdMs, warmup, pre, resolve);
+        this.sendTo(index, scheduledMs, createdMs, warmup, pre, (r, block, at, n) => {
+          if (r.chunks === NO_CHUNKS) r.chunks = this.ctx.client.arena.columns(block, at, n);
+          resolve(r);
+        });
       } catch (e) {
         reject(e);
       }
@@ -1062,6 +1071,7 @@ class RunState {
   /**
    * send() with a callback: `done` hears the record once it is counted and kept, possibly before sendTo
    * returns (a closed client fails at once). The closed and open loops use it: no promise per request.
+   * Its chunks are NO_CHUNKS unless ctx.liveChunks (`done` gets their place in the arena).
    */
   sendTo(
     index: number,
@@ -1069,7 +1079,7 @@ class RunState {
     createdMs: number,
     warmup: boolean,
     pre: { p: Prompt; body: string | Buffer } | undefined,
-    done: (rec: RequestRecord) => void,
+    done: StreamDone,
   ): void {
     const p =
       pre?.p ??
@@ -1088,15 +1098,16 @@ class RunState {
         pre?.body ?? requestBody(p, this.ctx.bodyOpts),
         rec,
         this.originPerf,
-        (r) => {
+        (r, block, at, n) => {
           this.inFlight--;
           // Called from a socket's read: an error here must stop the run, not escape into the socket.
           try {
-            this.accept(r);
+            if (this.ctx.liveChunks !== false) r.chunks = this.ctx.client.arena.columns(block, at, n);
+            this.accept(r, block, at, n);
           } catch (e) {
             this.crash(e);
           }
-          done(r);
+          done(r, block, at, n);
         },
       );
     } catch (e) {
@@ -1152,7 +1163,8 @@ class RunState {
   }
 
   /** Counts a finished request, stops the run on a rejected first request, keeps and reports it. */
-  accept(rec: RequestRecord): void {
+  /** `block`, `at`, `n`: where rec's chunks are in the client's arena, when rec.chunks may be NO_CHUNKS. */
+  accept(rec: RequestRecord, block = -1, at = 0, n = 0): void {
     this.done++;
     if (rec.errorClass === null) {
       this.ok++;
@@ -1184,7 +1196,10 @@ class RunState {
         }
       }
     }
-    if (this.ctx.keepRecords !== false) this.records.add(rec);
+    if (this.ctx.keepRecords !== false) {
+      if (block >= 0) this.records.addAt(rec, block, at, n);
+      else this.records.add(rec);
+    }
     this.ctx.onRecord(rec);
   }
 

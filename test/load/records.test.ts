@@ -104,3 +104,34 @@ test("ChunkArena.reserve: blocks made ahead are used before new ones, and read b
     assert.ok(arena.locate(got[r]!) !== null);
   }
 });
+
+// The load loops keep only where a stream's rows went (moveToArena + addAt, no views): what the store
+// reads back must equal the columns moveTo would have made, chunk for chunk.
+test("rows kept by location (moveToArena, addAt) read back like columns kept by view (moveTo, add)", () => {
+  const arena = new ChunkArena();
+  const byLoc = new RecordStore(arena, 8);
+  const byView = new RecordStore(arena, 8);
+  const rows = new ChunkRows(4);
+  for (let i = 0; i < 300; i++) {
+    const n = (i * 37) % 300;
+    const fill = () => {
+      for (let k = 0; k < n; k++) rows.push(i + k / 8, 9 + k, k >> 1, k % 3 ? 1 : -1, k, i % 2, 0, k & 15);
+    };
+    const a = blankRecord();
+    a.index = i;
+    fill();
+    const m = rows.moveToArena(arena);
+    assert.equal(m, n);
+    byLoc.addAt(a, arena.lastBlock, arena.lastAt, m);
+    const b = blankRecord();
+    b.index = i;
+    fill();
+    b.chunks = rows.moveTo(arena);
+    byView.add(b);
+  }
+  const x = byLoc.materialize();
+  const y = byView.materialize();
+  for (let i = 0; i < 300; i++)
+    for (const col of ["tMs", "bytes", "read", "tokens", "content", "reasoning", "tool", "flags"] as const)
+      assert.deepEqual(Array.from(x[i]!.chunks[col]), Array.from(y[i]!.chunks[col]), `record ${i} ${col}`);
+});
