@@ -267,6 +267,8 @@ async function modelSpeedRep(
 
 /** Each model-speed configuration's bytes allocated per read, rep by rep. */
 const bytesReps = new Map<string, number[]>();
+/** And its mark-compact collections inside the window, rep by rep. */
+const mcReps = new Map<string, number[]>();
 
 /** Every target of issue #31 with this run's figure and pass/fail ("not run" where a section was skipped). */
 function printTargets(o: {
@@ -282,6 +284,8 @@ function printTargets(o: {
   const cores = availableParallelism();
   const rows: Array<[string, string, string, boolean | null]> = [];
   const h1 = o.modelRows.get("h1 1");
+  // Every window must be free of them, not the median one.
+  const mcs = mcReps.get("h1 1") ?? [];
   const f = o.floorRow;
   const verdict = (ok: boolean | null) => (ok === null ? "not run" : ok ? "pass" : "FAIL");
   rows.push([
@@ -293,10 +297,10 @@ function printTargets(o: {
     h1 ? h1.bytesPerRead <= 64 : null,
   ]);
   rows.push([
-    "mark-compact GCs in the window (h1, 1 loop, 1,000 streams)",
-    h1 ? `${h1.markCompacts} in ${h1.windowS.toFixed(1)} s` : "—",
+    "mark-compact GCs in the window (h1, 1 loop, 1,000 streams), every rep",
+    h1 ? `${mcs.join(", ")} in windows of ${h1.windowS.toFixed(1)} s` : "—",
     "0 in a 10 s window",
-    h1 ? h1.markCompacts === 0 : null,
+    h1 ? mcs.every((n) => n === 0) : null,
   ]);
   const r = o.cpuRatios.length ? median(o.cpuRatios) : null;
   rows.push([
@@ -524,6 +528,10 @@ async function main() {
         }
         const m = medians(ms);
         modelRows.set(`${transport} ${workers}`, m);
+        mcReps.set(
+          `${transport} ${workers}`,
+          ms.map((r) => r.markCompacts),
+        );
         bytesReps.set(
           `${transport} ${workers}`,
           ms.map((r) => r.bytesPerRead),
