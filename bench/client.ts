@@ -44,8 +44,8 @@ const { AUTO_MIN_CORES, STREAMS_PER_WORKER } = await loadModule<typeof import(".
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 // A 3-second open-loop run's p99 rests on its 30 latest sends: more runs (seconds each) steady the median.
 const LAG_REPS = Math.max(REPS, 5);
-// The CPU-per-read ratio is of two figures that each move ~10 % with the host's load: five
-// client/floor pairs (the one-loop h1 client's reps) steady its median where three did not.
+// The CPU-per-read ratio is of two figures that each move with the host's load: five client/floor
+// pairs (the one-loop h1 client's reps) rather than three for its median.
 const PAIR_REPS = Math.max(REPS, 5);
 // Each measured run starts from a collected heap, so one run's garbage is not collected in the next.
 setFlagsFromString("--expose-gc");
@@ -265,10 +265,8 @@ async function modelSpeedRep(
   };
 }
 
-/** Each model-speed configuration's bytes allocated per read, rep by rep. */
-const bytesReps = new Map<string, number[]>();
-/** And its mark-compact collections inside the window, rep by rep. */
-const mcReps = new Map<string, number[]>();
+/** Each model-speed configuration's reps (modelRows holds their medians). */
+const modelReps = new Map<string, ModelSpeedRep[]>();
 
 /** Every target of issue #31 with this run's figure and pass/fail ("not run" where a section was skipped). */
 function printTargets(o: {
@@ -284,14 +282,15 @@ function printTargets(o: {
   const cores = availableParallelism();
   const rows: Array<[string, string, string, boolean | null]> = [];
   const h1 = o.modelRows.get("h1 1");
+  const reps = modelReps.get("h1 1") ?? [];
   // Every window must be free of them, not the median one.
-  const mcs = mcReps.get("h1 1") ?? [];
+  const mcs = reps.map((r) => r.markCompacts);
   const f = o.floorRow;
   const verdict = (ok: boolean | null) => (ok === null ? "not run" : ok ? "pass" : "FAIL");
   rows.push([
     "bytes allocated per read in the window (h1, 1 loop, 1,000 model-speed streams)",
     h1
-      ? `${h1.bytesPerRead.toFixed(1)} B (reps ${(bytesReps.get("h1 1") ?? []).map((b) => b.toFixed(1)).join(", ")}; floor ${f ? f.bytesPerRead.toFixed(1) : "?"} B)`
+      ? `${h1.bytesPerRead.toFixed(1)} B (reps ${reps.map((r) => r.bytesPerRead.toFixed(1)).join(", ")}; floor ${f ? f.bytesPerRead.toFixed(1) : "?"} B)`
       : "—",
     "≤ 64 B",
     h1 ? h1.bytesPerRead <= 64 : null,
@@ -528,14 +527,7 @@ async function main() {
         }
         const m = medians(ms);
         modelRows.set(`${transport} ${workers}`, m);
-        mcReps.set(
-          `${transport} ${workers}`,
-          ms.map((r) => r.markCompacts),
-        );
-        bytesReps.set(
-          `${transport} ${workers}`,
-          ms.map((r) => r.bytesPerRead),
-        );
+        modelReps.set(`${transport} ${workers}`, ms);
         const loops = workers === 1 ? "1 loop" : `${m.loops} loops${workers === "auto" ? " (auto)" : ""}`;
         console.log(
           `1000 streams at model speed (${REAL_PROFILE}, ${transport}, ${loops}): added delay over ${m.loops > 1 ? "all reading loops" : "the reading loop"} p50 ${m.d50.toFixed(3)} ms, p99 ${m.d99.toFixed(3)} ms; ${m.bytesPerRead.toFixed(1)} B allocated per read in the window (${m.windowS.toFixed(1)} s; ${m.bytesPerMsg.toFixed(1)} B per SSE message, ${m.readsPerMsg.toFixed(2)} reads per message), ${m.markCompacts} mark-compact GCs in it, ${m.scavenges} scavenges; ${m.cpuPerRead.toFixed(2)} µs CPU per read; loops' event-loop delay p99 ${m.eld99.toFixed(2)} ms; ${m.tps.toFixed(0)} tok/s, ${m.tpc.toFixed(0)} tok/CPU-s${m.failed ? `; ${m.failed} requests failed` : ""}`,

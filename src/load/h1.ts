@@ -48,6 +48,7 @@ const readBuffer = () => {
 const MAX_HEAD = 64 * 1024;
 const LF = 0x0a;
 const CR = 0x0d;
+const HTTP_1 = Buffer.from("HTTP/1.", "latin1");
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
 /** What String.prototype.trim strips, in latin1: SP, HT, LF, VT, FF, CR, NBSP. */
 const isSpace = (c: number): boolean => c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
@@ -136,13 +137,7 @@ export function parseResponseHead(b: Buffer, len: number): ParsedHead {
   // HTTP/1.x SP 3DIGIT [SP reason]
   const ok =
     sl >= 12 &&
-    b[0] === 0x48 &&
-    b[1] === 0x54 &&
-    b[2] === 0x54 &&
-    b[3] === 0x50 &&
-    b[4] === 0x2f &&
-    b[5] === 0x31 &&
-    b[6] === 0x2e &&
+    HTTP_1.compare(b, 0, 7) === 0 &&
     (b[7] === 0x30 || b[7] === 0x31) &&
     b[8] === 0x20 &&
     isDigit(b[9]!) &&
