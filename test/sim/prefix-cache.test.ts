@@ -269,7 +269,7 @@ describe("Mooncake conversation trace: hit rate = the trace's theoretical reuse"
   });
   after(() => sim.stop());
 
-  test("first 300 requests, cache large enough for all: metrics hit rate = truth = Σ min(512k, len) / Σ len ± 1 point", async (t) => {
+  test("first 300 requests, cache large enough for all: metrics hit rate = truth = Σ min(512k, len) / Σ len to three decimals", async (t) => {
     // Each hash id is one deterministic 512-token block; a request's prompt is its blocks cut to input_length.
     const blockOf = new Map<number, number[]>();
     const block = (h: number) => {
@@ -279,12 +279,15 @@ describe("Mooncake conversation trace: hit rate = the trace's theoretical reuse"
     };
     const seen = new Set<number>();
     let reusable = 0;
+    let fullBlocks = 0;
     let total = 0;
     const m0 = await counters(sim.url);
     for (const r of rows) {
       let k = 0;
       while (k < r.hash_ids.length && seen.has(r.hash_ids[k]!)) k++;
       reusable += Math.min(512 * k, r.input_length);
+      // What vLLM can reuse of it: whole 16-token blocks, and never the last token (it is always computed).
+      fullBlocks += Math.min(512 * k, 16 * Math.floor((r.input_length - 1) / 16));
       total += r.input_length;
       for (const h of r.hash_ids) seen.add(h);
       const prompt = r.hash_ids.flatMap(block).slice(0, r.input_length);
@@ -299,8 +302,13 @@ describe("Mooncake conversation trace: hit rate = the trace's theoretical reuse"
     assert.equal(tr.queries, m1.queries);
     assert.equal(tr.evictions, 0);
     const theory = reusable / total;
-    t.diagnostic(`sim hit rate ${(rate * 100).toFixed(3)} % vs theoretical reuse ${(theory * 100).toFixed(3)} %`);
-    assert.ok(Math.abs(rate - theory) <= 0.01, `sim hit rate ${rate} vs theoretical reuse ${theory}`);
+    t.diagnostic(
+      `sim hit rate ${(rate * 100).toFixed(3)} % vs theoretical reuse ${(theory * 100).toFixed(3)} %; hits ${m1.hits - m0.hits} of ${reusable} reusable`,
+    );
+    // Exact, token for token: the reuse less the partial blocks vLLM computes again (14 of 4.27 M tokens here),
+    // and so the trace's reuse to three decimals of a percent (docs/sim.md).
+    assert.equal(m1.hits - m0.hits, fullBlocks);
+    assert.ok(Math.abs(rate - theory) < 0.5e-5, `sim hit rate ${rate} vs theoretical reuse ${theory}`);
   });
 });
 
