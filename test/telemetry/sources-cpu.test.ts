@@ -1,6 +1,7 @@
 // The cpu source on this machine's real /proc/stat, RAPL through real files laid out as
 // /sys/class/powercap lays them out (this machine has none), and amd-smi through a stand-in binary.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,7 @@ import { TelemetryError } from "../../src/errors.ts";
 import { parseAmdSmiJson } from "../../src/telemetry/amdsmi.ts";
 import { amdSmiSource } from "../../src/telemetry/sources/amd-smi.ts";
 import { advanceRapl, cpuSource, findRaplZones, readCpuTimes } from "../../src/telemetry/sources/cpu.ts";
+import { cannotRun } from "../helpers/skip.ts";
 import { collector } from "./collect.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-cpu-"));
@@ -96,16 +98,49 @@ test("RAPL: package energy read each interval, the wrap at max_energy_range_uj u
   assert.ok(!cap.unavailable.some((u) => u.field === "energyJ"));
 });
 
-test("RAPL: an unreadable counter is said with its path and why", {
-  skip: process.getuid?.() === 0 && "root reads any file",
-  timeout: 20_000,
-}, async () => {
-  const root = join(dir, "powercap-denied");
+test("RAPL: an unreadable counter is said with its path and why, as root too", async (t) => {
+  // Unreadable by construction, whoever reads it: energy_uj is a directory.
+  const root = join(dir, "powercap-dir");
   const energy = raplTree(root, 1, 1_000_000);
-  chmodSync(energy, 0o000);
+  rmSync(energy);
+  mkdirSync(energy);
   const zones = findRaplZones(root);
   assert.equal(zones.zones.length, 0);
-  assert.match(zones.why!, /permission denied reading .*intel-rapl:0\/energy_uj/);
+  assert.match(zones.why!, /intel-rapl:0\/energy_uj: EISDIR/);
+  // Permission denied, the usual case (root-only since Linux 5.10), with its advice: root reads any file, so
+  // as root the read runs in a child that drops to nobody (a real EACCES, not a stand-in).
+  const shared = mkdtempSync(join(tmpdir(), "inferscope-rapl-"));
+  try {
+    chmodSync(shared, 0o755);
+    const denied = join(shared, "powercap");
+    chmodSync(raplTree(denied, 1, 1_000_000), 0o000);
+    const asRoot = process.getuid?.() === 0;
+    let why: string | undefined;
+    if (!asRoot) why = findRaplZones(denied).why;
+    else {
+      const code = `const { findRaplZones } = await import(${JSON.stringify(new URL("../../src/telemetry/sources/cpu.ts", import.meta.url).href)});
+        process.stdout.write(JSON.stringify(findRaplZones(${JSON.stringify(denied)})));`;
+      const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+        uid: 65534,
+        gid: 65534,
+        encoding: "utf8",
+        timeout: 20_000,
+      });
+      if (r.error || r.status !== 0) {
+        cannotRun(
+          t,
+          `a child as nobody could not read the tree: ${r.error?.message ?? r.stderr.trim().split("\n")[0]}`,
+        );
+        return;
+      }
+      const z = JSON.parse(r.stdout) as { zones: unknown[]; why?: string };
+      assert.equal(z.zones.length, 0);
+      why = z.why;
+    }
+    assert.match(why!, /permission denied reading .*intel-rapl:0\/energy_uj \(root-only since Linux 5\.10/);
+  } finally {
+    rmSync(shared, { recursive: true, force: true });
+  }
 });
 
 test("RAPL zones: none present / none readable give a reason", () => {
