@@ -3,8 +3,11 @@
 // A fact that nobody gave and nothing detected stays null: the report shows "unknown", never a default.
 import { engineById } from "../metrics/engines/index.ts";
 import type { Deployment, DeploymentField, FieldSource, Provenance } from "../report/types.ts";
+import type { ProfileDeployment } from "../sim/profile.ts";
 import type { CommandFacts } from "./command.ts";
 import type { ServerAnswers } from "./probe.ts";
+
+export type { ProfileDeployment };
 
 export interface Fact<T> {
   value: T | null;
@@ -33,16 +36,6 @@ export interface GivenDeployment {
 }
 
 /** The embedded sim's deployment, from its profile. */
-export interface ProfileDeployment {
-  name: string;
-  model?: string;
-  quant?: string;
-  gpu?: string;
-  gpus?: number;
-  tp?: number;
-  interconnect?: string;
-  engine?: string;
-}
 
 /** This machine, when the server runs on it (a --server-cmd, or a loopback URL). */
 export interface HostFacts {

@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { CLI_ENTRY } from "../cli/entry.ts";
+import { CLI_ENTRY } from "../entry.ts";
 import { InterruptedError, TargetError } from "../errors.ts";
 import { type AddedDelay, measureAddedDelay } from "./delay.ts";
 import { runBench } from "./runner.ts";

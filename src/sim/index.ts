@@ -10,7 +10,7 @@ import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
-import { kvCapacity, loadProfile, type Profile } from "./profile.ts";
+import { DEFAULT_PROFILE, kvCapacity, loadProfile, type Profile } from "./profile.ts";
 import { SimServer } from "./server.ts";
 import { SimTelemetry } from "./telemetry.ts";
 import { type Knobs, StepModel } from "./timing.ts";
@@ -23,13 +23,18 @@ export type { RequestTruth } from "./engine.ts";
 export { FAULT_KINDS, parseFaults } from "./faults.ts";
 export type { PrefixCacheTruth } from "./kvcache.ts";
 export {
+  DEFAULT_PROFILE,
+  embeddedSimCommand,
   type KvCapacity,
   kvCapacity,
   listProfiles,
   loadProfile,
   type Profile,
+  type ProfileDeployment,
   parseProfile,
   parseSetting,
+  profileDeployment,
+  profileModelOptions,
 } from "./profile.ts";
 export {
   CLOCK_EVENT,
@@ -126,7 +131,7 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
   if (opts.blockSize !== undefined) overrides["engine.blockSize"] = opts.blockSize;
   if (opts.numGpuBlocks !== undefined) overrides["engine.numGpuBlocks"] = opts.numGpuBlocks;
   if (opts.enablePrefixCaching !== undefined) overrides["engine.enablePrefixCaching"] = opts.enablePrefixCaching;
-  const profile = loadProfile(opts.profileFile ?? opts.profile ?? "glm5-8x-rtxpro6000-pcie", overrides);
+  const profile = loadProfile(opts.profileFile ?? opts.profile ?? DEFAULT_PROFILE, overrides);
   const env = opts.env ?? process.env;
   const tp = opts.tensorParallelSize;
   if (tp !== undefined && (!Number.isInteger(tp) || tp < 1))

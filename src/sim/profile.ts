@@ -5,9 +5,17 @@ import { basename, dirname, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { z } from "zod";
+import { CLI_ENTRY } from "../entry.ts";
 import { InputError, UsageError } from "../errors.ts";
+import { findModel } from "../model/architecture.ts";
+import { SEED_DEPLOYMENT } from "../model/examples.ts";
 import type { Gpu, Interconnect } from "../model/hardware.ts";
-import { parseInterconnect, pcieLink, requireGpu } from "../model/hardware.ts";
+import { findGpu, parseInterconnect, pcieLink, requireGpu } from "../model/hardware.ts";
+import type { ModelCliOptions } from "../model/options.ts";
+import { shellQuote } from "../shell.ts";
+
+/** The embedded sim's profile when none is named: the worked example's deployment (model/examples.ts). */
+export const DEFAULT_PROFILE = "glm5-8x-rtxpro6000-pcie";
 
 const num = z.number().finite();
 const pos = num.positive();
@@ -364,4 +372,89 @@ function findPairRange(doc: YAML.Document, keys: string[]): number | undefined {
     if (YAML.isScalar(item.key) && String(item.key.value) === keys[keys.length - 1]) return item.key.range?.[0];
   }
   return undefined;
+}
+
+/** What a profile says about the deployment it simulates, as the study and tune record it. */
+export interface ProfileDeployment {
+  name: string;
+  model?: string;
+  quant?: string;
+  gpu?: string;
+  gpus?: number;
+  tp?: number;
+  interconnect?: string;
+  engine?: string;
+}
+
+/**
+ * A profile's deployment: the worked example's for the default profile (it simulates that deployment, whose
+ * quantization a profile does not name), else the catalog names of the profile's model, GPU and link.
+ */
+export function profileDeployment(name: string): ProfileDeployment {
+  if (name === DEFAULT_PROFILE) {
+    const s = SEED_DEPLOYMENT;
+    const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+    return {
+      name,
+      model: str(s.model),
+      quant: s.quant,
+      gpu: str(s.gpu),
+      gpus: s.gpus ?? s.tp,
+      tp: s.tp,
+      interconnect: str(s.interconnect),
+      engine: s.engine,
+    };
+  }
+  const p = loadProfile(name);
+  const gpuName = p.hardware.catalogGpu ?? p.hardware.gpu;
+  const gpu = findGpu(gpuName);
+  const ic = p.hardware.interconnect;
+  const interconnect =
+    ic === "pcie" ? `pcie${gpu?.pcie.gen ?? 5}` : ic === "nvlink" ? `nvlink${gpu?.scaleUp?.gen ?? 4}` : ic;
+  return {
+    name: p.name,
+    model: findModel(p.model.servedName)?.name,
+    gpu: gpu ? gpu.id : gpuName,
+    gpus: p.hardware.gpuCount,
+    tp: p.engine.tensorParallelSize,
+    interconnect,
+    engine: "vllm",
+  };
+}
+
+/** A profile's deployment as `model` flags (the study's and tune's model inputs for the embedded sim). */
+export function profileModelOptions(p: ProfileDeployment): ModelCliOptions {
+  return {
+    model: p.model,
+    quant: p.quant,
+    gpu: p.gpu,
+    gpus: p.gpus !== undefined ? String(p.gpus) : undefined,
+    tp: p.tp !== undefined ? String(p.tp) : undefined,
+    interconnect: p.interconnect,
+    engine: p.engine,
+  };
+}
+
+/** The embedded sim's server command, started through the same server-command path a real server uses. */
+export function embeddedSimCommand(
+  profile: string,
+  timeScale: number,
+  seed: number,
+  set: Record<string, string | number> = {},
+): string {
+  const words = [
+    process.execPath,
+    CLI_ENTRY,
+    "sim",
+    "--profile",
+    profile,
+    "--port",
+    "{port}",
+    "--time-scale",
+    String(timeScale),
+    "--seed",
+    String(seed),
+  ];
+  for (const [k, v] of Object.entries(set)) words.push("--set", `${k}=${v}`);
+  return words.map((w) => (w === "{port}" ? w : shellQuote(w))).join(" ");
 }

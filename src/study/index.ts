@@ -1,11 +1,10 @@
 // The study's public surface.
+export { DEFAULT_PROFILE, embeddedSimCommand } from "../sim/profile.ts";
 export { assemble, type Measurements } from "./assemble.ts";
 export { deploymentOf } from "./deployment.ts";
 export * from "./estimate.ts";
 export { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
 export {
-  DEFAULT_PROFILE,
-  embeddedSimCommand,
   rebuildReport,
   runStudy,
   SEED_DEPLOYMENT,

@@ -6,7 +6,6 @@
 import { mkdtempSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { CLI_ENTRY } from "../cli/entry.ts";
 import {
   chooseExperiment,
   deploymentRecord,
@@ -14,13 +13,12 @@ import {
   type GivenDeployment,
   type HostFacts,
   modelInputsFor,
-  type ProfileDeployment,
 } from "../discover/index.ts";
 import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
-import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
+import { parseVariant, type ServerHandle, startServer } from "../experiment/variants.ts";
 import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
 import { engineById } from "../metrics/engines/index.ts";
-import { type Architecture, findModel, listModels, requireModel } from "../model/architecture.ts";
+import { type Architecture, listModels, requireModel } from "../model/architecture.ts";
 import { findGpu, parseInterconnect } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
@@ -30,7 +28,13 @@ import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
 import type { Deployment, PhaseRecord, StudyResult } from "../report/types.ts";
 import { registerCommandSecrets } from "../secrets.ts";
-import { loadProfile } from "../sim/profile.ts";
+import {
+  DEFAULT_PROFILE,
+  embeddedSimCommand,
+  type ProfileDeployment,
+  profileDeployment,
+  profileModelOptions,
+} from "../sim/profile.ts";
 import { addSecret, collectEnvironment, openStore, redact, type Store } from "../store/index.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import { assemble, type Measurements } from "./assemble.ts";
@@ -46,8 +50,6 @@ import {
   Unavailable,
 } from "./phases.ts";
 import { defaultPlan, defaultTimeScale, PHASES, type PhaseName, type StudyPlan } from "./plan.ts";
-
-export const DEFAULT_PROFILE = "glm5-8x-rtxpro6000-pcie";
 
 /** The worked example's deployment (model/examples.ts), as the study records it. */
 export const SEED_DEPLOYMENT: Deployment = deploymentOf(SEED_MODEL_INPUT);
@@ -95,32 +97,6 @@ export interface StudyOutcome {
   result: StudyResult;
   report?: WrittenReport;
   runId?: string;
-}
-
-const BIN = CLI_ENTRY;
-
-/** The embedded sim, started through the same server-command path a real server uses. */
-export function embeddedSimCommand(
-  profile: string,
-  timeScale: number,
-  seed: number,
-  set: Record<string, string | number> = {},
-): string {
-  const words = [
-    process.execPath,
-    BIN,
-    "sim",
-    "--profile",
-    profile,
-    "--port",
-    "{port}",
-    "--time-scale",
-    String(timeScale),
-    "--seed",
-    String(seed),
-  ];
-  for (const [k, v] of Object.entries(set)) words.push("--set", `${k}=${v}`);
-  return words.map((w) => (w === "{port}" ? w : shellQuote(w))).join(" ");
 }
 
 export async function runStudy(opts: StudyOptions): Promise<StudyOutcome> {
@@ -587,41 +563,6 @@ export async function rebuildReport(
   } finally {
     lock.release();
   }
-}
-
-/** The embedded sim's deployment: the seed's for the default profile, else read from the profile. */
-export function profileDeployment(name: string): ProfileDeployment {
-  if (name === DEFAULT_PROFILE) {
-    const d = SEED_DEPLOYMENT;
-    return { name, ...d, model: d.model ?? undefined } as ProfileDeployment;
-  }
-  const p = loadProfile(name);
-  const gpuName = p.hardware.catalogGpu ?? p.hardware.gpu;
-  const gpu = findGpu(gpuName);
-  const ic = p.hardware.interconnect;
-  const interconnect =
-    ic === "pcie" ? `pcie${gpu?.pcie.gen ?? 5}` : ic === "nvlink" ? `nvlink${gpu?.scaleUp?.gen ?? 4}` : ic;
-  return {
-    name: p.name,
-    model: findModel(p.model.servedName)?.name,
-    gpu: gpu ? gpu.id : gpuName,
-    gpus: p.hardware.gpuCount,
-    tp: p.engine.tensorParallelSize,
-    interconnect,
-    engine: "vllm",
-  };
-}
-
-export function profileModelOptions(p: ProfileDeployment): import("../model/options.ts").ModelCliOptions {
-  return {
-    model: p.model,
-    quant: p.quant,
-    gpu: p.gpu,
-    gpus: p.gpus !== undefined ? String(p.gpus) : undefined,
-    tp: p.tp !== undefined ? String(p.tp) : undefined,
-    interconnect: p.interconnect,
-    engine: p.engine,
-  };
 }
 
 /** The deployment before the server has answered: the given fields, the profile's, and unknown for the rest. */

@@ -36,8 +36,8 @@ import { engineById } from "../metrics/engines/index.ts";
 import { inputFromOptions, type ModelCliOptions, type ModelInput } from "../model/index.ts";
 import { claimOutputDir, claimRun, type HeldLock } from "../output-file.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
+import { DEFAULT_PROFILE, embeddedSimCommand, profileDeployment, profileModelOptions } from "../sim/profile.ts";
 import { collectEnvironment, type Store } from "../store/index.ts";
-import { embeddedSimCommand, profileDeployment, profileModelOptions } from "../study/run.ts";
 import {
   candidates as buildCandidates,
   type Candidate,
@@ -276,7 +276,7 @@ export function resolveTuneConfig(opts: TuneOptions): TuneConfig {
   if (workload.randomOutputLen < 2) throw new UsageError("--random-output-len must be ≥ 2: TPOT needs two tokens");
   const embedded = opts.serverCmd
     ? null
-    : { profile: opts.profile ?? "glm5-8x-rtxpro6000-pcie", timeScale: opts.timeScale ?? 10, set: opts.simSet ?? {} };
+    : { profile: opts.profile ?? DEFAULT_PROFILE, timeScale: opts.timeScale ?? 10, set: opts.simSet ?? {} };
   if (opts.serverCmd && (opts.profile || opts.timeScale !== undefined || opts.simSet))
     throw new UsageError("--profile, --time-scale and --set apply to the embedded sim only, not to a --server-cmd");
   if (embedded && !(embedded.timeScale > 0 && embedded.timeScale <= 1000))
