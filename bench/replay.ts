@@ -55,7 +55,7 @@ try {
       },
     );
     setConnectHook(null);
-    const noise = await probe.stop();
+    const noise = (await probe.stop()).p99Ms;
     const sc = res.schedule!;
     // Connections opened while an instant's requests were going out (its first to its last send), main thread.
     const recs = res.requests.filter((r) => !r.warmup);

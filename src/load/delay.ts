@@ -319,10 +319,11 @@ export async function measureAddedDelay(o: AddedDelayOptions): Promise<AddedDela
 
 /**
  * The host's scheduling noise over a window: a second thread sleeps on a futex in 0.1–5 ms steps and
- * records how late it wakes; `stop()` gives that lateness's p99 (ms). ~0.1 ms on a quiet host; on a loaded
- * one it grows as a replay's sends would, so a lag bound of 1 ms + this still catches a pacer late on its own.
+ * records how late it wakes; `stop()` gives that lateness's p99 and max (ms). ~0.1 ms on a quiet host; on a
+ * loaded one it grows as a replay's sends would. It is measured apart from the sending loop, so a bound
+ * built on it does not grow with a regression in that loop (the loop's own event-loop delay would).
  */
-export function wakeLatenessProbe(): { stop(): Promise<number> } {
+export function wakeLatenessProbe(): { stop(): Promise<{ p99Ms: number; maxMs: number }> } {
   const flag = new Int32Array(new SharedArrayBuffer(4));
   const w = new Worker(
     `const { parentPort, workerData: flag } = require("node:worker_threads");
@@ -331,14 +332,15 @@ export function wakeLatenessProbe(): { stop(): Promise<number> } {
        const want = [0.1, 0.5, 1, 2, 5][k++ % 5];
        const t0 = performance.now(); Atomics.wait(s, 0, 0, want); late.push(performance.now() - t0 - want);
      }
-     late.sort((a, b) => a - b); parentPort.postMessage(late[Math.floor(0.99 * (late.length - 1))] ?? 0);`,
+     late.sort((a, b) => a - b);
+     parentPort.postMessage({ p99Ms: late[Math.floor(0.99 * (late.length - 1))] ?? 0, maxMs: late.at(-1) ?? 0 });`,
     { eval: true, workerData: flag },
   );
-  const p99 = new Promise<number>((r) => w.once("message", r));
+  const late = new Promise<{ p99Ms: number; maxMs: number }>((r) => w.once("message", r));
   return {
     async stop() {
       Atomics.store(flag, 0, 1);
-      const v = await p99;
+      const v = await late;
       await w.terminate();
       return v;
     },
