@@ -25,13 +25,22 @@
 // machine; the probe keeps normal priority (a preempted probe delays its own writes). Probe events
 // count by the time they were written, so a wait that began before the run's clock (connecting) is
 // not the run's. The pacer alone (same schedules, no requests) gives the schedule lag's floor.
+// The client runs in this process, started as the CLI starts its load loops (src/cli/launch.mjs:
+// --no-memory-reducer, where Node can re-execute); BENCH_MEMORY_REDUCER=1 keeps V8's memory reducer on.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { execWithLoadLoopFlags } from "../src/cli/launch.mjs";
 import type { LoopReport } from "../src/load/instrument.ts";
 import { codeMeasured, loadModule } from "./shipped.ts";
+
+if (!process.env.BENCH_MEMORY_REDUCER) execWithLoadLoopFlags();
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" / ");
 
 const { floorDelays, median, pct, probeDelays, rawFloor, startProbe } =
   await loadModule<typeof import("../src/load/delay.ts")>("delay");
@@ -341,7 +350,7 @@ function printTargets(o: {
     o.lagP99 === null ? null : o.lagP99 <= 1,
   ]);
   console.log(
-    `\ntargets (issue #31), this host: ${cores} core(s), ${REPS} reps (${PAIR_REPS} client/floor pairs), medians`,
+    `\ntargets (issue #31), this host: ${cores} core(s), load average ${load()} (1 / 5 / 15 min) at the end, ${REPS} reps (${PAIR_REPS} client/floor pairs), medians`,
   );
   for (const [what, fig, target, ok] of rows)
     console.log(`  ${verdict(ok).padEnd(7)} ${what}: ${fig} (target ${target})`);
@@ -360,7 +369,7 @@ async function main() {
   // The probe keeps normal priority (see delay.ts).
   const probe = await startProbe();
   console.log(
-    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians; measuring ${codeMeasured()}`,
+    `client benchmark against ${sim.url} (inferscope sim --speed zero, separate process${idle ? "; sims under SCHED_IDLE, the probe not" : ""}), ${REPS} reps, medians; measuring ${codeMeasured()}; Node ${process.version}, flags ${process.execArgv.join(" ") || "none"}; load average ${load()} (1 / 5 / 15 min) at the start`,
   );
   try {
     const base = await probeDelays(probe.port, new Promise((r) => setTimeout(r, 1000)));

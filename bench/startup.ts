@@ -2,8 +2,9 @@
 // (interleaved, medians, ratios), and `inferscope trace` on a 48 MB generated trace, whole process,
 // against pandas' load-and-group-by of the same file. Targets: --version ≤ 2.0×, model predict
 // --json ≤ 3.0×, trace ≥ 3× faster than pandas. Also shown, without a target: metrics scrape of a
-// saved file, and model predict with the build's precomputed priors turned off (INFERSCOPE_PRIORS_CACHE=0:
-// the corpus parsed and fitted in the process, as before the build wrote them).
+// saved file, model predict with the build's precomputed priors turned off (INFERSCOPE_PRIORS_CACHE=0:
+// the corpus parsed and fitted in the process, as before the build wrote them), and bench against a closed
+// port with and without the second start a load loop's command takes for its flags (src/cli/launch.mjs).
 // Needs dist/ (the npm script builds it if stale); BENCH_STARTUP_DIST=DIR measures another build.
 //   BENCH_STARTUP_RUNS=21 BENCH_STARTUP_TRACE_MB=48 npm run bench:startup
 import { spawnSync } from "node:child_process";
@@ -23,7 +24,7 @@ const runs = Number(process.env.BENCH_STARTUP_RUNS ?? 21);
 const traceMb = Number(process.env.BENCH_STARTUP_TRACE_MB ?? 48);
 const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
-function timeRun(cmd: string, args: string[], env?: Record<string, string>): number {
+function timeRun(cmd: string, args: string[], env?: Record<string, string>, status = 0): number {
   const t0 = performance.now();
   const r = spawnSync(cmd, args, {
     stdio: ["ignore", "ignore", "pipe"],
@@ -31,7 +32,7 @@ function timeRun(cmd: string, args: string[], env?: Record<string, string>): num
     env: env ? { ...process.env, ...env } : undefined,
   });
   const ms = performance.now() - t0;
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
+  if (r.status !== status) throw new Error(`${cmd} ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
   return ms;
 }
 
@@ -45,16 +46,23 @@ console.log(
   `precomputed priors (${join(DIST, "model", "priors-fit.json")}): ${cache.ok ? "loaded" : `NOT used: ${cache.detail}`}`,
 );
 const prom = "test/metrics/fixtures/engine-vllm-v0.prom";
+// A load loop's command re-executes itself once with --no-memory-reducer where Node can (src/cli/launch.mjs):
+// bench against a closed port (exit 3) as it starts, and the same with the flag given (no second start).
+const unreachable = [MAIN, "bench", "--base-url", "http://127.0.0.1:9", "--num-prompts", "1"];
 const cases: Record<string, string[]> = {
   "node -e 0": ["-e", "0"],
   "inferscope --version": [MAIN, "--version"],
   "inferscope model predict … --json": [MAIN, ...predict],
   "inferscope metrics scrape FILE --json": [MAIN, "metrics", "scrape", prom, "--json"],
+  "inferscope bench, unreachable (exit 3)": unreachable,
+  "  … flag given, no second start": ["--no-memory-reducer", ...unreachable],
 };
+const status = (name: string) => (name.startsWith("inferscope bench") || name.startsWith("  … flag") ? 3 : 0);
 const times: Record<string, number[]> = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
-for (const args of Object.values(cases)) timeRun(process.execPath, args); // warm the page cache
+for (const [name, args] of Object.entries(cases)) timeRun(process.execPath, args, undefined, status(name)); // warm the page cache
 for (let i = 0; i < runs; i++)
-  for (const [name, args] of Object.entries(cases)) times[name]!.push(timeRun(process.execPath, args));
+  for (const [name, args] of Object.entries(cases))
+    times[name]!.push(timeRun(process.execPath, args, undefined, status(name)));
 const base = median(times["node -e 0"]!);
 const budget: Record<string, number> = { "inferscope --version": 2.0, "inferscope model predict … --json": 3.0 };
 // The same prediction with the corpus fitted per process (a few runs: each takes ~1 s).

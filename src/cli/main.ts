@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The CLI entry: builds the command tree, runs it, and is the only place that sets the exit code.
-// The signal handlers go first, before any other module is evaluated.
+// A load loop's command is first started again with the flags it needs (launch.mjs); then the signal
+// handlers go first, before any other module is evaluated.
+import "./launch-first.mjs";
 import "./signals-first.ts";
 import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";

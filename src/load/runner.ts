@@ -744,6 +744,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       workers,
       workersNote,
       transport: client.transport,
+      nodeFlags: [...process.execArgv],
     };
     return finish(phase.interrupted, [...warmRecs, ...phase.records], phase.durationMs, health, before, after);
 

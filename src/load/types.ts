@@ -253,6 +253,11 @@ export interface ClientHealth {
   workersNote?: string;
   /** "h1" (our HTTP/1.1 reader) or "undici". */
   transport?: "h1" | "undici";
+  /**
+   * The Node and V8 flags this process started with (process.execArgv). The CLI starts its load loops with
+   * --no-memory-reducer (src/cli/launch.mjs); without it, V8 may run a mark-compact inside the window.
+   */
+  nodeFlags?: string[];
 }
 
 export interface BenchProgress {

@@ -9,11 +9,13 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } fro
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { LOAD_LOOP_FLAGS } from "../../src/cli/launch.mjs";
+import { spawnSim } from "../helpers/sim.ts";
 import { expectedSqliteDriver, nodeHasSqlite } from "../helpers/sqlite.ts";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
-test("npm pack → install in an empty folder, scripts skipped: --version, model predict, the library, the run store", async () => {
+test("npm pack → install in an empty folder, scripts skipped: --version, model predict, a bench, the library, the run store", async () => {
   const dir = mkdtempSync(join(tmpdir(), "inferscope-pack-"));
   try {
     const stage = join(dir, "stage");
@@ -53,6 +55,24 @@ test("npm pack → install in an empty folder, scripts skipped: --version, model
     const p = spawnSync(bin, [...args, "--tp", "8", "--interconnect", "pcie5", "--json"], { encoding: "utf8" });
     assert.equal(p.status, 0, p.stderr);
     assert.equal(JSON.parse(p.stdout).kind, "inferscope.model.prediction");
+
+    // A load loop through the installed bin: re-executed with --no-memory-reducer where Node can (launch.mjs,
+    // copied beside the compiled main.js), as the run's --json says.
+    const sim = await spawnSim(["--speed", "zero"]);
+    try {
+      const b = spawnSync(
+        bin,
+        ["bench", "--base-url", sim.url, "--num-prompts", "1", "--no-server-metrics", "--json"],
+        {
+          encoding: "utf8",
+        },
+      );
+      assert.equal(b.status, 0, b.stderr);
+      const flags = JSON.parse(b.stdout).inferscope.client.nodeFlags;
+      assert.deepEqual(flags, typeof (process as { execve?: unknown }).execve === "function" ? LOAD_LOOP_FLAGS : []);
+    } finally {
+      await sim.stop();
+    }
 
     const lib = spawnSync(
       process.execPath,
