@@ -1,8 +1,8 @@
 // Runs test/**/*.test.ts with node:test. Node 20 does not expand quoted globs, so list files here.
 //   node scripts/run-tests.mjs [FILTER…] [--exclude SUBSTR]… [--list]
 // A file runs when its path contains any FILTER (every file when none is given) and no --exclude
-// SUBSTR. A selection that matches nothing is an error, so a mistyped subset cannot pass by running
-// nothing; --list prints the selection instead of running it.
+// SUBSTR. A FILTER that matches no file is an error, so a mistyped or renamed file in a subset (CI's
+// Node 20 list) cannot pass by running less; --list prints the selection instead of running it.
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -38,6 +38,11 @@ for (let i = 0; i < argv.length; i++) {
   } else filters.push(a);
 }
 let files = walk("test").sort();
+const unmatched = filters.filter((x) => !files.some((f) => f.includes(x)));
+if (unmatched.length) {
+  console.error(`run-tests: no test file matches ${unmatched.join(", ")}`);
+  process.exit(1);
+}
 if (filters.length) files = files.filter((f) => filters.some((x) => f.includes(x)));
 files = files.filter((f) => !excludes.some((x) => f.includes(x)));
 if (files.length === 0) {
