@@ -41,6 +41,7 @@ import {
 import {
   autoWorkersChoice,
   mergeEld,
+  ownedUtf8,
   replayWorkersChoice,
   type ShardEld,
   type ShardInit,
@@ -1258,7 +1259,7 @@ function prebuildBodies(
     // A long prompt's text is in its body: only the lengths are kept beside it.
     out[i] =
       text.length >= ENCODE_BODY_CHARS
-        ? { p: { inputLen: p.inputLen, outputLen: p.outputLen }, body: Buffer.from(text) }
+        ? { p: { inputLen: p.inputLen, outputLen: p.outputLen }, body: ownedUtf8(text) }
         : { p, body: text };
   }
   return out;

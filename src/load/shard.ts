@@ -127,6 +127,16 @@ export interface ShardBody {
   body: string | Uint8Array;
 }
 
+/**
+ * `text` as UTF-8 in a Buffer that owns its ArrayBuffer whole, so a shard can be handed it without a copy.
+ * Buffer.from may not: Node 24 sizes a long string's backing store for 3 bytes a character and returns a view.
+ */
+export function ownedUtf8(text: string): Buffer {
+  const b = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  b.write(text);
+  return b;
+}
+
 /** The ArrayBuffers a shard's bodies can move (not copy) to it: those each body owns whole. */
 export function bodyTransfer(bodies: readonly ShardBody[] | undefined): ArrayBuffer[] {
   const out: ArrayBuffer[] = [];
