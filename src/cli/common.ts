@@ -211,11 +211,12 @@ export async function liveView<F>(
   const tty = Boolean(process.stdout.isTTY) && !opts.json;
   // log-update (~60 ms to load) only for the live panel: other commands never pay for it.
   const logUpdate = tty ? (await import("log-update")).default : null;
+  // Frames name their source (a URL that may carry a password): redacted like every other output.
   const onFrame = (frame: F) => {
     const f = terminalSafe(frame);
-    if (opts.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
-    else if (logUpdate) logUpdate(format.panel(f));
-    else process.stdout.write(`${format.line(f)}\n`);
+    if (opts.json) process.stdout.write(`${JSON.stringify(redact(frame))}\n`);
+    else if (logUpdate) logUpdate(redactString(format.panel(f)));
+    else process.stdout.write(`${redactString(format.line(f))}\n`);
   };
   const { signal, dispose } = stopSignal();
   try {

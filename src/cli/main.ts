@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import { describeError, ExitCode, InterruptedError } from "../errors.ts";
 import { interruptedBy } from "../interrupt.ts";
+import { registerArgvSecrets } from "../secrets.ts";
 import { loadCommands } from "./commands/index.ts";
 import { safeLine } from "./common.ts";
 
@@ -33,6 +34,9 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return ExitCode.ok;
   }
+  // Whatever a secret in our own arguments (a key, a URL's password, a token in --server-cmd) is passed on
+  // to, it is cut out of every output of this process.
+  registerArgvSecrets(argv);
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });

@@ -5,6 +5,7 @@ import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
+import { redact } from "../secrets.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
 import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient, type StreamDone } from "./client.ts";
 import { readAzure } from "./datasets/azure.ts";
@@ -577,7 +578,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       if (tm.sessions) sessions = tm.sessions(synth!);
       else workload = traceWorkload(name, tm.rows!, synth);
     }
-    writer?.write({ type: "header", ...setup });
+    writer?.header({ type: "header", ...setup });
     const w = writer;
     const onRecord = (rec: RequestRecord) => {
       if (w) w.write(recordToJson(rec));
@@ -809,7 +810,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         try {
           writeFileSync(
             opts.saveResult,
-            `${JSON.stringify(toVllmJson(result, opts.saveDetailed ?? false), null, 2)}\n`,
+            // The writer redacts: the setup holds the URL, which may carry a password or a key.
+            `${JSON.stringify(redact(toVllmJson(result, opts.saveDetailed ?? false)), null, 2)}\n`,
           );
         } catch (e: any) {
           throw new InputError(`${opts.saveResult}: cannot write result: ${e?.message ?? e}`);
