@@ -98,6 +98,7 @@ const HEADER = /^([A-Za-z][\w-]*):\s*(?:(bearer|basic|token)\s+)?(.*)$/is;
 const PLACEHOLDER = /^(?:…|\.\.\.|\[redacted\]|\$\w+|\$\{\w+\}|<[^>]*>|\*+)$/i;
 // Query (and fragment) parameters that carry a credential beside those named as one (`api_key`, `token`).
 const QUERY_SECRET = /^(?:sig|signature|auth)$/i;
+const SCRIPT_FLAG = /^-[a-z]*c$/;
 // Shell scripts inside words inside words: deep enough for `sh -c "bash -c '…'"`, bounded for hostile input.
 const MAX_NESTING = 4;
 
@@ -139,7 +140,9 @@ function argSecrets(words: readonly string[], depth: number, prose: boolean): Se
       }
       continue;
     }
-    for (const s of shift(wordSecrets(w, depth), head)) out.push({ ...s, index: i });
+    // The word after `sh -c` (`bash -lc` …) is a script: its own words, `HF_TOKEN=…;` ending at the `;`.
+    const script = i > 0 && SCRIPT_FLAG.test(words[i - 1]!) && /\s/.test(w);
+    for (const s of shift(script ? valueSecrets(w, depth) : wordSecrets(w, depth), head)) out.push({ ...s, index: i });
   }
   return out;
 }

@@ -1,10 +1,12 @@
 // What a finished run prints, as a user sees it: a secret in a variant's environment never reaches
 // stdout (tables or JSON), and a bench whose every request failed reports no client saturation.
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { DEFINITIONS } from "../../src/load/summarize.ts";
+import { startSim } from "../../src/sim/index.ts";
 import { BIN, runCli, STACK } from "../helpers/cli.ts";
 import { startFaultServer } from "../helpers/faults.ts";
 
@@ -43,5 +45,22 @@ test("bench where every request failed: exit 3, no spurious 'client SATURATED'",
     assert.doesNotMatch(r.stderr, STACK);
   } finally {
     await s.close();
+  }
+});
+
+test("bench --json and --save-result keep every metric definition (itl_token is data, not a credential)", async () => {
+  const sim = await startSim({ port: 0, speed: "zero", seed: 1 });
+  try {
+    const saved = join(dir, "definitions.json");
+    const r = await runCli([
+      "bench",
+      ...["--base-url", sim.url, "--num-prompts", "2", "--random-output-len", "4", "--warmup", "0"],
+      ...["--db", join(dir, "definitions.db"), "--save-result", saved, "--json"],
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout).inferscope.definitions, DEFINITIONS);
+    assert.deepEqual(JSON.parse(readFileSync(saved, "utf8")).inferscope.definitions, DEFINITIONS);
+  } finally {
+    await sim.close(0);
   }
 });
