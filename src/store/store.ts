@@ -134,21 +134,31 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
-/** Brings a database to the current schema, one transaction per migration. */
+/**
+ * Brings a database to the current schema, one transaction per migration. Each takes the write lock
+ * first (BEGIN IMMEDIATE, waiting up to busy_timeout) and reads the version under it, so processes
+ * opening one new store at once apply each migration once: the others find it applied.
+ */
 export function migrate(db: SqlDatabase, target = SCHEMA_VERSION): number {
-  const current = db.pragma("user_version", { simple: true }) as number;
-  if (current > SCHEMA_VERSION)
-    throw new InputError(
-      `run store schema version ${current} is newer than this inferscope understands (${SCHEMA_VERSION})`,
-      { hint: "upgrade inferscope, or use another --db" },
-    );
-  for (let v = current; v < target; v++) {
+  const version = () => db.pragma("user_version", { simple: true }) as number;
+  const check = (v: number) => {
+    if (v > SCHEMA_VERSION)
+      throw new InputError(
+        `run store schema version ${v} is newer than this inferscope understands (${SCHEMA_VERSION})`,
+        { hint: "upgrade inferscope, or use another --db" },
+      );
+  };
+  // Up to date: no write lock, so a store another process is writing opens at once.
+  check(version());
+  for (let step = 0; step < target && version() < target; step++)
     db.transaction(() => {
-      db.exec(MIGRATIONS[v]);
+      const v = version();
+      check(v);
+      if (v >= target) return;
+      db.exec(MIGRATIONS[v]!);
       db.pragma(`user_version = ${v + 1}`);
-    })();
-  }
-  return db.pragma("user_version", { simple: true }) as number;
+    }).immediate();
+  return version();
 }
 
 export function openStore(path: string = defaultDbPath()): Store {
@@ -157,10 +167,11 @@ export function openStore(path: string = defaultDbPath()): Store {
   try {
     mkdirSync(dirname(file), { recursive: true });
     db = openDatabase(file);
+    // First: every step after it (the switch to WAL, the schema) waits for another process's lock.
+    db.pragma("busy_timeout = 5000");
     db.pragma("journal_mode = WAL");
     // In WAL mode NORMAL survives a killed process (not a power cut), at a fraction of FULL's cost.
     db.pragma("synchronous = NORMAL");
-    db.pragma("busy_timeout = 5000");
     db.pragma("foreign_keys = ON");
     migrate(db);
   } catch (err) {
