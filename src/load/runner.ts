@@ -810,8 +810,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
         try {
           writeFileSync(
             opts.saveResult,
-            // The writer redacts: the setup holds the URL, which may carry a password or a key.
-            `${JSON.stringify(redact(toVllmJson(result, opts.saveDetailed ?? false)), null, 2)}\n`,
+            `${JSON.stringify(toVllmJson(result, opts.saveDetailed ?? false), null, 2)}\n`,
           );
         } catch (e: any) {
           throw new InputError(`${opts.saveResult}: cannot write result: ${e?.message ?? e}`);
@@ -1497,7 +1496,10 @@ function stamp(d: Date): string {
   return `${d.getUTCFullYear()}${p(d.getUTCMonth() + 1)}${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
 }
 
-/** The `--save-result` JSON: vLLM bench serve's field names, ours under `inferscope`. */
+/**
+ * The `--save-result` JSON: vLLM bench serve's field names, ours under `inferscope`. Redacted: the setup
+ * holds the URL, which may carry a password or a key, and every file and stdout this goes to must not.
+ */
 export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, unknown> {
   const { inferscope, ...flat } = res.summary;
   const out: Record<string, unknown> = { ...res.setup, ...flat };
@@ -1528,5 +1530,5 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
     telemetry: res.telemetry,
     partial: res.partial,
   };
-  return out;
+  return redact(out);
 }

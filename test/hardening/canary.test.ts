@@ -106,8 +106,10 @@ interface Case {
   limitMs: number;
   /** Whether it keeps a run in the store (telemetry watch does not). */
   stores?: boolean;
-  /** A file it must write (relative to `files`, or the report). */
+  /** Files it must write. */
   writes?: (o: Paths) => string[];
+  /** Its working directory (default: the repository). */
+  cwd?: (o: Paths) => string;
 }
 
 const CASES: Case[] = [
@@ -185,6 +187,26 @@ const CASES: Case[] = [
     writes: ({ files }) => [join(files, "result.json"), join(files, "records.jsonl")],
   },
   {
+    name: "bench --save-result (its default name, in the working directory)",
+    args: ({ db }) => [
+      "bench",
+      ...["--base-url", baseUrl(), "--api-key", C.apiKey, "--telemetry", "none"],
+      ...["--num-prompts", "2", "--random-output-len", "4", "--warmup", "0", "--db", db, "--save-result"],
+    ],
+    cwd: ({ files }) => files,
+    limitMs: 60_000,
+  },
+  {
+    name: "bench --request-rate 20,40 (a sweep) --json",
+    args: () => [
+      "bench",
+      ...["--base-url", baseUrl(), "--api-key", C.apiKey, "--telemetry", "none", "--request-rate", "20,40"],
+      ...["--num-prompts", "2", "--random-output-len", "4", "--warmup", "0", "--json"],
+    ],
+    limitMs: 60_000,
+    stores: false,
+  },
+  {
     name: "study --url with a password and ?api_key=, dcgm telemetry with a password",
     args: ({ db, out }) => [
       "study",
@@ -253,7 +275,7 @@ for (const [i, c] of CASES.entries())
     // tsx's compile cache stays where it is (a cold one costs seconds per process); filesUnder does not follow it.
     if (existsSync(TSX_CACHE)) symlinkSync(TSX_CACHE, join(env.TMPDIR, basename(TSX_CACHE)));
     const watching = watchStore(base);
-    const r: CliRun = await runCli(c.args(p), { limitMs: c.limitMs, env });
+    const r: CliRun = await runCli(c.args(p), { limitMs: c.limitMs, env, cwd: c.cwd?.(p) });
     const during = watching.stop();
     assert.equal(r.killed, false, `ran past ${c.limitMs} ms\n${r.stderr}`);
     assert.ok(r.code === 0 || r.code === 1, `exit ${r.code}\n${r.stderr}`);
@@ -264,6 +286,7 @@ for (const [i, c] of CASES.entries())
       for (const line of c.name.startsWith("telemetry watch") ? r.stdout.trim().split("\n") : [r.stdout])
         JSON.parse(line);
     for (const f of c.writes?.(p) ?? []) assert.ok(filesUnder(f).length === 1, `${f} not written`);
+    if (c.cwd) assert.ok(filesUnder(c.cwd(p)).length > 0, "no file written in the working directory");
 
     if (c.stores !== false) {
       // The store while the run went (its -wal before each checkpoint), as bytes after it, and as `runs export` prints it.
