@@ -4,8 +4,10 @@
 // as a separate array item, and values shaped like a hub or API token (`hf_…`, `sk-…`). Values found
 // where they enter (server commands, variants, flags) are registered, so every writer — terminal, run
 // store, reports, logs — cuts them out wherever they reappear. A resume compares a secret given again
-// by a keyed hash (HMAC-SHA256 with a random key kept with the run), never by the placeholder.
+// by a keyed hash (HMAC-SHA256 under a per-user key kept outside the store), never by the placeholder.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { UsageError } from "./errors.ts";
+import { secretKey } from "./secret-key.ts";
 import { type ShellWord, shellQuote, shellWords } from "./shell.ts";
 
 export const REDACTED = "[redacted]";
@@ -469,23 +471,43 @@ export function redact<T>(value: T, extra: readonly string[] = []): T {
 // ---------------------------------------------------------------- keyed hashes for resume
 
 /**
- * How a run remembers its secrets: a random key and, per secret, HMAC-SHA256(key, value), never the
- * value. The key lives beside the hashes (in the run's config) so a resume can hash a value given again;
- * it makes the hashes differ between runs and stores, so one run's hash says nothing about another's.
+ * How a run remembers its secrets: per secret, HMAC-SHA256 of a per-run salt and the value under this
+ * user's key (src/secret-key.ts), never the value. The key stays outside the store, in a file only its
+ * owner reads: a store alone cannot test a guess of a short secret. The salt makes one run's hashes say
+ * nothing about another's.
  */
 export interface SecretSeal {
-  /** 32 random bytes, hex. (Named so the redactor, which blanks fields named `…key`, keeps it.) */
-  hmacKeyHex: string;
+  /** Which user key made the hashes (its id, not the key). */
+  keyId?: string;
+  /** 16 random bytes per run, hex. */
+  salt?: string;
+  /** Runs sealed before the key left the store kept it here: still read, never written. */
+  hmacKeyHex?: string;
   /** One entry per secret: where it sits (`variant tok HF_TOKEN`) and the hex HMAC of its value. */
   slots: Array<{ slot: string; hash: string }>;
 }
 
+/** A seal for a new run; the user key is read (or made) only once a secret is sealed. */
 export function newSeal(): SecretSeal {
-  return { hmacKeyHex: randomBytes(32).toString("hex"), slots: [] };
+  return { salt: randomBytes(16).toString("hex"), slots: [] };
 }
 
 export function secretHash(seal: SecretSeal, value: string): string {
-  return createHmac("sha256", Buffer.from(seal.hmacKeyHex, "hex")).update(value, "utf8").digest("hex");
+  if (seal.hmacKeyHex)
+    return createHmac("sha256", Buffer.from(seal.hmacKeyHex, "hex")).update(value, "utf8").digest("hex");
+  const k = secretKey();
+  seal.keyId ??= k.id;
+  if (seal.keyId !== k.id)
+    throw new UsageError(
+      `this run's secrets were hashed with another key (id ${seal.keyId}) than this user's ${k.path} (id ${k.id})`,
+      {
+        hint: "resume as the user, on the host, that started the run, or set INFERSCOPE_SECRET_KEY_FILE to a copy of that key file",
+      },
+    );
+  return createHmac("sha256", k.key)
+    .update(Buffer.from(seal.salt ?? "", "hex"))
+    .update(value, "utf8")
+    .digest("hex");
 }
 
 /** Records a secret's hash under `slot` (replacing an earlier one). */

@@ -1,6 +1,10 @@
 // Secrets found by structure (names and positions), not by a pattern list, and a resume that takes them
 // again: the pure parts, case by case.
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { abResumeConflicts, resolveABConfig } from "../../src/experiment/ab.ts";
 import { sealTarget, unsealTarget } from "../../src/experiment/sealed.ts";
@@ -260,4 +264,58 @@ test("resume: a variant word holding two secrets and an environment URL's passwo
     () => unsealTarget("ab-1", sealed, { variants: [other] }, {}),
     /--token: the --variant two:… given is not the secret/,
   );
+});
+
+test("the keyed hashes' key stays out of the store: a stored seal cannot test a guess; the key file is 0600", () => {
+  const keyDir = mkdtempSync(join(tmpdir(), "inferscope-key-"));
+  const before = process.env.INFERSCOPE_SECRET_KEY_FILE;
+  process.env.INFERSCOPE_SECRET_KEY_FILE = join(keyDir, "secret.key");
+  try {
+    const secret = "abc123";
+    const sealed = sealTarget(`serve --port {port} --api-key ${secret}`, []);
+    const stored = JSON.stringify(sealed);
+    const hash = sealed.sealed!.slots[0]!.hash;
+    // Everything hex the store holds, as an HMAC key, with and without everything else hex as a salt:
+    // none gives the stored hash of the right guess.
+    const hexes = [...new Set(stored.match(/[0-9a-f]{32,}/g) ?? [])];
+    for (const k of hexes)
+      for (const salt of ["", ...hexes]) {
+        const h = createHmac("sha256", Buffer.from(k, "hex"))
+          .update(Buffer.from(salt, "hex"))
+          .update(secret)
+          .digest("hex");
+        assert.notEqual(h, hash, "the store alone confirms a guess");
+      }
+    assert.equal(statSync(process.env.INFERSCOPE_SECRET_KEY_FILE).mode & 0o777, 0o600);
+    assert.ok(!stored.includes(readFileSync(process.env.INFERSCOPE_SECRET_KEY_FILE, "utf8").trim()));
+    // The same user key checks the secret given again; a seal made under another key says so.
+    assert.equal(
+      unsealTarget("ab-1", sealed, { serverCmd: `serve --port {port} --api-key ${secret}` }, {}).serverCmd,
+      `serve --port {port} --api-key ${secret}`,
+    );
+    process.env.INFERSCOPE_SECRET_KEY_FILE = join(keyDir, "other.key");
+    assert.throws(
+      () => unsealTarget("ab-1", sealed, {}, { API_KEY: secret }),
+      /hashed with another key \(id [0-9a-f]{16}\) than this user's .*other\.key/,
+    );
+    // A run sealed when the key was kept beside the hashes still resumes.
+    const legacy = {
+      ...sealed,
+      sealed: { hmacKeyHex: "11".repeat(32), slots: [] as Array<{ slot: string; hash: string }> },
+    };
+    legacy.sealed.slots.push({
+      slot: sealed.sealed!.slots[0]!.slot,
+      hash: createHmac("sha256", Buffer.from("11".repeat(32), "hex"))
+        .update(secret)
+        .digest("hex"),
+    });
+    assert.equal(
+      unsealTarget("ab-1", legacy, {}, { API_KEY: secret }).serverCmd,
+      `serve --port {port} --api-key ${secret}`,
+    );
+  } finally {
+    if (before === undefined) delete process.env.INFERSCOPE_SECRET_KEY_FILE;
+    else process.env.INFERSCOPE_SECRET_KEY_FILE = before;
+    rmSync(keyDir, { recursive: true, force: true });
+  }
 });
