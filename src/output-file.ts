@@ -180,8 +180,7 @@ export function takeLock(
           fresh = Date.now() - statSync(lock).mtimeMs < FRESH_EMPTY_LOCK_MS;
         } catch {}
       const elsewhere = host !== "" && host !== here;
-      const live =
-        fresh || elsewhere || (host === here && sameProcessAlive(Number(pid), start === "-" ? null : start));
+      const live = fresh || elsewhere || (host === here && sameProcessAlive(Number(pid), start === "-" ? null : start));
       if (live || attempt > 0) {
         const by = elsewhere ? `on host ${host}` : "on this host";
         throw refuse({

@@ -52,7 +52,11 @@ export function secretKey(): SecretKey {
       hint: `remove it to have a new one made (runs sealed with it then cannot be resumed), or ${hint}`,
     });
   const key = Buffer.from(hex, "hex");
-  const k = { key, id: createHash("sha256").update("inferscope key id\0").update(key).digest("hex").slice(0, 16), path };
+  const k = {
+    key,
+    id: createHash("sha256").update("inferscope key id\0").update(key).digest("hex").slice(0, 16),
+    path,
+  };
   loaded.set(path, k);
   return k;
 }

@@ -6,9 +6,9 @@ import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { claimRun, type HeldLock } from "../output-file.ts";
+import { sameProcessAlive } from "../process-id.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
-import { sameProcessAlive } from "../process-id.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import {
   type BlockRunner,
