@@ -101,6 +101,7 @@ const PLACEHOLDER = /^(?:…|\.\.\.|\[redacted\]|\$\w+|\$\{\w+\}|<[^>]*>|\*+)$/i
 // Query (and fragment) parameters that carry a credential beside those named as one (`api_key`, `token`).
 const QUERY_SECRET = /^(?:sig|signature|auth)$/i;
 const SCRIPT_FLAG = /^-[a-z]*c$/;
+const NAMED_VALUE = /^([A-Za-z0-9][\w.-]*):(?!\/\/)(.+)$/s;
 // Shell scripts inside words inside words: deep enough for `sh -c "bash -c '…'"`, bounded for hostile input.
 const MAX_NESTING = 4;
 
@@ -166,6 +167,9 @@ function wordSecrets(w: string, depth: number): WordSpot[] {
     return usable(value) ? [{ start: w.length - value.length, end: w.length, value, name: h[1]! }] : [];
   }
   if (looksLikeSecret(w)) return [{ start: 0, end: w.length, value: w, name: "a token-shaped value" }];
+  // `NAME:VALUE` that is not a URL (a variant `tok:HF_TOKEN=…`): the value by the same rules.
+  const nv = NAMED_VALUE.exec(w);
+  if (nv && depth < MAX_NESTING) return shift(wordSecrets(nv[2]!, depth + 1), nv[1]!.length + 1);
   return valueSecrets(w, depth);
 }
 

@@ -7,6 +7,7 @@ import type { Command } from "@commander-js/extra-typings";
 import { describeError, ExitCode, InterruptedError } from "../errors.ts";
 import { interruptedBy } from "../interrupt.ts";
 import { registerArgvSecrets } from "../secrets.ts";
+import { hideArgvSecrets } from "./argv-secrets.ts";
 import { loadCommands } from "./commands/index.ts";
 import { safeLine } from "./common.ts";
 
@@ -37,6 +38,8 @@ export async function main(argv: string[]): Promise<number> {
   // Whatever a secret in our own arguments (a key, a URL's password, a token in --server-cmd) is passed on
   // to, it is cut out of every output of this process.
   registerArgvSecrets(argv);
+  // …and hidden from `ps` for the rest of the run (src/cli/argv-secrets.ts).
+  hideArgvSecrets();
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });

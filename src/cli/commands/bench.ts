@@ -27,13 +27,14 @@ import type {
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
+  API_KEY_HELP,
   durationArg,
   emit,
-  headerValueFlag,
   interruptOnSignals,
   jsonReplacer,
   numberArg,
   progressEnabled,
+  resolveApiKey,
   safeLine,
   terminalSafe,
   withCommon,
@@ -409,7 +410,9 @@ export function register(program: Command): void {
     .option("--records <path>", "stream per-request records (JSONL) here")
     .option("--label <text>", "label stored in the result")
     .option("--db <path>", "also save the run to this run store (see `inferscope runs`)")
-    .option("--api-key <key>", "bearer token (default $OPENAI_API_KEY)")
+    .option("--api-key <key>", API_KEY_HELP.key)
+    .option("--api-key-file <path>", API_KEY_HELP.file)
+    .option("--api-key-env <name>", API_KEY_HELP.env)
     .option(
       "--stall-timeout <d>",
       "fail a stream with no data (tokens) for this long; keepalive comments do not count",
@@ -528,10 +531,7 @@ export function register(program: Command): void {
       baseUrl: o.baseUrl,
       model: o.model,
       endpoint: o.endpoint as Endpoint,
-      apiKey: headerValueFlag(
-        o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
-        o.apiKey ?? process.env.OPENAI_API_KEY,
-      ),
+      apiKey: resolveApiKey(o),
       numPrompts: o.numPrompts,
       durationMs: o.duration,
       dataset: o.datasetName as DatasetName,
