@@ -157,7 +157,7 @@ export function resolveApiKey(
     if (!value) throw new UsageError(`${flag}: ${o.apiKeyEnv} is not set in the environment (or is empty)`);
   } else if (o.apiKey !== undefined) {
     flag = "--api-key";
-    value = o.apiKey;
+    value = headerValueFlag(flag, o.apiKey);
     if (!psNoted) {
       psNoted = true;
       const hidden = argvSecretsHidden();

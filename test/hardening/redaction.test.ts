@@ -17,6 +17,7 @@ import {
   redact,
   redactArgs,
   redactString,
+  registerArgvSecrets,
   sealCommand,
   unsealCommand,
 } from "../../src/secrets.ts";
@@ -318,4 +319,17 @@ test("the keyed hashes' key stays out of the store: a stored seal cannot test a 
     else process.env.INFERSCOPE_SECRET_KEY_FILE = before;
     rmSync(keyDir, { recursive: true, force: true });
   }
+});
+
+test("every secret in our own command line is registered: cut out wherever its value turns up alone", () => {
+  registerArgvSecrets([
+    "bench",
+    ...["--base-url", "http://u:Argv=Pw9@127.0.0.1:1/?api_key=ArgvQ7", "--api-key", "-ArgvDash1"],
+    ...["--server-cmd", "sh -c 'HF_TOKEN=ArgvEnv2; exec vllm serve m'"],
+  ]);
+  // A server's error quoting a value without its flag or URL: only the registration knows it.
+  assert.equal(
+    redactString("denied: Argv=Pw9 Argv%3DPw9 ArgvQ7 -ArgvDash1 ArgvEnv2"),
+    `denied: ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED}`,
+  );
 });
