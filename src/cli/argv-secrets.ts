@@ -3,7 +3,8 @@
 // process rewrite that area (Node's process.title, at most as long as the original), so at start each
 // secret there is overwritten by a placeholder no longer than itself. Measured on Linux (Node 20): after
 // the rewrite `ps -o args` and /proc/PID/cmdline show `--api-key [redacted]`; before it — the time Node
-// and the CLI take to load, a few hundred ms — the key is visible, and the shell's history keeps it.
+// and the CLI take to load: 1.5–2.7 s through tsx on a 2-core host at load 12 — the key is visible,
+// and the shell's history keeps it.
 // The process name (`ps -o comm`) becomes the first 15 bytes of the rewritten line.
 import { readFileSync } from "node:fs";
 import { REDACTED, secretsInArgs } from "../secrets.ts";
