@@ -9,6 +9,7 @@ import {
   chmodSync,
   cpSync,
   existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -17,6 +18,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { createRequire } from "node:module";
+import { hostname } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -43,12 +45,17 @@ const inputs = [
   join(root, "tsconfig.build.json"),
   fileURLToPath(import.meta.url),
 ];
-if (argv.includes("--if-stale") && existsSync(stamp)) {
-  const built = statSync(stamp).mtimeMs;
-  if (inputs.every((f) => statSync(f).mtimeMs <= built)) process.exit(0);
-}
+const fresh = () => existsSync(stamp) && inputs.every((f) => statSync(f).mtimeMs <= statSync(stamp).mtimeMs);
+if (argv.includes("--if-stale") && fresh()) process.exit(0);
 
-// Built beside and swapped in at the end, so a failed build leaves the previous dist/ whole.
+// One build at a time per output: two benches that find dist/ stale together must not build it over
+// each other (one emptied it while the other ran from it: ENOENT … dist/errors.js). The second waits,
+// then finds it fresh.
+takeBuildLock(`${out}.build-lock`);
+if (argv.includes("--if-stale") && fresh()) process.exit(0);
+
+// Built beside and moved in at the end, file by file, so a failed build leaves the previous dist/ whole
+// and a process running from dist/ meanwhile never finds a file missing.
 const tmp = `${out}.tmp-${process.pid}`;
 rmSync(tmp, { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
@@ -128,9 +135,87 @@ if (fr.status !== 0) {
 }
 const priorRows = Number(fr.stdout.trim());
 chmodSync(join(tmp, "cli", "main.js"), 0o755);
-writeFileSync(join(tmp, ".build-stamp"), `${new Date().toISOString()}\n`);
-rmSync(out, { recursive: true, force: true });
-renameSync(tmp, out);
+// Stale until the last file is in: the stamp goes first and comes back last.
+rmSync(stamp, { force: true });
+const built = moveInto(tmp, out);
+prune(out, built);
+rmSync(tmp, { recursive: true, force: true });
+writeFileSync(stamp, `${new Date().toISOString()}\n`);
 console.error(
   `build: ${relative(process.cwd(), out) || "."} (tsc + ${copied} asset files + priors of ${priorRows} corpus rows)`,
 );
+
+/** Moves every file under `from` over its namesake under `to` (one rename each); returns the paths placed. */
+function moveInto(from, to, placed = new Set()) {
+  if (existsSync(to) && !statSync(to).isDirectory()) rmSync(to, { force: true });
+  mkdirSync(to, { recursive: true });
+  placed.add(to);
+  for (const e of readdirSync(from, { withFileTypes: true })) {
+    const a = join(from, e.name);
+    const b = join(to, e.name);
+    if (e.isDirectory()) moveInto(a, b, placed);
+    else {
+      if (existsSync(b) && statSync(b).isDirectory()) rmSync(b, { recursive: true, force: true });
+      renameSync(a, b);
+      placed.add(b);
+    }
+  }
+  return placed;
+}
+
+/** Removes what an earlier build left under `dir` that this one did not place (a source since deleted). */
+function prune(dir, placed) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (!placed.has(p)) rmSync(p, { recursive: true, force: true });
+    else if (e.isDirectory()) prune(p, placed);
+  }
+}
+
+/**
+ * Takes `lock` (O_EXCL, "pid host"), waiting while another live build holds it (at most 10 min); a lock
+ * whose process is gone on this host is taken over. Released when this process exits.
+ */
+function takeBuildLock(lock) {
+  const me = `${process.pid} ${hostname()}`;
+  const deadline = Date.now() + 10 * 60_000;
+  let said = false;
+  for (;;) {
+    try {
+      writeFileSync(lock, me, { flag: "wx" });
+      break;
+    } catch (e) {
+      if (e.code !== "EEXIST") throw e;
+    }
+    let owner = "";
+    try {
+      owner = readFileSync(lock, "utf8");
+    } catch {}
+    const [pid, host] = owner.split(" ");
+    let alive = owner === "" || host !== hostname();
+    if (!alive)
+      try {
+        process.kill(Number(pid), 0);
+        alive = true;
+      } catch (e) {
+        alive = e.code === "EPERM";
+      }
+    if (!alive) {
+      rmSync(lock, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) {
+      console.error(`build: ${lock} is still held by pid ${pid} on ${host} after 10 min; if no build runs, remove it`);
+      process.exit(1);
+    }
+    if (!said) console.error(`build: waiting for the build of pid ${pid} (${lock})`);
+    said = true;
+    // A synchronous script: sleep 100 ms, then look again.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  }
+  process.on("exit", () => {
+    try {
+      if (readFileSync(lock, "utf8") === me) rmSync(lock, { force: true });
+    } catch {}
+  });
+}

@@ -8,6 +8,7 @@ import {
   existsSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   statSync,
@@ -17,6 +18,7 @@ import {
 import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { InputError, plainReason, UsageError } from "./errors.ts";
+import { processStart, sameProcessAlive } from "./process-id.ts";
 
 export interface OutputClaim {
   /** Where the result ends up. */
@@ -32,15 +34,6 @@ export interface OutputClaim {
 const claimed = new Set<OutputClaim>();
 let exitHook = false;
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /**
  * Claims `path` for this run. Refuses (UsageError, naming the flag) when it is a directory, when its
  * directory is missing, or when another live inferscope process holds it; a lock left by a dead
@@ -54,14 +47,15 @@ export function claimOutput(path: string, flag: string): OutputClaim {
   if (!existsSync(dir)) throw new UsageError(`${flag} ${path}: no such directory ${dir}`);
   const lock = takeLock(
     join(dir, `.${basename(file)}.inferscope-lock`),
-    (pid) =>
+    (h) =>
       new UsageError(
-        `${flag} ${path}: another inferscope run (pid ${pid}) is writing this file; refusing to overwrite it`,
-        { hint: `give ${flag} another file name, or wait for that run to finish` },
+        `${flag} ${path}: another inferscope run (${h.who}) is writing this file; refusing to overwrite it`,
+        { hint: `give ${flag} another file name, or wait for that run to finish; ${h.remove}` },
       ),
     (code) => new InputError(`${flag} ${path}: cannot write here (${code === "EACCES" ? "permission denied" : code})`),
   );
   const tempPath = join(dir, `.${basename(file)}.${process.pid}.tmp`);
+  removeStaleTemps(dir, basename(file), tempPath);
   const release = () => {
     claimed.delete(claim);
     lock.release();
@@ -104,6 +98,29 @@ export function claimOutput(path: string, flag: string): OutputClaim {
   return claim;
 }
 
+/**
+ * Removes the temporary files earlier runs left for this output (`.F.PID.tmp`: killed before they could
+ * rename it). Called with the output's lock held: no other run is writing one, so every one but ours is a
+ * dead run's, whatever its pid names now.
+ */
+function removeStaleTemps(dir: string, name: string, ours: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  const prefix = `.${name}.`;
+  for (const n of names) {
+    if (!n.startsWith(prefix) || !/^\d+\.tmp$/.test(n.slice(prefix.length))) continue;
+    const p = join(dir, n);
+    if (p === ours) continue;
+    try {
+      unlinkSync(p);
+    } catch {}
+  }
+}
+
 // ---------------------------------------------------------------- locks
 
 /** A held lock file; `release` is idempotent, and a process that exits without releasing drops it too. */
@@ -112,20 +129,37 @@ export interface HeldLock {
   release(): void;
 }
 
+/** Who holds a lock another process wants: for its refusal message. */
+export interface LockHolder {
+  pid: string;
+  /** The holder's host, when the lock names one. */
+  host: string | null;
+  /** `pid 123`, or `pid 123 on host gpu-2` for a lock taken on another host (shared storage). */
+  who: string;
+  /** How to free it by hand, naming the lock file: for the refusal's hint. */
+  remove: string;
+}
+
 const held = new Set<HeldLock>();
 let lockExitHook = false;
+// An empty lock is one being written this instant; one older than this was left by a crash there.
+const FRESH_EMPTY_LOCK_MS = 5000;
 
 /**
- * Takes the lock file `lock` (O_EXCL, holding "pid host"). Another live process's lock is refused with
- * `refuse(pid)`; a dead process's lock (same host, pid gone) is taken over. One primitive for every
- * "one writer" rule: output files, report directories, stored runs.
+ * Takes the lock file `lock` (O_EXCL, holding "pid host start": the pid, this host's name, and the
+ * process's start where the platform gives one). Refused with `refuse(holder)`: a live process on this
+ * host, and any process on another host (a store on shared storage: we cannot tell whether it lives, so
+ * it is never taken over silently). A lock of this host whose process is gone — or whose pid now names
+ * another process, as its start tells — is taken over. One primitive for every "one writer" rule:
+ * output files, report directories, stored runs.
  */
 export function takeLock(
   lock: string,
-  refuse: (holderPid: string) => Error,
+  refuse: (holder: LockHolder) => Error,
   cannot: (code: string | undefined) => Error = (code) => new InputError(`${lock}: cannot create a lock (${code})`),
 ): HeldLock {
-  const me = `${process.pid} ${hostname()}`;
+  const here = hostname();
+  const me = `${process.pid} ${here} ${processStart(process.pid) ?? "-"}`;
   for (let attempt = 0; ; attempt++) {
     try {
       const fd = openSync(lock, "wx");
@@ -137,17 +171,25 @@ export function takeLock(
       if (code !== "EEXIST") throw cannot(code);
       let owner = "";
       try {
-        owner = readFileSync(lock, "utf8");
+        owner = readFileSync(lock, "utf8").trim();
       } catch {}
-      const [pid, host] = owner.split(" ");
-      // An empty lock is one being written this instant (a crash there leaves it old: then it is stale).
+      const [pid = "", host = "", start = "-"] = owner.split(/\s+/);
       let fresh = false;
       if (!owner)
         try {
-          fresh = Date.now() - statSync(lock).mtimeMs < 5000;
+          fresh = Date.now() - statSync(lock).mtimeMs < FRESH_EMPTY_LOCK_MS;
         } catch {}
-      const live = fresh || (host === hostname() && Number(pid) > 0 && pidAlive(Number(pid)));
-      if (live || attempt > 0) throw refuse(pid || "?");
+      const elsewhere = host !== "" && host !== here;
+      const live = fresh || elsewhere || (host === here && sameProcessAlive(Number(pid), start === "-" ? null : start));
+      if (live || attempt > 0) {
+        const by = elsewhere ? `on host ${host}` : "on this host";
+        throw refuse({
+          pid: pid || "?",
+          host: host || null,
+          who: `pid ${pid || "?"}${elsewhere ? ` on host ${host}` : ""}`,
+          remove: `the lock is ${lock} (pid ${pid || "?"} ${by}); if no inferscope process ${elsewhere ? `on ${host} ` : ""}is using it, remove that file`,
+        });
+      }
       // A dead run's lock: take it over.
       try {
         unlinkSync(lock);
@@ -193,10 +235,10 @@ export function claimOutputDir(dir: string, flag: string): HeldLock {
     throw new UsageError(`${flag} ${dir}: is a file, not a directory; give a directory for the report`);
   return takeLock(
     join(resolve(dir), ".inferscope-lock"),
-    (pid) =>
+    (h) =>
       new UsageError(
-        `${flag} ${dir}: another inferscope run (pid ${pid}) is writing a report there; refusing to overwrite it`,
-        { hint: `give ${flag} another directory, or wait for that run to finish` },
+        `${flag} ${dir}: another inferscope run (${h.who}) is writing a report there; refusing to overwrite it`,
+        { hint: `give ${flag} another directory, or wait for that run to finish; ${h.remove}` },
       ),
     (code) => new InputError(`${flag} ${dir}: cannot write the report there (${code})`),
   );
@@ -211,9 +253,9 @@ export function claimRun(storePath: string, runId: string): HeldLock {
   const db = resolve(storePath);
   return takeLock(
     join(dirname(db), `.${basename(db)}.${runId.replace(/[^A-Za-z0-9_.-]/g, "_")}.inferscope-lock`),
-    (pid) =>
-      new UsageError(`run ${runId} is being written by another inferscope process (pid ${pid}); one writer at a time`, {
-        hint: `wait for that process to finish (or stop it with Ctrl-C), then continue with --resume ${runId}`,
+    (h) =>
+      new UsageError(`run ${runId} is being written by another inferscope process (${h.who}); one writer at a time`, {
+        hint: `wait for that process to finish (or stop it with Ctrl-C), then continue with --resume ${runId}; ${h.remove}`,
       }),
     (code) => new InputError(`${storePath}: cannot lock run ${runId} beside the store (${code})`),
   );

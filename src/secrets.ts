@@ -4,15 +4,31 @@
 // as a separate array item, and values shaped like a hub or API token (`hf_…`, `sk-…`). Values found
 // where they enter (server commands, variants, flags) are registered, so every writer — terminal, run
 // store, reports, logs — cuts them out wherever they reappear. A resume compares a secret given again
-// by a keyed hash (HMAC-SHA256 with a random key kept with the run), never by the placeholder.
+// by a keyed hash (HMAC-SHA256 under a per-user key kept outside the store), never by the placeholder.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { shellQuote, shellWords } from "./shell.ts";
+import { UsageError } from "./errors.ts";
+import { secretKey } from "./secret-key.ts";
+import { type ShellWord, shellQuote, shellWords } from "./shell.ts";
 
 export const REDACTED = "[redacted]";
 
 // Last word of a name (split at -, _, ., camelCase) that marks a credential.
 const SECRET_LAST = new Set(["token", "key", "secret", "password", "passwd", "credential", "credentials", "apikey"]);
 const SECRET_ANY = new Set(["authorization", "cookie", "bearer"]);
+// In a field of a JSON record, `…token` and `…key` are a credential only after one of these words
+// (`api_key`, `accessToken`, `hf_token`); `itl_token`, `sourceKey` or `cache_key` name data of our own.
+const CREDENTIAL_QUALIFIER = new Set([
+  "api",
+  "access",
+  "refresh",
+  "auth",
+  "bearer",
+  "session",
+  "secret",
+  "private",
+  "hf",
+  "hub",
+]);
 
 function nameParts(name: string): string[] {
   return name
@@ -27,7 +43,8 @@ function nameParts(name: string): string[] {
  * A flag, environment variable, header or field name that carries a credential: `--api-key`,
  * `--hf-token`, `--token`, `HF_TOKEN`, `WANDB_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `Authorization`,
  * `apiKey`. `--max-num-batched-tokens`, `--tokenizer` and `--api-key-file` (a path) are not.
- * `field`: a JSON field of our own records, where a bare `key` or `token` names something else.
+ * `field`: a JSON field of our own records, where a name alone is a credential only when it cannot name
+ * anything else (`apiKey`, `password`, `HF_TOKEN`); see `isSecretField` for the rest.
  */
 export function isSecretName(name: string, opts: { field?: boolean } = {}): boolean {
   const parts = nameParts(name);
@@ -35,9 +52,20 @@ export function isSecretName(name: string, opts: { field?: boolean } = {}): bool
   if (parts.some((p) => SECRET_ANY.has(p))) return true;
   const last = parts.at(-1)!;
   if (!SECRET_LAST.has(last)) return false;
-  // Our own records use `key` (a summary's name) and `token` (an SSE chunk) as plain fields.
-  if (opts.field && parts.length === 1 && (last === "key" || last === "token")) return /^[A-Z_]+$/.test(name);
-  return true;
+  if (!opts.field || (last !== "key" && last !== "token")) return true;
+  // An environment variable's name (HF_TOKEN, KEY) is all capitals; our own fields never are.
+  if (/^[A-Z][A-Z0-9_]*$/.test(name)) return true;
+  return parts.length > 1 && CREDENTIAL_QUALIFIER.has(parts.at(-2)!);
+}
+
+/**
+ * Whether a record's field holds a credential: by a name that says so (`isSecretName(…, { field })`),
+ * or a `…token`/`…key` name whose value is shaped like one (`hf_…`, `sk-…`). A field of our own is never
+ * blanked by its name alone: `"itl_token": "itl.token.pooled …"` is a definition, not a secret.
+ */
+export function isSecretField(name: string, value: string): boolean {
+  if (isSecretName(name, { field: true })) return true;
+  return isSecretName(name) && looksLikeSecret(value.trim());
 }
 
 /** A value shaped like a Hugging Face or OpenAI-style token, wherever it appears. */
@@ -46,21 +74,36 @@ export function looksLikeSecret(value: string): boolean {
   return /^(?:hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_-]{8,})$/.test(value);
 }
 
-/** A secret found in a word list: word `index` is `prefix` + `value`; `name` says what carried it. */
+/**
+ * A secret found in a word list: characters [start, end) of word `index` are `value`; `name` says what
+ * carried it. A word may hold several (`sh -c '… --hf-token A … --api-key B'`, a URL's password and key).
+ */
 export interface SecretSpot {
   index: number;
-  prefix: string;
+  start: number;
+  end: number;
   value: string;
-  /** `--hf-token`, `HF_TOKEN`, `Authorization`, or `a token-shaped value`. */
+  /** `--hf-token`, `HF_TOKEN`, `Authorization`, `a URL's password`, or `a token-shaped value`. */
   name: string;
 }
 
+type WordSpot = Omit<SecretSpot, "index">;
+
 const FLAG = /^-{1,2}[A-Za-z][\w.-]*$/;
+// A secret flag's value is the next word even when it starts with "-" (`--api-key -Xk3`); only a long
+// option ends it (`--api-key --port 8000`: a flag given no value).
+const LONG_FLAG = /^--[A-Za-z]/;
 const FLAG_EQ = /^(-{1,2}[A-Za-z][\w.-]*)=(.*)$/s;
 const ASSIGN = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s;
 const HEADER = /^([A-Za-z][\w-]*):\s*(?:(bearer|basic|token)\s+)?(.*)$/is;
 // Words that stand for a value in our own hints ("--api-key …") and are no secret.
-const PLACEHOLDER = /^(?:…|\.\.\.|\[redacted\]|\$\w+|<[^>]*>|\*+)$/i;
+const PLACEHOLDER = /^(?:…|\.\.\.|\[redacted\]|\$\w+|\$\{\w+\}|<[^>]*>|\*+)$/i;
+// Query (and fragment) parameters that carry a credential beside those named as one (`api_key`, `token`).
+const QUERY_SECRET = /^(?:sig|signature|auth)$/i;
+const SCRIPT_FLAG = /^-[a-z]*c$/;
+const NAMED_VALUE = /^([A-Za-z0-9][\w.-]*):(?!\/\/)(.+)$/s;
+// Shell scripts inside words inside words: deep enough for `sh -c "bash -c '…'"`, bounded for hostile input.
+const MAX_NESTING = 4;
 
 function usable(v: string): boolean {
   // "(set HF_TOKEN …)": a parenthesis opens prose, not a value.
@@ -69,85 +112,242 @@ function usable(v: string): boolean {
 
 /**
  * The secrets in an argument list, by structure: `--secret-flag VALUE` (the value is the next item),
- * `--secret-flag=VALUE`, `SECRET_NAME=VALUE`, `Authorization: Bearer VALUE` (one item, as `-H` takes
- * it, or `Bearer` then the value), and token-shaped values anywhere.
+ * `--secret-flag=VALUE`, `SECRET_NAME=VALUE` (also as a flag's value: `--env=HF_TOKEN=…`),
+ * `Authorization: Bearer VALUE` (one item, as `-H` takes it, or `Bearer` then the value), a URL's
+ * password and its credential query parameters (`?api_key=…`), token-shaped values anywhere, and all of
+ * these inside an item that is itself a shell script (`sh -c '… --hf-token hf_…'`).
  */
-export function secretsInArgs(words: readonly string[]): SecretSpot[] {
+export function secretsInArgs(words: readonly string[], opts: { prose?: boolean } = {}): SecretSpot[] {
+  return argSecrets(words, 0, opts.prose === true);
+}
+
+// In a shell script or a sentence, `(` before a word and `;`, `&`, `|`, `)`, `,`, `.` after it are not part
+// of it: `HF_TOKEN=hf_…;` in `sh -c '…'` holds the token without its `;`.
+const LOOSE_HEAD = /^\(+/;
+const LOOSE_TAIL = /[;&|),.]+$/;
+
+function argSecrets(words: readonly string[], depth: number, prose: boolean): SecretSpot[] {
+  const loose = prose || depth > 0;
   const out: SecretSpot[] = [];
   for (let i = 0; i < words.length; i++) {
-    const w = words[i]!;
-    let m: RegExpExecArray | null;
-    if (FLAG.test(w) && isSecretName(w)) {
-      const next = words[i + 1];
-      if (next !== undefined && !FLAG.test(next) && !FLAG_EQ.test(next)) {
-        if (usable(next)) out.push({ index: i + 1, prefix: "", value: next, name: w });
+    const raw = words[i]!;
+    const head = loose ? (LOOSE_HEAD.exec(raw)?.[0].length ?? 0) : 0;
+    const w = loose ? raw.slice(head).replace(LOOSE_TAIL, "") : raw;
+    const rawNext = words[i + 1];
+    const next = loose && rawNext !== undefined ? rawNext.replace(LOOSE_TAIL, "") : rawNext;
+    if ((FLAG.test(w) && isSecretName(w)) || (/^bearer$/i.test(w) && next !== undefined)) {
+      if (next !== undefined && !LONG_FLAG.test(next)) {
+        if (usable(next))
+          out.push({ index: i + 1, start: 0, end: next.length, value: next, name: FLAG.test(w) ? w : "Authorization" });
         i++;
       }
-    } else if ((m = FLAG_EQ.exec(w))) {
-      if ((isSecretName(m[1]!) || looksLikeSecret(m[2]!)) && usable(m[2]!))
-        out.push({ index: i, prefix: `${m[1]}=`, value: m[2]!, name: m[1]! });
-    } else if ((m = ASSIGN.exec(w))) {
-      if ((isSecretName(m[1]!) || looksLikeSecret(m[2]!)) && usable(m[2]!))
-        out.push({ index: i, prefix: `${m[1]}=`, value: m[2]!, name: m[1]! });
-    } else if ((m = HEADER.exec(w)) && isSecretName(m[1]!)) {
-      if (usable(m[3]!)) out.push({ index: i, prefix: w.slice(0, w.length - m[3]!.length), value: m[3]!, name: m[1]! });
-    } else if (/^bearer$/i.test(w) && words[i + 1] !== undefined) {
-      if (usable(words[i + 1]!)) out.push({ index: i + 1, prefix: "", value: words[i + 1]!, name: "Authorization" });
-      i++;
-    } else if (looksLikeSecret(w)) out.push({ index: i, prefix: "", value: w, name: "a token-shaped value" });
+      continue;
+    }
+    // The word after `sh -c` (`bash -lc` …) is a script: its own words, `HF_TOKEN=…;` ending at the `;`.
+    const script = i > 0 && SCRIPT_FLAG.test(words[i - 1]!) && /\s/.test(w);
+    for (const s of shift(script ? valueSecrets(w, depth) : wordSecrets(w, depth), head)) out.push({ ...s, index: i });
   }
   return out;
+}
+
+/** The secrets inside one word (offsets within it). */
+function wordSecrets(w: string, depth: number): WordSpot[] {
+  const m = FLAG_EQ.exec(w) ?? ASSIGN.exec(w);
+  if (m) {
+    const [, name, value] = m as unknown as [string, string, string];
+    const at = name.length + 1;
+    if (isSecretName(name) || looksLikeSecret(value))
+      return usable(value) ? [{ start: at, end: w.length, value, name }] : [];
+    // `--env=HF_TOKEN=…`, `--url=http://u:p@h`: the value by the same rules.
+    return depth < MAX_NESTING ? shift(wordSecrets(value, depth + 1), at) : [];
+  }
+  const h = HEADER.exec(w);
+  if (h && isSecretName(h[1]!)) {
+    const value = h[3]!;
+    return usable(value) ? [{ start: w.length - value.length, end: w.length, value, name: h[1]! }] : [];
+  }
+  if (looksLikeSecret(w)) return [{ start: 0, end: w.length, value: w, name: "a token-shaped value" }];
+  // `NAME:VALUE` that is not a URL (a variant `tok:HF_TOKEN=…`): the value by the same rules.
+  const nv = NAMED_VALUE.exec(w);
+  if (nv && depth < MAX_NESTING) return shift(wordSecrets(nv[2]!, depth + 1), nv[1]!.length + 1);
+  return valueSecrets(w, depth);
+}
+
+/** Secrets inside a value that is no secret as a whole: a shell script's words, or a URL's credentials. */
+function valueSecrets(text: string, depth: number): WordSpot[] {
+  if (!/\s/.test(text)) return urlSecrets(text);
+  if (depth >= MAX_NESTING) return [];
+  let inner: ShellWord[];
+  try {
+    inner = shellWords(text);
+  } catch {
+    inner = plainWords(text);
+  }
+  const out: WordSpot[] = [];
+  for (const [i, spots] of byWord(
+    argSecrets(
+      inner.map((x) => x.text),
+      depth + 1,
+      false,
+    ),
+  )) {
+    const iw = inner[i]!;
+    const raw = text.slice(iw.start, iw.end);
+    if (raw === iw.text) {
+      out.push(...shift(spots, iw.start));
+      continue;
+    }
+    // A quoted or escaped word: each value where its characters stand as they are, else the whole word.
+    const found: WordSpot[] = [];
+    let from = 0;
+    for (const s of spots) {
+      const at = raw.indexOf(s.value, from);
+      if (at < 0) break;
+      found.push({ ...s, start: iw.start + at, end: iw.start + at + s.value.length });
+      from = at + s.value.length;
+    }
+    out.push(
+      ...(found.length === spots.length ? found : [{ start: iw.start, end: iw.end, value: raw, name: spots[0]!.name }]),
+    );
+  }
+  return out;
+}
+
+function shift(spots: readonly WordSpot[], by: number): WordSpot[] {
+  return spots.map((s) => ({ start: s.start + by, end: s.end + by, value: s.value, name: s.name }));
+}
+
+function plainWords(text: string): ShellWord[] {
+  return [...text.matchAll(/\S+/g)].map((m) => ({ text: m[0], start: m.index!, end: m.index! + m[0].length }));
+}
+
+const URL_IN_TEXT = /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>`]*/g;
+// A telemetry source's sampling interval after its URL (`dcgm:http://host:9400@200ms`): not user info.
+const INTERVAL_SUFFIX = /@\d+(?:\.\d+)?(?:ms|s|m|h)?$/;
+// A bare user name (`git@`, `admin@`) is no secret; a user-info part shaped otherwise (`ghp_…@`) is.
+const PLAIN_USER = /^[a-z][a-z0-9._-]{0,15}$/;
+
+/** A URL's password (or a token given as its user), and its query and fragment parameters named as credentials. */
+function urlSecrets(text: string): WordSpot[] {
+  const out: WordSpot[] = [];
+  for (const m of text.matchAll(URL_IN_TEXT)) {
+    // A sentence's punctuation after a URL is not part of it.
+    const url = m[0].replace(/[),.;:!?\]}]+$/, "");
+    const base = m.index! + url.indexOf("://") + 3;
+    const body = text.slice(base, m.index! + url.length);
+    const authEnd = body.search(/[/?#]/);
+    let auth = authEnd < 0 ? body : body.slice(0, authEnd);
+    if (authEnd < 0) auth = auth.replace(INTERVAL_SUFFIX, "");
+    const at = auth.lastIndexOf("@");
+    if (at > 0) {
+      const info = auth.slice(0, at);
+      const colon = info.indexOf(":");
+      const start = colon >= 0 ? colon + 1 : 0;
+      const value = info.slice(start);
+      if (usable(value) && (colon >= 0 || !PLAIN_USER.test(value)))
+        out.push({
+          start: base + start,
+          end: base + at,
+          value,
+          name: colon >= 0 ? "a URL's password" : "a URL's user info",
+        });
+    }
+    if (authEnd < 0) continue;
+    for (const q of body.slice(authEnd).matchAll(/[?&#;]([^=&#;?]+)=([^&#;]*)/g)) {
+      const [, rawName, value] = q as unknown as [string, string, string];
+      let name = rawName;
+      try {
+        name = decodeURIComponent(rawName);
+      } catch {}
+      if (!usable(value) || !(isSecretName(name) || QUERY_SECRET.test(name) || looksLikeSecret(value))) continue;
+      const start = base + authEnd + q.index! + 1 + rawName.length + 1;
+      out.push({ start, end: start + value.length, value, name: `a URL's ${name}` });
+    }
+  }
+  return out;
+}
+
+/** A word with the spots given (offsets within it, not overlapping) replaced by `put(spot)`. */
+function replaceSpots(word: string, spots: readonly WordSpot[], put: (s: WordSpot) => string): string {
+  let out = word;
+  for (const s of [...spots].sort((a, b) => b.start - a.start)) out = out.slice(0, s.start) + put(s) + out.slice(s.end);
+  return out;
+}
+
+/** Spots grouped by the word that holds them. */
+function byWord(spots: readonly SecretSpot[]): Map<number, SecretSpot[]> {
+  const m = new Map<number, SecretSpot[]>();
+  for (const s of spots) {
+    const list = m.get(s.index);
+    if (list) list.push(s);
+    else m.set(s.index, [s]);
+  }
+  return m;
 }
 
 /** The argument list with every secret's value replaced by the placeholder (`--api-key`, `[redacted]`). */
 export function redactArgs(words: readonly string[]): string[] {
   const out = [...words];
-  for (const s of secretsInArgs(words)) out[s.index] = s.prefix + REDACTED;
+  for (const [i, spots] of byWord(secretsInArgs(words))) out[i] = replaceSpots(words[i]!, spots, () => REDACTED);
   return out;
+}
+
+/** Puts values back into the placeholders of a word, in order; `next` gives each one's value. */
+export function fillPlaceholders(word: string, next: () => string): string {
+  return word.split(REDACTED).reduce((acc, part, i) => (i === 0 ? part : acc + next() + part), "");
+}
+
+/** How many placeholders a stored word holds. */
+export function placeholderCount(word: string): number {
+  return word.split(REDACTED).length - 1;
 }
 
 /** A shell command split into its secrets and the command as it may be shown and stored. */
 export interface SealedCommand {
-  /** The command with each secret word written as `PREFIX[redacted]`. */
+  /** The command with each secret written as `[redacted]` (`--api-key [redacted]`, `'… --hf-token [redacted] …'`). */
   shown: string;
   secrets: SecretSpot[];
 }
 
 /** Finds the secrets in a shell command by its words; an unsplittable command falls back to plain words. */
 export function sealCommand(cmd: string): SealedCommand {
-  let words: Array<{ text: string; start: number; end: number }>;
+  let words: ShellWord[];
   try {
     words = shellWords(cmd);
   } catch {
-    words = [...cmd.matchAll(/\S+/g)].map((m) => ({ text: m[0], start: m.index!, end: m.index! + m[0].length }));
+    words = plainWords(cmd);
   }
   const secrets = secretsInArgs(words.map((w) => w.text));
   let shown = cmd;
   // Right to left, so earlier spans stay valid.
-  for (const s of [...secrets].reverse()) {
-    const w = words[s.index]!;
-    shown = shown.slice(0, w.start) + placeholderWord(s.prefix) + shown.slice(w.end);
+  for (const [i, spots] of [...byWord(secrets)].reverse()) {
+    const w = words[i]!;
+    shown = shown.slice(0, w.start) + shownWord(replaceSpots(w.text, spots, () => REDACTED)) + shown.slice(w.end);
   }
   return { shown, secrets };
 }
 
-function placeholderWord(prefix: string): string {
-  return (prefix === "" || /^[A-Za-z0-9_@%+=:,./-]+$/.test(prefix) ? prefix : shellQuote(prefix)) + REDACTED;
+/** A word holding placeholders as a shell reads it back: `--api-key=[redacted]` bare, a script quoted whole. */
+export function shownWord(text: string): string {
+  return text.split(REDACTED).every((p) => /^[A-Za-z0-9_@%+=:,./-]*$/.test(p)) ? text : shellQuote(text);
 }
 
 /**
- * Puts secrets back into a command stored as `sealCommand(...).shown`: the n-th placeholder word gets
+ * Puts secrets back into a command stored as `sealCommand(...).shown`: the n-th placeholder gets
  * `values[n]`. Throws when the counts differ (the stored command was not sealed by us).
  */
 export function unsealCommand(shown: string, values: readonly string[]): string {
   const words = shellWords(shown);
-  const slots = words.filter((w) => w.text.endsWith(REDACTED));
-  if (slots.length !== values.length)
-    throw new Error(`the stored command has ${slots.length} hidden values, ${values.length} were given`);
+  const slots = words.filter((w) => w.text.includes(REDACTED));
+  const count = slots.reduce((n, w) => n + placeholderCount(w.text), 0);
+  if (count !== values.length)
+    throw new Error(`the stored command has ${count} hidden values, ${values.length} were given`);
+  let k = 0;
+  const filled = slots.map((w) => fillPlaceholders(w.text, () => values[k++]!));
   let out = shown;
   for (let i = slots.length - 1; i >= 0; i--) {
     const w = slots[i]!;
-    out = out.slice(0, w.start) + shellQuote(w.text.slice(0, -REDACTED.length) + values[i]!) + out.slice(w.end);
+    out = out.slice(0, w.start) + shellQuote(filled[i]!) + out.slice(w.end);
   }
   return out;
 }
@@ -155,10 +355,33 @@ export function unsealCommand(shown: string, values: readonly string[]): string 
 // ---------------------------------------------------------------- the process's known secrets
 
 const known = new Set<string>();
+// The secrets as they were when `sorted` was made: rebuilt only when one is added.
+let sorted: string[] | null = null;
 
-/** Registers a secret value: from now on it is cut out of every output of this process. */
+/**
+ * Registers a secret value: from now on it is cut out of every output of this process, as given and
+ * as a URL or a form would encode it (`p=ss` is `p%3Dss` in a URL's user info).
+ */
 export function addSecret(value: string | undefined | null): void {
-  if (value && value.length >= 4 && usable(value)) known.add(value);
+  for (const v of encodedForms(value))
+    if (!known.has(v)) {
+      known.add(v);
+      sorted = null;
+    }
+}
+
+/** A value and the forms it takes in a URL: percent-encoded, form-encoded, and decoded when it was encoded. */
+function encodedForms(value: string | undefined | null): string[] {
+  if (!value || value.length < 4 || !usable(value)) return [];
+  const out = new Set([value, encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2)]);
+  try {
+    const u = new URL("http://h");
+    u.password = value;
+    out.add(u.password);
+    const d = decodeURIComponent(value);
+    if (d.length >= 4 && usable(d)) out.add(d);
+  } catch {}
+  return [...out];
 }
 
 /** Registers every secret in a shell command and returns the command as it may be shown. */
@@ -169,19 +392,34 @@ export function registerCommandSecrets(cmd: string | undefined): string | undefi
   return s.shown;
 }
 
+/**
+ * Registers every secret in this process's own arguments (`--api-key K`, `--base-url http://u:P@h/?key=Q`,
+ * `--telemetry dcgm:http://u:P@…`, `--server-cmd '… --hf-token T'`, `--header 'Authorization: …'`), so no
+ * output of the run shows them, whatever path a value takes to get there.
+ */
+export function registerArgvSecrets(argv: readonly string[]): void {
+  for (const s of secretsInArgs(argv)) addSecret(s.value);
+}
+
+let envKey: string | undefined;
+
 function secretsNow(extra: readonly string[]): string[] {
+  // OPENAI_API_KEY is every command's default key.
+  const env = process.env.OPENAI_API_KEY;
+  if (env !== envKey) {
+    envKey = env;
+    addSecret(env);
+  }
+  if (extra.length === 0) return (sorted ??= byLength([...known]));
   const s = new Set(known);
-  addTo(s, process.env.OPENAI_API_KEY);
-  for (const e of extra) addTo(s, e);
-  // Longest first, so a secret containing another is replaced whole.
-  return [...s].sort((a, b) => b.length - a.length);
+  for (const e of extra) for (const v of encodedForms(e)) s.add(v);
+  return byLength([...s]);
 }
 
-function addTo(s: Set<string>, v: string | undefined): void {
-  if (v && v.length >= 4 && usable(v)) s.add(v);
+// Longest first, so a secret containing another is replaced whole.
+function byLength(list: string[]): string[] {
+  return list.sort((a, b) => b.length - a.length);
 }
-
-const URL_PASSWORD = /(\/\/[^/\s:@]+):[^@\s/]+@/g;
 
 function redactWithin(text: string, secrets: readonly string[]): string {
   let out = text;
@@ -190,24 +428,22 @@ function redactWithin(text: string, secrets: readonly string[]): string {
   // whitespace-separated words, a value's surrounding quotes and punctuation kept.
   const parts = out.split(/(\s+)/);
   const words: string[] = [];
-  const index: number[] = [];
+  const lead: number[] = [];
   for (let i = 0; i < parts.length; i += 2) {
     // Quotes are not part of a value; other punctuation is kept, so `(--api-key …)` or `--api-key,` in a
     // sentence is prose, not a flag with its value.
-    words.push(parts[i]!.replace(/^["']+/, "").replace(/["']+$/, ""));
-    index.push(i);
+    const p = parts[i]!;
+    const w = p.replace(/^["']+/, "");
+    lead.push(p.length - w.length);
+    words.push(w.replace(/["']+$/, ""));
   }
-  const spots = secretsInArgs(words);
-  for (const s of spots) {
-    const i = index[s.index]!;
-    const raw = parts[i]!;
-    const at = raw.indexOf(s.prefix + s.value);
-    parts[i] =
-      at >= 0
-        ? raw.slice(0, at) + s.prefix + REDACTED + raw.slice(at + s.prefix.length + s.value.length)
-        : s.prefix + REDACTED;
+  const spots = secretsInArgs(words, { prose: true });
+  if (!spots.length) return out;
+  for (const [k, list] of byWord(spots)) {
+    const at = lead[k]!;
+    parts[2 * k] = replaceSpots(parts[2 * k]!, shift(list, at), () => REDACTED);
   }
-  return (spots.length ? parts.join("") : out).replace(URL_PASSWORD, `$1:${REDACTED}@`);
+  return parts.join("");
 }
 
 /** Text with every known secret and every structurally marked secret value replaced by `[redacted]`. */
@@ -230,7 +466,7 @@ export function redact<T>(value: T, extra: readonly string[] = []): T {
     }
     const o: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v as Record<string, unknown>))
-      o[k] = typeof x === "string" && x !== "" && isSecretName(k, { field: true }) ? REDACTED : walk(x, depth + 1);
+      o[k] = typeof x === "string" && x !== "" && isSecretField(k, x) ? REDACTED : walk(x, depth + 1);
     return o;
   };
   return walk(value, 0) as T;
@@ -239,23 +475,43 @@ export function redact<T>(value: T, extra: readonly string[] = []): T {
 // ---------------------------------------------------------------- keyed hashes for resume
 
 /**
- * How a run remembers its secrets: a random key and, per secret, HMAC-SHA256(key, value), never the
- * value. The key lives beside the hashes (in the run's config) so a resume can hash a value given again;
- * it makes the hashes differ between runs and stores, so one run's hash says nothing about another's.
+ * How a run remembers its secrets: per secret, HMAC-SHA256 of a per-run salt and the value under this
+ * user's key (src/secret-key.ts), never the value. The key stays outside the store, in a file only its
+ * owner reads: a store alone cannot test a guess of a short secret. The salt makes one run's hashes say
+ * nothing about another's.
  */
 export interface SecretSeal {
-  /** 32 random bytes, hex. (Named so the redactor, which blanks fields named `…key`, keeps it.) */
-  hmacKeyHex: string;
+  /** Which user key made the hashes (its id, not the key). */
+  keyId?: string;
+  /** 16 random bytes per run, hex. */
+  salt?: string;
+  /** Runs sealed before the key left the store kept it here: still read, never written. */
+  hmacKeyHex?: string;
   /** One entry per secret: where it sits (`variant tok HF_TOKEN`) and the hex HMAC of its value. */
   slots: Array<{ slot: string; hash: string }>;
 }
 
+/** A seal for a new run; the user key is read (or made) only once a secret is sealed. */
 export function newSeal(): SecretSeal {
-  return { hmacKeyHex: randomBytes(32).toString("hex"), slots: [] };
+  return { salt: randomBytes(16).toString("hex"), slots: [] };
 }
 
 export function secretHash(seal: SecretSeal, value: string): string {
-  return createHmac("sha256", Buffer.from(seal.hmacKeyHex, "hex")).update(value, "utf8").digest("hex");
+  if (seal.hmacKeyHex)
+    return createHmac("sha256", Buffer.from(seal.hmacKeyHex, "hex")).update(value, "utf8").digest("hex");
+  const k = secretKey();
+  seal.keyId ??= k.id;
+  if (seal.keyId !== k.id)
+    throw new UsageError(
+      `this run's secrets were hashed with another key (id ${seal.keyId}) than this user's ${k.path} (id ${k.id})`,
+      {
+        hint: "resume as the user, on the host, that started the run, or set INFERSCOPE_SECRET_KEY_FILE to a copy of that key file",
+      },
+    );
+  return createHmac("sha256", k.key)
+    .update(Buffer.from(seal.salt ?? "", "hex"))
+    .update(value, "utf8")
+    .digest("hex");
 }
 
 /** Records a secret's hash under `slot` (replacing an earlier one). */

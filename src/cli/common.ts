@@ -1,10 +1,12 @@
 // Shared plumbing for the thin CLI commands: --json/--debug, printing, progress on a TTY only.
 
+import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import { escapeControl, escapeControlKeepColor } from "../control.ts";
 import { UsageError } from "../errors.ts";
 import { interruptSignal, setInterruptNote } from "../interrupt.ts";
 import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
+import { argvSecretsHidden } from "./argv-secrets.ts";
 
 export { escapeControl };
 
@@ -110,6 +112,68 @@ export function headerValueFlag(flag: string, value: string | undefined): string
   return value;
 }
 
+/** The help of the three ways to give a server's API key, for every command that sends one. */
+export const API_KEY_HELP = {
+  key: "API key for the server (default $OPENAI_API_KEY); visible to other users in ps until inferscope starts: prefer --api-key-file or --api-key-env",
+  file: "read the API key from this file's first line",
+  env: "read the API key from this environment variable",
+} as const;
+
+let psNoted = false;
+
+/**
+ * The API key from --api-key, --api-key-file or --api-key-env (at most one), else $OPENAI_API_KEY (unless
+ * `envDefault` is false: the library reads it then). Registered as a secret; a line break in it, an
+ * empty file or an unset variable is refused naming the flag. A key given as --api-key is visible in
+ * `ps` until the process hides it: said once on stderr.
+ */
+export function resolveApiKey(
+  o: { apiKey?: string; apiKeyFile?: string; apiKeyEnv?: string },
+  opts: { envDefault?: boolean } = {},
+): string | undefined {
+  const given = (["apiKey", "apiKeyFile", "apiKeyEnv"] as const).filter((k) => o[k] !== undefined);
+  if (given.length > 1)
+    throw new UsageError(
+      // The flags last: a word after `--api-key` would read as its value and be redacted.
+      `give the API key one way, not ${given.length} at once: ${given.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")}`,
+    );
+  let flag: string;
+  let value: string | undefined;
+  if (o.apiKeyFile !== undefined) {
+    flag = `--api-key-file ${o.apiKeyFile}`;
+    let text: string;
+    try {
+      text = readFileSync(o.apiKeyFile, "utf8");
+    } catch (e) {
+      throw new UsageError(`${flag}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+    value = text.split(/\r?\n/)[0]!.trim();
+    if (!value) throw new UsageError(`${flag}: its first line is empty; it should hold the key`);
+  } else if (o.apiKeyEnv !== undefined) {
+    flag = `--api-key-env ${o.apiKeyEnv}`;
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(o.apiKeyEnv))
+      throw new UsageError(`${flag}: not an environment variable's name`);
+    value = process.env[o.apiKeyEnv];
+    if (!value) throw new UsageError(`${flag}: ${o.apiKeyEnv} is not set in the environment (or is empty)`);
+  } else if (o.apiKey !== undefined) {
+    flag = "--api-key";
+    value = headerValueFlag(flag, o.apiKey);
+    if (!psNoted) {
+      psNoted = true;
+      const hidden = argvSecretsHidden();
+      process.stderr.write(
+        `note: --api-key on the command line can be read by other local users (ps, /proc/PID/cmdline)${hidden ? " until inferscope hid it, once started" : " while inferscope runs"}, and stays in your shell's history; --api-key-file FILE, --api-key-env NAME or $OPENAI_API_KEY keep it off the command line\n`,
+      );
+    }
+  } else {
+    if (opts.envDefault === false) return undefined;
+    flag = "$OPENAI_API_KEY";
+    value = process.env.OPENAI_API_KEY;
+  }
+  addSecret(value);
+  return headerValueFlag(flag, value);
+}
+
 /** Repeatable `--header 'Name: value'` flags as a header record; a bad name or a line break is refused naming the flag. */
 export function headerFlags(flag: string, list: string[] | undefined): Record<string, string> | undefined {
   if (!list?.length) return undefined;
@@ -211,11 +275,12 @@ export async function liveView<F>(
   const tty = Boolean(process.stdout.isTTY) && !opts.json;
   // log-update (~60 ms to load) only for the live panel: other commands never pay for it.
   const logUpdate = tty ? (await import("log-update")).default : null;
+  // Frames name their source (a URL that may carry a password): redacted like every other output.
   const onFrame = (frame: F) => {
     const f = terminalSafe(frame);
-    if (opts.json) process.stdout.write(`${JSON.stringify(frame)}\n`);
-    else if (logUpdate) logUpdate(format.panel(f));
-    else process.stdout.write(`${format.line(f)}\n`);
+    if (opts.json) process.stdout.write(`${JSON.stringify(redact(frame))}\n`);
+    else if (logUpdate) logUpdate(redactString(format.panel(f)));
+    else process.stdout.write(`${redactString(format.line(f))}\n`);
   };
   const { signal, dispose } = stopSignal();
   try {

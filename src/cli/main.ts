@@ -8,6 +8,8 @@ import { readFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import { describeError, ExitCode, InterruptedError } from "../errors.ts";
 import { interruptedBy } from "../interrupt.ts";
+import { registerArgvSecrets } from "../secrets.ts";
+import { hideArgvSecrets } from "./argv-secrets.ts";
 import { loadCommands } from "./commands/index.ts";
 import { safeLine } from "./common.ts";
 
@@ -35,6 +37,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return ExitCode.ok;
   }
+  // Whatever a secret in our own arguments (a key, a URL's password, a token in --server-cmd) is passed on
+  // to, it is cut out of every output of this process.
+  registerArgvSecrets(argv);
+  // …and hidden from `ps` for the rest of the run (src/cli/argv-secrets.ts).
+  hideArgvSecrets();
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv, { from: "user" });

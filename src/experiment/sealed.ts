@@ -5,10 +5,11 @@ import { UsageError } from "../errors.ts";
 import {
   addSecret,
   envNameFor,
-  isSecretName,
-  looksLikeSecret,
+  fillPlaceholders,
   newSeal,
+  placeholderCount,
   REDACTED,
+  redactArgs,
   type SecretSeal,
   sameSecret,
   sealCommand,
@@ -23,39 +24,40 @@ interface VariantSecret {
   slot: string;
   name: string;
   value: string;
-  /** Puts a value back into a copy of the variant. */
-  put: (v: VariantSpec, value: string) => void;
+}
+
+/** The slot of the k-th secret in a variant's argument `i` (`…|arg|3|--api-key`; `…|arg|3.1|…` for a second one there). */
+function argSlotHead(variant: string, i: number, k: number): string {
+  return `variant|${variant}|arg|${k === 0 ? i : `${i}.${k}`}|`;
+}
+
+/** The slot of the k-th secret in a variant's environment variable (`…|env|HF_TOKEN`; `…|env|DB_URL#1` for a second one). */
+function envSlot(variant: string, name: string, k: number): string {
+  return `variant|${variant}|env|${name}${k === 0 ? "" : `#${k}`}`;
 }
 
 function variantSecrets(v: VariantSpec): VariantSecret[] {
   const out: VariantSecret[] = [];
-  for (const [k, value] of Object.entries(v.env))
-    if ((isSecretName(k) || looksLikeSecret(value)) && value !== "" && value !== REDACTED)
-      out.push({
-        slot: `variant|${v.name}|env|${k}`,
-        name: k,
-        value,
-        put: (x, val) => {
-          x.env[k] = val;
-        },
-      });
-  for (const s of secretsInArgs(v.args))
-    out.push({
-      slot: `variant|${v.name}|arg|${s.index}|${s.name}`,
-      name: s.name,
-      value: s.value,
-      put: (x, val) => {
-        x.args[s.index] = s.prefix + val;
-      },
+  // `NAME=VALUE` by the rules of an argument: the whole value (HF_TOKEN=…), or what sits inside it (a URL's password).
+  for (const [name, value] of Object.entries(v.env))
+    secretsInArgs([`${name}=${value}`]).forEach((s, k) => {
+      out.push({ slot: envSlot(v.name, name, k), name, value: s.value });
     });
+  let word = -1;
+  let k = 0;
+  for (const s of secretsInArgs(v.args)) {
+    k = s.index === word ? k + 1 : 0;
+    word = s.index;
+    out.push({ slot: `${argSlotHead(v.name, s.index, k)}${s.name}`, name: s.name, value: s.value });
+  }
   return out;
 }
 
 /** A variant with its secrets replaced by the placeholder (what is shown and stored). */
 export function sealVariant(v: VariantSpec): VariantSpec {
-  const out: VariantSpec = { ...v, env: { ...v.env }, args: [...v.args] };
-  for (const s of variantSecrets(v)) s.put(out, REDACTED);
-  return out;
+  const env: Record<string, string> = {};
+  for (const [k, value] of Object.entries(v.env)) env[k] = redactArgs([`${k}=${value}`])[0]!.slice(k.length + 1);
+  return { ...v, env, args: redactArgs(v.args) };
 }
 
 /** Registers a variant's secrets, so every output of this process cuts them out. */
@@ -196,33 +198,40 @@ export function unsealTarget(
   return { serverCmd, variants };
 }
 
+/** A placeholder of a stored variant and how to fill it. */
+interface VariantHole {
+  slot: string;
+  name: string;
+  put: (v: VariantSpec, value: string) => void;
+}
+
 /** The placeholders of a stored (sealed) variant, with how to fill each; names come from the seal's slots. */
-function variantSecretSlots(v: VariantSpec, seal: SecretSeal | null): Array<Omit<VariantSecret, "value">> {
-  const out: Array<Omit<VariantSecret, "value">> = [];
+function variantSecretSlots(v: VariantSpec, seal: SecretSeal | null): VariantHole[] {
+  const out: VariantHole[] = [];
   for (const [k, value] of Object.entries(v.env))
-    if (value === REDACTED)
+    for (let n = 0; n < placeholderCount(value); n++)
+      out.push({ slot: envSlot(v.name, k, n), name: k, put: (x, val) => (x.env[k] = fillFirst(x.env[k]!, val)) });
+  v.args.forEach((a, i) => {
+    for (let k = 0; k < placeholderCount(a); k++) {
+      const head = argSlotHead(v.name, i, k);
+      const slot =
+        seal?.slots.find((s) => s.slot.startsWith(head))?.slot ?? `${head}${v.args[i - 1] ?? "a hidden value"}`;
       out.push({
-        slot: `variant|${v.name}|env|${k}`,
-        name: k,
+        slot,
+        name: slot.slice(head.length),
         put: (x, val) => {
-          x.env[k] = val;
+          x.args[i] = fillFirst(x.args[i]!, val);
         },
       });
-  v.args.forEach((a, i) => {
-    if (!a.endsWith(REDACTED)) return;
-    const prefix = a.slice(0, -REDACTED.length);
-    const head = `variant|${v.name}|arg|${i}|`;
-    const slot =
-      seal?.slots.find((s) => s.slot.startsWith(head))?.slot ?? `${head}${v.args[i - 1] ?? "a hidden value"}`;
-    out.push({
-      slot,
-      name: slot.slice(head.length),
-      put: (x, val) => {
-        x.args[i] = prefix + val;
-      },
-    });
+    }
   });
   return out;
+}
+
+/** Holes are filled in order, so the first placeholder left in a word is the one to fill. */
+function fillFirst(word: string, value: string): string {
+  let n = 0;
+  return fillPlaceholders(word, () => (n++ === 0 ? value : REDACTED));
 }
 
 function describeSealed(v: VariantSpec): string {

@@ -6,9 +6,9 @@ import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { claimRun, type HeldLock } from "../output-file.ts";
+import { sameProcessAlive } from "../process-id.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
-import { pidAlive } from "../store/store.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import {
   type BlockRunner,
@@ -233,7 +233,7 @@ function loadForResume(store: Store, id: string, kinds: readonly string[]): RunR
     run.pid != null &&
     run.pid !== process.pid &&
     run.host === hostname() &&
-    pidAlive(run.pid)
+    sameProcessAlive(run.pid, run.pidStart)
   )
     throw new UsageError(`run ${run.id} is still running (pid ${run.pid}); stop that process first`);
   return run;

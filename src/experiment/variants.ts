@@ -11,7 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { onInterrupt, setInterruptNote, interruptSignal as sharedInterruptSignal } from "../interrupt.ts";
 import { undici } from "../lazy.ts";
-import { addSecret, isSecretName, REDACTED, redactString, registerCommandSecrets } from "../secrets.ts";
+import { REDACTED, redactString, registerArgvSecrets, registerCommandSecrets, shownWord } from "../secrets.ts";
 import { shellQuote, shellSplit } from "../shell.ts";
 import { registerVariantSecrets, sealVariant } from "./sealed.ts";
 
@@ -81,21 +81,11 @@ export function parseVariant(text: string): VariantSpec {
 /** The variant as shown (secrets as `[redacted]`). */
 export function describeVariant(spec: VariantSpec): string {
   const v = sealVariant(spec);
-  if (v.url) return `${v.name} = ${v.url}`;
+  if (v.url) return `${v.name} = ${redactString(v.url)}`;
   const parts = [
     ...Object.entries(v.env).map(([k, x]) => `${k}=${x}`),
     // A placeholder shown bare (`--api-key [redacted]`), not quoted as if it were the value.
-    ...(v.args.length
-      ? [
-          v.args
-            .map((a) =>
-              a.endsWith(REDACTED)
-                ? `${a.length > REDACTED.length ? shellQuote(a.slice(0, -REDACTED.length)) : ""}${REDACTED}`
-                : shellQuote(a),
-            )
-            .join(" "),
-        ]
-      : []),
+    ...(v.args.length ? [v.args.map((a) => (a.includes(REDACTED) ? shownWord(a) : shellQuote(a))).join(" ")] : []),
   ];
   return `${v.name}: ${parts.length ? parts.join(" ") : "(unchanged)"}`;
 }
@@ -351,7 +341,7 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
   const env = { ...(spec.env ?? {}) };
   // A library caller may start a server without parsing a variant: its secrets are found here too.
   registerCommandSecrets(command);
-  for (const [k, v] of Object.entries(env)) if (isSecretName(k)) addSecret(v);
+  registerArgvSecrets(Object.entries(env).map(([k, v]) => `${k}=${v}`));
   const logFile =
     spec.logFile ?? join(tmpdir(), "inferscope-logs", `${spec.name}-${port}-${Date.now().toString(36)}.log`);
   mkdirSync(dirname(logFile), { recursive: true });

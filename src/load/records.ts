@@ -2,6 +2,7 @@
 // runs, copied to exact-size arrays when it ends; a JSONL writer that appends each record as it completes.
 import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import { InputError } from "../errors.ts";
+import { redact, redactString } from "../secrets.ts";
 import type { ChunkColumns, ErrorClass, RequestRecord, ServerTimings } from "./types.ts";
 
 /** A growable column store for one in-flight request; reused after `take()`. */
@@ -536,7 +537,8 @@ export function recordToJson(r: RequestRecord): Record<string, unknown> {
     endMs: round3(r.endMs),
     status: r.status,
     errorClass: r.errorClass,
-    errorMessage: r.errorMessage,
+    // An error's text may quote the request (a URL with its key): the one free-text field of a record.
+    errorMessage: r.errorMessage === null ? null : redactString(r.errorMessage),
     promptTokens: r.promptTokens,
     completionTokens: r.completionTokens,
     outputTokens: r.outputTokens,
@@ -643,6 +645,10 @@ export class JsonlWriter {
     this.ws.on("error", (e) => {
       this.error = e;
     });
+  }
+  /** The file's first line (the run's setup: its URL, flags …), with its secrets cut out. */
+  header(obj: Record<string, unknown>): void {
+    this.write(redact(obj));
   }
   write(obj: unknown): void {
     if (this.error) return;

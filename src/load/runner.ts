@@ -5,6 +5,7 @@ import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { InputError, TargetError, UsageError } from "../errors.ts";
+import { redact } from "../secrets.ts";
 import { openTelemetry, type RunTelemetry, type TelemetrySession } from "../telemetry/session.ts";
 import { blankRecord, serverMessage as errorBodyMessage, keyHint, StreamClient, type StreamDone } from "./client.ts";
 import { readAzure } from "./datasets/azure.ts";
@@ -578,7 +579,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       if (tm.sessions) sessions = tm.sessions(synth!);
       else workload = traceWorkload(name, tm.rows!, synth);
     }
-    writer?.write({ type: "header", ...setup });
+    writer?.header({ type: "header", ...setup });
     const w = writer;
     const onRecord = (rec: RequestRecord) => {
       if (w) w.write(recordToJson(rec));
@@ -1497,7 +1498,10 @@ function stamp(d: Date): string {
   return `${d.getUTCFullYear()}${p(d.getUTCMonth() + 1)}${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
 }
 
-/** The `--save-result` JSON: vLLM bench serve's field names, ours under `inferscope`. */
+/**
+ * The `--save-result` JSON: vLLM bench serve's field names, ours under `inferscope`. Redacted: the setup
+ * holds the URL, which may carry a password or a key, and every file and stdout this goes to must not.
+ */
 export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, unknown> {
   const { inferscope, ...flat } = res.summary;
   const out: Record<string, unknown> = { ...res.setup, ...flat };
@@ -1528,5 +1532,5 @@ export function toVllmJson(res: BenchResult, detailed: boolean): Record<string, 
     telemetry: res.telemetry,
     partial: res.partial,
   };
-  return out;
+  return redact(out);
 }

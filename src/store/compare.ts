@@ -35,6 +35,10 @@ function describeRun(r: RunRecord): string {
   if (r.kind === "ab" && Array.isArray(c.variants)) return c.variants.map((v: any) => v.name).join(" vs ");
   if (r.kind === "sweep-lengths" && Array.isArray(c.outLens)) return `out ${c.outLens.join(",")}`;
   if (Array.isArray(c.levels)) return `${c.mode} ${c.levels.join(",")}`;
+  if (r.kind === "capacity" && c.capacity && c.goodput) {
+    const slo = Object.entries(c.goodput as Record<string, number>).map(([k, ms]) => `${k} ≤ ${ms} ms`);
+    return `${c.capacity.knob} for ${slo.join(", ")} at ${100 * c.capacity.target} %`;
+  }
   return typeof c.label === "string" ? c.label : "";
 }
 

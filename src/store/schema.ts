@@ -62,6 +62,9 @@ export const MIGRATIONS: readonly string[] = [
      samples TEXT NOT NULL
    );
    CREATE INDEX telemetry_by_run ON telemetry(run_id, block_id);`,
+  // 4: the writer's start (boot id / ticks since boot, where the platform gives it), so a killed writer
+  // whose pid was given to another process is still told apart from a live one.
+  `ALTER TABLE runs ADD COLUMN pid_start TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

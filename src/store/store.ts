@@ -5,6 +5,7 @@ import { mkdirSync } from "node:fs";
 import { homedir, hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { InferscopeError, InputError, UsageError } from "../errors.ts";
+import { processStart, sameProcessAlive } from "../process-id.ts";
 import { redact, redactString } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
 import { openDatabase, type SqlDatabase, type SqliteDriverName } from "./sqlite.ts";
@@ -23,6 +24,8 @@ export interface RunRecord {
   error: string | null;
   pid: number | null;
   host: string | null;
+  /** The writer's start where the platform gives it (src/process-id.ts): tells a reused pid apart. */
+  pidStart: string | null;
 }
 
 export interface BlockRecord {
@@ -124,31 +127,31 @@ export function newRunId(kind: string, now = new Date()): string {
 const json = (v: unknown) => JSON.stringify(redact(v ?? null));
 const parse = <T>(s: string | null): T | null => (s == null ? null : (JSON.parse(s) as T));
 
-/** True when a process with this id is alive on this host (EPERM: alive, not ours). */
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** Brings a database to the current schema, one transaction per migration. */
+/**
+ * Brings a database to the current schema, one transaction per migration. Each takes the write lock
+ * first (BEGIN IMMEDIATE, waiting up to busy_timeout) and reads the version under it, so processes
+ * opening one new store at once apply each migration once: the others find it applied.
+ */
 export function migrate(db: SqlDatabase, target = SCHEMA_VERSION): number {
-  const current = db.pragma("user_version", { simple: true }) as number;
-  if (current > SCHEMA_VERSION)
-    throw new InputError(
-      `run store schema version ${current} is newer than this inferscope understands (${SCHEMA_VERSION})`,
-      { hint: "upgrade inferscope, or use another --db" },
-    );
-  for (let v = current; v < target; v++) {
+  const version = () => db.pragma("user_version", { simple: true }) as number;
+  const check = (v: number) => {
+    if (v > SCHEMA_VERSION)
+      throw new InputError(
+        `run store schema version ${v} is newer than this inferscope understands (${SCHEMA_VERSION})`,
+        { hint: "upgrade inferscope, or use another --db" },
+      );
+  };
+  // Up to date: no write lock, so a store another process is writing opens at once.
+  check(version());
+  for (let step = 0; step < target && version() < target; step++)
     db.transaction(() => {
-      db.exec(MIGRATIONS[v]);
+      const v = version();
+      check(v);
+      if (v >= target) return;
+      db.exec(MIGRATIONS[v]!);
       db.pragma(`user_version = ${v + 1}`);
-    })();
-  }
-  return db.pragma("user_version", { simple: true }) as number;
+    }).immediate();
+  return version();
 }
 
 export function openStore(path: string = defaultDbPath()): Store {
@@ -157,10 +160,11 @@ export function openStore(path: string = defaultDbPath()): Store {
   try {
     mkdirSync(dirname(file), { recursive: true });
     db = openDatabase(file);
+    // First: every step after it (the switch to WAL, the schema) waits for another process's lock.
+    db.pragma("busy_timeout = 5000");
     db.pragma("journal_mode = WAL");
     // In WAL mode NORMAL survives a killed process (not a power cut), at a fraction of FULL's cost.
     db.pragma("synchronous = NORMAL");
-    db.pragma("busy_timeout = 5000");
     db.pragma("foreign_keys = ON");
     migrate(db);
   } catch (err) {
@@ -168,15 +172,17 @@ export function openStore(path: string = defaultDbPath()): Store {
     throw new InputError(`cannot open run store ${file}: ${(err as Error).message}`, { cause: err });
   }
   const host = hostname();
+  const start = processStart(process.pid);
 
   // A run left 'running' by a process that no longer exists was killed: keep its data, mark it partial.
-  const stale = db.prepare("SELECT id, pid, host FROM runs WHERE status = 'running'").all() as Array<{
+  const stale = db.prepare("SELECT id, pid, host, pid_start FROM runs WHERE status = 'running'").all() as Array<{
     id: string;
     pid: number | null;
     host: string | null;
+    pid_start: string | null;
   }>;
   for (const r of stale) {
-    if (r.host === host && r.pid != null && r.pid !== process.pid && !pidAlive(r.pid)) {
+    if (r.host === host && r.pid != null && r.pid !== process.pid && !sameProcessAlive(r.pid, r.pid_start)) {
       db.transaction(() => {
         db.prepare(
           "UPDATE runs SET status = 'partial', error = coalesce(error, 'writer process ended without finishing the run') WHERE id = ?",
@@ -199,6 +205,7 @@ export function openStore(path: string = defaultDbPath()): Store {
     error: r.error ?? null,
     pid: r.pid ?? null,
     host: r.host ?? null,
+    pidStart: r.pid_start ?? null,
   });
   const rowToBlock = (r: any): BlockRecord => ({
     id: r.id,
@@ -254,8 +261,8 @@ export function openStore(path: string = defaultDbPath()): Store {
       const rid = id ?? newRunId(kind);
       const createdAt = new Date().toISOString();
       db.prepare(
-        "INSERT INTO runs (id, kind, status, config, environment, created_at, pid, host) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      ).run(rid, kind, status ?? "running", json(config), json(environment ?? {}), createdAt, process.pid, host);
+        "INSERT INTO runs (id, kind, status, config, environment, created_at, pid, host, pid_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      ).run(rid, kind, status ?? "running", json(config), json(environment ?? {}), createdAt, process.pid, host, start);
       return rowToRun(db.prepare("SELECT * FROM runs WHERE id = ?").get(rid));
     },
     updateRun(id, patch) {
@@ -265,7 +272,7 @@ export function openStore(path: string = defaultDbPath()): Store {
       if (patch.environment) u.set("environment", json(patch.environment));
       if (patch.finishedAt !== undefined) u.set("finished_at", patch.finishedAt);
       if (patch.error !== undefined) u.set("error", patch.error == null ? null : redact(patch.error));
-      if (patch.status === "running") u.set("pid", process.pid).set("host", host);
+      if (patch.status === "running") u.set("pid", process.pid).set("host", host).set("pid_start", start);
       u.run(db, "runs", id);
     },
     finishRun(id, status = "complete", error = null) {

@@ -6,9 +6,17 @@ import { renderAB } from "../../experiment/render.ts";
 import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
 import { checkNotFile, checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
-import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import {
+  API_KEY_HELP,
+  durationFlag,
+  emit,
+  numberArg,
+  progressEnabled,
+  resolveApiKey,
+  safeLine,
+  withCommon,
+} from "../common.ts";
 import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
 
 interface ABFlags {
@@ -25,6 +33,8 @@ interface ABFlags {
   seed?: number;
   model?: string;
   apiKey?: string;
+  apiKeyFile?: string;
+  apiKeyEnv?: string;
   opsPerToken?: number;
   opName?: string;
   resamples?: number;
@@ -72,7 +82,9 @@ export function register(program: Command): void {
         numberArg("--seed", { integer: true, min: 0 }),
       )
       .option("--model <name>", "model name (default: first of /v1/models)")
-      .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
+      .option("--api-key <key>", API_KEY_HELP.key)
+      .option("--api-key-file <path>", API_KEY_HELP.file)
+      .option("--api-key-env <name>", API_KEY_HELP.env)
       .option("--ops-per-token <n>", "operations per token (e.g. 156 all-reduces) → cost per operation", numArg)
       .option("--op-name <name>", "what one operation is called (default all-reduce)")
       .option("--resamples <n>", "bootstrap resamples (default 2000)", countArg("--resamples", 1, 1_000_000))
@@ -89,9 +101,8 @@ export function register(program: Command): void {
       .option("--resume <run-id>", "continue an interrupted A/B run; finished blocks are kept"),
   ).action(async (...args: any[]) => {
     const o = args.at(-2) as ABFlags;
-    addSecret(o.apiKey);
     // Refused before any server starts: a header-splitting key, a --db that is no store, NCCL_PROTO=WAT.
-    headerValueFlag("--api-key", o.apiKey);
+    const apiKey = resolveApiKey(o, { envDefault: false });
     checkRunStore("--db", o.db);
     if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
     for (const v of o.variant) checkNcclEnv(parseVariant(v).env, `--variant ${v}`);
@@ -113,7 +124,7 @@ export function register(program: Command): void {
         telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
       },
       seed: o.seed,
-      apiKey: o.apiKey,
+      apiKey,
       opsPerToken: o.opsPerToken,
       opName: o.opName,
       resamples: o.resamples,

@@ -27,13 +27,14 @@ import type {
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
+  API_KEY_HELP,
   durationArg,
   emit,
-  headerValueFlag,
   interruptOnSignals,
   jsonReplacer,
   numberArg,
   progressEnabled,
+  resolveApiKey,
   safeLine,
   terminalSafe,
   withCommon,
@@ -409,7 +410,9 @@ export function register(program: Command): void {
     .option("--records <path>", "stream per-request records (JSONL) here")
     .option("--label <text>", "label stored in the result")
     .option("--db <path>", "also save the run to this run store (see `inferscope runs`)")
-    .option("--api-key <key>", "bearer token (default $OPENAI_API_KEY)")
+    .option("--api-key <key>", API_KEY_HELP.key)
+    .option("--api-key-file <path>", API_KEY_HELP.file)
+    .option("--api-key-env <name>", API_KEY_HELP.env)
     .option(
       "--stall-timeout <d>",
       "fail a stream with no data (tokens) for this long; keepalive comments do not count",
@@ -528,10 +531,7 @@ export function register(program: Command): void {
       baseUrl: o.baseUrl,
       model: o.model,
       endpoint: o.endpoint as Endpoint,
-      apiKey: headerValueFlag(
-        o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
-        o.apiKey ?? process.env.OPENAI_API_KEY,
-      ),
+      apiKey: resolveApiKey(o),
       numPrompts: o.numPrompts,
       durationMs: o.duration,
       dataset: o.datasetName as DatasetName,
@@ -591,30 +591,56 @@ export function register(program: Command): void {
               );
             }
           : undefined;
-        const cap = await findCapacity(
-          benchTrial({ ...opts, requestRate: undefined }, replay ? { kind: "replay" } : { kind: "rate" }, goodput!, {
-            signal: ac.signal,
-            onProgress: progress.onProgress,
-          }),
-          {
-            target: target ?? 0.99,
-            start,
-            replicates: o.capacityReplicates,
-            maxRuns: o.capacityMaxRuns,
-            maxTimeMs: o.capacityMaxTime,
-            tolerance: o.capacityTolerance,
-            seed: opts.seed,
-          },
-          { now: () => performance.now(), signal: ac.signal, onRun },
-        );
+        const knob = replay ? "replay_speed" : "request_rate";
+        // --db: the search is saved as it goes, each run at a load a block with its requests.
+        const rec = o.db
+          ? (await import("../../load/store-run.ts")).capacityRecorder(o.db, opts, {
+              knob,
+              unit,
+              target: target ?? 0.99,
+              start,
+            })
+          : null;
+        let cap: Awaited<ReturnType<typeof findCapacity>>;
+        try {
+          cap = await findCapacity(
+            benchTrial(
+              { ...opts, requestRate: undefined },
+              replay ? { kind: "replay" } : { kind: "rate" },
+              goodput!,
+              { signal: ac.signal, onProgress: progress.onProgress },
+              rec?.run,
+            ),
+            {
+              target: target ?? 0.99,
+              start,
+              replicates: o.capacityReplicates,
+              maxRuns: o.capacityMaxRuns,
+              maxTimeMs: o.capacityMaxTime,
+              tolerance: o.capacityTolerance,
+              seed: opts.seed,
+            },
+            {
+              now: () => performance.now(),
+              signal: ac.signal,
+              onRun: (r) => {
+                rec?.onRun(r);
+                onRun?.(r);
+              },
+            },
+          );
+        } catch (e) {
+          rec?.fail(e);
+          throw e;
+        }
         progress.done();
         if (!opts.warmup)
           cap.notes.push(
             "the runs had no warm-up requests: each run's first requests include a cold start (see --warmup)",
           );
-        const json = {
-          capacity: { knob: replay ? "replay_speed" : "request_rate", unit, slo: goodput, ...cap },
-        };
+        const json = { capacity: { knob, unit, slo: goodput, ...cap } };
+        rec?.finish(json.capacity);
+        if (rec && !o.json) process.stderr.write(`run ${rec.id} saved in ${rec.path}\n`);
         emit(json, o, () => capacityText(cap, goodput!, unit));
         if (cap.stopped === "interrupted")
           throw new InterruptedError("interrupted: the capacity search so far is printed above");

@@ -21,8 +21,8 @@ function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
   }
 }
 
-// Every kind a command saves (saveRun): ab, sweep (three), bench, study, tune.
-const RUN_KINDS = ["ab", "sweep-lengths", "sweep-concurrency", "sweep-rate", "bench", "study", "tune"];
+// Every kind a command saves (saveRun): ab, sweep (three), bench, bench --find-capacity, study, tune.
+const RUN_KINDS = ["ab", "sweep-lengths", "sweep-concurrency", "sweep-rate", "bench", "capacity", "study", "tune"];
 
 const dbOpt = <C extends Command<any, any, any>>(c: C) =>
   withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
@@ -35,7 +35,7 @@ export function register(program: Command): void {
       .description("saved runs, newest first")
       .option(
         "--kind <kind>",
-        "only runs of this kind (ab, sweep-lengths, sweep-concurrency, sweep-rate, bench, study, tune)",
+        "only runs of this kind (ab, sweep-lengths, sweep-concurrency, sweep-rate, bench, capacity, study, tune)",
       )
       .option("--limit <n>", "at most this many (default 50)", countArg("--limit", 1, 1_000_000)),
   ).action((...args: any[]) => {

@@ -5,7 +5,7 @@ import { interruptSignal } from "../../experiment/variants.ts";
 import { renderTerminal } from "../../report/index.ts";
 import { runStudy } from "../../study/index.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled } from "../common.ts";
+import { API_KEY_HELP, durationFlag, emit, numberArg, progressEnabled, resolveApiKey } from "../common.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -69,7 +69,9 @@ export function register(program: Command): void {
       "--stall-timeout <duration>",
       "fail a stream with no data (tokens) for this long, in every phase that streams (default 60s)",
     )
-    .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY); never stored")
+    .option("--api-key <key>", API_KEY_HELP.key)
+    .option("--api-key-file <path>", API_KEY_HELP.file)
+    .option("--api-key-env <name>", API_KEY_HELP.env)
     // Same as withCommon(); spelled out so commander's typings keep every option's type.
     .option("--json", "print machine-readable JSON instead of tables")
     .option("--debug", "show stack traces and internal detail on errors")
@@ -115,10 +117,7 @@ export function register(program: Command): void {
         stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
         // Unset: auto (at 100 ms on the embedded sim).
         telemetry: o.telemetry === undefined ? undefined : parseTelemetrySpec(o.telemetry),
-        apiKey: headerValueFlag(
-          o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
-          o.apiKey ?? process.env.OPENAI_API_KEY,
-        ),
+        apiKey: resolveApiKey(o),
         flags,
         onProgress: show
           ? (phase, msg) =>

@@ -6,9 +6,17 @@ import { runLengthSweep, runLoadSweep, type TargetOptions } from "../../experime
 import { interruptSignal, parseVariant } from "../../experiment/variants.ts";
 import { checkRunStore } from "../../input-file.ts";
 import { checkNcclEnv } from "../../model/options.ts";
-import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
-import { durationFlag, emit, headerValueFlag, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import {
+  API_KEY_HELP,
+  durationFlag,
+  emit,
+  numberArg,
+  progressEnabled,
+  resolveApiKey,
+  safeLine,
+  withCommon,
+} from "../common.ts";
 import { countArg, listArg, MAX_REQUESTS, MAX_TOKENS } from "./experiment-args.ts";
 
 function target<C extends Command<any, any, any>>(cmd: C) {
@@ -17,7 +25,9 @@ function target<C extends Command<any, any, any>>(cmd: C) {
     .option("--server-cmd <cmd>", "or a command that starts one; {port} is replaced and $PORT set")
     .option("--variant <spec>", "env/flags for the started server: name:ENV=V --flag")
     .option("--model <name>", "model name (default: first of /v1/models)")
-    .option("--api-key <key>", "API key (or OPENAI_API_KEY); never stored or logged")
+    .option("--api-key <key>", API_KEY_HELP.key)
+    .option("--api-key-file <path>", API_KEY_HELP.file)
+    .option("--api-key-env <name>", API_KEY_HELP.env)
     .option("--random-input-len <n>", "prompt tokens (default 32)", countArg("--random-input-len", 1, MAX_TOKENS))
     .option("--warmup <n>", "warm-up requests per level, excluded (default 1)", countArg("--warmup", 0, MAX_REQUESTS))
     .option("--seed <n>", "seeds prompts and level order (default 0)", numberArg("--seed", { integer: true, min: 0 }))
@@ -36,8 +46,7 @@ function target<C extends Command<any, any, any>>(cmd: C) {
 }
 
 function common(o: Record<string, any>): TargetOptions {
-  addSecret(o.apiKey);
-  headerValueFlag("--api-key", o.apiKey);
+  const apiKey = resolveApiKey(o, { envDefault: false });
   checkRunStore("--db", o.db);
   if (o.variant) checkNcclEnv(parseVariant(o.variant).env, `--variant ${o.variant}`);
   return {
@@ -45,7 +54,7 @@ function common(o: Record<string, any>): TargetOptions {
     serverCmd: o.serverCmd,
     variant: o.variant,
     model: o.model,
-    apiKey: o.apiKey,
+    apiKey,
     seed: o.seed,
     db: o.db,
     resume: o.resume,

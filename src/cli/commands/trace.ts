@@ -7,9 +7,16 @@ import { UsageError } from "../../errors.ts";
 import { checkInputFile, checkInputFiles, checkNotFile } from "../../input-file.ts";
 import { interruptSignal } from "../../interrupt.ts";
 import { MAX_STREAMS_PER_WORKER, MAX_TOKENS } from "../../load/limits.ts";
-import { addSecret } from "../../store/redact.ts";
 import type { StepMode } from "../../trace/steps.ts";
-import { type CommonOptions, durationFlag, emit, headerValueFlag, progressEnabled, withCommon } from "../common.ts";
+import {
+  API_KEY_HELP,
+  type CommonOptions,
+  durationFlag,
+  emit,
+  progressEnabled,
+  resolveApiKey,
+  withCommon,
+} from "../common.ts";
 
 // Loaded by the subcommand that uses them: `trace FILE --json` needs neither the HTTP client of
 // capture nor the table renderer.
@@ -42,6 +49,8 @@ interface CaptureFlags extends CommonOptions {
   model?: string;
   timeout: string;
   apiKey?: string;
+  apiKeyFile?: string;
+  apiKeyEnv?: string;
   rules?: string;
   stepsBy: string;
 }
@@ -245,7 +254,9 @@ export function register(program: Command): void {
       )
       .option("--model <name>", "model name (default: the first of /v1/models)")
       .option("--timeout <duration>", "limit for the workload and for the trace file to appear", "120s")
-      .option("--api-key <key>", "API key for the server (default $OPENAI_API_KEY), sent to every endpoint")
+      .option("--api-key <key>", `${API_KEY_HELP.key}; sent to every endpoint`)
+      .option("--api-key-file <path>", API_KEY_HELP.file)
+      .option("--api-key-env <name>", API_KEY_HELP.env)
       .option("--rules <file>", "extra kernel classification rules (YAML/JSON)")
       .addOption(stepsBy()),
   ).action(async (...args: any[]) => {
@@ -254,11 +265,7 @@ export function register(program: Command): void {
     const timeoutMs = durationFlag("--timeout", o.timeout)!;
     checkNotFile("--dir", o.dir);
     if (o.rules !== undefined) checkInputFile("--rules", o.rules, "rules file");
-    const apiKey = headerValueFlag(
-      o.apiKey !== undefined ? "--api-key" : "$OPENAI_API_KEY",
-      o.apiKey ?? process.env.OPENAI_API_KEY,
-    );
-    addSecret(apiKey);
+    const apiKey = resolveApiKey(o);
     const [{ loadRuleFile }, { captureTrace }, R] = await Promise.all([
       trace.analyze(),
       trace.capture(),

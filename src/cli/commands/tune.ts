@@ -5,12 +5,20 @@ import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { checkNotFile, checkRunStore } from "../../input-file.ts";
-import { addSecret } from "../../store/redact.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
 import { renderTune } from "../../tune/render.ts";
 import { runTune, type Slo } from "../../tune/run.ts";
-import { durationFlag, emit, numberArg, progressEnabled, safeLine, withCommon } from "../common.ts";
+import {
+  API_KEY_HELP,
+  durationFlag,
+  emit,
+  numberArg,
+  progressEnabled,
+  resolveApiKey,
+  safeLine,
+  withCommon,
+} from "../common.ts";
 import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
@@ -101,7 +109,9 @@ export function register(program: Command): void {
         numberArg("--seed", { integer: true, min: 0 }),
       )
       .option("--served-model <name>", "model name in requests (default: first of /v1/models)")
-      .option("--api-key <key>", "API key for the server (or OPENAI_API_KEY); never stored or logged")
+      .option("--api-key <key>", API_KEY_HELP.key)
+      .option("--api-key-file <path>", API_KEY_HELP.file)
+      .option("--api-key-env <name>", API_KEY_HELP.env)
       .option("--profile <name>", "embedded sim: deployment profile (default glm5-8x-rtxpro6000-pcie)")
       .option("--time-scale <x>", "embedded sim: run its clock x times faster (default 10)", numArg)
       .option("--set <key=value>", "embedded sim: override a profile field; repeat", collect, [] as string[])
@@ -124,7 +134,7 @@ export function register(program: Command): void {
       .option("--resume <run-id>", "continue an interrupted tune run; finished blocks are kept"),
   ).action(async (...args: any[]) => {
     const o = args.at(-2) as Record<string, any>;
-    addSecret(o.apiKey);
+    const apiKey = resolveApiKey(o, { envDefault: false });
     // Folders named with their flag before any server starts, not as ENOTDIR from the first write.
     if (o.logDir !== undefined) checkNotFile("--log-dir", o.logDir);
     if (o.out !== undefined) checkNotFile("--out", o.out);
@@ -172,7 +182,7 @@ export function register(program: Command): void {
       timeScale: o.timeScale,
       simSet: o.set.length ? simSet : undefined,
       seed: o.seed,
-      apiKey: o.apiKey,
+      apiKey,
       readyTimeoutMs: durationFlag("--ready-timeout", o.readyTimeout),
       graceMs: durationFlag("--grace", o.grace),
       logDir: o.logDir,
