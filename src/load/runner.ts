@@ -14,7 +14,7 @@ import { type Calibration, PromptSynth } from "./datasets/synth.ts";
 import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
-import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
+import { checkStreams, checkWorkers, MAX_REQUESTS, MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { burstEnd, pace } from "./pacer.ts";
 import { JsonlWriter, NO_CHUNKS, RecordStore, recordToJson } from "./records.ts";
 import {
@@ -30,6 +30,7 @@ import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerTimingSummary, summarizeServerTimings } from "./server-timings.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import {
+  checkSessionSpan,
   runSessions,
   type Session,
   sharegptSessions,
@@ -139,7 +140,8 @@ interface TraceMode {
 function loadTraceMode(o: BenchOptions): TraceMode | null {
   const ds = o.dataset ?? "random";
   const sess = o.sessions;
-  if (sess?.source === "synthetic")
+  if (sess?.source === "synthetic") {
+    checkSessionSpan({ thinkMs: sess.thinkMs, maxTurns: sess.turns });
     return {
       trace: null,
       plan: null,
@@ -147,10 +149,12 @@ function loadTraceMode(o: BenchOptions): TraceMode | null {
       sessions: (synth) => syntheticSessions(sess, synth),
       needsSynth: true,
     };
+  }
   if (sess?.source === "sharegpt") {
     if (ds !== "sharegpt" || !o.datasetPath)
       throw new UsageError("ShareGPT sessions need --dataset-name sharegpt and --dataset-path");
     const list = sharegptSessions(o.datasetPath, readText(o.datasetPath), sess.maxSessions);
+    checkSessionSpan({ thinkMs: sess.thinkMs, maxTurns: list.reduce((m, x) => Math.max(m, x.turns.length), 0) });
     return { trace: null, plan: null, rows: null, sessions: () => list, needsSynth: false };
   }
   let trace: Trace | null = null;
@@ -173,6 +177,7 @@ function loadTraceMode(o: BenchOptions): TraceMode | null {
   if (sess?.source === "trace" || hasSessions) {
     if (!t.rows.every((r) => r.sessionId !== null))
       throw new UsageError(`${t.path}: session_id is on some rows but not all: give it on every row or none`);
+    checkSessionSpan({ trace: t, speed: o.replaySpeed });
     return {
       trace: t,
       plan: null,
@@ -277,6 +282,15 @@ export function resolveOptions(o: BenchOptions): Resolved {
       );
     durationMs = null;
   }
+  // The open loop's last arrival is at N / rate (vLLM's rescale): a schedule past the run's bound never ends.
+  if (!arrivals && o.concurrency === undefined && rate !== Number.POSITIVE_INFINITY && numPrompts !== null) {
+    const span = (numPrompts * 1000) / rate;
+    if (!(span <= MAX_RUN_MS))
+      throw new UsageError(
+        `--request-rate ${rate} spreads ${numPrompts} request${numPrompts === 1 ? "" : "s"} over ${spanText(span)}, past ${RUN_BOUND_TEXT}`,
+        { hint: "raise --request-rate, or send fewer requests (--num-prompts, --duration)" },
+      );
+  }
   const endpoint = o.endpoint ?? "/v1/completions";
   if (endpoint !== "/v1/completions" && endpoint !== "/v1/chat/completions")
     throw new UsageError(`--endpoint must be /v1/completions or /v1/chat/completions, got ${endpoint}`);
@@ -326,6 +340,10 @@ function checkArrivals(o: BenchOptions): Float64Array {
   for (let i = 0; i < a.length; i++)
     if (!(Number.isFinite(a[i]!) && a[i]! >= 0 && (i === 0 || a[i]! >= a[i - 1]!)))
       throw new UsageError(`arrival schedule: time ${i} (${a[i]} ms) is not finite, ≥ 0 and ≥ the one before`);
+  if (a[a.length - 1]! > MAX_RUN_MS)
+    throw new UsageError(
+      `arrival schedule: its last time (${spanText(a[a.length - 1]!)} after the start) is past ${RUN_BOUND_TEXT}`,
+    );
   return a;
 }
 

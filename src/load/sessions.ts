@@ -7,6 +7,7 @@ import { InputError, UsageError } from "../errors.ts";
 import { abortableSleep } from "../sleep.ts";
 import type { PromptSynth } from "./datasets/synth.ts";
 import type { Trace } from "./datasets/trace.ts";
+import { MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { npPercentile } from "./npstats.ts";
 import { Rng } from "./schedule.ts";
 import type { RequestRecord } from "./types.ts";
@@ -55,6 +56,31 @@ export function sharegptSessions(path: string, text: string, maxSessions = Numbe
   }
   if (out.length === 0) throw new InputError(`${path}: no conversation with a human → gpt turn`);
   return out;
+}
+
+/**
+ * Refuses sessions whose own schedule outlasts one run, before anything is sent: a trace turn due past the
+ * bound (named by its line), or think time between the turns of the longest session past it.
+ */
+export function checkSessionSpan(o: { trace?: Trace; speed?: number; thinkMs?: number; maxTurns?: number }): void {
+  const speed = o.speed ?? 1;
+  for (const r of o.trace?.rows ?? []) {
+    const at = r.timestampMs === null ? 0 : r.timestampMs / speed;
+    if (!(at <= MAX_RUN_MS))
+      throw new InputError(
+        `this turn is due ${spanText(at)} after the run starts (at ${speed}× speed), past ${RUN_BOUND_TEXT}`,
+        {
+          position: { file: o.trace!.path, line: r.line, column: 1 },
+          hint: "raise --replay-speed, or drop the late rows",
+        },
+      );
+  }
+  const think = (o.thinkMs ?? 0) * Math.max(0, (o.maxTurns ?? 1) - 1);
+  if (!(think <= MAX_RUN_MS))
+    throw new UsageError(
+      `--think-time ${spanText(o.thinkMs!)} between ${o.maxTurns} turns is ${spanText(think)} of thinking alone, past ${RUN_BOUND_TEXT}`,
+      { hint: "shorten --think-time or use fewer turns" },
+    );
 }
 
 /** A trace's rows grouped by session_id (file order within a session), each row one turn. */
