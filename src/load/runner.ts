@@ -611,6 +611,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       liveChunks: w !== null && w !== undefined,
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
+      stopAfterFailures: opts.stopAfterFailures,
       instrumentSpec: deps.instrument
         ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
         : undefined,
@@ -980,6 +981,8 @@ export interface RunCtx {
   keepRecords?: boolean;
   /** A stall before any success is fatal (BenchOptions.stopOnStall). */
   stopOnStall?: boolean;
+  /** This many failures before any success end the run (BenchOptions.stopAfterFailures). */
+  stopAfterFailures?: number;
   /** This loop's instruments: the run's clock start opens their window, its close ends it. */
   instrument?: LoopInstrument;
   /** What each worker thread measures in its own loop (sharded runs). */
@@ -1211,6 +1214,9 @@ class RunState {
         if (this.fatal) {
           this.stop();
           this.ctx.client.abortAll("aborted after a rejected request");
+        } else if (this.failed >= (this.ctx.stopAfterFailures ?? Number.POSITIVE_INFINITY) && !this.stopped) {
+          this.stop();
+          this.ctx.client.abortAll(`aborted: the first ${this.failed} requests all failed`);
         }
       }
     }
