@@ -6,6 +6,7 @@ import type { PromptSynth } from "./datasets/synth.ts";
 import type { Trace, TraceRow } from "./datasets/trace.ts";
 import { MAX_REPLAY_TOKENS, MAX_REQUESTS, MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { npPercentile } from "./npstats.ts";
+import { notSentText } from "./sessions.ts";
 import type { RequestRecord } from "./types.ts";
 import type { Prompt, Workload } from "./workload.ts";
 
@@ -270,7 +271,12 @@ export function formatReplay(res: {
   const sc = res.schedule;
   if (!rp) return "";
   L.push(`${"-".repeat(17)} Trace / sessions ${"-".repeat(15)}`);
-  L.push(`dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} requests`);
+  const unsent = rp.notSent ? notSentText(rp.notSent, rp.sessionsEnded ?? 0) : null;
+  L.push(
+    rp.sessions !== null && rp.sessions !== undefined
+      ? `dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} turns in ${rp.sessions} session${rp.sessions === 1 ? "" : "s"}: ${rp.sent} sent${unsent ? `, ${unsent}` : ""}`
+      : `dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} requests`,
+  );
   if (sc && sc.source !== "generated")
     L.push(
       `schedule: ${sc.source}${sc.source === "trace" ? ` at ${sc.speed}× from ${(sc.startOffsetMs / 1000).toFixed(3)} s, span ${(sc.traceSpanMs / 1000).toFixed(3)} s of trace time` : ""}; send lag p50 / p99 / max ${f(sc.lagP50Ms, 3)} / ${f(sc.lagP99Ms, 3)} / ${f(sc.lagMaxMs, 3)} ms`,

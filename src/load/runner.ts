@@ -31,11 +31,14 @@ import { type ServerTimingSummary, summarizeServerTimings } from "./server-timin
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import {
   checkSessionSpan,
+  notSentText,
   runSessions,
   type Session,
+  type SessionsRun,
   sharegptSessions,
   syntheticSessions,
   type TurnRow,
+  type TurnsNotSent,
   traceSessions,
   turnTable,
 } from "./sessions.ts";
@@ -119,6 +122,13 @@ export interface ReplayInfo {
   path: string | null;
   /** Requests the trace window selected (or turns the sessions hold). */
   requests: number;
+  /** Sessions the dataset held (null for a replay). */
+  sessions: number | null;
+  /** Of `requests`, those sent (finished, failed or cut). */
+  sent: number;
+  /** Sessions: turns never sent, by reason (null for a replay); sessionsEnded: sessions a failed turn ended. */
+  notSent: TurnsNotSent | null;
+  sessionsEnded: number | null;
   /** How synthesized prompts were sized (null when every prompt came with its text). */
   calibration: (Omit<Calibration, "words"> & { words: number }) | null;
   lengths: ReplayLengths;
@@ -644,6 +654,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
     let turnOf: Map<number, number> | null = null;
+    let notSent: SessionsRun | null = null;
     if (workers === 1) prepareStreams(client, workload, connections ?? r.numPrompts ?? 1);
     const inst = deps.instrument && workers === 1 ? new LoopInstrument(0, deps.instrument) : null;
     if (inst) {
@@ -692,6 +703,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
       phase = ph;
       turnOf = ph.turnOf;
+      notSent = ph;
     } else {
       edge("start");
       phase = await openLoop(ctx, {
@@ -790,6 +802,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           `the client was saturated (${h.reason}): these numbers may show its ceiling, not the server's`,
         );
       if (partial) warnings.unshift("interrupted: partial results (only requests that finished are included)");
+      const unsent = notSent ? notSentText(notSent.notSent, notSent.sessionsEnded) : null;
+      if (unsent) warnings.push(`${unsent}; the summary covers the turns sent`);
       setup.num_prompts = recs.filter((x) => !x.warmup).length;
       const result: BenchResult = {
         setup,
@@ -813,6 +827,10 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
               path: opts.datasetPath ?? null,
               requests:
                 tm.plan?.rows.length ?? tm.rows?.length ?? sessions?.reduce((a, x) => a + x.turns.length, 0) ?? 0,
+              sessions: sessions?.length ?? null,
+              sent: recs.filter((x) => !x.warmup).length,
+              notSent: notSent?.notSent ?? null,
+              sessionsEnded: notSent?.sessionsEnded ?? null,
               calibration: calibration ? { ...calibration, words: calibration.words.length } : null,
               lengths: sessions ? { ...lengthChecks(recs), prompt: null } : lengthChecks(recs),
               ignoreEos: ignoreEos ?? false,
@@ -1489,12 +1507,12 @@ async function sessionPhase(
   ctx: RunCtx,
   sessions: Session[],
   o: { concurrency?: number; thinkMs?: number; thinkDist?: "constant" | "exponential"; seed: number },
-): Promise<Phase & { turnOf: Map<number, number> }> {
+): Promise<Phase & SessionsRun> {
   await ctx.client.preconnect(Math.min(sessions.length, o.concurrency ?? sessions.length, PRECONNECT_MAX));
   let total = 0;
   for (const s of sessions) total += s.turns.length;
   const st = new RunState(ctx, total);
-  const turnOf = await runSessions(sessions, {
+  const run = await runSessions(sessions, {
     ...o,
     signal: ctx.signal,
     now: () => st.nowMs(),
@@ -1504,7 +1522,7 @@ async function sessionPhase(
   });
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted, turnOf };
+  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted, ...run };
 }
 
 /** Mean arrival rate of a replay (requests ÷ its wall span), for the setup's request_rate; inf for one instant. */

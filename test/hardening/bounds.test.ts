@@ -154,3 +154,42 @@ describe("capacity search against hostile servers: it stops, within its bound, a
     );
   });
 });
+
+describe("sessions whose turns are never sent say so (was: '200 requests' and not a word)", {
+  timeout: 120_000,
+}, () => {
+  // A context of 1,000 tokens: each turn adds 100 to the history, so turn 10 is refused (HTTP 400) and
+  // its session's other 190 turns are never sent.
+  let sim: SimProcess;
+  before(async () => {
+    sim = await spawnSimProcess(["--time-scale", "100", "--set", "model.maxModelLen=1000"]);
+  });
+  after(() => sim?.stop());
+
+  test("synthetic --sessions: counted per reason in the text and in --json", async () => {
+    const args = ["bench", "--base-url", sim.url, "--telemetry", "none", "--no-server-metrics"];
+    const sess = [
+      "--sessions",
+      "1",
+      "--session-turns",
+      "200",
+      "--session-input-len",
+      "50",
+      "--session-output-len",
+      "50",
+    ];
+    const r = await runCli([...args, ...sess], { limitMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(
+      r.stdout,
+      /^dataset: .*, 200 turns in 1 session: 10 sent, 190 turns not sent: 190 after a failed turn ended its session \(1 session\)$/m,
+    );
+    assert.match(r.stdout, /^warning: 190 turns not sent: .*; the summary covers the turns sent$/m);
+    const j = await runCli([...args, ...sess, "--json"], { limitMs: 60_000 });
+    const rp = JSON.parse(j.stdout).inferscope.replay;
+    assert.equal(rp.requests, 200);
+    assert.equal(rp.sent, 10);
+    assert.deepEqual(rp.notSent, { afterFailedTurn: 190, runStopped: 0 });
+    assert.equal(rp.sessionsEnded, 1);
+  });
+});
