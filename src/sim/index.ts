@@ -10,6 +10,7 @@ import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
+import { MAX_BLOCK_SIZE, MAX_GPU_BLOCKS } from "./kvcache.ts";
 import { kvCapacity, loadProfile, type Profile } from "./profile.ts";
 import { SimServer } from "./server.ts";
 import { SimTelemetry } from "./telemetry.ts";
@@ -114,6 +115,13 @@ export interface SimHandle {
   close(drainMs?: number): Promise<void>;
   /** Open HTTP exchanges right now. */
   openStreams(): number;
+  /** What other hosts can reach when the sim listens beyond loopback (--allow-remote); null on loopback. */
+  exposure: string | null;
+}
+
+/** The warning for a sim reachable from other hosts: what they see, and what they do not. */
+export function exposureNote(host: string): string {
+  return `listening on ${host}, beyond loopback: other hosts can reach /v1/*, /metrics, /tokenize and /dcgm/metrics, with no key checked; /debug/* (the sim's truth) answers loopback clients only`;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -137,6 +145,7 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
   if (!Number.isInteger(specTokens) || specTokens < 0) throw new UsageError(`--spec-tokens must be an integer >= 0`);
   const acc = opts.acceptance ?? 0.7;
   if (!(acc >= 0 && acc <= 1)) throw new UsageError(`--acceptance must be in [0, 1], got ${acc}`);
+  checkKvCapacity(profile, specTokens);
   const knobs: Knobs = {
     tensorParallelSize: tp,
     ncclProto: env.NCCL_PROTO,
@@ -152,6 +161,30 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
     throw new UsageError((err as Error).message);
   }
   return { profile, knobs, model };
+}
+
+/**
+ * The KV pool must hold one request of max_model_len (and its draft tokens), or a request the server
+ * accepts could never be scheduled and would wait forever: vLLM refuses to start then, with this message.
+ */
+export function checkKvCapacity(profile: Profile, specTokens = 0): void {
+  const { numGpuBlocks: blocks, blockSize } = profile.engine;
+  if (blockSize > MAX_BLOCK_SIZE)
+    throw new UsageError(
+      `--block-size (engine.blockSize) ${blockSize}: the sim takes at most ${MAX_BLOCK_SIZE} tokens a block`,
+    );
+  if (blocks > MAX_GPU_BLOCKS)
+    throw new UsageError(
+      `--num-gpu-blocks-override (engine.numGpuBlocks) ${blocks}: the sim keeps at most ${MAX_GPU_BLOCKS} KV blocks`,
+    );
+  const need = profile.model.maxModelLen + specTokens;
+  if (blocks * blockSize < need)
+    throw new UsageError(
+      `The model's max seq len (${profile.model.maxModelLen}${specTokens ? ` + ${specTokens} draft tokens` : ""}) is larger than the maximum number of tokens that can be stored in KV cache (${blocks * blockSize}). Try increasing \`gpu_memory_utilization\` or decreasing \`max_model_len\` when initializing the engine.`,
+      {
+        hint: `give --num-gpu-blocks-override ${Math.ceil(need / blockSize)} or more (${blockSize}-token blocks), or a smaller model.maxModelLen (--set)`,
+      },
+    );
 }
 
 /**
@@ -266,6 +299,7 @@ function checkProfilerDir(dir: string, from: string): void {
 export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const host = opts.host ?? "127.0.0.1";
   checkHost(host);
+  let loopbackName = false;
   // A name is resolved first: one that does not resolve is a typo, not a remote address.
   if (!LOOPBACK.has(host) && !isIP(host)) {
     let addrs: string[];
@@ -281,6 +315,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     }
     if (addrs.length && addrs.every(isLoopbackIp)) {
       // e.g. a name in /etc/hosts for 127.0.0.1: loopback all the same.
+      loopbackName = true;
     } else if (!opts.allowRemote)
       throw new UsageError(`--host ${host} (${addrs.join(", ")}) is not a loopback address`, {
         hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
@@ -417,6 +452,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     profile,
     model,
     openStreams: () => server.openStreams,
+    exposure: LOOPBACK.has(host) || (isIP(host) ? isLoopbackIp(host) : loopbackName) ? null : exposureNote(host),
     close(drainMs = 60_000) {
       clearInterval(collector);
       closing ??= server.shutdown(drainMs).then(() => engine.close());
