@@ -400,10 +400,15 @@ export async function resolveModel(
   if (given) return given;
   if (res.status !== 200) {
     const said = errorBodyMessage(res.body);
-    throw new TargetError(`GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}; pass --model`, {
-      status: res.status,
-      hint: keyHint(res.status, client.sendsKey),
-    });
+    // A refused key is not fixed by naming the model: the completions would be refused the same way.
+    const auth = res.status === 401 || res.status === 403;
+    throw new TargetError(
+      `GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}${auth ? "" : "; pass --model"}`,
+      {
+        status: res.status,
+        hint: keyHint(res.status, client.sendsKey),
+      },
+    );
   }
   let list: unknown;
   try {
