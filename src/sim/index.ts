@@ -126,6 +126,9 @@ export function exposureNote(host: string): string {
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 
+/** The slowest clock the sim runs: 1,000× slower than the deployment it models. */
+export const MIN_TIME_SCALE = 0.001;
+
 /** Resolves the profile and knobs exactly as startSim would (for --explain and tests). */
 export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; model: StepModel } {
   const overrides: Record<string, unknown> = { ...(opts.overrides ?? {}) };
@@ -328,6 +331,9 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0) || !Number.isFinite(timeScale))
     throw new UsageError(`--time-scale must be > 0, got ${timeScale}`);
+  // Slower than 1000× real time, a step's wait outgrows any run (a 20 ms step at 1e-9 took 231 days).
+  if (timeScale < MIN_TIME_SCALE)
+    throw new UsageError(`--time-scale ${timeScale} is below ${MIN_TIME_SCALE} (1,000× slower than the deployment)`);
   const seed = opts.seed ?? 0;
   const { profile, model } = resolveSim(opts);
   const env = opts.env ?? process.env;

@@ -2,6 +2,7 @@
 // pre-serialised chunk parts (only the token text is serialised per chunk).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { MAX_TIMER_MS } from "../sleep.ts";
 import { type Engine, type RequestSink, SimRequest } from "./engine.ts";
 import type { FinishReason, SimMetrics } from "./exposition.ts";
 import { type FaultInjector, type FaultKind, NO_FAULTS, type RequestFaults } from "./faults.ts";
@@ -289,12 +290,15 @@ class Exchange implements RequestSink {
           srv.fault("stall");
           this.stalledUntil = 1;
           this.queued = [];
-          setTimeout(() => {
-            const q = this.queued ?? [];
-            this.queued = null;
-            for (const s of q) this.write(s);
-            if (this.remaining === 0) this.finishStream();
-          }, srv.deps.stallMs).unref();
+          setTimeout(
+            () => {
+              const q = this.queued ?? [];
+              this.queued = null;
+              for (const s of q) this.write(s);
+              if (this.remaining === 0) this.finishStream();
+            },
+            Math.min(MAX_TIMER_MS, srv.deps.stallMs),
+          ).unref();
         }
       }
       if (this.remaining === 0 && !this.queued) this.finishStream();
@@ -878,7 +882,7 @@ export class SimServer {
     if (faults.slowHeaders) {
       // The fault holds the request in front of the server: arrival is stamped when it lets go.
       this.fault("slow-headers");
-      setTimeout(go, d.slowHeadersMs, undefined);
+      setTimeout(go, Math.min(MAX_TIMER_MS, d.slowHeadersMs), undefined);
     } else go(receivedAt);
   }
 }

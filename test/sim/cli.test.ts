@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "../../src/errors.ts";
-import { resolveSim, type SimOptions } from "../../src/sim/index.ts";
+import { resolveSim, type SimOptions, startSim } from "../../src/sim/index.ts";
 import { debugRoute, isLoopbackAddress } from "../../src/sim/server.ts";
 import { post } from "./util.ts";
 
@@ -100,6 +100,11 @@ describe("inferscope sim CLI", () => {
     // Exactly one max-length request's worth resolves; so does a small pool under a small context.
     resolveSim({ numGpuBlocks: 512 });
     resolveSim({ numGpuBlocks: 1, overrides: { "model.maxModelLen": 64 } });
+    // A clock so slow that one step outlasts Node's timers (was: TimeoutOverflowWarning in a loop).
+    await assert.rejects(
+      startSim({ port: 0, timeScale: 1e-9, warmup: false }),
+      (e) => e instanceof UsageError && /--time-scale 1e-9 is below 0\.001/.test(e.message),
+    );
   });
 
   test("--allow-remote warns what other hosts can reach; /debug answers loopback clients only", async () => {
