@@ -43,8 +43,9 @@ test("ShareGPT conversations become sessions whose turns resend the growing hist
   assert.deepEqual(p.messages!.slice(0, p1.length), p1);
 });
 
-test("synthetic sessions: the spec's counts and lengths", () => {
-  const synth = new PromptSynth({
+/** A synthesizer over three one-token words, sized by assumption (no server). */
+const abcSynth = () =>
+  new PromptSynth({
     words: ["a", "b", "c"],
     offset: 0,
     tokensPerWord: 1,
@@ -52,6 +53,9 @@ test("synthetic sessions: the spec's counts and lengths", () => {
     tokenizer: null,
     notes: [],
   });
+
+test("synthetic sessions: the spec's counts and lengths", () => {
+  const synth = abcSynth();
   const s = syntheticSessions({ sessions: 3, turns: 4, inputLen: 20, outputLen: 7 }, synth);
   assert.equal(s.length, 3);
   for (const x of s) {
@@ -65,14 +69,7 @@ test("synthetic sessions: the spec's counts and lengths", () => {
 });
 
 test("turns never sent are counted by reason: after a failed turn, and after the run stopped", async () => {
-  const synth = new PromptSynth({
-    words: ["a", "b", "c"],
-    offset: 0,
-    tokensPerWord: 1,
-    method: "assumed",
-    tokenizer: null,
-    notes: [],
-  });
+  const synth = abcSynth();
   const sessions = syntheticSessions({ sessions: 2, turns: 200, inputLen: 2, outputLen: 1 }, synth);
   // Session 0's turn 9 (index 8) fails; session 1 runs until the run stops after its 50th turn.
   let sent = 0;
