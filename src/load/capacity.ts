@@ -62,7 +62,7 @@ export function minRunRequests(target: number): number {
 }
 
 export interface CapacityOptions {
-  /** Target share of requests meeting the SLO, in (0, 1]. */
+  /** Target share of requests meeting the SLO, in (0, 1): a share of 1 cannot be judged (minRunRequests). */
   target: number;
   /** First load to try (> 0). */
   start: number;
@@ -287,7 +287,7 @@ export async function findCapacity<T>(
   const notes: string[] = [];
   let stopped: CapacityStop | null = null;
   let failure: CapacityResult["failure"] = null;
-  /** The run that ended the search as too small to judge, or cut at the time bound. */
+  /** The run that ended the search as too small to judge, and the load of a run cut at the time bound. */
   let small: CapacityRun<T> | null = null;
   let cut: number | null = null;
   let smallError: string | null = null;
