@@ -1,7 +1,7 @@
 // The one abortable sleep the polling loops share (live views, telemetry sources, session think time).
 
 /**
- * The longest delay Node's timers take (2^31 − 1 ms, about 24.8 days). A longer one is set to 1 ms with a
+ * The longest delay Node's timers take (2^31 − 1 ms, 24.86 days). A longer one is set to 1 ms with a
  * TimeoutOverflowWarning: a loop that re-arms it spins and floods stderr. Longer waits are chunked.
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;

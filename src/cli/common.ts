@@ -148,7 +148,7 @@ export function durationFlag(flag: string, text: string | undefined): number | u
   return ms;
 }
 
-/** The longest duration a flag takes, in ms: Node's timer limit (about 24.8 days). */
+/** The longest duration a flag takes, in ms: Node's timer limit (24.86 days). */
 export const MAX_DURATION_MS = MAX_TIMER_MS;
 
 /** A commander parser for a duration flag: in ms, > 0 and within MAX_DURATION_MS, else a usage error naming the flag. */

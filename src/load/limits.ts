@@ -18,7 +18,7 @@ export const MAX_PREFIX_TOKENS = 1 << 26;
  */
 export const MAX_REPLAY_TOKENS = 1 << 28;
 /**
- * Wall time one run's schedule may span: the longest --duration, Node's longest timer (~24.8 days). A
+ * Wall time one run's schedule may span: the longest --duration, Node's longest timer (24.86 days). A
  * schedule past it (a trace row dated decades later, a rate of 1e-9 req/s) is refused before anything is sent.
  */
 export const MAX_RUN_MS = MAX_TIMER_MS;
