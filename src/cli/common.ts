@@ -7,6 +7,7 @@ import { UsageError } from "../errors.ts";
 import { interruptSignal, setInterruptNote } from "../interrupt.ts";
 import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
 import { argvSecretsHidden } from "./argv-secrets.ts";
+import { MAX_TIMER_MS } from "../sleep.ts";
 
 export { escapeControl };
 
@@ -211,8 +212,8 @@ export function durationFlag(flag: string, text: string | undefined): number | u
   return ms;
 }
 
-/** The longest duration a flag takes, in ms: Node's timer limit (about 24.8 days). */
-export const MAX_DURATION_MS = 2 ** 31 - 1;
+/** The longest duration a flag takes, in ms: Node's timer limit (24.86 days). */
+export const MAX_DURATION_MS = MAX_TIMER_MS;
 
 /** A commander parser for a duration flag: in ms, > 0 and within MAX_DURATION_MS, else a usage error naming the flag. */
 export function durationArg(flag: string) {

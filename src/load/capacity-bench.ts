@@ -1,6 +1,8 @@
 // The capacity search's trials on the load generator: one bench per load, by request rate or by an
 // arrival schedule compressed by a speed (a replay). The search itself is pure (capacity.ts).
-import type { LoadTrial } from "./capacity.ts";
+
+import { MAX_TIMER_MS } from "../sleep.ts";
+import { ALL_FAILED_MIN, type LoadTrial } from "./capacity.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { meetsSlo } from "./summarize.ts";
 import type { BenchOptions, GoodputSlo } from "./types.ts";
@@ -23,16 +25,27 @@ export interface BenchTrialDetail {
  */
 export type LoadKnob = { kind: "rate" } | { kind: "speed"; arrivalsMs: ArrayLike<number> } | { kind: "replay" };
 
-/** Share of finished requests (successes and failures; not those we aborted) meeting every SLO bound. */
-export function goodShare(res: BenchResult, slo: GoodputSlo): { good: number; total: number } {
+/**
+ * Share of finished requests (successes and failures; not those we aborted) meeting every SLO bound, the
+ * failures among them, and the first failure's own words.
+ */
+export function goodShare(
+  res: BenchResult,
+  slo: GoodputSlo,
+): { good: number; total: number; failed: number; error?: string } {
   let good = 0;
   let total = 0;
+  let failed = 0;
+  let error: string | undefined;
   for (const r of res.requests) {
     if (r.warmup || r.errorClass === "aborted") continue;
     total++;
-    if (r.errorClass === null && meetsSlo(r, slo)) good++;
+    if (r.errorClass !== null) {
+      failed++;
+      error ??= `${r.errorClass}: ${r.errorMessage}`;
+    } else if (meetsSlo(r, slo)) good++;
   }
-  return { good, total };
+  return { good, total, failed, error };
 }
 
 export function benchTrial(
@@ -42,7 +55,7 @@ export function benchTrial(
   deps: BenchDeps = {},
   run: (o: BenchOptions, d: BenchDeps) => Promise<BenchResult> = runBench,
 ): LoadTrial<BenchTrialDetail> {
-  return async (load, replicate) => {
+  return async (load, replicate, limit) => {
     const o: BenchOptions = { ...base, saveResult: undefined, recordsPath: undefined, goodput: slo };
     if (knob.kind === "rate") o.requestRate = load;
     else if (knob.kind === "replay") o.replaySpeed = load;
@@ -55,8 +68,32 @@ export function benchTrial(
     // Each replicate draws its own arrivals and prompts: the spread is run to run, not one sample repeated (a replay's
     // schedule is the trace's: its replicates differ by the run alone).
     o.seed = (base.seed ?? 0) + replicate;
-    const res = await run(o, deps);
-    const { good, total } = goodShare(res, slo);
+    // A server failing every request is told in ALL_FAILED_MIN requests, not a whole run's schedule.
+    o.stopAfterFailures = ALL_FAILED_MIN;
+    // The run ends within the search's time left: past it, it is stopped as an interrupt is (one controller
+    // for both; Node 20's AbortSignal.any holds its sources weakly) and reported cut, not interrupted.
+    const ac = new AbortController();
+    const user = deps.signal;
+    const onUser = () => ac.abort(user?.reason);
+    if (user?.aborted) onUser();
+    else user?.addEventListener("abort", onUser, { once: true });
+    let cut = false;
+    const timer = setTimeout(
+      () => {
+        cut = !user?.aborted;
+        ac.abort(new Error("the capacity search's time bound"));
+      },
+      Math.min(MAX_TIMER_MS, Math.max(0, limit?.timeLeftMs ?? MAX_TIMER_MS)),
+    );
+    let res: BenchResult;
+    try {
+      // An unfinished run is not counted: its in-flight requests are cut at once, not after a grace.
+      res = await run(o, { graceMs: 0, ...deps, signal: ac.signal });
+    } finally {
+      clearTimeout(timer);
+      user?.removeEventListener("abort", onUser);
+    }
+    const { good, total, failed, error } = goodShare(res, slo);
     const pk = Object.keys(res.summary.inferscope.ttft_ms.percentiles).pop();
     const s = res.summary;
     const pct = (x: { count: number; percentiles: Record<string, number> }) =>
@@ -64,7 +101,10 @@ export function benchTrial(
     return {
       good,
       total,
+      failed,
+      error,
       partial: res.partial,
+      cut: cut && res.partial,
       detail: {
         completed: s.completed,
         failed: s.failed,

@@ -17,16 +17,52 @@ export interface TrialOutcome<T = unknown> {
   /** Requests that met every SLO, and requests that finished (successes and failures; aborted ones not). */
   good: number;
   total: number;
+  /** Of `total`, requests that ended in an error (the server's, or the connection's). Default 0. */
+  failed?: number;
+  /** The first failed request's error as the server gave it (shown when every request failed). */
+  error?: string;
   /** An interrupted trial: the search stops and does not count it. */
   partial?: boolean;
+  /** The trial was cut at `timeLeftMs`: the search stops on its time bound and does not count it. */
+  cut?: boolean;
   detail?: T;
 }
 
-/** Runs the workload at `load` (the multiplier), once; `replicate` counts runs at that load from 0. */
-export type LoadTrial<T = unknown> = (load: number, replicate: number) => Promise<TrialOutcome<T>>;
+/**
+ * Runs the workload at `load` (the multiplier), once; `replicate` counts runs at that load from 0. The run
+ * must end within `limit.timeLeftMs` (what is left of the search's time bound), cut if need be.
+ */
+export type LoadTrial<T = unknown> = (
+  load: number,
+  replicate: number,
+  limit: { timeLeftMs: number },
+) => Promise<TrialOutcome<T>>;
+
+/** The search's time bound unless one is given: a hostile server cannot stretch it (see maxTimeMs). */
+export const DEFAULT_CAPACITY_MAX_TIME_MS = 30 * 60_000;
+
+/**
+ * Finished requests, all failed, that tell a failing server: one that serves even half its requests gives
+ * 10 failures in a row 0.1 % of the time. benchTrial stops a run there (BenchOptions.stopAfterFailures).
+ */
+export const ALL_FAILED_MIN = 10;
+
+/** z for a two-sided 95 % interval. */
+const Z95 = 1.959963984540054;
+
+/**
+ * The fewest finished requests a run needs to be judged against a target share p: its share's 95 %
+ * binomial interval at the target, p ± z·√(p(1 − p)/n), must fit inside [0, 1], i.e.
+ * n ≥ z²·max(p, 1 − p) / min(p, 1 − p) (381 for 0.99, 35 for 0.9, 4 for 0.5). A smaller run cannot tell
+ * the target from a share one interval away (a run of one request is all or nothing). Infinite at p = 1.
+ */
+export function minRunRequests(target: number): number {
+  const lo = Math.min(target, 1 - target);
+  return lo > 0 ? Math.ceil((Z95 * Z95 * Math.max(target, 1 - target)) / lo - 1e-9) : Number.POSITIVE_INFINITY;
+}
 
 export interface CapacityOptions {
-  /** Target share of requests meeting the SLO, in (0, 1]. */
+  /** Target share of requests meeting the SLO, in (0, 1): a share of 1 cannot be judged (minRunRequests). */
   target: number;
   /** First load to try (> 0). */
   start: number;
@@ -39,9 +75,14 @@ export interface CapacityOptions {
   tolerance?: number;
   /** Runs per level at the bracket's ends and in the bisection. Default 3. */
   replicates?: number;
-  /** Bounds on the whole search. Defaults 30 runs, no time limit. */
+  /**
+   * Bounds on the whole search. Defaults 30 runs and DEFAULT_CAPACITY_MAX_TIME_MS; each run is given what
+   * is left of the time (a run cut at it stops the search, uncounted).
+   */
   maxRuns?: number;
   maxTimeMs?: number;
+  /** Fewest finished requests a run must have to be judged. Default minRunRequests(target). */
+  minRunRequests?: number;
   /** Bootstrap draws and seed. Defaults 2000, 0. */
   bootstrap?: number;
   seed?: number;
@@ -61,6 +102,8 @@ export interface CapacityRun<T = unknown> {
   phase: "bracket" | "confirm" | "bisect";
   good: number;
   total: number;
+  /** Of total, requests that ended in an error. */
+  failed: number;
   /** good / total; 0 when nothing finished. */
   share: number;
   pass: boolean;
@@ -78,7 +121,19 @@ export interface CapacityLevel {
   fitted: number;
 }
 
-export type CapacityStop = "converged" | "max-runs" | "max-time" | "interrupted" | "below-min" | "above-max";
+/**
+ * Why the search ended. `all-failed`: a run in which every request failed, not explained by overload (see
+ * findCapacity); `too-small`: a run too small to judge (minRunRequests). Neither gives a capacity.
+ */
+export type CapacityStop =
+  | "converged"
+  | "max-runs"
+  | "max-time"
+  | "interrupted"
+  | "below-min"
+  | "above-max"
+  | "all-failed"
+  | "too-small";
 
 export interface CapacityResult<T = unknown> {
   target: number;
@@ -93,6 +148,10 @@ export interface CapacityResult<T = unknown> {
   levels: CapacityLevel[];
   runs: CapacityRun<T>[];
   stopped: CapacityStop;
+  /** The fewest finished requests a run needed to be judged. */
+  minRunRequests: number;
+  /** The run that ended the search on `all-failed` and its first error, as the server said it. */
+  failure: { run: number; load: number; error: string | null } | null;
   method: string;
   notes: string[];
 }
@@ -213,13 +272,25 @@ export async function findCapacity<T>(
   const reps = opts.replicates ?? 3;
   if (!(Number.isInteger(reps) && reps >= 1)) throw new RangeError(`replicates must be an integer ≥ 1, got ${reps}`);
   const maxRuns = opts.maxRuns ?? 30;
-  const maxTime = opts.maxTimeMs ?? Number.POSITIVE_INFINITY;
+  const maxTime = opts.maxTimeMs ?? DEFAULT_CAPACITY_MAX_TIME_MS;
+  if (!(maxTime > 0 && Number.isFinite(maxTime)))
+    throw new RangeError(`maxTimeMs must be finite and > 0, got ${maxTime}`);
+  const minN = opts.minRunRequests ?? minRunRequests(target);
+  if (!Number.isFinite(minN))
+    throw new RangeError(
+      `a target share of ${target} cannot be judged from a run of any size (a share of 1 has no binomial interval to fit); give a share below 1, e.g. 0.999 (${minRunRequests(0.999)} requests a run)`,
+    );
   const minLoad = opts.minLoad ?? opts.start / 1024;
   const maxLoad = opts.maxLoad ?? opts.start * 1024;
   const t0 = deps.now();
   const runs: CapacityRun<T>[] = [];
   const notes: string[] = [];
   let stopped: CapacityStop | null = null;
+  let failure: CapacityResult["failure"] = null;
+  /** The run that ended the search as too small to judge, and the load of a run cut at the time bound. */
+  let small: CapacityRun<T> | null = null;
+  let cut: number | null = null;
+  let smallError: string | null = null;
 
   const out = (why: CapacityStop): boolean => {
     if (stopped === null) stopped = why;
@@ -238,9 +309,20 @@ export async function findCapacity<T>(
     if (!budget()) return false;
     const rep = at(load).length;
     const s = deps.now();
-    const o = await trial(load, rep);
-    if (o.partial || deps.signal?.aborted) return out("interrupted");
+    const o = await trial(load, rep, { timeLeftMs: Math.max(0, maxTime - (s - t0)) });
+    if (deps.signal?.aborted) return out("interrupted");
+    if (o.cut) {
+      cut = load;
+      // Cut, yet every request it finished failed, on a server that never served one: that is the answer.
+      if (o.total >= ALL_FAILED_MIN && (o.failed ?? 0) >= o.total && !runs.some((r) => r.total > r.failed)) {
+        failure = { run: runs.length, load, error: o.error ?? null };
+        return out("all-failed");
+      }
+      return out("max-time");
+    }
+    if (o.partial) return out("interrupted");
     const share = o.total > 0 ? o.good / o.total : 0;
+    const failed = Math.min(o.total, o.failed ?? 0);
     const run: CapacityRun<T> = {
       index: runs.length,
       load,
@@ -248,6 +330,7 @@ export async function findCapacity<T>(
       phase,
       good: o.good,
       total: o.total,
+      failed,
       share,
       pass: share >= target,
       wallMs: deps.now() - s,
@@ -255,6 +338,24 @@ export async function findCapacity<T>(
     };
     runs.push(run);
     deps.onRun?.(run as CapacityRun);
+    // Every request failed (ALL_FAILED_MIN at least: fewer say little): overload only when a lower load served
+    // requests and none at or above this one did (a server shedding load with 503s). Otherwise (nothing ever
+    // served, or a load that served before now fails) the server is broken, and more runs only halve the
+    // rate and double the wait.
+    if (o.total >= ALL_FAILED_MIN && failed === o.total) {
+      const served = (r: CapacityRun<T>) => r.total > r.failed;
+      const below = runs.some((r) => r.load < load && served(r));
+      const atOrAbove = runs.some((r) => r.load >= load && served(r));
+      if (!below || atOrAbove) {
+        failure = { run: run.index, load, error: o.error ?? null };
+        return out("all-failed");
+      }
+    }
+    if (o.total < minN) {
+      small = run;
+      smallError = o.error ?? null;
+      return out("too-small");
+    }
     return true;
   };
   /** Tops a level up to `reps` runs; its mean decides. null when stopped. */
@@ -316,17 +417,50 @@ export async function findCapacity<T>(
   };
   await search();
   const est = estimateCapacity(runs as CapacityRun[], target, { bootstrap: opts.bootstrap, seed: opts.seed });
-  // Set inside the closures above; the cast undoes TS's narrowing to the initial null.
+  // Set inside the closures above; the casts undo TS's narrowing to the initial null.
   const why: CapacityStop = (stopped as CapacityStop | null) ?? "converged";
+  const tooSmall = small as CapacityRun<T> | null;
+  const failedRun = failure as CapacityResult["failure"];
+  const cutAt = cut as number | null;
+  if (why === "too-small" || why === "all-failed") {
+    // Runs too small to judge, or a server that only fails, give no capacity, however tight the fit looks.
+    est.capacity = null;
+    est.interval = null;
+    est.lowerBound = null;
+  }
+  if (why === "too-small" && tooSmall)
+    notes.push(
+      `inconclusive: run ${tooSmall.index + 1} at load ${fmtLoad(tooSmall.load)} finished ${tooSmall.total} request${tooSmall.total === 1 ? "" : "s"}${tooSmall.failed ? ` (${tooSmall.failed} failed${smallError ? `: ${smallError}` : ""})` : ""}; judging a share of ${target} needs at least ${minN} a run (its 95 % binomial interval, ${target} ± 1.96·√(${target}·${+(1 - target).toFixed(6)}/n), must fit inside [0, 1]); make the runs longer`,
+    );
+  if (why === "all-failed" && failedRun)
+    notes.push(
+      `every request of run ${failedRun.run + 1} at load ${fmtLoad(failedRun.load)} failed${failedRun.error ? ` (${failedRun.error})` : ""}: the server is failing, not overloaded (no lower load served requests while this one served none, or a load that served before now fails)`,
+    );
+  if (cutAt !== null)
+    notes.push(
+      `the run at load ${fmtLoad(cutAt)} was cut at the search's time bound (${fmtLoad(maxTime / 1000)} s) and is not counted`,
+    );
   if (why === "above-max")
     notes.push(`every load up to ${est.lowerBound} met the target; the next (× ${growth}) is past the maximum load`);
   if (why === "below-min") notes.push(`no load down to ${minLoad} met the target`);
   if (why === "max-runs" || why === "max-time")
     notes.push(
-      `stopped by the ${why === "max-runs" ? `run limit (${maxRuns})` : "time limit"} before the bracket narrowed to ${(100 * tol).toFixed(0)} %`,
+      `stopped by the ${why === "max-runs" ? `run limit (${maxRuns})` : `time limit (${fmtLoad(maxTime / 1000)} s)`} before the bracket narrowed to ${(100 * tol).toFixed(0)} %`,
     );
   const few = est.levels.filter((l) => (l.load === est.bracket.pass || l.load === est.bracket.fail) && l.runs < 2);
   if (est.capacity !== null && few.length > 0)
     notes.push("a level next to the crossing has a single run: the interval holds no run-to-run spread there");
-  return { target, ...est, runs, stopped: why, method: CAPACITY_METHOD, notes };
+  return {
+    target,
+    ...est,
+    runs,
+    stopped: why,
+    minRunRequests: minN,
+    failure: failedRun,
+    method: CAPACITY_METHOD,
+    notes,
+  };
 }
+
+/** A load or a time in notes: 4 significant digits. */
+const fmtLoad = (x: number) => String(+x.toPrecision(4));

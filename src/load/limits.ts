@@ -3,6 +3,7 @@
 // into a multi-gigabyte allocation, hundreds of threads or an "internal error".
 import { availableParallelism } from "node:os";
 import { UsageError } from "../errors.ts";
+import { MAX_TIMER_MS } from "../sleep.ts";
 
 /** Requests one run keeps (records, arrival times, prompt bodies are all per request). */
 export const MAX_REQUESTS = 1_000_000;
@@ -16,6 +17,28 @@ export const MAX_PREFIX_TOKENS = 1 << 26;
  * token: 256 M tokens ≈ 1.4 GB). The whole Mooncake conversation trace is 145 M.
  */
 export const MAX_REPLAY_TOKENS = 1 << 28;
+/**
+ * Wall time one run's schedule may span: the longest --duration, Node's longest timer (24.86 days). A
+ * schedule past it (a trace row dated decades later, a rate of 1e-9 req/s) is refused before anything is sent.
+ */
+export const MAX_RUN_MS = MAX_TIMER_MS;
+
+/** A wall-time span in the unit a person reads it in: "3.2 s", "25.0 days", "285,616 years". */
+export function spanText(ms: number): string {
+  const s = ms / 1000;
+  if (!Number.isFinite(s)) return `${ms} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (s < 172_800) return `${(s / 3600).toFixed(1)} h`;
+  const days = s / 86_400;
+  if (days < 730) return `${days.toFixed(1)} days`;
+  const years = days / 365.25;
+  return years < 1e9 ? `${Math.round(years).toLocaleString("en-US")} years` : `${years.toExponential(2)} years`;
+}
+
+/** The bound's own words, for the messages that refuse a schedule past it. */
+export const RUN_BOUND_TEXT = `the ${spanText(MAX_RUN_MS)} one run may last (Node's longest timer)`;
+
 /** Streams one worker thread's event loop is allowed; `--workers auto` gives each 256 (STREAMS_PER_WORKER). */
 export const MAX_STREAMS_PER_WORKER = 4096;
 

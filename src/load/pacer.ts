@@ -4,6 +4,7 @@
 // short slices (no CPU burnt; on Node 20 each slice still costs an Immediate and a clock array),
 // yielding to I/O between slices. Everything due in one
 // pass goes out in that pass, never one entry per event-loop turn.
+import { MAX_TIMER_MS } from "../sleep.ts";
 
 /** Sleep on a timer until this far before the target, then in short slices. */
 const SPIN_WINDOW_MS = 1.5;
@@ -102,7 +103,8 @@ export function pace(
         d = times[i]! - (performance.now() - origin);
       }
       if (d > SPIN_WINDOW_MS + 1) {
-        timer = setTimeout(tick, Math.floor(d - SPIN_WINDOW_MS));
+        // A wait past Node's timer limit is chunked: a longer delay fires at once (and warns), in a loop.
+        timer = setTimeout(tick, Math.min(MAX_TIMER_MS, Math.floor(d - SPIN_WINDOW_MS)));
         return;
       }
     }

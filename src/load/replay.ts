@@ -1,11 +1,12 @@
 // Trace replay (pure): which rows run and when (the trace's own times ÷ --replay-speed, from
 // --start-offset, bounded by --max-requests and --duration in trace time), their prompts, and the
 // checks after the run (server-counted lengths against the trace's, lag against the trace's times).
-import { UsageError } from "../errors.ts";
+import { InputError, UsageError } from "../errors.ts";
 import type { PromptSynth } from "./datasets/synth.ts";
 import type { Trace, TraceRow } from "./datasets/trace.ts";
-import { MAX_REPLAY_TOKENS, MAX_REQUESTS } from "./limits.ts";
+import { MAX_REPLAY_TOKENS, MAX_REQUESTS, MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { npPercentile } from "./npstats.ts";
+import { notSentText } from "./sessions.ts";
 import type { RequestRecord } from "./types.ts";
 import type { Prompt, Workload } from "./workload.ts";
 
@@ -67,6 +68,18 @@ export function planReplay(trace: Trace, o: ReplayOptions): ReplayPlan {
     );
   const timesMs = new Float64Array(rows.length);
   if (timed) for (let i = 0; i < rows.length; i++) timesMs[i] = (rows[i]!.timestampMs! - off) / speed;
+  // Rows are in time order: the first past the run's bound is named (its line), before anything is sent.
+  const late = timed ? timesMs.findIndex((t) => !(t <= MAX_RUN_MS)) : -1;
+  if (late >= 0) {
+    const r = rows[late]!;
+    throw new InputError(
+      `this row is due ${spanText(timesMs[late]!)} after the replay starts (trace time ${spanText(r.timestampMs!)}${off ? ` − --start-offset ${spanText(off)}` : ""}, at ${speed}× speed), past ${RUN_BOUND_TEXT}`,
+      {
+        position: { file: trace.path, line: r.line, column: 1 },
+        hint: "replay a part (--max-requests, --duration, --start-offset) or raise --replay-speed",
+      },
+    );
+  }
   const traceSpanMs = timed ? rows[rows.length - 1]!.timestampMs! - rows[0]!.timestampMs! : 0;
   return { rows, timesMs, speed, startOffsetMs: off, traceSpanMs };
 }
@@ -258,7 +271,12 @@ export function formatReplay(res: {
   const sc = res.schedule;
   if (!rp) return "";
   L.push(`${"-".repeat(17)} Trace / sessions ${"-".repeat(15)}`);
-  L.push(`dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} requests`);
+  const unsent = rp.notSent ? notSentText(rp.notSent, rp.sessionsEnded ?? 0) : null;
+  L.push(
+    rp.sessions !== null && rp.sessions !== undefined
+      ? `dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} turns in ${rp.sessions} session${rp.sessions === 1 ? "" : "s"}: ${rp.sent} sent${unsent ? `, ${unsent}` : ""}`
+      : `dataset: ${rp.dataset}${rp.path ? ` (${rp.path})` : ""}, ${rp.requests} requests`,
+  );
   if (sc && sc.source !== "generated")
     L.push(
       `schedule: ${sc.source}${sc.source === "trace" ? ` at ${sc.speed}× from ${(sc.startOffsetMs / 1000).toFixed(3)} s, span ${(sc.traceSpanMs / 1000).toFixed(3)} s of trace time` : ""}; send lag p50 / p99 / max ${f(sc.lagP50Ms, 3)} / ${f(sc.lagP99Ms, 3)} / ${f(sc.lagMaxMs, 3)} ms`,

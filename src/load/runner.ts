@@ -15,7 +15,7 @@ import { type Calibration, PromptSynth } from "./datasets/synth.ts";
 import { readText, type Trace } from "./datasets/trace.ts";
 import { setReadHook } from "./h1.ts";
 import { type InstrumentSpec, LoopInstrument, type LoopReport } from "./instrument.ts";
-import { checkStreams, checkWorkers, MAX_REQUESTS } from "./limits.ts";
+import { checkStreams, checkWorkers, MAX_REQUESTS, MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { burstEnd, pace } from "./pacer.ts";
 import { JsonlWriter, NO_CHUNKS, RecordStore, recordToJson } from "./records.ts";
 import {
@@ -31,11 +31,15 @@ import { arrivalTimesMs, requestsForDuration } from "./schedule.ts";
 import { type ServerTimingSummary, summarizeServerTimings } from "./server-timings.ts";
 import { type ServerView, serverDelta, type Totals, totalsFromText } from "./server-view.ts";
 import {
+  checkSessionSpan,
+  notSentText,
   runSessions,
   type Session,
+  type SessionsRun,
   sharegptSessions,
   syntheticSessions,
   type TurnRow,
+  type TurnsNotSent,
   traceSessions,
   turnTable,
 } from "./sessions.ts";
@@ -120,6 +124,13 @@ export interface ReplayInfo {
   path: string | null;
   /** Requests the trace window selected (or turns the sessions hold). */
   requests: number;
+  /** Sessions the dataset held (null for a replay). */
+  sessions: number | null;
+  /** Of `requests`, those sent (finished, failed or cut). */
+  sent: number;
+  /** Sessions: turns never sent, by reason (null for a replay); sessionsEnded: sessions a failed turn ended. */
+  notSent: TurnsNotSent | null;
+  sessionsEnded: number | null;
   /** How synthesized prompts were sized (null when every prompt came with its text). */
   calibration: (Omit<Calibration, "words"> & { words: number }) | null;
   lengths: ReplayLengths;
@@ -141,7 +152,8 @@ interface TraceMode {
 function loadTraceMode(o: BenchOptions): TraceMode | null {
   const ds = o.dataset ?? "random";
   const sess = o.sessions;
-  if (sess?.source === "synthetic")
+  if (sess?.source === "synthetic") {
+    checkSessionSpan({ thinkMs: sess.thinkMs, maxTurns: sess.turns });
     return {
       trace: null,
       plan: null,
@@ -149,10 +161,12 @@ function loadTraceMode(o: BenchOptions): TraceMode | null {
       sessions: (synth) => syntheticSessions(sess, synth),
       needsSynth: true,
     };
+  }
   if (sess?.source === "sharegpt") {
     if (ds !== "sharegpt" || !o.datasetPath)
       throw new UsageError("ShareGPT sessions need --dataset-name sharegpt and --dataset-path");
     const list = sharegptSessions(o.datasetPath, readText(o.datasetPath), sess.maxSessions);
+    checkSessionSpan({ thinkMs: sess.thinkMs, maxTurns: list.reduce((m, x) => Math.max(m, x.turns.length), 0) });
     return { trace: null, plan: null, rows: null, sessions: () => list, needsSynth: false };
   }
   let trace: Trace | null = null;
@@ -175,6 +189,7 @@ function loadTraceMode(o: BenchOptions): TraceMode | null {
   if (sess?.source === "trace" || hasSessions) {
     if (!t.rows.every((r) => r.sessionId !== null))
       throw new UsageError(`${t.path}: session_id is on some rows but not all: give it on every row or none`);
+    checkSessionSpan({ trace: t, speed: o.replaySpeed });
     return {
       trace: t,
       plan: null,
@@ -279,6 +294,15 @@ export function resolveOptions(o: BenchOptions): Resolved {
       );
     durationMs = null;
   }
+  // The open loop's last arrival is at N / rate (vLLM's rescale): a schedule past the run's bound never ends.
+  if (!arrivals && o.concurrency === undefined && rate !== Number.POSITIVE_INFINITY && numPrompts !== null) {
+    const span = (numPrompts * 1000) / rate;
+    if (!(span <= MAX_RUN_MS))
+      throw new UsageError(
+        `--request-rate ${rate} spreads ${numPrompts} request${numPrompts === 1 ? "" : "s"} over ${spanText(span)}, past ${RUN_BOUND_TEXT}`,
+        { hint: "raise --request-rate, or send fewer requests (--num-prompts, --duration)" },
+      );
+  }
   const endpoint = o.endpoint ?? "/v1/completions";
   if (endpoint !== "/v1/completions" && endpoint !== "/v1/chat/completions")
     throw new UsageError(`--endpoint must be /v1/completions or /v1/chat/completions, got ${endpoint}`);
@@ -328,6 +352,10 @@ function checkArrivals(o: BenchOptions): Float64Array {
   for (let i = 0; i < a.length; i++)
     if (!(Number.isFinite(a[i]!) && a[i]! >= 0 && (i === 0 || a[i]! >= a[i - 1]!)))
       throw new UsageError(`arrival schedule: time ${i} (${a[i]} ms) is not finite, ≥ 0 and ≥ the one before`);
+  if (a[a.length - 1]! > MAX_RUN_MS)
+    throw new UsageError(
+      `arrival schedule: its last time (${spanText(a[a.length - 1]!)} after the start) is past ${RUN_BOUND_TEXT}`,
+    );
   return a;
 }
 
@@ -374,10 +402,15 @@ export async function resolveModel(
   if (given) return given;
   if (res.status !== 200) {
     const said = errorBodyMessage(res.body);
-    throw new TargetError(`GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}; pass --model`, {
-      status: res.status,
-      hint: keyHint(res.status, client.sendsKey),
-    });
+    // A refused key is not fixed by naming the model: the completions would be refused the same way.
+    const auth = res.status === 401 || res.status === 403;
+    throw new TargetError(
+      `GET /v1/models answered HTTP ${res.status}${said ? `: ${said}` : ""}${auth ? "" : "; pass --model"}`,
+      {
+        status: res.status,
+        hint: keyHint(res.status, client.sendsKey),
+      },
+    );
   }
   let list: unknown;
   try {
@@ -595,6 +628,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       liveChunks: w !== null && w !== undefined,
       onProgress: deps.onProgress,
       stopOnStall: opts.stopOnStall,
+      stopAfterFailures: opts.stopAfterFailures,
       instrumentSpec: deps.instrument
         ? { probePort: deps.instrument.probePort, heap: deps.instrument.heap, collect: deps.instrument.collect }
         : undefined,
@@ -627,6 +661,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
     let phase: Phase;
     let shardEld: ShardEld[] | null = null;
     let turnOf: Map<number, number> | null = null;
+    let notSent: SessionsRun | null = null;
     if (workers === 1) prepareStreams(client, workload, connections ?? r.numPrompts ?? 1);
     const inst = deps.instrument && workers === 1 ? new LoopInstrument(0, deps.instrument) : null;
     if (inst) {
@@ -675,6 +710,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       });
       phase = ph;
       turnOf = ph.turnOf;
+      notSent = ph;
     } else {
       edge("start");
       phase = await openLoop(ctx, {
@@ -774,6 +810,8 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
           `the client was saturated (${h.reason}): these numbers may show its ceiling, not the server's`,
         );
       if (partial) warnings.unshift("interrupted: partial results (only requests that finished are included)");
+      const unsent = notSent ? notSentText(notSent.notSent, notSent.sessionsEnded) : null;
+      if (unsent) warnings.push(`${unsent}; the summary covers the turns sent`);
       setup.num_prompts = recs.filter((x) => !x.warmup).length;
       const result: BenchResult = {
         setup,
@@ -797,6 +835,10 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
               path: opts.datasetPath ?? null,
               requests:
                 tm.plan?.rows.length ?? tm.rows?.length ?? sessions?.reduce((a, x) => a + x.turns.length, 0) ?? 0,
+              sessions: sessions?.length ?? null,
+              sent: recs.filter((x) => !x.warmup).length,
+              notSent: notSent?.notSent ?? null,
+              sessionsEnded: notSent?.sessionsEnded ?? null,
               calibration: calibration ? { ...calibration, words: calibration.words.length } : null,
               lengths: sessions ? { ...lengthChecks(recs), prompt: null } : lengthChecks(recs),
               ignoreEos: ignoreEos ?? false,
@@ -965,6 +1007,8 @@ export interface RunCtx {
   keepRecords?: boolean;
   /** A stall before any success is fatal (BenchOptions.stopOnStall). */
   stopOnStall?: boolean;
+  /** This many failures before any success end the run (BenchOptions.stopAfterFailures). */
+  stopAfterFailures?: number;
   /** This loop's instruments: the run's clock start opens their window, its close ends it. */
   instrument?: LoopInstrument;
   /** What each worker thread measures in its own loop (sharded runs). */
@@ -1196,6 +1240,9 @@ class RunState {
         if (this.fatal) {
           this.stop();
           this.ctx.client.abortAll("aborted after a rejected request");
+        } else if (this.failed >= (this.ctx.stopAfterFailures ?? Number.POSITIVE_INFINITY) && !this.stopped) {
+          this.stop();
+          this.ctx.client.abortAll(`aborted: the first ${this.failed} requests all failed`);
         }
       }
     }
@@ -1468,12 +1515,12 @@ async function sessionPhase(
   ctx: RunCtx,
   sessions: Session[],
   o: { concurrency?: number; thinkMs?: number; thinkDist?: "constant" | "exponential"; seed: number },
-): Promise<Phase & { turnOf: Map<number, number> }> {
+): Promise<Phase & SessionsRun> {
   await ctx.client.preconnect(Math.min(sessions.length, o.concurrency ?? sessions.length, PRECONNECT_MAX));
   let total = 0;
   for (const s of sessions) total += s.turns.length;
   const st = new RunState(ctx, total);
-  const turnOf = await runSessions(sessions, {
+  const run = await runSessions(sessions, {
     ...o,
     signal: ctx.signal,
     now: () => st.nowMs(),
@@ -1483,7 +1530,7 @@ async function sessionPhase(
   });
   const durationMs = st.nowMs();
   st.close();
-  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted, turnOf };
+  return { records: st.records.materialize(), durationMs, interrupted: st.interrupted, ...run };
 }
 
 /** Mean arrival rate of a replay (requests ÷ its wall span), for the setup's request_rate; inf for one instant. */

@@ -7,6 +7,7 @@ import { InputError, UsageError } from "../errors.ts";
 import { abortableSleep } from "../sleep.ts";
 import type { PromptSynth } from "./datasets/synth.ts";
 import type { Trace } from "./datasets/trace.ts";
+import { MAX_RUN_MS, RUN_BOUND_TEXT, spanText } from "./limits.ts";
 import { npPercentile } from "./npstats.ts";
 import { Rng } from "./schedule.ts";
 import type { RequestRecord } from "./types.ts";
@@ -55,6 +56,31 @@ export function sharegptSessions(path: string, text: string, maxSessions = Numbe
   }
   if (out.length === 0) throw new InputError(`${path}: no conversation with a human → gpt turn`);
   return out;
+}
+
+/**
+ * Refuses sessions whose own schedule outlasts one run, before anything is sent: a trace turn due past the
+ * bound (named by its line), or think time between the turns of the longest session past it.
+ */
+export function checkSessionSpan(o: { trace?: Trace; speed?: number; thinkMs?: number; maxTurns?: number }): void {
+  const speed = o.speed ?? 1;
+  for (const r of o.trace?.rows ?? []) {
+    const at = r.timestampMs === null ? 0 : r.timestampMs / speed;
+    if (!(at <= MAX_RUN_MS))
+      throw new InputError(
+        `this turn is due ${spanText(at)} after the run starts (at ${speed}× speed), past ${RUN_BOUND_TEXT}`,
+        {
+          position: { file: o.trace!.path, line: r.line, column: 1 },
+          hint: "raise --replay-speed, or drop the late rows",
+        },
+      );
+  }
+  const think = (o.thinkMs ?? 0) * Math.max(0, (o.maxTurns ?? 1) - 1);
+  if (!(think <= MAX_RUN_MS))
+    throw new UsageError(
+      `--think-time ${spanText(o.thinkMs!)} between ${o.maxTurns} turns is ${spanText(think)} of thinking alone, past ${RUN_BOUND_TEXT}`,
+      { hint: "shorten --think-time or use fewer turns" },
+    );
 }
 
 /** A trace's rows grouped by session_id (file order within a session), each row one turn. */
@@ -135,9 +161,27 @@ export interface SessionRunOptions {
   send(index: number, scheduledMs: number, p: Prompt): Promise<RequestRecord>;
 }
 
-/** Runs the sessions; returns the turn index of every request index sent. */
-export async function runSessions(sessions: readonly Session[], o: SessionRunOptions): Promise<Map<number, number>> {
+/** Turns of the dataset never sent, by why: every turn is sent or counted here. */
+export interface TurnsNotSent {
+  /** After a failed turn ended its session (the next turn's history would hold a reply that never came). */
+  afterFailedTurn: number;
+  /** The run stopped first (an interrupt, a rejected request, or a stop after failures). */
+  runStopped: number;
+}
+
+export interface SessionsRun {
+  /** The turn index of every request index sent. */
+  turnOf: Map<number, number>;
+  notSent: TurnsNotSent;
+  /** Sessions that a failed turn ended early. */
+  sessionsEnded: number;
+}
+
+/** Runs the sessions: which turn each request was, and the turns never sent, by reason. */
+export async function runSessions(sessions: readonly Session[], o: SessionRunOptions): Promise<SessionsRun> {
   const turnOf = new Map<number, number>();
+  const notSent: TurnsNotSent = { afterFailedTurn: 0, runStopped: 0 };
+  let sessionsEnded = 0;
   let nextIndex = 0;
   let nextSession = 0;
   const think = o.thinkMs ?? 0;
@@ -145,19 +189,27 @@ export async function runSessions(sessions: readonly Session[], o: SessionRunOpt
     const rng = new Rng(((o.seed ?? 0) * 7919 + si) | 0);
     let ready = o.now();
     for (let k = 0; k < s.turns.length; k++) {
-      if (o.stopped()) return;
+      const left = s.turns.length - k;
+      if (o.stopped()) return void (notSent.runStopped += left);
       const t = s.turns[k]!;
       if (k > 0 && think > 0) ready += o.thinkDist === "exponential" ? rng.exponential(think) : think;
       const at = Math.max(ready, t.atMs ?? 0);
       // Timers can fire up to a millisecond early against the high-resolution clock (libuv's loop time is cached
       // and whole-ms): sleep again until the turn is due, so no turn goes before its think time has passed.
       for (let wait = at - o.now(); wait > 0 && !o.stopped(); wait = at - o.now()) await abortableSleep(wait, o.signal);
-      if (o.stopped()) return;
+      if (o.stopped()) return void (notSent.runStopped += left);
       const index = nextIndex++;
       turnOf.set(index, k);
       const rec = await o.send(index, at, turnPrompt(s, k));
-      // A failed turn ends its session: the next turn's history would hold a reply that never came.
-      if (rec.errorClass !== null) return;
+      if (rec.errorClass !== null) {
+        // A turn the run cut (aborted) is the run's stop, not a failure of the session.
+        if (rec.errorClass === "aborted") notSent.runStopped += left - 1;
+        else if (left > 1) {
+          notSent.afterFailedTurn += left - 1;
+          sessionsEnded++;
+        }
+        return;
+      }
       ready = rec.sendMs + rec.endMs;
     }
   };
@@ -166,7 +218,20 @@ export async function runSessions(sessions: readonly Session[], o: SessionRunOpt
     for (let si = nextSession++; si < sessions.length; si = nextSession++) await one(sessions[si]!, si);
   };
   await Promise.all(Array.from({ length: lanes }, lane));
-  return turnOf;
+  return { turnOf, notSent, sessionsEnded };
+}
+
+/** "191 turns not sent: 191 after a failed turn ended its session (1 session)"; null when every turn was sent. */
+export function notSentText(n: TurnsNotSent, sessionsEnded: number): string | null {
+  const total = n.afterFailedTurn + n.runStopped;
+  if (total === 0) return null;
+  const parts: string[] = [];
+  if (n.afterFailedTurn)
+    parts.push(
+      `${n.afterFailedTurn} after a failed turn ended its session (${sessionsEnded} session${sessionsEnded === 1 ? "" : "s"})`,
+    );
+  if (n.runStopped) parts.push(`${n.runStopped} because the run stopped first`);
+  return `${total} turn${total === 1 ? "" : "s"} not sent: ${parts.join(", ")}`;
 }
 
 export interface TurnRow {

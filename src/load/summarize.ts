@@ -413,7 +413,11 @@ export function computeMetrics(records: readonly RequestRecord[], opts: MetricsO
   const warnings: string[] = [];
   if (measured.length > 0 && ok.length === 0)
     warnings.push(
-      failed === 0 ? "every request was aborted before it finished" : "all requests failed; check the errors below",
+      // The first error itself, not a pointer to where the errors are printed: they come before the warnings
+      // on the terminal and under error_samples in --json.
+      failed === 0
+        ? "every request was aborted before it finished"
+        : `all ${failed} requests failed; the first: ${samples.find((x) => !x.startsWith("aborted:")) ?? samples[0]}`,
     );
   else if (failed > 0) warnings.push(`${failed} of ${measured.length} requests failed and are excluded from latencies`);
   if (aborted > 0 && ok.length > 0)

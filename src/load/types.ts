@@ -177,6 +177,12 @@ export interface BenchOptions {
    * tokens would make every one of them wait out the stall limit).
    */
   stopOnStall?: boolean;
+  /**
+   * Stop the run once this many requests failed before any succeeded (not an interrupt: what finished is
+   * the result). The capacity search: a server that fails every request is told in a few requests, not a
+   * whole run's schedule.
+   */
+  stopAfterFailures?: number;
   /** Connect timeout. Default 5 s. */
   connectTimeoutMs?: number;
   /** Label stored in the result (vLLM --label). */

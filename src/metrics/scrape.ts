@@ -68,7 +68,7 @@ export async function fetchRaw(target: string, opts: FetchOptions = {}): Promise
     });
     if (st.isDirectory()) throw new InputError(`${target}: is a directory, not a metrics file`);
     if (st.size > maxBytes)
-      throw new InputError(`${target}: ${mib(st.size)} is larger than the ${mib(maxBytes)} limit`);
+      throw new InputError(`${target}: ${byteSize(st.size)} is larger than the ${byteSize(maxBytes)} limit`);
     const body = maybeGunzip(await readFile(target), maxBytes, target);
     // A saved exposition was taken when it was written: diffs of two files use the files' times.
     return { source: target, body, atMs: st.mtimeMs, elapsedMs: now() - t0 };
@@ -242,7 +242,7 @@ async function readCapped(
     if (total > maxBytes) {
       stream.destroy?.();
       throw new InputError(
-        `${source}: the body is larger than the ${mib(maxBytes)} limit (stopped reading at ${mib(total)}); ` +
+        `${source}: the body is larger than the ${byteSize(maxBytes)} limit (stopped reading at ${byteSize(total)}); ` +
           "a metrics endpoint this large is probably not one",
       );
     }
@@ -258,7 +258,7 @@ function maybeGunzip(buf: Buffer, maxBytes: number, source: string): Buffer {
   } catch (err) {
     const e = err as { code?: string };
     if (e.code === "ERR_BUFFER_TOO_LARGE")
-      throw new InputError(`${source}: the decompressed body is larger than the ${mib(maxBytes)} limit`);
+      throw new InputError(`${source}: the decompressed body is larger than the ${byteSize(maxBytes)} limit`);
     throw new InputError(`${source}: looks gzipped but does not decompress (${(err as Error).message})`);
   }
 }
@@ -288,8 +288,11 @@ export function serverMessage(body: Buffer, contentType?: string): string | unde
   return text.split("\n")[0]!.slice(0, 300);
 }
 
-function mib(n: number): string {
-  return `${(n / 1048576).toFixed(n < 1048576 ? 2 : 0)} MiB`;
+/** A size in the unit it reads in: "100 bytes", "31.6 KiB", "64 MiB" (was always MiB: "the 0.00 MiB limit"). */
+export function byteSize(n: number): string {
+  if (n < 1024) return `${n} byte${n === 1 ? "" : "s"}`;
+  if (n < 1048576) return `${+(n / 1024).toFixed(1)} KiB`;
+  return `${+(n / 1048576).toFixed(n < 10 * 1048576 ? 2 : 0)} MiB`;
 }
 
 /** Decodes UTF-8 strictly; an invalid byte is a ParseError at its line:column. */

@@ -1,5 +1,7 @@
 // The simulated engine: a vLLM-V1-like continuous-batching scheduler driven by a precise clock.
 // Each step's duration comes from the StepModel; tokens of a step are emitted when it ends.
+
+import { MAX_TIMER_MS } from "../sleep.ts";
 import type { FinishReason, SimMetrics } from "./exposition.ts";
 import { blockHashes, chainHash, KvBlockPool, type KvHolder, type PrefixCacheTruth, ROOT_HASH } from "./kvcache.ts";
 import { mix32, Rng } from "./rng.ts";
@@ -381,7 +383,8 @@ export class Engine {
     this.timerArmed = true;
     const tick = (): void => {
       const rem = deadline - this.opts.clock();
-      if (rem > 1.6) setTimeout(tick, rem - 1.3);
+      // Chunked past Node's timer limit: a longer delay fires at once, and this would spin.
+      if (rem > 1.6) setTimeout(tick, Math.min(MAX_TIMER_MS, rem - 1.3));
       else if (rem > 0) setImmediate(tick);
       else {
         this.timerArmed = false;

@@ -10,6 +10,7 @@ import { plainReason, UsageError } from "../errors.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
+import { MAX_BLOCK_SIZE, MAX_GPU_BLOCKS } from "./kvcache.ts";
 import { DEFAULT_PROFILE, kvCapacity, loadProfile, type Profile } from "./profile.ts";
 import { SimServer } from "./server.ts";
 import { SimTelemetry } from "./telemetry.ts";
@@ -119,9 +120,19 @@ export interface SimHandle {
   close(drainMs?: number): Promise<void>;
   /** Open HTTP exchanges right now. */
   openStreams(): number;
+  /** What other hosts can reach when the sim listens beyond loopback (--allow-remote); null on loopback. */
+  exposure: string | null;
+}
+
+/** The warning for a sim reachable from other hosts: what they see, and what they do not. */
+export function exposureNote(host: string): string {
+  return `listening on ${host}, beyond loopback: other hosts can reach /v1/*, /metrics, /tokenize and /dcgm/metrics, with no key checked; /debug/* (the sim's truth) answers loopback clients only`;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** The slowest clock the sim runs: 1,000× slower than the deployment it models. */
+export const MIN_TIME_SCALE = 0.001;
 
 /** Resolves the profile and knobs exactly as startSim would (for --explain and tests). */
 export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; model: StepModel } {
@@ -142,6 +153,7 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
   if (!Number.isInteger(specTokens) || specTokens < 0) throw new UsageError(`--spec-tokens must be an integer >= 0`);
   const acc = opts.acceptance ?? 0.7;
   if (!(acc >= 0 && acc <= 1)) throw new UsageError(`--acceptance must be in [0, 1], got ${acc}`);
+  checkKvCapacity(profile, specTokens);
   const knobs: Knobs = {
     tensorParallelSize: tp,
     ncclProto: env.NCCL_PROTO,
@@ -157,6 +169,30 @@ export function resolveSim(opts: SimOptions): { profile: Profile; knobs: Knobs; 
     throw new UsageError((err as Error).message);
   }
   return { profile, knobs, model };
+}
+
+/**
+ * The KV pool must hold one request of max_model_len (and its draft tokens), or a request the server
+ * accepts could never be scheduled and would wait forever: vLLM refuses to start then, with this message.
+ */
+export function checkKvCapacity(profile: Profile, specTokens = 0): void {
+  const { numGpuBlocks: blocks, blockSize } = profile.engine;
+  if (blockSize > MAX_BLOCK_SIZE)
+    throw new UsageError(
+      `--block-size (engine.blockSize) ${blockSize}: the sim takes at most ${MAX_BLOCK_SIZE} tokens a block`,
+    );
+  if (blocks > MAX_GPU_BLOCKS)
+    throw new UsageError(
+      `--num-gpu-blocks-override (engine.numGpuBlocks) ${blocks}: the sim keeps at most ${MAX_GPU_BLOCKS} KV blocks`,
+    );
+  const need = profile.model.maxModelLen + specTokens;
+  if (blocks * blockSize < need)
+    throw new UsageError(
+      `The model's max seq len (${profile.model.maxModelLen}${specTokens ? ` + ${specTokens} draft tokens` : ""}) is larger than the maximum number of tokens that can be stored in KV cache (${blocks * blockSize}). Try increasing \`gpu_memory_utilization\` or decreasing \`max_model_len\` when initializing the engine.`,
+      {
+        hint: `give --num-gpu-blocks-override ${Math.ceil(need / blockSize)} or more (${blockSize}-token blocks), or a smaller model.maxModelLen (--set)`,
+      },
+    );
 }
 
 /**
@@ -271,6 +307,7 @@ function checkProfilerDir(dir: string, from: string): void {
 export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const host = opts.host ?? "127.0.0.1";
   checkHost(host);
+  let loopbackName = false;
   // A name is resolved first: one that does not resolve is a typo, not a remote address.
   if (!LOOPBACK.has(host) && !isIP(host)) {
     let addrs: string[];
@@ -286,6 +323,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     }
     if (addrs.length && addrs.every(isLoopbackIp)) {
       // e.g. a name in /etc/hosts for 127.0.0.1: loopback all the same.
+      loopbackName = true;
     } else if (!opts.allowRemote)
       throw new UsageError(`--host ${host} (${addrs.join(", ")}) is not a loopback address`, {
         hint: "the simulator is a test server; pass --allow-remote to listen on other interfaces",
@@ -298,6 +336,9 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0) || !Number.isFinite(timeScale))
     throw new UsageError(`--time-scale must be > 0, got ${timeScale}`);
+  // Slower than 1000× real time, a step's wait outgrows any run (a 20 ms step at 1e-9 took 231 days).
+  if (timeScale < MIN_TIME_SCALE)
+    throw new UsageError(`--time-scale ${timeScale} is below ${MIN_TIME_SCALE} (1,000× slower than the deployment)`);
   const seed = opts.seed ?? 0;
   const { profile, model } = resolveSim(opts);
   const env = opts.env ?? process.env;
@@ -422,6 +463,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     profile,
     model,
     openStreams: () => server.openStreams,
+    exposure: LOOPBACK.has(host) || (isIP(host) ? isLoopbackIp(host) : loopbackName) ? null : exposureNote(host),
     close(drainMs = 60_000) {
       clearInterval(collector);
       closing ??= server.shutdown(drainMs).then(() => engine.close());

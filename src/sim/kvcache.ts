@@ -65,6 +65,15 @@ export interface PrefixCacheTruth {
   freeBlocks: number;
 }
 
+/**
+ * The most KV blocks the sim keeps (~20 bytes of typed arrays each: 84 MB at the bound), past any real pool
+ * (8 × 141 GB of HBM in 16-token blocks of even a 1-B model's KV is ~2 M). `--num-gpu-blocks-override 1e12`
+ * was an "internal error" (Invalid typed array length).
+ */
+export const MAX_GPU_BLOCKS = 1 << 22;
+/** The longest KV block the sim takes, in tokens (vLLM's are 1 to 128; a block's scratch is this long). */
+export const MAX_BLOCK_SIZE = 1 << 16;
+
 export class KvBlockPool {
   readonly numBlocks: number;
   readonly blockSize: number;

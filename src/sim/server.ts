@@ -2,6 +2,7 @@
 // pre-serialised chunk parts (only the token text is serialised per chunk).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { MAX_TIMER_MS } from "../sleep.ts";
 import { type Engine, type RequestSink, SimRequest } from "./engine.ts";
 import type { FinishReason, SimMetrics } from "./exposition.ts";
 import { type FaultInjector, type FaultKind, NO_FAULTS, type RequestFaults } from "./faults.ts";
@@ -24,7 +25,7 @@ export interface ServerDeps {
   stallMs: number;
   slowHeadersMs: number;
   profiler: { start(): Promise<void>; stop(): Promise<void> } | null;
-  /** Extra GET routes (debug). */
+  /** Extra GET routes (debug: the sim's own truth). They answer loopback clients only (isLoopbackAddress). */
   extraGet?: Record<string, () => unknown>;
   /** Extra GET routes answering Prometheus text 0.0.4 (the dcgm-exporter endpoint). */
   extraText?: Record<string, () => string>;
@@ -42,6 +43,61 @@ class HttpError extends Error {
 }
 
 const bad = (msg: string, param: string | null = null) => new HttpError(400, msg, "BadRequestError", param);
+
+/**
+ * The largest request body the sim reads: 64 bytes per token of max_model_len (a prompt of that many tokens,
+ * JSON-escaped, in chat messages, fits several times over), within [1 MiB, 64 MiB]. A longer prompt could
+ * never be served, and one 60 MB /tokenize body once made a 283 MB answer and blocked the loop 17 s.
+ * vLLM (uvicorn) sets no such limit; the sim answers 413 as a proxy in front of it would.
+ */
+export function maxBodyBytes(maxModelLen: number): number {
+  return Math.min(64 * 1024 * 1024, Math.max(1024 * 1024, maxModelLen * 64));
+}
+
+/** A socket peer on this host (the /debug routes' audience): 127.0.0.0/8, ::1, or IPv4-mapped 127.x. */
+export function isLoopbackAddress(a: string | undefined): boolean {
+  return a !== undefined && (a === "::1" || /^127\./.test(a) || /^::ffff:127\./i.test(a));
+}
+
+/** A /debug route for this peer: the sim's truth is for the tests beside it; another host (--allow-remote) sees a 404. */
+export function debugRoute<T>(
+  routes: Record<string, T> | undefined,
+  path: string,
+  peer: string | undefined,
+): T | undefined {
+  return isLoopbackAddress(peer) ? routes?.[path] : undefined;
+}
+
+/** An optional boolean field, as vLLM's pydantic model checks it (null is "not given"). */
+function optBool(b: Record<string, unknown>, key: string): boolean | undefined {
+  const v = b[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean") throw bad(`${key}: Input should be a valid boolean`, key);
+  return v;
+}
+
+/** Chat messages as vLLM's request model takes them: objects with a string role, string/parts/null content. */
+function checkedMessages(v: unknown, field = "messages"): ChatMessage[] {
+  if (!Array.isArray(v)) throw bad(`${field}: Input should be a valid list`, field);
+  for (let i = 0; i < v.length; i++) {
+    const m = v[i] as Record<string, unknown> | null;
+    const at = `${field}.${i}`;
+    if (typeof m !== "object" || m === null || Array.isArray(m))
+      throw bad(`${at}: Input should be a valid dictionary`, field);
+    if (typeof m.role !== "string") throw bad(`${at}.role: Input should be a valid string`, field);
+    const c = m.content;
+    if (c === undefined || c === null || typeof c === "string") continue;
+    if (!Array.isArray(c)) throw bad(`${at}.content: Input should be a valid string or a list of content parts`, field);
+    for (let k = 0; k < c.length; k++) {
+      const part = c[k] as Record<string, unknown> | null;
+      if (typeof part !== "object" || part === null || typeof part.type !== "string")
+        throw bad(`${at}.content.${k}: Input should be a content part with a string type`, field);
+      if (part.type === "text" && typeof part.text !== "string")
+        throw bad(`${at}.content.${k}.text: Input should be a valid string`, field);
+    }
+  }
+  return v as ChatMessage[];
+}
 
 /** Token ids as given; an id outside the vocabulary is a 400, as vLLM refuses it. */
 function tokenIds(list: readonly number[], param: string): Uint32Array {
@@ -234,12 +290,15 @@ class Exchange implements RequestSink {
           srv.fault("stall");
           this.stalledUntil = 1;
           this.queued = [];
-          setTimeout(() => {
-            const q = this.queued ?? [];
-            this.queued = null;
-            for (const s of q) this.write(s);
-            if (this.remaining === 0) this.finishStream();
-          }, srv.deps.stallMs).unref();
+          setTimeout(
+            () => {
+              const q = this.queued ?? [];
+              this.queued = null;
+              for (const s of q) this.write(s);
+              if (this.remaining === 0) this.finishStream();
+            },
+            Math.min(MAX_TIMER_MS, srv.deps.stallMs),
+          ).unref();
         }
       }
       if (this.remaining === 0 && !this.queued) this.finishStream();
@@ -398,6 +457,11 @@ export class SimServer {
   constructor(deps: ServerDeps) {
     this.deps = deps;
     this.http = createServer({ noDelay: true, keepAliveTimeout: 5000 }, (req, res) => this.handle(req, res));
+    // `Expect: 100-continue` (curl, for bodies over 1 MB): a body past the limit is refused before it is sent.
+    this.http.on("checkContinue", (req, res) => {
+      if (!(Number(req.headers["content-length"] ?? 0) > maxBodyBytes(this.deps.maxModelLen))) res.writeContinue();
+      this.handle(req, res);
+    });
     this.http.on("connection", (s: Socket) => {
       this.sockets.add(s);
       s.on("close", () => this.sockets.delete(s));
@@ -479,7 +543,7 @@ export class SimServer {
           res.end(method === "HEAD" ? undefined : body);
           return;
         }
-        const extra = this.deps.extraGet?.[path];
+        const extra = debugRoute(this.deps.extraGet, path, req.socket.remoteAddress);
         if (extra) {
           sendJson(res, 200, JSON.stringify(extra()));
           return;
@@ -588,12 +652,35 @@ export class SimServer {
   }
 
   private withBody(req: IncomingMessage, res: ServerResponse, fn: (body: unknown) => void): void {
+    const limit = maxBodyBytes(this.deps.maxModelLen);
+    const tooLarge = () => {
+      // Answered at once; the rest of the body is read and dropped, not kept (closing the connection
+      // instead would reset a client still sending, and it would never see the answer).
+      sendJson(
+        res,
+        413,
+        errorBody(
+          413,
+          `Request body is larger than ${limit} bytes (64 bytes per token of max_model_len ${this.deps.maxModelLen})`,
+          "BadRequestError",
+          null,
+        ),
+      );
+      req.removeAllListeners("data");
+      req.removeAllListeners("end");
+      req.resume();
+    };
+    if (Number(req.headers["content-length"] ?? 0) > limit) {
+      tooLarge();
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     req.on("data", (c: Buffer) => {
       size += c.length;
-      if (size > 64 * 1024 * 1024) {
-        req.destroy();
+      if (size > limit) {
+        chunks.length = 0;
+        tooLarge();
         return;
       }
       chunks.push(c);
@@ -628,19 +715,21 @@ export class SimServer {
   private tokenizeRoute(res: ServerResponse, body: unknown): void {
     const b = this.checkedBody(body);
     let ids: Uint32Array;
+    // Wrong types are vLLM's 400 (pydantic), never a 500 from deeper in.
+    optBool(b, "add_special_tokens");
+    const wantStrs = optBool(b, "return_token_strs") === true;
     if (b.messages !== undefined) {
-      if (!Array.isArray(b.messages)) throw bad("messages: Input should be a valid list", "messages");
-      const agp = b.add_generation_prompt;
-      if (agp !== undefined && typeof agp !== "boolean")
-        throw bad("add_generation_prompt: Input should be a valid boolean", "add_generation_prompt");
-      if (b.continue_final_message === true && agp === true)
+      const messages = checkedMessages(b.messages);
+      const agp = optBool(b, "add_generation_prompt");
+      const cont = optBool(b, "continue_final_message");
+      if (cont === true && agp === true)
         throw bad("Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
       // vLLM's default adds the generation prompt; continuing the last message leaves it off.
-      ids = tokenizeChat(b.messages as ChatMessage[], agp ?? b.continue_final_message !== true);
+      ids = tokenizeChat(messages, agp ?? cont !== true);
     } else if (typeof b.prompt === "string") ids = tokenize(b.prompt);
     else if (b.prompt === undefined) throw bad("Field required: prompt", "prompt");
     else throw bad("prompt: Input should be a valid string", "prompt");
-    const strs = b.return_token_strs === true ? Array.from(ids, (id) => tokenPiece(id)!) : null;
+    const strs = wantStrs ? Array.from(ids, (id) => tokenPiece(id)!) : null;
     sendJson(
       res,
       200,
@@ -667,11 +756,11 @@ export class SimServer {
     const d = this.deps;
     let promptIds: Uint32Array;
     if (chat) {
-      if (!Array.isArray(b.messages)) throw bad("Field required: messages", "messages");
+      if (b.messages === undefined) throw bad("Field required: messages", "messages");
+      const messages = checkedMessages(b.messages);
       // As vLLM: the generation prompt is added unless asked not to or continuing the last message.
-      const agp =
-        b.add_generation_prompt === undefined || b.add_generation_prompt === null || b.add_generation_prompt === true;
-      promptIds = tokenizeChat(b.messages as ChatMessage[], agp && b.continue_final_message !== true);
+      const agp = optBool(b, "add_generation_prompt") !== false;
+      promptIds = tokenizeChat(messages, agp && optBool(b, "continue_final_message") !== true);
     } else {
       const p = b.prompt;
       if (typeof p === "string") promptIds = tokenize(p);
@@ -793,7 +882,7 @@ export class SimServer {
     if (faults.slowHeaders) {
       // The fault holds the request in front of the server: arrival is stamped when it lets go.
       this.fault("slow-headers");
-      setTimeout(go, d.slowHeadersMs, undefined);
+      setTimeout(go, Math.min(MAX_TIMER_MS, d.slowHeadersMs), undefined);
     } else go(receivedAt);
   }
 }

@@ -80,34 +80,9 @@ export function toReportSection(a: TraceAnalysis): TraceSection {
   };
 }
 
-export function formatAnalysis(a: TraceAnalysis): string {
-  const out: string[] = [];
-  for (const r of a.ranks) {
-    const i = r.info;
-    out.push(
-      `${r.file}${a.ranks.length > 1 ? ` (rank ${r.rank})` : ""}: ${(i.jsonBytes / 1e6).toFixed(1)} MB JSON, ${i.events} events, ${r.overall.kernels} GPU activities on ${r.overall.streams} stream(s), ${r.steps.length} steps (${r.stepMode})${i.truncated ? " — TRUNCATED, partial results" : ""}`,
-    );
-  }
-  for (const k of a.overall.byKind) out.push(k.headline);
-  if (a.steps.length <= 12)
-    for (const s of a.steps) {
-      const b = s.batch;
-      const label = [
-        s.kind,
-        b?.requests !== undefined ? `${b.requests} req` : "",
-        b?.tokens !== undefined ? `${b.tokens} tok` : "",
-        s.forwardMode ?? "",
-      ]
-        .filter(Boolean)
-        .join(", ");
-      const tl = s.timeline;
-      out.push(
-        `step ${s.index} (${label}; ${s.source ?? a.stepMode}): ${ms(tl.spanUs)} ms of GPU time line, busy ${ms(tl.busyUs)}, idle ${ms(tl.idleUs)}, ${s.kernels} activities${s.graphKernels ? ` (${s.graphKernels} from graph replays)` : ""}${s.clipped ? ` — CLIPPED: ${s.clipReason}` : ""}`,
-      );
-    }
-  out.push("");
-  const ss = headSteps(a.steps);
-  const n = Math.max(1, ss.length);
+/** The class table per step: mean over the head steps (headSteps), with the step's own row. */
+function perStepTable(a: TraceAnalysis, ss: ReturnType<typeof headSteps>): ReturnType<typeof table> {
+  const n = ss.length;
   const stepUs = ss.reduce((x, s) => x + s.durUs, 0) / n;
   const t = table(
     ["class", "ms/step", "share", "kernels/step", "total ms", "kernels"],
@@ -145,12 +120,67 @@ export function formatAnalysis(a: TraceAnalysis): string {
     "",
   ]);
   t.push(["step", ms(stepUs), "100 %", "", "", ""]);
+  return t;
+}
+
+/** The class table when steps cannot be told apart: totals over the whole time line, shares of it; null when empty. */
+function totalsTable(a: TraceAnalysis): ReturnType<typeof table> | null {
+  const o = a.overall;
+  const spanUs = o.timeline.spanUs;
+  const t = table(["class", "total ms", "share", "kernels"], ["left", "right", "right", "right"]);
+  let rows = 0;
+  for (const cls of KERNEL_CLASSES) {
+    const tot = o.kernelUsByClass[cls] ?? 0;
+    if (!tot && !o.kernelCountByClass[cls]) continue;
+    rows++;
+    t.push([cls, ms(tot), spanUs ? pct(tot / spanUs) : "", String(o.kernelCountByClass[cls] ?? 0)]);
+  }
+  if (rows === 0 && !spanUs) return null;
+  t.push(["idle (host-bound)", ms(o.idleHostUs), spanUs ? pct(o.idleHostUs / spanUs) : "", ""]);
+  t.push(["idle (other)", ms(o.idleOtherUs), spanUs ? pct(o.idleOtherUs / spanUs) : "", ""]);
+  t.push(["whole time line", ms(spanUs), "100 %", ""]);
+  return t;
+}
+
+export function formatAnalysis(a: TraceAnalysis): string {
+  const out: string[] = [];
+  for (const r of a.ranks) {
+    const i = r.info;
+    out.push(
+      `${r.file}${a.ranks.length > 1 ? ` (rank ${r.rank})` : ""}: ${(i.jsonBytes / 1e6).toFixed(1)} MB JSON, ${i.events} events, ${r.overall.kernels} GPU activities on ${r.overall.streams} stream(s), ${r.stepMode === "none" ? "steps cannot be told apart" : `${r.steps.length} steps (${r.stepMode})`}${i.truncated ? " — TRUNCATED, partial results" : ""}`,
+    );
+  }
+  // Without steps, a "step" headline and line would restate the whole trace's totals as one step.
+  if (a.stepMode !== "none") for (const k of a.overall.byKind) out.push(k.headline);
+  if (a.stepMode !== "none" && a.steps.length <= 12)
+    for (const s of a.steps) {
+      const b = s.batch;
+      const label = [
+        s.kind,
+        b?.requests !== undefined ? `${b.requests} req` : "",
+        b?.tokens !== undefined ? `${b.tokens} tok` : "",
+        s.forwardMode ?? "",
+      ]
+        .filter(Boolean)
+        .join(", ");
+      const tl = s.timeline;
+      out.push(
+        `step ${s.index} (${label}; ${s.source ?? a.stepMode}): ${ms(tl.spanUs)} ms of GPU time line, busy ${ms(tl.busyUs)}, idle ${ms(tl.idleUs)}, ${s.kernels} activities${s.graphKernels ? ` (${s.graphKernels} from graph replays)` : ""}${s.clipped ? ` — CLIPPED: ${s.clipReason}` : ""}`,
+      );
+    }
+  out.push("");
+  const ss = headSteps(a.steps);
+  // Without steps there is no per-step figure: the table holds the whole trace's totals, no ms/step column.
+  const whole = a.stepMode === "none" || ss.length === 0;
+  const t = whole ? totalsTable(a) : perStepTable(a, ss);
   out.push(
-    a.stepMode === "none"
-      ? "totals over the whole trace (steps cannot be told apart: these are not per-step figures):"
-      : `per step (mean of ${ss.length} ${ss[0]?.kind ?? ""} steps, clipped steps excluded):`,
+    t === null
+      ? "no GPU activity to break down"
+      : whole
+        ? `totals over the whole trace, no ms/step column: steps cannot be told apart (${ss.length === 0 ? "every step was clipped" : "no step annotations, graph launches, repeating kernel sequence or idle gap"})`
+        : `per step (mean of ${ss.length} ${ss[0]?.kind ?? ""} steps, clipped steps excluded):`,
   );
-  out.push(t.toString());
+  if (t) out.push(t.toString());
   const o = a.overall;
   out.push(
     `communication: ${ms(o.commExposedUs, 1)} ms exposed, ${ms(o.commOverlappedUs, 1)} ms overlapped with compute; launches: ${o.launch.calls} (${o.launch.graphLaunches} CUDA-graph), ${ms(o.launch.cpuUs, 1)} ms CPU in launch calls${o.launch.medianLatencyUs !== undefined ? `, median launch→start ${o.launch.medianLatencyUs.toFixed(1)} µs` : ""}`,
@@ -170,7 +200,7 @@ export function formatAnalysis(a: TraceAnalysis): string {
       pct(k.share),
     ]);
   out.push(top.toString());
-  if (a.layers) out.push("", ...formatLayers(a.layers));
+  if (a.layers) out.push("", ...formatLayers(a.layers, whole));
   if (a.roofline) out.push("", ...formatRoofline(a.roofline));
   if (a.skew) {
     const sk = table(["rank", "steps", "mean step ms", "p50 ms", "comm µs/step"]);
@@ -191,7 +221,8 @@ const short = (name: string, n = 60) => (name.length > n ? `${name.slice(0, n - 
 const us1 = (x: number) => x.toFixed(1);
 
 /** The layer period: per-layer time and spread, per-op table, head and tail. */
-export function formatLayers(l: LayerAnalysis): string[] {
+/** `whole`: steps could not be told apart, so the layers repeat over the whole trace, not per step. */
+export function formatLayers(l: LayerAnalysis, whole = false): string[] {
   const out: string[] = [];
   const u = l.layerKernelUs;
   const cls = (b: Partial<Record<string, number>>) =>
@@ -200,7 +231,7 @@ export function formatLayers(l: LayerAnalysis): string[] {
       .map(([c, v]) => `${c} ${us1(v ?? 0)}`)
       .join(", ");
   out.push(
-    `layers: ${l.layers} per step × ${l.kernelsPerLayer} kernels (${l.steps} steps); one layer ${us1(u.mean)} µs of kernel time (min ${us1(u.min)}, max ${us1(u.max)}, cv ${pct(u.cv)}), ${us1(l.layerSpanUs.mean)} µs of time line; per layer: ${cls(l.layerByClass)} µs`,
+    `layers: ${l.layers} ${whole ? "in the trace" : "per step"} × ${l.kernelsPerLayer} kernels${whole ? "" : ` (${l.steps} steps)`}; one layer ${us1(u.mean)} µs of kernel time (min ${us1(u.min)}, max ${us1(u.max)}, cv ${pct(u.cv)}), ${us1(l.layerSpanUs.mean)} µs of time line; per layer: ${cls(l.layerByClass)} µs`,
   );
   out.push(
     `  head (before the first layer): ${l.head.kernels} kernels, ${us1(l.head.kernelUs)} µs (${cls(l.head.byClass)})`,
@@ -210,7 +241,7 @@ export function formatLayers(l: LayerAnalysis): string[] {
   );
   if (l.ops.length) {
     const t = table(
-      ["#", "op in the layer", "class", "mean µs", "min", "max", "cv", "× layers ms/step"],
+      ["#", "op in the layer", "class", "mean µs", "min", "max", "cv", whole ? "× layers ms" : "× layers ms/step"],
       ["right", "left", "left", "right", "right", "right", "right", "right"],
     );
     for (const o of l.ops)

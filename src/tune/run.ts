@@ -162,7 +162,8 @@ export interface TuneResult {
   kind: "tune";
   runId: string;
   dbPath: string;
-  status: "complete" | "partial";
+  /** complete: a choice was made; inconclusive: the run ended (its budget spent) before it could choose; partial: interrupted. */
+  status: "complete" | "partial" | "inconclusive";
   objective: { name: Objective; label: string; unit: string; lowerIsBetter: boolean; define: string };
   slo: Slo;
   baseline: { id: string; measured: Interval3 | null };
@@ -811,7 +812,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
   const final = state ?? null;
   const result = summarize(cfg, store, runId, done, final, starts, elapsedS, errors);
   if (interrupted) result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
-  else result.status = "complete";
+  // Over, yet nothing chosen (a budget spent before two candidates were measured) is not "complete".
+  else result.status = result.best === null ? "inconclusive" : "complete";
   store.setSummary(runId, "tune", result);
   store.finishRun(
     runId,
@@ -832,7 +834,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
   }
   if (interrupted)
     throw new InterruptedError(
-      `${interrupted.message}; ${done.length} blocks are saved in run ${runId} (${store.path})${result.report ? `, partial report in ${opts.outDir}` : ""}; continue with --resume ${runId}`,
+      `${interrupted.message}; ${done.length === 1 ? "1 block is" : `${done.length} blocks are`} saved in run ${runId} (${store.path})${result.report ? `, partial report in ${opts.outDir}` : ""}; continue with --resume ${runId}`,
     );
   return result;
 }

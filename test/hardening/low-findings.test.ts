@@ -9,6 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { sweepTable } from "../../src/cli/commands/bench.ts";
 import { checkRunStore } from "../../src/input-file.ts";
 import { diffSnapshots } from "../../src/metrics/diff.ts";
+import { byteSize } from "../../src/metrics/scrape.ts";
 import { inputFromOptions } from "../../src/model/options.ts";
 import { whatif } from "../../src/model/whatif.ts";
 import { openStore } from "../../src/store/index.ts";
@@ -284,6 +285,11 @@ describe("against loopback fault servers", () => {
     });
     assert.equal(without.code, 3, without.stderr);
     assert.match(without.stderr, /the server wants a key/);
+    // Issue 42: naming the model does not get past a refused key (was: "…; pass --model").
+    for (const r of [withKey, without]) {
+      assert.match(r.stderr, /GET \/v1\/models answered HTTP 401: invalid API key\n/);
+      assert.doesNotMatch(r.stderr, /pass --model/);
+    }
   });
 
   test("bench where every request failed prints n/a for latencies, not 0.00 ms; its hint names --base-url", async () => {
@@ -295,5 +301,66 @@ describe("against loopback fault servers", () => {
     assert.match(r.stdout, /^Median TPOT \(ms\):\s+n\/a$/m);
     assert.doesNotMatch(r.stdout, /\(ms\):\s+0\.00$/m);
     assert.doesNotMatch(r.stderr, /--url\b/);
+    // Issue 42: the warning gives the first error itself; the errors are printed above it, not "below".
+    const errors = r.stdout.indexOf("Errors (first 10):");
+    const warning = r.stdout.indexOf("warning: all 2 requests failed; the first: http: HTTP 500");
+    assert.ok(errors >= 0 && warning > errors, r.stdout);
+    assert.match(
+      r.stdout,
+      /^warning: all 2 requests failed; the first: http: HTTP 500 .*engine crashed: CUDA error: out of memory$/m,
+    );
+    assert.doesNotMatch(r.stdout, /below/);
+  });
+});
+
+describe("issue 42: the round-two Lows that were only partly fixed", () => {
+  let esc: FaultServer;
+  before(async () => {
+    esc = await startFaultServer("escapes");
+  });
+  after(() => esc?.close());
+
+  test("--max-bytes 100 names its limit in bytes (was: 'larger than the 0.00 MiB limit')", async () => {
+    assert.deepEqual([1, 100, 1023, 1024, 32_400, 1_048_576, 64 * 1_048_576].map(byteSize), [
+      "1 byte",
+      "100 bytes",
+      "1023 bytes",
+      "1 KiB",
+      "31.6 KiB",
+      "1 MiB",
+      "64 MiB",
+    ]);
+    const r = await runCli(["metrics", "scrape", `${esc.url}/metrics`, "--max-bytes", "100"], { limitMs: 30_000 });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /the body is larger than the 100 bytes limit \(stopped reading at \d+ bytes\)/);
+    assert.doesNotMatch(r.stderr, /0\.00 MiB/);
+  });
+
+  test("tune --budget 1ms chooses nothing, says it is inconclusive and exits 2 (was: exit 0, 'complete')", async () => {
+    const db = join(dir, "tune-budget.db");
+    const r = await runCli(
+      [
+        "tune",
+        "--knob",
+        "NCCL_PROTO=,LL",
+        "--budget",
+        "1ms",
+        "--time-scale",
+        "20",
+        "--num-prompts",
+        "2",
+        "--random-output-len",
+        "8",
+        "--db",
+        db,
+      ],
+      { limitMs: 120_000, cwd: dir, env: { HOME: dir } },
+    );
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stdout, /^tune run tune-\S+ \(inconclusive\)/m);
+    assert.doesNotMatch(r.stdout, /\(complete\)|^Best:/m);
+    assert.match(r.stderr, /^inferscope: error: tune run tune-\S+ chose nothing: the budget .* so none is chosen/m);
+    assert.match(r.stderr, /hint: allow more server starts or time \(--budget/);
+    assert.deepEqual(r.leftovers, []);
   });
 });

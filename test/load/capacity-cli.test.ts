@@ -100,13 +100,14 @@ describe("against the sim", { timeout: 120_000 }, () => {
       "--goodput",
       "0.9",
       "--capacity-start",
-      "10",
+      "20",
       "--capacity-max-runs",
       "5",
       "--capacity-replicates",
       "2",
+      // The fewest a run may hold to judge a 0.9 share (minRunRequests: 35).
       "--num-prompts",
-      "20",
+      "40",
       "--warmup",
       "1",
       "--json",
@@ -118,8 +119,9 @@ describe("against the sim", { timeout: 120_000 }, () => {
     assert.deepEqual(c.slo, { ttft: 100 });
     assert.equal(c.runs.length, 5);
     assert.equal(c.stopped, "max-runs");
-    assert.equal(c.runs[0].load, 10);
-    for (const run of c.runs) assert.ok(run.total === 20 && run.detail.completed <= 20);
+    assert.equal(c.runs[0].load, 20);
+    assert.equal(c.minRunRequests, 35);
+    for (const run of c.runs) assert.ok(run.total === 40 && run.detail.completed <= 40);
     assert.match(c.method, /bootstrap/);
   });
 });

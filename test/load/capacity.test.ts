@@ -6,10 +6,12 @@ import { after, before, describe, test } from "node:test";
 import {
   type CapacityRun,
   crossing,
+  DEFAULT_CAPACITY_MAX_TIME_MS,
   estimateCapacity,
   findCapacity,
   isotonicDecreasing,
   type LoadTrial,
+  minRunRequests,
 } from "../../src/load/capacity.ts";
 import { benchTrial } from "../../src/load/capacity-bench.ts";
 import { Rng } from "../../src/load/schedule.ts";
@@ -83,7 +85,7 @@ test("bounds and stops: run and time limits, loads past the range, an interrupt"
   const inner = synthetic(40, 0).trial;
   const cut = await findCapacity(
     async (x, k) => {
-      const o = await inner(x, k);
+      const o = await inner(x, k, { timeLeftMs: 1 });
       if (x > 3) ac.abort();
       return o;
     },
@@ -95,6 +97,133 @@ test("bounds and stops: run and time limits, loads past the range, an interrupt"
   await assert.rejects(findCapacity(inner, { target: 1.5, start: 1 }, { now: clock() }), /target share/);
 });
 
+test("minRunRequests: the 95 % binomial interval at the target must fit inside [0, 1]", () => {
+  assert.equal(minRunRequests(0.99), 381);
+  assert.equal(minRunRequests(0.9), 35);
+  assert.equal(minRunRequests(0.5), 4);
+  assert.equal(minRunRequests(0.1), 35);
+  assert.equal(minRunRequests(1), Number.POSITIVE_INFINITY);
+  // At n = minRunRequests the interval's far end is inside [0, 1]; one fewer and it is not.
+  for (const p of [0.99, 0.9, 0.75, 0.5]) {
+    const half = (n: number) => 1.96 * Math.sqrt((p * (1 - p)) / n);
+    assert.ok(half(minRunRequests(p)) <= Math.min(p, 1 - p) + 1e-3, `${p}`);
+    assert.ok(half(minRunRequests(p) - 1) > Math.min(p, 1 - p), `${p}`);
+  }
+});
+
+test("a search whose runs are too small to judge refuses to converge (was: 0.357 [0.303, 0.376] converged)", async () => {
+  // The issue's case: 47 % of requests meet the SLO at any rate, runs of --duration 2s (round(2 × rate)
+  // requests, at least one), target 0.99. A run of one or two requests is all or nothing.
+  const rng = new Rng(7);
+  const trial: LoadTrial = async (load) => {
+    const total = Math.max(1, Math.round(2 * load));
+    let good = 0;
+    for (let i = 0; i < total; i++) if (rng.next() < 0.47) good++;
+    return { good, total };
+  };
+  const r = await findCapacity(trial, { target: 0.99, start: 1 }, { now: clock() });
+  assert.equal(r.stopped, "too-small");
+  assert.equal(r.runs.length, 1);
+  assert.equal(r.capacity, null);
+  assert.equal(r.interval, null);
+  assert.equal(r.minRunRequests, 381);
+  assert.match(
+    r.notes.join("\n"),
+    /inconclusive: run 1 at load 1 finished 2 requests; judging a share of 0\.99 needs at least 381/,
+  );
+  // Runs large enough are judged as before: the same server at 400 requests a run passes no load.
+  const big: LoadTrial = async () => {
+    let good = 0;
+    for (let i = 0; i < 400; i++) if (rng.next() < 0.47) good++;
+    return { good, total: 400 };
+  };
+  const r2 = await findCapacity(big, { target: 0.99, start: 1, minLoad: 0.25 }, { now: clock() });
+  assert.equal(r2.stopped, "below-min");
+  assert.equal(r2.capacity, null);
+  await assert.rejects(
+    findCapacity(big, { target: 1, start: 1 }, { now: clock() }),
+    /cannot be judged from a run of any size/,
+  );
+});
+
+test("a server where every request fails stops the search at once, with its error; overload does not", async () => {
+  const calls: number[] = [];
+  const broken: LoadTrial = async (load) => {
+    calls.push(load);
+    return { good: 0, total: 400, failed: 400, error: "http: HTTP 500: engine crashed" };
+  };
+  const r = await findCapacity(broken, { target: 0.9, start: 8 }, { now: clock() });
+  assert.equal(r.stopped, "all-failed");
+  assert.deepEqual(calls, [8]);
+  assert.equal(r.capacity, null);
+  assert.deepEqual(r.failure, { run: 0, load: 8, error: "http: HTTP 500: engine crashed" });
+  assert.match(r.notes.join("\n"), /every request of run 1 at load 8 failed \(http: HTTP 500: engine crashed\)/);
+  // A run cut at the time bound whose finished requests all failed, on a server that never served one, says so.
+  const cutBroken: LoadTrial = async () => ({ good: 0, total: 10, failed: 10, error: "http: HTTP 500", cut: true });
+  const c = await findCapacity(cutBroken, { target: 0.9, start: 8 }, { now: clock() });
+  assert.equal(c.stopped, "all-failed");
+  assert.equal(c.runs.length, 0);
+  assert.deepEqual(c.failure, { run: 0, load: 8, error: "http: HTTP 500" });
+  // Fewer than ALL_FAILED_MIN failures say little (a server serving half its requests fails 2 in a row 1 time
+  // in 4): such a run is too small, and the note carries its error.
+  const tiny = await findCapacity(
+    async () => ({ good: 0, total: 2, failed: 2, error: "http: HTTP 500" }),
+    { target: 0.9, start: 8 },
+    { now: clock() },
+  );
+  assert.equal(tiny.stopped, "too-small");
+  assert.match(
+    tiny.notes.join("\n"),
+    /finished 2 requests \(2 failed: http: HTTP 500\); judging a share of 0\.9 needs at least 35/,
+  );
+  // A server shedding load (every request refused above 20, all served below) is overload: the search goes on.
+  const shed: LoadTrial = async (load) =>
+    load > 20 ? { good: 0, total: 400, failed: 400, error: "http: HTTP 503" } : { good: 400, total: 400 };
+  const s = await findCapacity(shed, { target: 0.9, start: 8 }, { now: clock() });
+  assert.equal(s.stopped, "converged");
+  assert.ok(s.capacity! > 16 && s.capacity! < 32, `${s.capacity}`);
+  // But a load that served requests and then fails entirely is a server that broke: run 3 (at 32, above every
+  // load served) still reads as overload; run 4, confirming 16, which served before, stops the search.
+  let n = 0;
+  const dies: LoadTrial = async () =>
+    n++ < 2 ? { good: 400, total: 400 } : { good: 0, total: 400, failed: 400, error: "connect: refused" };
+  const d = await findCapacity(dies, { target: 0.9, start: 8 }, { now: clock() });
+  assert.equal(d.stopped, "all-failed");
+  assert.deepEqual(
+    d.runs.map((x) => [x.load, x.failed]),
+    [
+      [8, 0],
+      [16, 0],
+      [32, 400],
+      [16, 400],
+    ],
+  );
+});
+
+test("the search has a time bound by default, and each run is given what is left of it", async () => {
+  // Every run misses the SLO (no error), and a run of 100 requests at rate r lasts 100 / r s: halving the
+  // rate doubles the run (20 s, 40 s, 80 s …). The trial honours its limit as benchTrial does: cut at it.
+  let t = 0;
+  const limits: number[] = [];
+  const slow: LoadTrial = async (load, _k, limit) => {
+    limits.push(limit.timeLeftMs);
+    const ms = (100 / load) * 1000;
+    if (ms > limit.timeLeftMs) {
+      t += limit.timeLeftMs;
+      return { good: 0, total: 0, partial: true, cut: true };
+    }
+    t += ms;
+    return { good: 0, total: 100 };
+  };
+  const r = await findCapacity(slow, { target: 0.9, start: 5, minRunRequests: 1 }, { now: () => t });
+  assert.equal(r.stopped, "max-time");
+  assert.equal(t, DEFAULT_CAPACITY_MAX_TIME_MS);
+  assert.equal(limits[0], DEFAULT_CAPACITY_MAX_TIME_MS);
+  for (let i = 1; i < limits.length; i++) assert.ok(limits[i]! < limits[i - 1]!);
+  assert.match(r.notes.join("\n"), /was cut at the search's time bound \(1800 s\) and is not counted/);
+  assert.ok(r.runs.every((x) => x.total === 100));
+});
+
 test("the estimate from runs alone: a single run per level says it has no spread there", () => {
   const run = (load: number, share: number, replicate = 0): CapacityRun => ({
     index: 0,
@@ -103,6 +232,7 @@ test("the estimate from runs alone: a single run per level says it has no spread
     phase: "bisect",
     good: share * 100,
     total: 100,
+    failed: 0,
     share,
     pass: share >= 0.9,
     wallMs: 1,
@@ -143,7 +273,7 @@ describe("on the sim: the search against a fine rate grid", { timeout: 180_000 }
     const grid: CapacityRun[] = [];
     let misses = 0;
     for (let rate = 25; misses < 2 && rate < 200; rate *= 1.05) {
-      const o = await trial(rate, 0);
+      const o = await trial(rate, 0, { timeLeftMs: 60_000 });
       const share = o.good / o.total;
       grid.push({
         index: grid.length,
@@ -152,6 +282,7 @@ describe("on the sim: the search against a fine rate grid", { timeout: 180_000 }
         phase: "bisect",
         good: o.good,
         total: o.total,
+        failed: o.failed ?? 0,
         share,
         pass: share >= target,
         wallMs: 0,
@@ -164,7 +295,8 @@ describe("on the sim: the search against a fine rate grid", { timeout: 180_000 }
     const t1 = performance.now();
     const r = await findCapacity(
       trial,
-      { target, start: 20, tolerance: 0.1, replicates: 2, maxRuns: 16 },
+      // From 25 req/s: a 1.5-s run holds 38 requests, enough to judge a 0.9 share (minRunRequests: 35).
+      { target, start: 25, tolerance: 0.1, replicates: 2, maxRuns: 16 },
       { now: () => performance.now() },
     );
     const searchS = (performance.now() - t1) / 1000;

@@ -10,7 +10,7 @@ import { blankRecord, StreamClient } from "../../src/load/client.ts";
 import { PromptSynth } from "../../src/load/datasets/synth.ts";
 import { formatReplay } from "../../src/load/replay.ts";
 import { runBench, toVllmJson } from "../../src/load/runner.ts";
-import { sharegptSessions, syntheticSessions, turnPrompt } from "../../src/load/sessions.ts";
+import { notSentText, runSessions, sharegptSessions, syntheticSessions, turnPrompt } from "../../src/load/sessions.ts";
 import { calibrate, findTokenizer } from "../../src/load/tokenizer.ts";
 import { requestBody } from "../../src/load/workload.ts";
 import { type LlamaServer, llamaSkipReason, startLlamaServer } from "../helpers/llamacpp.ts";
@@ -43,8 +43,9 @@ test("ShareGPT conversations become sessions whose turns resend the growing hist
   assert.deepEqual(p.messages!.slice(0, p1.length), p1);
 });
 
-test("synthetic sessions: the spec's counts and lengths", () => {
-  const synth = new PromptSynth({
+/** A synthesizer over three one-token words, sized by assumption (no server). */
+const abcSynth = () =>
+  new PromptSynth({
     words: ["a", "b", "c"],
     offset: 0,
     tokensPerWord: 1,
@@ -52,6 +53,9 @@ test("synthetic sessions: the spec's counts and lengths", () => {
     tokenizer: null,
     notes: [],
   });
+
+test("synthetic sessions: the spec's counts and lengths", () => {
+  const synth = abcSynth();
   const s = syntheticSessions({ sessions: 3, turns: 4, inputLen: 20, outputLen: 7 }, synth);
   assert.equal(s.length, 3);
   for (const x of s) {
@@ -62,6 +66,38 @@ test("synthetic sessions: the spec's counts and lengths", () => {
     }
   }
   assert.throws(() => syntheticSessions({ sessions: 0, turns: 1, inputLen: 1, outputLen: 1 }, synth), /--sessions/);
+});
+
+test("turns never sent are counted by reason: after a failed turn, and after the run stopped", async () => {
+  const synth = abcSynth();
+  const sessions = syntheticSessions({ sessions: 2, turns: 200, inputLen: 2, outputLen: 1 }, synth);
+  // Session 0's turn 9 (index 8) fails; session 1 runs until the run stops after its 50th turn.
+  let sent = 0;
+  let stopped = false;
+  const run = await runSessions(sessions, {
+    concurrency: 1,
+    now: () => 0,
+    stopped: () => stopped,
+    send: async (index, scheduledMs) => {
+      const rec = blankRecord();
+      rec.index = index;
+      rec.scheduledMs = scheduledMs;
+      rec.sendMs = 0;
+      rec.endMs = 0;
+      sent++;
+      if (sent === 9) rec.errorClass = "http";
+      if (sent === 9 + 50) stopped = true;
+      return rec;
+    },
+  });
+  assert.equal(run.turnOf.size, 59);
+  assert.deepEqual(run.notSent, { afterFailedTurn: 191, runStopped: 150 });
+  assert.equal(run.sessionsEnded, 1);
+  assert.equal(
+    notSentText(run.notSent, run.sessionsEnded),
+    "341 turns not sent: 191 after a failed turn ended its session (1 session), 150 because the run stopped first",
+  );
+  assert.equal(notSentText({ afterFailedTurn: 0, runStopped: 0 }, 0), null);
 });
 
 describe("sessions on the sim (prefix caching, vLLM cached_tokens)", { timeout: 120_000 }, () => {

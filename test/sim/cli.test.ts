@@ -5,6 +5,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { UsageError } from "../../src/errors.ts";
+import { resolveSim, type SimOptions, startSim } from "../../src/sim/index.ts";
+import { debugRoute, isLoopbackAddress } from "../../src/sim/server.ts";
 import { post } from "./util.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -66,6 +69,82 @@ describe("inferscope sim CLI", () => {
     assert.equal(bs.code, 2);
     assert.match(bs.stderr, /--block-size/);
     for (const r of [flag, host, prof, blocks, bs]) assert.ok(!/\n\s+at /.test(r.stderr), "no stack trace");
+  });
+
+  test("a KV pool that cannot hold one max-length request is refused at start, as vLLM does (issue 42)", async () => {
+    // Was: a request then waited forever (1 block), or "internal error: Invalid typed array length" (1e12).
+    for (const [args, msg] of [
+      [
+        ["--num-gpu-blocks-override", "1"],
+        /^inferscope: error: The model's max seq len \(32768\) is larger than the maximum number of tokens that can be stored in KV cache \(64\)\./m,
+      ],
+      [
+        ["--num-gpu-blocks-override", "1e12"],
+        /--num-gpu-blocks-override expects an integer in \[1, 4194304\], got "1e12"/,
+      ],
+    ] as Array<[string[], RegExp]>) {
+      const r = await cli(["sim", "--port", "0", ...args]);
+      assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, msg);
+      assert.doesNotMatch(r.stderr, /internal error|\n\s+at /);
+    }
+    // The same checks on the library's path (startSim and --explain resolve the profile here).
+    const refused = (o: SimOptions, re: RegExp) =>
+      assert.throws(
+        () => resolveSim(o),
+        (e) => e instanceof UsageError && re.test(e.message),
+      );
+    refused({ overrides: { "engine.numGpuBlocks": 1e12 } }, /the sim keeps at most 4194304 KV blocks/);
+    refused({ overrides: { "engine.blockSize": 1e12 } }, /the sim takes at most 65536 tokens a block/);
+    refused({ numGpuBlocks: 512, specTokens: 2 }, /\(32768 \+ 2 draft tokens\) is larger than .* \(32768\)/);
+    // Exactly one max-length request's worth resolves; so does a small pool under a small context.
+    resolveSim({ numGpuBlocks: 512 });
+    resolveSim({ numGpuBlocks: 1, overrides: { "model.maxModelLen": 64 } });
+    // A clock so slow that one step outlasts Node's timers (was: TimeoutOverflowWarning in a loop).
+    await assert.rejects(
+      startSim({ port: 0, timeScale: 1e-9, warmup: false }),
+      (e) => e instanceof UsageError && /--time-scale 1e-9 is below 0\.001/.test(e.message),
+    );
+  });
+
+  test("--allow-remote warns what other hosts can reach; /debug answers loopback clients only", async () => {
+    assert.ok(isLoopbackAddress("127.0.0.1") && isLoopbackAddress("::1") && isLoopbackAddress("::ffff:127.0.0.2"));
+    assert.ok(
+      !isLoopbackAddress("10.0.0.5") && !isLoopbackAddress("::ffff:192.168.1.2") && !isLoopbackAddress(undefined),
+    );
+    // The route the server answers a GET with, by peer (no test connects from another host).
+    const routes = { "/debug/telemetry_truth": () => 1 };
+    assert.equal(debugRoute(routes, "/debug/telemetry_truth", "::ffff:127.0.0.1"), routes["/debug/telemetry_truth"]);
+    assert.equal(debugRoute(routes, "/debug/telemetry_truth", "192.168.1.2"), undefined);
+    assert.equal(debugRoute(routes, "/debug/telemetry_truth", undefined), undefined);
+    // Listens on every interface for a moment; only 127.0.0.1 is ever asked.
+    const child = spawn(process.execPath, [bin, "sim", "--host", "0.0.0.0", "--allow-remote", "--port", "0"], {
+      cwd: root,
+    });
+    try {
+      let out = "";
+      let err = "";
+      child.stderr.on("data", (d) => {
+        err += d;
+      });
+      const port = await new Promise<string>((resolve, reject) => {
+        child.stdout.on("data", (d) => {
+          out += d;
+          const m = /listening on http:\/\/0\.0\.0\.0:(\d+)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        child.on("exit", () => reject(new Error(`exited before listening: ${err}`)));
+      });
+      const debug = await fetch(`http://127.0.0.1:${port}/debug/telemetry_truth`);
+      assert.equal(debug.status, 200);
+      await debug.arrayBuffer();
+      assert.match(
+        err,
+        /^warning: listening on 0\.0\.0\.0, beyond loopback: other hosts can reach \/v1\/\*, \/metrics, \/tokenize and \/dcgm\/metrics, with no key checked; \/debug\/\* \(the sim's truth\) answers loopback clients only$/m,
+      );
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 
   test("one listening line; port in use is a clear error; SIGTERM drains open streams and exits 0", async () => {

@@ -96,7 +96,14 @@ test("KV capacity: the profile's stated pool, and the one GPU memory implies bes
   assert.equal(e.kv.blocks, 27_000);
   assert.equal(e.kv.implied.blocks, Math.floor((80e9 * 0.9 - 16.06e9) / (131072 * 16)));
   assert.equal(e.kv.prefixCaching, true);
-  const off = explainSim({ profile: "llama3-8b-1xh100", enablePrefixCaching: false, numGpuBlocks: 500, blockSize: 32 });
+  // 16,000 tokens of KV hold one request of at most that many (vLLM refuses to start otherwise).
+  const off = explainSim({
+    profile: "llama3-8b-1xh100",
+    enablePrefixCaching: false,
+    numGpuBlocks: 500,
+    blockSize: 32,
+    overrides: { "model.maxModelLen": 16_000 },
+  });
   assert.deepEqual([off.kv.blocks, off.kv.blockSize, off.kv.tokens, off.kv.prefixCaching], [500, 32, 16_000, false]);
 });
 
@@ -130,6 +137,9 @@ describe("prefix caching on a sim process (speed zero, block size 16)", () => {
       "16",
       "--num-gpu-blocks-override",
       "40",
+      // A context the 640-token pool holds, as vLLM requires to start.
+      "--set",
+      "model.maxModelLen=640",
       "--enable-prompt-tokens-details",
     ]);
   });

@@ -5,6 +5,7 @@ import { Engine, SimRequest, type StepRecord } from "../../src/sim/engine.ts";
 import { SimMetrics } from "../../src/sim/exposition.ts";
 import { decodeBatch, loadProfile, StepModel } from "../../src/sim/index.ts";
 import { tokenize } from "../../src/sim/text.ts";
+import { MAX_TIMER_MS } from "../../src/sleep.ts";
 
 function setup(
   overrides: Record<string, unknown>,
@@ -155,4 +156,40 @@ test("the engine clock keeps the model's step time at batch 1 (time-scale 5)", a
   const mean = span / gaps;
   const truth = model.stepMs(decodeBatch(1, 200)) / 5;
   assert.ok(Math.abs(mean / truth - 1) < 0.02, `mean ${mean} vs truth ${truth}`);
+});
+
+test("a step longer than Node's timer limit is waited for in chunks, not re-armed every 1 ms (issue 42)", async () => {
+  // At 1e-10 of real time a request's first wait lasts months: the engine must not ask for a timer past
+  // 2^31 − 1 ms (Node sets that to 1 ms and warns, and the engine re-armed it in a loop). startSim refuses such
+  // a scale (MIN_TIME_SCALE); the engine is bounded on its own.
+  const { engine } = setup({}, { speedZero: false, timeScale: 1e-10 });
+  const real = globalThis.setTimeout;
+  const delays: number[] = [];
+  let seen!: () => void;
+  const armed = new Promise<void>((r) => {
+    seen = r;
+  });
+  globalThis.setTimeout = ((cb: () => void, ms?: number) => {
+    delays.push(ms ?? 0);
+    seen();
+    // Unref'd: a month-long timer must not hold the test process.
+    return real(cb, Math.min(ms ?? 0, MAX_TIMER_MS)).unref();
+  }) as typeof setTimeout;
+  try {
+    engine.submit(
+      new SimRequest({
+        id: 0,
+        promptIds: tokenize("a long wait"),
+        maxTokens: 2,
+        ignoreEos: true,
+        seed: 0,
+        sink: { onTokens() {} },
+      }),
+    );
+    await armed;
+  } finally {
+    globalThis.setTimeout = real;
+    engine.close();
+  }
+  assert.deepEqual(delays, [MAX_TIMER_MS]);
 });

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Rng } from "../../src/sim/rng.ts";
+import { maxBodyBytes } from "../../src/sim/server.ts";
 import { detokenize, tokenize, VOCAB_SIZE } from "../../src/sim/text.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
 import { post } from "./util.ts";
@@ -141,6 +142,71 @@ describe("/tokenize and /detokenize on a sim process", () => {
     )(await json(sim.url, "/v1/completions", { prompt: [5, -1], max_tokens: 1 }));
     const wrong = await fetch(`${sim.url}/tokenize`);
     assert.equal(wrong.status, 405);
+  });
+
+  test("wrong types are vLLM's 400 naming the field, never a 500 (issue 42)", async () => {
+    const cases: Array<[string, unknown, string, RegExp]> = [
+      ["/tokenize", { messages: [null] }, "messages", /^messages\.0: Input should be a valid dictionary/],
+      ["/tokenize", { messages: [1, 2] }, "messages", /^messages\.0: Input should be a valid dictionary/],
+      [
+        "/tokenize",
+        { messages: [{ role: 1, content: "x" }] },
+        "messages",
+        /^messages\.0\.role: Input should be a valid string/,
+      ],
+      ["/tokenize", { messages: [{ role: "user", content: 5 }] }, "messages", /^messages\.0\.content: /],
+      ["/tokenize", { messages: [{ role: "user", content: [1] }] }, "messages", /^messages\.0\.content\.0: /],
+      [
+        "/tokenize",
+        { messages: [{ role: "user", content: [{ type: "text", text: 5 }] }] },
+        "messages",
+        /^messages\.0\.content\.0\.text: Input should be a valid string/,
+      ],
+      ["/tokenize", { prompt: "x", return_token_strs: "yes" }, "return_token_strs", /valid boolean/],
+      ["/tokenize", { prompt: "x", add_special_tokens: 3 }, "add_special_tokens", /valid boolean/],
+      ["/tokenize", { messages: [], add_generation_prompt: "x" }, "add_generation_prompt", /valid boolean/],
+      ["/v1/chat/completions", { messages: [null], max_tokens: 1 }, "messages", /^messages\.0: /],
+      [
+        "/v1/chat/completions",
+        { messages: "hi", max_tokens: 1 },
+        "messages",
+        /^messages: Input should be a valid list/,
+      ],
+      [
+        "/v1/chat/completions",
+        { messages: [{ role: "user", content: "x" }], continue_final_message: 1, max_tokens: 1 },
+        "continue_final_message",
+        /valid boolean/,
+      ],
+    ];
+    for (const [path, body, param, msg] of cases) {
+      const r = await json(sim.url, path, body);
+      assert.equal(r.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.param, param, JSON.stringify(body));
+      assert.match(r.body.error.message, msg, JSON.stringify(body));
+    }
+  });
+
+  test("a body past the sim's limit is a 413 at once, not a huge answer (was: 60 MB → 283 MB, 17 s block)", async () => {
+    const models = (await (await fetch(`${sim.url}/v1/models`)).json()) as { data: [{ max_model_len: number }] };
+    const limit = maxBodyBytes(models.data[0].max_model_len);
+    assert.equal(limit, 2 * 1024 * 1024);
+    for (const path of ["/tokenize", "/v1/completions"]) {
+      const r = await post(sim.url, path, { prompt: "x ".repeat(limit / 2) });
+      assert.equal(r.status, 413, path);
+      const e = JSON.parse(r.body).error;
+      assert.equal(e.code, 413);
+      assert.match(
+        e.message,
+        /Request body is larger than 2097152 bytes \(64 bytes per token of max_model_len 32768\)/,
+      );
+    }
+    // Just under it is read and answered as before (JSON whitespace: the bytes count, not the tokens).
+    const under = await post(sim.url, "/tokenize", null, `{"prompt": "hello"${" ".repeat(limit - 100)}}`);
+    assert.equal(under.status, 200);
+    assert.equal(JSON.parse(under.body).count, 2);
+    // And the sim still serves after refusing.
+    assert.equal((await json(sim.url, "/tokenize", { prompt: "hello" })).body.count, 2);
   });
 
   test("ignore_eos runs to max_tokens on a model that stops on its own (mean 20 tokens here)", async () => {

@@ -10,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
-import { analyzeTrace, type TraceAnalysis, toReportSection } from "../../src/trace/index.ts";
+import { analyzeTrace, formatAnalysis, type TraceAnalysis, toReportSection } from "../../src/trace/index.ts";
 
 const H200 = resolve(dirname(fileURLToPath(import.meta.url)), "../../../shared/traces/h200");
 const GRAPH = join(H200, "h200-dense8b-graph-b1.json.gz");
@@ -137,6 +137,18 @@ test("one replay with no launches: steps cannot be told apart, so totals are rep
   assert.match(a.notes.join("\n"), /steps cannot be told apart.*totals over the whole trace/);
   // its layers are still found: 32, not 32 "steps"
   assert.equal(a.layers?.layers, 32);
+  // The table holds totals and no per-step column (was: an "ms/step" column beside "totals over the whole trace").
+  const text = formatAnalysis(a);
+  const lines = text.split("\n");
+  const at = lines.findIndex((l) =>
+    l.startsWith("totals over the whole trace, no ms/step column: steps cannot be told apart ("),
+  );
+  assert.ok(at >= 0, text);
+  assert.match(lines[at + 2]!, /│ class +│ total ms │ +share │ kernels │/);
+  assert.match(text, /│ whole time line +│ +[\d.]+ │ +100 % │/);
+  assert.doesNotMatch(text, /ms\/step │|kernels\/step|× layers ms\/step|unknown step|^step 0 /m);
+  assert.match(text, /GPU activities on 1 stream\(s\), steps cannot be told apart/);
+  assert.match(text, /^layers: 32 in the trace × \d+ kernels;/m);
 });
 
 test("roofline: each weight GEMM's bytes from llama-3.1-8b's shapes, achieved bandwidth, and the step beside the model", async () => {

@@ -5,7 +5,7 @@ import Table from "cli-table3";
 import { createLogUpdate } from "log-update";
 import { InputError, InterruptedError, TargetError, UsageError } from "../../errors.ts";
 import { checkInputFile, checkRunStore } from "../../input-file.ts";
-import type { CapacityResult } from "../../load/capacity.ts";
+import { type CapacityResult, DEFAULT_CAPACITY_MAX_TIME_MS, minRunRequests } from "../../load/capacity.ts";
 import type { BenchTrialDetail } from "../../load/capacity-bench.ts";
 import { formatConsole } from "../../load/console.ts";
 import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
@@ -193,7 +193,19 @@ export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s")
     L.push(
       `Capacity: at least ${fmtRate(c.lowerBound)} ${unit} (every ${what} tried met ${share} of requests within ${sloText(slo)})`,
     );
-  else L.push(`Capacity: unknown: no ${what} tried met ${share} of requests within ${sloText(slo)}`);
+  else if (c.stopped === "all-failed" && c.failure)
+    L.push(
+      `Capacity: not found: every request of run ${c.failure.run + 1} at ${fmtRate(c.failure.load)} ${unit} failed${c.failure.error ? `: ${c.failure.error}` : ""}`,
+    );
+  else if (c.stopped === "too-small") {
+    const r = c.runs[c.runs.length - 1]!;
+    L.push(
+      `Capacity: inconclusive: run ${r.index + 1} at ${fmtRate(r.load)} ${unit} finished ${r.total} request${r.total === 1 ? "" : "s"}, too few to judge a ${share} share (at least ${c.minRunRequests} a run)`,
+    );
+  } else
+    L.push(
+      `Capacity: not found: no ${what} tried met ${share} of requests within ${sloText(slo)}${c.stopped === "below-min" ? "" : ` (stopped: ${c.stopped})`}`,
+    );
   L.push(
     `Bracket: pass ${c.bracket.pass === null ? "none" : fmtRate(c.bracket.pass)}, fail ${c.bracket.fail === null ? "none" : fmtRate(c.bracket.fail)}; ${c.runs.length} runs, stopped: ${c.stopped}`,
   );
@@ -390,7 +402,7 @@ export function register(program: Command): void {
     )
     .option(
       "--capacity-max-time <d>",
-      "capacity search: start no run after this long",
+      `capacity search: the whole search's time bound; each run is cut at what is left of it (default ${DEFAULT_CAPACITY_MAX_TIME_MS / 60_000}m)`,
       durationArg("--capacity-max-time"),
     )
     .option(
@@ -504,6 +516,21 @@ export function register(program: Command): void {
         );
       if (o.saveResult !== undefined || o.records)
         throw new UsageError("--save-result and --records apply to a single run, not a capacity search (use --json)");
+      // Runs too small to judge the target share would let a few lucky requests decide the search.
+      const share = target ?? 0.99;
+      const need = minRunRequests(share);
+      if (!Number.isFinite(need))
+        throw new UsageError(
+          `--goodput ${o.goodput[0]}: a capacity search cannot judge a share of 100 % from runs of any size`,
+          { hint: `give a share below 1, e.g. --goodput 0.999 (needs ${minRunRequests(0.999)} requests a run)` },
+        );
+      if (o.numPrompts !== undefined && o.numPrompts < need)
+        throw new UsageError(
+          `--num-prompts ${o.numPrompts} is too few to judge a ${share} share: a capacity run needs at least ${need} requests`,
+          {
+            hint: `give --num-prompts ${need} or more, or --duration (the 95 % binomial interval of a run's share must fit inside [0, 1])`,
+          },
+        );
     } else {
       if (target !== undefined)
         throw new UsageError(`--goodput ${o.goodput[0]} (a target share) applies to --find-capacity`, {
@@ -592,12 +619,18 @@ export function register(program: Command): void {
             }
           : undefined;
         const knob = replay ? "replay_speed" : "request_rate";
+        const share = target ?? 0.99;
+        // Without a size, a rate run gets enough requests to judge the share (vLLM's default 100 is too few for 0.99).
+        const sized =
+          replay || opts.numPrompts !== undefined || opts.durationMs !== undefined
+            ? opts
+            : { ...opts, numPrompts: Math.max(100, minRunRequests(share)) };
         // --db: the search is saved as it goes, each run at a load a block with its requests.
         const rec = o.db
-          ? (await import("../../load/store-run.ts")).capacityRecorder(o.db, opts, {
+          ? (await import("../../load/store-run.ts")).capacityRecorder(o.db, sized, {
               knob,
               unit,
-              target: target ?? 0.99,
+              target: share,
               start,
             })
           : null;
@@ -605,14 +638,14 @@ export function register(program: Command): void {
         try {
           cap = await findCapacity(
             benchTrial(
-              { ...opts, requestRate: undefined },
+              { ...sized, requestRate: undefined },
               replay ? { kind: "replay" } : { kind: "rate" },
               goodput!,
               { signal: ac.signal, onProgress: progress.onProgress },
               rec?.run,
             ),
             {
-              target: target ?? 0.99,
+              target: share,
               start,
               replicates: o.capacityReplicates,
               maxRuns: o.capacityMaxRuns,
@@ -644,10 +677,27 @@ export function register(program: Command): void {
         emit(json, o, () => capacityText(cap, goodput!, unit));
         if (cap.stopped === "interrupted")
           throw new InterruptedError("interrupted: the capacity search so far is printed above");
-        if (cap.runs.length > 0 && cap.runs.every((r) => r.total === 0))
-          throw new TargetError("every capacity run failed to finish a request; nothing was measured", {
-            hint: `check the server at ${opts.baseUrl} (--base-url)`,
-          });
+        if (cap.stopped === "all-failed" && cap.failure) {
+          const f = cap.failure;
+          throw new TargetError(
+            `every request of capacity run ${f.run + 1} at ${fmtRate(f.load)} ${unit} failed${f.error ? ` (${f.error})` : ""}; the search stopped there`,
+            { hint: `check the server at ${opts.baseUrl} (--base-url)` },
+          );
+        }
+        if (cap.stopped === "too-small") {
+          const r = cap.runs[cap.runs.length - 1]!;
+          const need = cap.minRunRequests;
+          throw new UsageError(
+            `the capacity search is inconclusive: run ${r.index + 1} at ${fmtRate(r.load)} ${unit} finished ${r.total} request${r.total === 1 ? "" : "s"}, and judging a ${share} share needs at least ${need} a run`,
+            {
+              hint: replay
+                ? "replay more of the trace per run (--max-requests, --duration), or a lower --goodput share"
+                : opts.durationMs !== undefined
+                  ? `lengthen --duration to at least ${Math.ceil(need / r.load)}s (${need} requests at ${fmtRate(r.load)} req/s), or give a lower --goodput share`
+                  : `give --num-prompts ${need} or more`,
+            },
+          );
+        }
         return;
       }
       const isSweep = o.sweep === "auto" || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1;

@@ -4,6 +4,7 @@ import { checkInputFile } from "../../input-file.ts";
 import { interruptSignal } from "../../interrupt.ts";
 import { explainSim, renderExplanation } from "../../sim/explain.ts";
 import { listProfiles, parseSetting, type SimOptions, startSim } from "../../sim/index.ts";
+import { MAX_BLOCK_SIZE, MAX_GPU_BLOCKS } from "../../sim/kvcache.ts";
 import { emit, numberArg } from "../common.ts";
 
 export function register(program: Command): void {
@@ -63,12 +64,12 @@ export function register(program: Command): void {
     .option(
       "--block-size <n>",
       "tokens per KV block (vLLM's --block-size; default the profile's)",
-      numberArg("--block-size", { integer: true, min: 1 }),
+      numberArg("--block-size", { integer: true, min: 1, max: MAX_BLOCK_SIZE }),
     )
     .option(
       "--num-gpu-blocks-override <n>",
       "KV capacity in blocks, shared by running requests and the prefix cache (default the profile's)",
-      numberArg("--num-gpu-blocks-override", { integer: true, min: 1 }),
+      numberArg("--num-gpu-blocks-override", { integer: true, min: 1, max: MAX_GPU_BLOCKS }),
     )
     .option("--enable-prefix-caching", "block-hash prefix caching (the default)")
     .option("--no-enable-prefix-caching", "turn prefix caching off")
@@ -134,6 +135,7 @@ export function register(program: Command): void {
           `${JSON.stringify({ event: "listening", url: sim.url, profile: name, timeScale: o.timeScale })}\n`,
         );
       else process.stdout.write(`inferscope sim listening on ${sim.url} (profile ${name})\n`);
+      if (sim.exposure) process.stderr.write(`warning: ${sim.exposure}\n`);
       // A server's normal end: SIGINT/SIGTERM close it and the command exits 0.
       const stopped = interruptSignal({ stopIsSuccess: true });
       await new Promise<void>((resolve) => {

@@ -193,5 +193,10 @@ export function register(program: Command): void {
       onProgress: progress ? (e) => process.stderr.write(`[tune] ${safeLine(e.message.split("\n")[0]!)}\n`) : undefined,
     });
     emit(result, o, (r) => (r.report ? `${renderTune(r)}\nreport: ${r.report.html}` : renderTune(r)));
+    // Printed and stored above; a run that could choose nothing is not a success.
+    if (result.status === "inconclusive")
+      throw new UsageError(`tune run ${result.runId} chose nothing: ${result.stop.message}`, {
+        hint: "allow more server starts or time (--budget N, --budget 2h, or both: --budget 40,2h)",
+      });
   });
 }
