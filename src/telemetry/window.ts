@@ -41,6 +41,9 @@ function series(samples: TelemetrySample[], pick: (s: TelemetrySample) => number
   return out;
 }
 
+/** The most kink positions a cut ramp's fit tries (a grid of 1.5 ms over the 1.5 s bracket of a 1 s average). */
+const KINK_CANDIDATES = 1000;
+
 /**
  * Idle and loaded levels of a signal, whatever share of the capture each holds (an idle tail of any length, a
  * load of any length): the two classes of Otsu's split of its values (the cut that maximizes the variance
@@ -97,21 +100,25 @@ function workSeries(samples: TelemetrySample[]): Series {
 function workGate(samples: TelemetrySample[], lagS: number): ((t: number) => boolean) | null {
   const w = workSeries(samples);
   if (w.length < 2) return null;
-  return (t: number) => {
-    // Readings of work in [t − lag, t], or the last one at or before t when none lies inside.
+  // The last reading of work above zero at or before each index (−1: none): one lookup per question, not a scan
+  // of every reading in the lag (work read every few µs would make that quadratic).
+  const lastPos = new Int32Array(w.length);
+  for (let i = 0, last = -1; i < w.length; i++) lastPos[i] = last = w[i]!.v > 0 ? i : last;
+  const firstAfter = (x: number, strict: boolean) => {
     let lo = 0;
     let hi = w.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (w[mid]!.t < t - lagS) lo = mid + 1;
+      if (strict ? w[mid]!.t <= x : w[mid]!.t < x) lo = mid + 1;
       else hi = mid;
     }
-    let any = false;
-    for (let i = lo; i < w.length && w[i]!.t <= t; i++) {
-      any = true;
-      if (w[i]!.v > 0) return true;
-    }
-    if (any) return false;
+    return lo;
+  };
+  return (t: number) => {
+    // Readings of work in [t − lag, t], or the last one at or before t when none lies inside.
+    const lo = firstAfter(t - lagS, false);
+    const hi = firstAfter(t, true) - 1;
+    if (hi >= lo) return lastPos[hi]! >= lo;
     const prev = lo > 0 ? w[lo - 1] : undefined;
     return prev === undefined || prev.v > 0;
   };
@@ -303,7 +310,8 @@ function detectDevice(
       // Candidate kinks on a grid of a tenth of the sampling interval, within that bracket. The model is exact for
       // a step: v = L·(1 − g) + L'·g, g = the share of the averaging span past the kink (0 before it, 1 after the
       // ramp's whole span), so the ramp's slope is tied to the two levels and the span. Least squares in L, L'.
-      const step = typical / 10;
+      // At most KINK_CANDIDATES of them: power read far faster than work (µs apart) would make the fit quadratic.
+      const step = Math.max(typical / 10, Math.abs(hi - lo) / KINK_CANDIDATES);
       for (let kink = lo; dir * (hi - kink) >= 0; kink += dir * step) {
         let s00 = 0;
         let s01 = 0;

@@ -289,3 +289,34 @@ test("prometheus: a garbage answer and a silent server are said in plain words, 
     }
   }
 });
+
+test("power read every 20 µs, work every 0.5 s, ending inside the 1 s average's ramp: the window in seconds, not minutes", {
+  timeout: 90_000,
+}, async () => {
+  // Two searches were quadratic in the reading rate: the work gate scanned every work reading in the lag for
+  // each power reading, and the ramp's kink was sought on a grid of a tenth of the power interval across the
+  // work readings' bracket. This file took minutes (and would hang on a denser one); now a few seconds.
+  const dt = 20e-6;
+  const n = Math.round(5.5 / dt);
+  const every = Math.round(0.5 / dt);
+  const t0 = 1_796_400_000;
+  const rows = ["timestamp, power.draw [W], utilization.gpu [%]"];
+  for (let i = 0; i <= n; i++) {
+    const r = i * dt;
+    // power.draw: the 1 s trailing mean of 80 W idle with 600 W over [2, 5) s, in closed form.
+    const on = Math.max(0, Math.min(r, 5) - Math.max(r - 1, 2));
+    const p = 80 + (520 * on) / Math.min(1, Math.max(r, 1e-9));
+    const us = Math.round(r * 1e6);
+    const d = new Date((t0 + Math.floor(us / 1e6)) * 1000).toISOString();
+    const stamp = `${d.slice(0, 10).replace(/-/g, "/")} ${d.slice(11, 19)}.${String(us % 1e6).padStart(6, "0")}`;
+    const u = i % every === 0 ? `${r >= 2 && r < 5 ? 100 : 0} %` : "[N/A]";
+    rows.push(`${stamp}, ${p.toFixed(2)} W, ${u}`);
+  }
+  const file = join(dir, "fast-power.csv");
+  writeFileSync(file, `${rows.join("\n")}\n`);
+  const r = await runCli(["telemetry", "read", file, "--utc-offset", "Z", "--json"], { limitMs: 60_000 });
+  assert.equal(r.killed, false, `still running after ${r.ms.toFixed(0)} ms`);
+  assert.equal(r.code, 0, r.stderr);
+  const w = JSON.parse(r.stdout).window;
+  assert.ok(Math.abs(w.startS - t0 - 2) < 0.01 && Math.abs(w.endS - t0 - 5) < 0.01, `${w.startS - t0}, ${w.endS - t0}`);
+});

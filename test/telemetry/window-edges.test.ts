@@ -12,6 +12,7 @@ import { test } from "node:test";
 import { telemetryRead } from "../../src/telemetry/read.ts";
 import { parseSmiQueryCsv } from "../../src/telemetry/smi.ts";
 import { summarizeTelemetry } from "../../src/telemetry/summary.ts";
+import type { TelemetryCapture } from "../../src/telemetry/types.ts";
 import { detectWindow } from "../../src/telemetry/window.ts";
 import { type CappedRunOptions, cappedRun } from "./capped-run.ts";
 
@@ -111,4 +112,36 @@ test("the issue's shape through telemetry read --tokens: 1.7 s idle, 8.2 s at a 
     assert.equal(s.throttle!.powerCapped, true);
     assert.ok(s.smClockMHz!.median! < 0.95 * 1980, `SM clock median ${s.smClockMHz!.median}`);
   }
+});
+
+test("the work gate costs a lookup per reading: 10× the readings take about 10× the time, not 100×", () => {
+  // power.draw high for 3 s while utilization reads 0 (the gate's worst case: no work anywhere in the 1 s lag, so
+  // a scan of the lag read every work reading in it). The bound is a ratio against the same code on a capture a
+  // tenth as dense, so the host's speed cancels: linear measures ~6×, the scan ~75×.
+  const capture = (dt: number): TelemetryCapture => {
+    const samples: TelemetryCapture["samples"] = [];
+    const n = Math.round(5.5 / dt);
+    for (let i = 0; i <= n; i++) {
+      const r = i * dt;
+      samples.push({ t: 1000 + r, device: "gpu0", powerW: r >= 2 && r < 5 ? 600 : 80, gpuBusy: 0 });
+    }
+    return {
+      source: { kind: "nvidia-smi", detail: "test" },
+      devices: [{ key: "gpu0" }],
+      samples,
+      notes: [],
+      unavailable: [],
+    };
+  };
+  const time = (c: TelemetryCapture) => {
+    const t0 = performance.now();
+    const w = detectWindow(c, { powerAveragingS: 1 });
+    assert.match(w.notes.join(" "), /no device rose clearly/);
+    return performance.now() - t0;
+  };
+  const small = capture(1e-4);
+  time(small);
+  const base = Math.min(time(small), time(small));
+  const big = time(capture(1e-5));
+  assert.ok(big < 25 * base, `${big.toFixed(0)} ms against ${base.toFixed(0)} ms for a tenth of the readings`);
 });
