@@ -49,9 +49,59 @@ function first(o: Json | undefined, paths: string[][]): { v: number; unit?: stri
   return undefined;
 }
 
-const ENERGY_SCALE: Record<string, number> = { J: 1, mJ: 1e-3, uJ: 1e-6, µJ: 1e-6, kJ: 1e3 };
+/** Each quantity's units as amd-smi may print them, to the unit a sample holds (W, J, MHz, MiB, °C, %). */
+const UNITS = {
+  power: { W: 1, mW: 1e-3, uW: 1e-6, µW: 1e-6, kW: 1e3 },
+  energy: { J: 1, mJ: 1e-3, uJ: 1e-6, µJ: 1e-6, kJ: 1e3 },
+  clock: { MHz: 1, GHz: 1e3, kHz: 1e-3, Hz: 1e-6 },
+  // amd-smi divides bytes by 1024² and calls it MB (an MI300X's 192 GiB shows as total_vram 196592 MB).
+  memory: { MB: 1, MiB: 1, GB: 1024, GiB: 1024, KB: 1 / 1024, KiB: 1 / 1024, B: 1 / 1048576 },
+  temperature: { C: 1, "°C": 1 },
+  percent: { "%": 1 },
+} as const;
 
-function amdSmiGpu(g: Json, t: number, idx: number): { s: TelemetrySample; d: TelemetryDevice } {
+/**
+ * A value in the sample's unit. No unit means the tool's documented one (`dflt`); a unit of another quantity
+ * (`12 kWh` as power) is refused, never read as the default.
+ */
+function inUnit(
+  x: { v: number; unit?: string },
+  kind: keyof typeof UNITS,
+  key: string,
+  ctx: { file: string; entry: string },
+): number {
+  if (x.unit === undefined) return x.v;
+  const k = (UNITS[kind] as Record<string, number>)[x.unit];
+  if (k === undefined)
+    throw new InputError(
+      `${ctx.entry} ${key}: "${x.v} ${x.unit}" is not in a unit of ${kind} (${Object.keys(UNITS[kind]).join(", ")})`,
+      { position: { file: ctx.file, line: 1, column: 1 } },
+    );
+  return x.v * k;
+}
+
+/** amd-smi's sections of one GPU's entry: an entry with none of them is not a GPU. */
+const AMD_SECTIONS = ["gpu", "power", "usage", "clock", "temperature", "mem_usage", "energy"];
+
+function describe(x: Json): string {
+  return x === null ? "null" : Array.isArray(x) ? "a list" : typeof x === "object" ? "an object" : `a ${typeof x}`;
+}
+
+function amdSmiGpu(g: Json, t: number, idx: number, file: string): { s: TelemetrySample; d: TelemetryDevice } {
+  const entry = `entry ${idx} of the GPU list`;
+  if (!g || typeof g !== "object" || Array.isArray(g))
+    throw new InputError(
+      `${entry} is ${describe(g)}, not a GPU object (amd-smi metric --json lists one object per GPU)`,
+      {
+        position: { file, line: 1, column: 1 },
+      },
+    );
+  if (!AMD_SECTIONS.some((k) => k in g))
+    throw new InputError(
+      `${entry} holds none of amd-smi's GPU sections (${AMD_SECTIONS.join(", ")}): not amd-smi metric output`,
+      { position: { file, line: 1, column: 1 } },
+    );
+  const ctx = { file, entry };
   const gpuNo = amdValue(get(g, "gpu"))?.v ?? idx;
   const key = `gpu${gpuNo}`;
   const s: TelemetrySample = { t, device: key };
@@ -61,42 +111,42 @@ function amdSmiGpu(g: Json, t: number, idx: number): { s: TelemetrySample; d: Te
     ["power", "current_socket_power"],
     ["power", "average_socket_power"],
   ]);
-  if (power) s.powerW = power.unit === "mW" ? power.v / 1000 : power.v;
+  if (power) s.powerW = inUnit(power, "power", "power", ctx);
   const gfx = first(g, [["usage", "gfx_activity"]]);
-  if (gfx) s.gpuBusy = gfx.v / 100;
+  if (gfx) s.gpuBusy = inUnit(gfx, "percent", "usage.gfx_activity", ctx) / 100;
   const umc = first(g, [["usage", "umc_activity"]]);
-  if (umc) s.memBusy = umc.v / 100;
+  if (umc) s.memBusy = inUnit(umc, "percent", "usage.umc_activity", ctx) / 100;
   const clk = first(g, [
     ["clock", "gfx_0", "clk"],
     ["clock", "gfx_clock"],
     ["clock", "gfx", "clk"],
   ]);
-  if (clk) s.smClockMHz = clk.v;
+  if (clk) s.smClockMHz = inUnit(clk, "clock", "clock (gfx)", ctx);
   const clkMax = first(g, [["clock", "gfx_0", "max_clk"]]);
   if (clkMax) {
-    s.smClockMaxMHz = clkMax.v;
-    d.smClockMaxMHz = clkMax.v;
+    s.smClockMaxMHz = inUnit(clkMax, "clock", "clock.gfx_0.max_clk", ctx);
+    d.smClockMaxMHz = s.smClockMaxMHz;
   }
   const mclk = first(g, [
     ["clock", "mem_0", "clk"],
     ["clock", "mem_clock"],
   ]);
-  if (mclk) s.memClockMHz = mclk.v;
+  if (mclk) s.memClockMHz = inUnit(mclk, "clock", "clock (mem)", ctx);
   const temp = first(g, [
     ["temperature", "hotspot"],
     ["temperature", "edge"],
   ]);
-  if (temp) s.temperatureC = temp.v;
+  if (temp) s.temperatureC = inUnit(temp, "temperature", "temperature", ctx);
   const used = first(g, [["mem_usage", "used_vram"]]);
-  if (used) s.memoryUsedMiB = used.v;
+  if (used) s.memoryUsedMiB = inUnit(used, "memory", "mem_usage.used_vram", ctx);
   const total = first(g, [["mem_usage", "total_vram"]]);
-  if (total) s.memoryTotalMiB = total.v;
+  if (total) s.memoryTotalMiB = inUnit(total, "memory", "mem_usage.total_vram", ctx);
   const energy = first(g, [["energy", "total_energy_consumption"]]);
-  if (energy) s.energyJ = energy.v * (ENERGY_SCALE[energy.unit ?? "J"] ?? 1);
+  if (energy) s.energyJ = inUnit(energy, "energy", "energy.total_energy_consumption", ctx);
   const limit = first(g, [["power", "power_limit"]]);
   if (limit) {
-    s.powerLimitW = limit.v;
-    d.powerLimitW = limit.v;
+    s.powerLimitW = inUnit(limit, "power", "power.power_limit", ctx);
+    d.powerLimitW = s.powerLimitW;
   }
   return { s, d };
 }
@@ -152,7 +202,7 @@ export function parseAmdSmiJson(text: string, opts: AmdSmiParseOptions): Telemet
   if (list) {
     detail = "amd-smi metric --json";
     list.forEach((g, i) => {
-      const { s, d } = amdSmiGpu(g, opts.timeS, i);
+      const { s, d } = amdSmiGpu(g, opts.timeS, i, file);
       samples.push(s);
       devices.push(d);
     });

@@ -2,8 +2,10 @@
 // from a Prometheus server's instant vectors. Names, units and labels as the real exporter writes them
 // (etc/default-counters.csv and etc/dcp-metrics-included.csv of NVIDIA/dcgm-exporter). Pure.
 
+import { ParseError } from "../errors.ts";
 import { parseExposition } from "../metrics/parse.ts";
 import type { Exposition, Labels } from "../metrics/types.ts";
+import { saneTime } from "./sanity.ts";
 import type { TelemetryCapture, TelemetryDevice, TelemetrySample } from "./types.ts";
 
 type Conv = (s: TelemetrySample, v: number, help: string | undefined, d: TelemetryDevice) => void;
@@ -201,14 +203,28 @@ export function parseDcgmExposition(text: string, opts: DcgmParseOptions): Telem
     parseExposition(text, { file: opts.file }),
     opts.scrapeTimeS,
     `dcgm-exporter exposition${opts.file ? ` ${opts.file}` : ""}`,
+    opts.file,
   );
 }
 
-/** An exposition already parsed (the live dcgm source's scrape) → a capture; samples without a timestamp get `scrapeTimeS`. */
-export function dcgmExpositionCapture(exp: Exposition, scrapeTimeS: number, detail: string): TelemetryCapture {
+/**
+ * An exposition already parsed (the live dcgm source's scrape) → a capture; samples without a timestamp get
+ * `scrapeTimeS`. A sample timestamp that is no time (negative, past 2100: `1e16` ms) is a ParseError at its line.
+ */
+export function dcgmExpositionCapture(
+  exp: Exposition,
+  scrapeTimeS: number,
+  detail: string,
+  file?: string,
+): TelemetryCapture {
   const rows: Row[] = [];
   for (const f of exp.families)
-    for (const s of f.samples)
+    for (const s of f.samples) {
+      if (s.timestampMs !== undefined && DCGM_FAMILIES[s.name] && !saneTime(s.timestampMs / 1000))
+        throw new ParseError(
+          `${s.name}: the sample timestamp ${s.timestampMs} ms is not a time (expected ms since 1970, before 2100)`,
+          { file, line: s.line ?? 1, column: 1 },
+        );
       rows.push({
         name: s.name,
         labels: s.labels,
@@ -216,6 +232,7 @@ export function dcgmExpositionCapture(exp: Exposition, scrapeTimeS: number, deta
         t: s.timestampMs !== undefined ? s.timestampMs / 1000 : scrapeTimeS,
         help: f.help,
       });
+    }
   const cap = rowsToCapture(rows, { kind: "dcgm", detail }, false);
   if (!cap.samples.length && !rows.some((r) => r.name.startsWith("DCGM_")))
     cap.notes.push("the exposition holds no DCGM_FI_* families");

@@ -1,14 +1,23 @@
 // `telemetry read`: saved telemetry files → captures → the loaded window → the summary. Each file's format is
 // detected from its text (or forced); the parsers are pure, this module reads the files.
 
-import { readFile, stat } from "node:fs/promises";
-import { InputError, UsageError } from "../errors.ts";
+import { createHash } from "node:crypto";
+import { open, realpath, stat } from "node:fs/promises";
+import { basename } from "node:path";
+import { InputError, plainReason, UsageError } from "../errors.ts";
 import { parseTopology, type Topology } from "../trace/topo.ts";
 import { parseAmdSmiJson } from "./amdsmi.ts";
 import { parseDcgmExposition } from "./dcgm.ts";
+import { screenCapture } from "./sanity.ts";
 import { medianIntervalMs, parseSmiDmon, parseSmiQ, parseSmiQueryCsv, type SmiQReport, smiQCapture } from "./smi.ts";
 import { summarizeTelemetry } from "./summary.ts";
-import type { TelemetryCapture, TelemetryDevice, TelemetryFileFormat, TelemetrySummary } from "./types.ts";
+import type {
+  TelemetryCapture,
+  TelemetryDevice,
+  TelemetryFileFormat,
+  TelemetrySample,
+  TelemetrySummary,
+} from "./types.ts";
 import { detectWindow, parseWindowFlag, type TelemetryWindow } from "./window.ts";
 
 export { TELEMETRY_FORMATS, type TelemetryFileFormat } from "./types.ts";
@@ -78,6 +87,48 @@ export interface TelemetryReadResult {
   notes: string[];
 }
 
+/**
+ * The largest telemetry file read (the same limit as a metrics file): an hour of 100 ms readings of eight GPUs
+ * is ~70 MB of query CSV. Above it, reading and parsing would take minutes and gigabytes; split the file.
+ */
+export const MAX_TELEMETRY_FILE_BYTES = 64 * 1024 * 1024;
+
+const mib = (n: number) => `${(n / 1048576).toFixed(n < 1048576 ? 2 : 0)} MiB`;
+
+/**
+ * A telemetry file's bytes, refused past MAX_TELEMETRY_FILE_BYTES before it is read whole: a regular file by its
+ * size, anything else (a device like /dev/zero, a pipe) by what it has given so far.
+ */
+export async function readTelemetryFile(file: string, maxBytes = MAX_TELEMETRY_FILE_BYTES): Promise<Buffer> {
+  const limit = `telemetry read takes files up to ${mib(maxBytes)}; split a longer capture (by time) and read the part with the run`;
+  let fh: Awaited<ReturnType<typeof open>>;
+  try {
+    fh = await open(file, "r");
+  } catch (e) {
+    throw new InputError(`${file}: ${plainReason(e)}`, { cause: e });
+  }
+  try {
+    const st = await fh.stat();
+    if (st.isFile() && st.size > maxBytes) throw new InputError(`${file}: ${mib(st.size)}: ${limit}`);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes + 1 - total));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(buf.subarray(0, bytesRead));
+      total += bytesRead;
+      if (total > maxBytes)
+        throw new InputError(
+          `${file}: more than ${mib(maxBytes)}${st.isFile() ? "" : " (not a regular file)"}: ${limit}`,
+        );
+    }
+    return Buffer.concat(chunks, total);
+  } finally {
+    await fh.close();
+  }
+}
+
 /** Reads telemetry files, finds the loaded window (or takes the given one) and summarizes. */
 export async function telemetryRead(files: string[], opts: TelemetryReadOptions = {}): Promise<TelemetryReadResult> {
   if (!files.length) throw new UsageError("give telemetry files to read");
@@ -87,8 +138,27 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
   const reports: SmiQReport[] = [];
   let topology: Topology | undefined;
   const notes: string[] = [];
+  // The same file named twice (or two copies of one) is one recording, read once: summing it twice would count
+  // every device twice, merging it would interleave a device with itself.
+  const seenPath = new Map<string, string>();
+  const seenBytes = new Map<string, string>();
   for (const file of files) {
-    const text = await readFile(file, "utf8");
+    const real = await realpath(file).catch(() => file);
+    const again = seenPath.get(real);
+    if (again !== undefined) {
+      notes.push(`${file}: the same file as ${again}; read once`);
+      continue;
+    }
+    seenPath.set(real, file);
+    const bytes = await readTelemetryFile(file);
+    const digest = createHash("sha256").update(bytes).digest("hex");
+    const copy = seenBytes.get(digest);
+    if (copy !== undefined) {
+      notes.push(`${file}: the same bytes as ${copy} (a copy of one recording); read once`);
+      continue;
+    }
+    seenBytes.set(digest, file);
+    const text = bytes.toString("utf8");
     const format = opts.format ?? detectTelemetryFormat(text, file);
     let cap: TelemetryCapture | undefined;
     switch (format) {
@@ -126,7 +196,11 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
   }
   // -q facts fill in devices of every capture (matched by UUID, else by key).
   const facts = reports.flatMap((r) => smiQCapture(r).devices);
-  for (const s of series) s.cap.devices = s.cap.devices.map((d) => mergeFacts(d, facts));
+  // Impossible readings go before anything is derived (the facts first: a device's power limit bounds its power).
+  for (const s of series) {
+    s.cap.devices = s.cap.devices.map((d) => mergeFacts(d, facts));
+    s.cap = screenCapture(s.cap);
+  }
   if (!series.length) {
     if (reports.length && !topology) notes.push("no time series among the files: device facts only");
     return {
@@ -144,20 +218,23 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
   // their samples are concatenated. Of the groups, the finest-sampled carries the summary; another group joins
   // it when it holds other devices on the same time axis, and is otherwise summarized on its own (a dmon log
   // beside the query loop of the same run would interleave two power series of one GPU).
-  const groups = new Map<TelemetryFileFormat, { file: string; cap: TelemetryCapture }>();
+  const groups = new Map<
+    TelemetryFileFormat,
+    { file: string; cap: TelemetryCapture; members: Member[]; split: Set<string> }
+  >();
   for (const s of series) {
     const g = groups.get(s.format);
     if (!g) {
       groups.set(s.format, {
         file: s.file,
         cap: { ...s.cap, samples: [...s.cap.samples], devices: [...s.cap.devices], notes: [...s.cap.notes] },
+        members: [{ file: s.file, cap: s.cap }],
+        split: new Set(),
       });
       continue;
     }
     g.file = `${g.file}, ${s.file}`;
-    g.cap.samples.push(...s.cap.samples);
-    for (const d of s.cap.devices) if (!g.cap.devices.some((x) => x.key === d.key)) g.cap.devices.push(d);
-    for (const n of s.cap.notes) if (!g.cap.notes.includes(n)) g.cap.notes.push(n);
+    joinSegment(g, { file: s.file, cap: s.cap }, notes);
     g.cap.intervalMs = undefined;
   }
   for (const g of groups.values()) {
@@ -200,6 +277,105 @@ export async function telemetryRead(files: string[], opts: TelemetryReadOptions 
     others,
     notes,
   };
+}
+
+interface Member {
+  file: string;
+  cap: TelemetryCapture;
+}
+
+/** Time span of one device's readings in a capture. */
+function spanOf(cap: TelemetryCapture, key: string): [number, number] | null {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const s of cap.samples)
+    if (s.device === key) {
+      if (s.t < lo) lo = s.t;
+      if (s.t > hi) hi = s.t;
+    }
+  return lo <= hi ? [lo, hi] : null;
+}
+
+/** The label that tells two files' devices apart: the host where both know theirs, else the file's name. */
+function labelOf(m: Member, others: Member[], dev: TelemetryDevice | undefined): string {
+  if (dev?.host) return dev.host;
+  const base = basename(m.file);
+  return others.some((o) => o !== m && basename(o.file) === base) ? m.file : base;
+}
+
+function renameDevice(cap: TelemetryCapture, from: string, to: string): void {
+  cap.samples = cap.samples.map((s: TelemetrySample) => (s.device === from ? { ...s, device: to } : s));
+  cap.devices = cap.devices.map((d) => (d.key === from ? { ...d, key: to } : d));
+}
+
+/**
+ * Joins one more file of a format to its group. Files of one format are segments of one recording (successive
+ * scrapes, a loop restarted) unless their devices say otherwise: one key (gpu0) in two files is one GPU only where
+ * the UUIDs agree, or, without UUIDs, where the files do not overlap in time. Two GPUs are kept apart
+ * (`a.csv:gpu0`, `b.csv:gpu0`, or by host); one GPU recorded twice over the same time keeps its first file's readings.
+ */
+function joinSegment(
+  g: { cap: TelemetryCapture; members: Member[]; split: Set<string> },
+  m: Member,
+  notes: string[],
+): void {
+  const cap: TelemetryCapture = { ...m.cap, samples: [...m.cap.samples], devices: [...m.cap.devices] };
+  const mine = { file: m.file, cap };
+  const all = [...g.members, mine];
+  for (const key of [...new Set(cap.samples.map((s) => s.device))]) {
+    if (g.split.has(key)) {
+      // Already told apart in earlier files: this file's is one more.
+      let lb = labelOf(
+        mine,
+        all,
+        cap.devices.find((d) => d.key === key),
+      );
+      if (g.cap.devices.some((d) => d.key === `${lb}:${key}`)) lb = m.file;
+      renameDevice(cap, key, `${lb}:${key}`);
+      notes.push(`${key} in ${m.file}: kept apart from the other files' as ${lb}:${key}`);
+      continue;
+    }
+    const prior = g.members.find((p) => p.cap.samples.some((s) => s.device === key));
+    if (!prior) continue;
+    const a = g.cap.devices.find((d) => d.key === key);
+    const b = cap.devices.find((d) => d.key === key);
+    const sa = spanOf(prior.cap, key)!;
+    const sb = spanOf(cap, key)!;
+    const overlap = Math.max(sa[0], sb[0]) <= Math.min(sa[1], sb[1]);
+    if (a?.uuid && b?.uuid && a.uuid === b.uuid) {
+      if (!overlap) continue;
+      cap.samples = cap.samples.filter((s) => s.device !== key);
+      notes.push(
+        `${m.file}: ${key} is the GPU ${a.uuid} that ${prior.file} records over the same time: its readings there are left out (one GPU counted once)`,
+      );
+      continue;
+    }
+    if (!(a?.uuid && b?.uuid) && !overlap) {
+      notes.push(
+        `${key} in ${prior.file} and ${m.file}: no UUID to tell GPUs apart, and the files do not overlap in time: read as one recording of one GPU`,
+      );
+      continue;
+    }
+    // Two GPUs under one key: each takes its file's (or host's) name.
+    const la = labelOf(prior, all, a);
+    let lb = labelOf(mine, all, b);
+    if (lb === la) lb = m.file === prior.file ? `${lb}#2` : m.file;
+    const ka = `${la}:${key}`;
+    const kb = `${lb}:${key}`;
+    renameDevice(g.cap, key, ka);
+    renameDevice(prior.cap, key, ka);
+    renameDevice(cap, key, kb);
+    g.split.add(key);
+    notes.push(
+      a?.uuid && b?.uuid
+        ? `${key} in ${prior.file} and in ${m.file} are two GPUs (UUIDs ${a.uuid}, ${b.uuid}): kept apart as ${ka} and ${kb}`
+        : `${key} in ${prior.file} and in ${m.file} overlap in time and carry no UUID to say they are one GPU: kept apart as ${ka} and ${kb}`,
+    );
+  }
+  g.cap.samples.push(...cap.samples);
+  for (const d of cap.devices) if (!g.cap.devices.some((x) => x.key === d.key)) g.cap.devices.push(d);
+  for (const n of cap.notes) if (!g.cap.notes.includes(n)) g.cap.notes.push(n);
+  g.members.push(mine);
 }
 
 function summaryOpts(w: TelemetryWindow, o: TelemetryReadOptions) {

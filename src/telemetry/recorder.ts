@@ -30,6 +30,8 @@ export interface TelemetryResolution {
   why: string;
   /** The concrete spec recorded (none for none). */
   spec: TelemetrySpec;
+  /** auto without a source: each candidate and why it was not taken ("nvidia-smi: not on PATH"). */
+  tried?: string[];
 }
 
 export interface TelemetryMark {
@@ -142,7 +144,12 @@ export async function startTelemetry(spec: TelemetrySpec, ctx: RecorderContext =
         tried.push(`${c.kind}: ${err.message}`);
       }
     }
-    if (!handle) resolved = { kind: "none", why: `auto: ${noneWhy(tried)}`, spec: { kind: "none" } };
+    if (!handle) {
+      const absent = findOnPath("nvidia-smi", ctx.path ?? process.env.PATH ?? "") ? [] : ["nvidia-smi: not on PATH"];
+      if (!ctx.simUrl) absent.push("the embedded sim's /dcgm/metrics: no sim target");
+      if (!ctx.localTarget) absent.push("cpu: no target on this host");
+      resolved = { kind: "none", why: `auto: ${noneWhy(tried)}`, spec: { kind: "none" }, tried: [...absent, ...tried] };
+    }
   } else {
     const { source, intervalMs } = sourceFor(spec, withServer(ctx));
     // An explicit source that cannot start is an error (exit 3), thrown before any measurement.

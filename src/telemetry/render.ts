@@ -8,7 +8,15 @@ const f = (x: number | null | undefined, d = 1) => (x === null || x === undefine
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? "—" : `${(100 * x).toFixed(1)} %`);
 
 function iso(t: number): string {
+  if (!Number.isFinite(t) || Math.abs(t) > 8.64e12) return `${t} s`;
   return t >= 1e8 ? new Date(t * 1000).toISOString() : `t+${t.toFixed(3)} s`;
+}
+
+/** "covers 1.80 of 1.90 s" where the energy readings leave part of the window uncovered. */
+function coverage(s: TelemetrySummary): string {
+  const c = s.energyCoverage;
+  if (!c || c.coveredS >= c.windowS * (1 - 1e-9)) return "";
+  return ` · covers ${c.coveredS.toFixed(2)} of ${c.windowS.toFixed(2)} s`;
 }
 
 export function formatSummary(s: TelemetrySummary): string {
@@ -20,9 +28,12 @@ export function formatSummary(s: TelemetrySummary): string {
   if (s.energyJ !== null)
     rows.push([
       "energy",
-      `${f(s.energyJ)} J ± ${f(s.energyErrorJ)} J (${s.energyMethod === "counter" ? "energy counter delta" : "integrated power"})`,
+      `${f(s.energyJ)} J ± ${f(s.energyErrorJ)} J (${s.energyMethod === "counter" ? "energy counter delta" : "integrated power"})${coverage(s)}`,
     ]);
-  else rows.push(["energy", "unavailable"]);
+  else {
+    const why = s.unavailable.find((u) => u.field === "energyJ")?.why;
+    rows.push(["energy", `unavailable${why ? `: ${why}` : ""}`]);
+  }
   rows.push(["power", `avg ${f(s.avgPowerW)} W · peak ${f(s.peakPowerW)} W`]);
   if (s.tokens !== null)
     rows.push([

@@ -3,6 +3,7 @@
 // window and derives the summary over it. A source that fails mid-run costs notes, never the run.
 import { fetchRaw } from "../metrics/scrape.ts";
 import { cutToWindow, type Recorder, type RecorderContext, startTelemetry } from "./recorder.ts";
+import { screenCapture } from "./sanity.ts";
 import { parseTelemetrySpec, specIntervalMs } from "./spec.ts";
 import { medianSpacing, summarizeTelemetry, valueChanges } from "./summary.ts";
 import type {
@@ -129,20 +130,30 @@ export async function openTelemetry(
       const notes = [...(capture?.notes ?? [])];
       if (!capture || t0 === null || t1 === null || t1 <= t0)
         return { source, summary: null, samples: [], notes: [...notes, "no measured window was recorded"] };
-      const cut = cutToWindow(capture, t0, t1);
-      if (cut.samples.length === 0)
+      const x = o.timeScale ?? 1;
+      // The sim's rates are per wall second of its faster clock: the bounds on a possible reading scale with it.
+      const rateScale = rec.resolved.kind === "sim" ? x : 1;
+      const cut = cutToWindow(screenCapture(capture, { rateScale }), t0, t1);
+      // A source that fell silent before the window opened has nothing to say of it: no table of dashes.
+      const last = cut.samples.at(-1);
+      if (!last || last.t < t0)
         return {
           source,
           summary: null,
           samples: [],
-          notes: [...notes, `${source.detail}: no sample inside the measured window`],
+          notes: [
+            ...notes,
+            last
+              ? `${source.detail}: no reading inside the measured window (the last came ${(t0 - last.t).toFixed(1)} s before it opened): telemetry unavailable for this run`
+              : `${source.detail}: no sample inside the measured window`,
+          ],
         };
       const summary = summarizeTelemetry(cut, {
         window: { startS: t0, endS: t1, how: "measured-run" },
         tokens: o.tokens,
         peakBandwidthGBs: o.peakBandwidthGBs,
+        rateScale,
       });
-      const x = o.timeScale ?? 1;
       if (rec.resolved.kind === "sim" && x !== 1) {
         // Energy and bytes are modelled totals either way; only the rates per wall second carry the scale.
         if (summary.avgPowerW !== null) summary.avgPowerW /= x;

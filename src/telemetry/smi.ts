@@ -55,8 +55,16 @@ export function parseSmiTimestamp(text: string, utcOffsetMinutes?: number): numb
   const m = /^(\d{4})[/-](\d{2})[/-](\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$/.exec(text.trim());
   if (!m) return undefined;
   const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  // Date normalizes 2026/13/45 25:61:61 into another day: a time that is not one is refused instead.
+  if (!validWallClock(y, mo, d, h, mi, s)) return undefined;
   const frac = m[7] ? Number(`0.${m[7]}`) : 0;
   return wallClockToUnix(y, mo, d, h, mi, s, utcOffsetMinutes) + frac;
+}
+
+/** A calendar date and time of day that exist (a leap second's :60 is allowed). */
+function validWallClock(y: number, mo: number, d: number, h: number, mi: number, s: number): boolean {
+  const days = mo >= 1 && mo <= 12 ? new Date(Date.UTC(y, mo, 0)).getUTCDate() : 0;
+  return y >= 1970 && d >= 1 && d <= days && h <= 23 && mi <= 59 && s <= 60;
 }
 
 function wallClockToUnix(
@@ -265,7 +273,14 @@ export function createSmiQueryLineParser(opts: SmiQueryLineOptions = {}): SmiQue
       if (f === "timestamp") {
         const t = parseSmiTimestamp(v, opts.utcOffsetMinutes);
         if (t === undefined)
-          throw cellError(f, "expected a timestamp like 2026/12/04 16:54:22.517", v, file, lineNo, column);
+          throw cellError(
+            f,
+            "expected a timestamp like 2026/12/04 16:54:22.517 (a date and time that exist)",
+            v,
+            file,
+            lineNo,
+            column,
+          );
         sample.t = t;
         stamp = v;
         continue;
@@ -463,13 +478,17 @@ export function createSmiDmonLineParser(opts: DmonLineOptions = {}): SmiDmonLine
       const c = cols[k]!;
       const { text: v, column } = cells[k]!;
       if (c === "date") {
-        if (!/^\d{8}$/.test(v)) throw cellError(c, "expected YYYYMMDD", v, file, lineNo, column);
+        const ok =
+          /^\d{8}$/.test(v) &&
+          validWallClock(Number(v.slice(0, 4)), Number(v.slice(4, 6)), Number(v.slice(6, 8)), 0, 0, 0);
+        if (!ok) throw cellError(c, "expected a date YYYYMMDD that exists", v, file, lineNo, column);
         date = v;
         continue;
       }
       if (c === "time") {
         const m = /^(\d{2}):(\d{2}):(\d{2})$/.exec(v);
-        if (!m) throw cellError(c, "expected HH:MM:SS", v, file, lineNo, column);
+        if (!m || !validWallClock(2000, 1, 1, Number(m[1]), Number(m[2]), Number(m[3])))
+          throw cellError(c, "expected a time of day HH:MM:SS", v, file, lineNo, column);
         tod = Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]);
         continue;
       }

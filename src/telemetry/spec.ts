@@ -43,6 +43,14 @@ export function parseTelemetrySpec(text: string, opts: SpecOptions = {}): Teleme
   if (at) {
     body = raw.slice(0, at.index);
     intervalMs = checkInterval(durationMs(at[1]!), `${flag} …@${at[1]}`);
+  } else {
+    // A suffix that means to be an interval but is none (`nvidia-smi@-1s`, `dcgm:http://h:9400@0.5.s`): said as
+    // such, not as an unknown source. A URL's own `@` is followed by a host, which does not start like a number.
+    const bad = /@([-+]?[\d.]+[a-z]*|[-+][^@/]*)$/i.exec(raw);
+    if (bad)
+      throw new UsageError(
+        `${flag}: bad sampling interval "@${bad[1]}" in "${raw}": expected a duration from ${MIN_INTERVAL_MS} ms to ${MAX_INTERVAL_MS / 1000} s, e.g. @200ms or @2s`,
+      );
   }
   if (opts.intervalMs !== undefined)
     intervalMs = checkInterval(opts.intervalMs, opts.intervalFlag ?? "--telemetry-interval");
@@ -89,8 +97,15 @@ export function specIntervalMs(spec: TelemetrySpec): number | undefined {
 
 /** The spec written back as a flag value (for logs and the run store). */
 export function formatTelemetrySpec(spec: TelemetrySpec): string {
-  const base = "url" in spec ? `${spec.kind}:${spec.url}` : spec.kind;
   const iv = "intervalMs" in spec && spec.intervalMs !== undefined ? `@${spec.intervalMs}ms` : "";
+  let base: string = spec.kind;
+  if ("url" in spec) {
+    // `http://host:9090@1000ms` reads as user "host", password "9090" to anything that looks for credentials
+    // (and to a URL parser): a path's "/" before the interval keeps the port a port. The parse drops it again.
+    const u = new URL(spec.url);
+    const bare = iv !== "" && u.pathname === "/" && !u.search && !spec.url.endsWith("/");
+    base = `${spec.kind}:${spec.url}${bare ? "/" : ""}`;
+  }
   return `${base}${iv}`;
 }
 

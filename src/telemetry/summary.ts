@@ -1,14 +1,18 @@
 // The figures derived from a capture over a window: energy, J/token, power, clocks, throttling, DRAM bandwidth,
 // interconnect bytes. Every definition is in docs/telemetry.md; nothing unmeasured becomes a zero. Pure.
 
+import { powerBoundW, screenCapture } from "./sanity.ts";
 import { CLOCK_EVENT_BITS } from "./smi.ts";
 import type { TelemetryCapture, TelemetrySample, TelemetrySummary } from "./types.ts";
 
 export interface SummaryOptions {
-  window: { startS: number; endS: number; how: "given" | "detected" | "measured-run" };
+  /** `edgeErrorJ`: what a detected window's edge placement can move energy by; added to the ±. */
+  window: { startS: number; endS: number; how: "given" | "detected" | "measured-run"; edgeErrorJ?: number };
   tokens?: number;
   /** Peak DRAM bandwidth of one device in GB/s (for achieved bandwidth = DRAM active × peak). */
   peakBandwidthGBs?: number;
+  /** The embedded sim's time scale: its power and byte rates are per wall second of a faster clock (sanity.ts). */
+  rateScale?: number;
 }
 
 /** Reasons that lower clocks because of a limit (power, heat, a hardware slowdown); idle and settings are not. */
@@ -125,7 +129,16 @@ export function integrateTrailingAverage(
   if (r > 1e-9) {
     const tc = a + r / 2 + w / 2;
     value += r * at(p, tc);
-    err += r * interpErr(tc);
+    // The centred window stands for the remainder: power that moves within it (a step at the edge) moves the
+    // figure by up to half that range.
+    let mn = at(p, tc);
+    let mx = mn;
+    for (const x of p)
+      if (x.t > tc - w / 2 && x.t < tc + w / 2) {
+        mn = Math.min(mn, x.v);
+        mx = Math.max(mx, x.v);
+      }
+    err += r * (interpErr(tc) + (mx - mn) / 2);
   }
   const range = rangeOf(p);
   if (a - w < p[0]!.t) err += Math.min(w, p[0]!.t - (a - w)) * range;
@@ -191,37 +204,129 @@ export function integrateCollections(
   return { value, errorBound: err };
 }
 
+export interface CounterDelta {
+  value: number;
+  /** Drops to near zero (a driver reload, an exporter restart): the piece after one counts from zero. */
+  resets: number;
+  errorBound: number;
+  /** The readings reach both edges of [a, b]. */
+  covered: boolean;
+  /** Seconds of [a, b] between the first and the last reading (a counter's delta is exact between any two). */
+  coveredS: number;
+  /** Steps down that are no reset (the counter decreases, or its samples are out of order): not a cumulative counter. */
+  decreases: number;
+  /** Steps up faster than `maxRate`: not what the device can have counted. */
+  jumps: number;
+  /** The first step that is neither, for the note: "1,000,000 → 999,940 at t". */
+  firstBad?: { t: number; from: number; to: number };
+}
+
 /**
- * Delta of a cumulative counter over [a, b]: pieces between readings, clipped linearly at the window's edges. A
- * decrease is a reset (a driver reload, an exporter restart): the piece after it counts from zero, and it is said.
+ * Delta of a cumulative counter over [a, b]: pieces between readings, clipped linearly at the window's edges.
+ * A step down is a reset only where the counter fell to what it can have counted since restarting at zero
+ * inside that interval (at most `maxRate` × Δt, and under half of where it was): the piece then counts from
+ * zero, and the part of the interval before the restart is estimated at the neighbouring pieces' rate, with
+ * the whole unknown part in the bound. Any other step down, or a step up faster than `maxRate`, means the
+ * readings are not a counter of energy (`decreases`, `jumps`): the caller must not use the delta.
  */
-export function counterDelta(
-  p: Pt[],
-  a: number,
-  b: number,
-): { value: number; resets: number; errorBound: number; covered: boolean } {
+export function counterDelta(p: Pt[], a: number, b: number, o: { maxRate?: number } = {}): CounterDelta {
+  const maxRate = o.maxRate ?? Number.POSITIVE_INFINITY;
   let value = 0;
   let resets = 0;
   let err = 0;
+  let decreases = 0;
+  let jumps = 0;
+  let firstBad: CounterDelta["firstBad"];
+  const rate = (i: number): number | undefined => {
+    // The rate of piece i (from reading i − 1 to i), when it is an ordinary step.
+    if (i < 1 || i >= p.length) return undefined;
+    const d = p[i]!.v - p[i - 1]!.v;
+    const dt = p[i]!.t - p[i - 1]!.t;
+    return dt > 0 && d >= 0 && d / dt <= maxRate ? d / dt : undefined;
+  };
   for (let i = 1; i < p.length; i++) {
     const t0 = p[i - 1]!.t;
     const t1 = p[i]!.t;
-    if (t1 <= a || t0 >= b || t1 <= t0) continue;
-    let d = p[i]!.v - p[i - 1]!.v;
+    if (t1 <= t0) continue;
+    const v0 = p[i - 1]!.v;
+    const v1 = p[i]!.v;
+    let d = v1 - v0;
+    let pieceErr = 0;
     if (d < 0) {
-      resets++;
-      d = p[i]!.v;
+      if (v1 <= maxRate * (t1 - t0) && v1 < v0 - v1) {
+        if (t1 > a && t0 < b) resets++;
+        // What ran before the restart is unknown: the neighbours' rate estimates it, their highest rate bounds it.
+        const near = [rate(i - 1), rate(i + 1)].filter((r): r is number => r !== undefined);
+        const est = near.length ? (near.reduce((x, y) => x + y, 0) / near.length) * (t1 - t0) : v1;
+        const top = near.length ? Math.max(...near) : Number.isFinite(maxRate) ? maxRate : v1 / (t1 - t0);
+        const hi = v1 + top * (t1 - t0);
+        d = Math.max(v1, est);
+        pieceErr = Math.max(d - v1, hi - d);
+      } else {
+        if (t1 > a && t0 < b) {
+          decreases++;
+          firstBad ??= { t: t1, from: v0, to: v1 };
+        }
+        continue;
+      }
+    } else if (d / (t1 - t0) > maxRate) {
+      if (t1 > a && t0 < b) {
+        jumps++;
+        firstBad ??= { t: t1, from: v0, to: v1 };
+      }
+      continue;
     }
+    if (t1 <= a || t0 >= b) continue;
     const lo = Math.max(a, t0);
     const hi = Math.min(b, t1);
     const frac = (hi - lo) / (t1 - t0);
     value += d * frac;
+    err += pieceErr * frac;
     // A clipped piece assumes even use over its interval; the rest of the piece bounds what that can misplace.
     if (frac < 1) err += d * Math.min(frac, 1 - frac);
   }
   const covered = p.length >= 2 && p[0]!.t <= a + 1e-6 && p.at(-1)!.t >= b - 1e-6;
-  return { value, resets, errorBound: err, covered };
+  const coveredS = p.length >= 2 ? Math.max(0, Math.min(b, p.at(-1)!.t) - Math.max(a, p[0]!.t)) : 0;
+  return { value, resets, errorBound: err, covered, coveredS, decreases, jumps, ...(firstBad ? { firstBad } : {}) };
 }
+
+/** Readings further apart than this many typical spacings leave the time between them uncovered (a source down). */
+export const COVERAGE_GAP_FACTOR = 3;
+/** Energy over a window needs readings over at least this share of it; under it, energy is unavailable. */
+export const ENERGY_MIN_COVERAGE = 0.9;
+
+/** The median spacing of positive gaps between readings, or null with fewer than two distinct times. */
+function typicalGap(p: Pt[]): number | null {
+  const g: number[] = [];
+  for (let i = 1; i < p.length; i++) if (p[i]!.t > p[i - 1]!.t) g.push(p[i]!.t - p[i - 1]!.t);
+  if (!g.length) return null;
+  g.sort((x, y) => x - y);
+  return g[g.length >> 1]!;
+}
+
+/**
+ * The parts of [a, b] that readings cover: between consecutive readings no more than COVERAGE_GAP_FACTOR typical
+ * spacings apart. Nothing before the first reading or after the last is covered: a figure is never extrapolated.
+ */
+export function coveredSpans(p: Pt[], a: number, b: number): Array<[number, number]> {
+  const gap = typicalGap(p);
+  if (gap === null) return [];
+  const out: Array<[number, number]> = [];
+  for (let i = 1; i < p.length; i++) {
+    const t0 = p[i - 1]!.t;
+    const t1 = p[i]!.t;
+    if (t1 <= t0 || t1 - t0 > COVERAGE_GAP_FACTOR * gap) continue;
+    const lo = Math.max(a, t0);
+    const hi = Math.min(b, t1);
+    if (hi <= lo) continue;
+    const last = out.at(-1);
+    if (last && last[1] >= lo) last[1] = Math.max(last[1], hi);
+    else out.push([lo, hi]);
+  }
+  return out;
+}
+
+const spanOf = (xs: Array<[number, number]>) => xs.reduce((s, [lo, hi]) => s + (hi - lo), 0);
 
 /** Share of [a, b] where pred holds, each reading holding until the next (the one before a covers the start). */
 function holdShare(p: { t: number; on: boolean }[], a: number, b: number): number {
@@ -283,10 +388,117 @@ function dedupe(us: TelemetrySummary["unavailable"]): TelemetrySummary["unavaila
   });
 }
 
-const isCpu = (d: string) => d === "cpu" || d.startsWith("cpu") || d.startsWith("package");
+/** A device key's own part: a host or file prefix (`node-a:gpu0`, `a.csv:gpu0`) says nothing of its kind. */
+const localKey = (d: string) => d.slice(d.lastIndexOf(":") + 1);
+const isCpu = (d: string) => {
+  const k = localKey(d);
+  return k.startsWith("cpu") || k.startsWith("package");
+};
 
-/** Derives the summary over opts.window. */
-export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptions): TelemetrySummary {
+/** The smallest energy a counter resolves (DCGM counts mJ): tokens per J needs energy above it. */
+const ENERGY_RESOLUTION_J = 1e-3;
+
+type DeviceEnergy =
+  | { value: number; err: number; method: "counter" | "integrated-power"; coveredS: number }
+  | { why: string };
+
+/** The highest power (W) a device's counter or readings can show: see sanity.ts. */
+function devicePowerBound(cap: TelemetryCapture, d: string, ss: TelemetrySample[], rateScale: number): number {
+  let limit = cap.devices.find((x) => x.key === d)?.powerLimitW;
+  for (const s of ss) if (s.powerLimitW !== undefined) limit = Math.max(limit ?? 0, s.powerLimitW);
+  return powerBoundW(limit, rateScale);
+}
+
+/** One device's energy over [a, b]: its counter where that is a counter of energy, else its integrated power. */
+function deviceEnergy(
+  d: string,
+  ss: TelemetrySample[],
+  a: number,
+  b: number,
+  cap: TelemetryCapture,
+  rateScale: number,
+  notes: string[],
+): DeviceEnergy {
+  const counter = pts(ss, (s) => s.energyJ);
+  const avg = pts(ss, (s) => s.powerW);
+  const inst = pts(ss, (s) => s.powerInstantW);
+  const avgS = cap.powerAveragingS ?? 0;
+  let counterWhy: string | undefined;
+  if (counter.length >= 2) {
+    const maxW = devicePowerBound(cap, d, ss, rateScale);
+    const c = counterDelta(counter, a, b, { maxRate: maxW });
+    if (!c.decreases && !c.jumps && c.resets <= 1) {
+      if (c.resets)
+        notes.push(
+          `${d}: the energy counter reset once (fell to near zero); the interval around it is estimated at its neighbours' rate, its whole unknown part in the ±`,
+        );
+      return { value: c.value, err: c.errorBound, method: "counter", coveredS: c.coveredS };
+    }
+    const bad = c.firstBad ? ` (first: ${c.firstBad.from} J → ${c.firstBad.to} J)` : "";
+    counterWhy = [
+      c.decreases
+        ? `goes down ${c.decreases}× without falling to zero${bad}: samples out of order, or not a cumulative counter`
+        : "",
+      c.jumps ? `rises faster than ${maxW} W ${c.jumps}×${c.decreases ? "" : bad}` : "",
+      c.resets > 1 ? `falls to zero ${c.resets}×` : "",
+    ]
+      .filter(Boolean)
+      .join("; ");
+    counterWhy = `the energy counter is not energy: it ${counterWhy}`;
+    notes.push(
+      `${d}: ${counterWhy}; ${avg.length >= 2 || inst.length >= 2 ? "energy is integrated from power instead" : "no power readings to integrate instead"}`,
+    );
+  }
+  const primary = avg.length >= 2 ? avg : inst.length >= 2 ? inst : null;
+  if (!primary)
+    return {
+      why:
+        counterWhy ??
+        (counter.length || avg.length || inst.length
+          ? "one reading: energy needs two readings of the counter or of power"
+          : "no energy counter or power readings"),
+    };
+  const lagged = primary === avg && avgS > 0;
+  const spans = coveredSpans(primary, a, b);
+  const coveredS = spanOf(spans);
+  if (coveredS <= 0) return { why: "no two readings of power inside the window" };
+  let value = 0;
+  let err = 0;
+  for (const [lo, hi] of spans) {
+    const r = lagged ? integrateTrailingAverage(primary, lo, hi, avgS) : integrateTrapezoid(primary, lo, hi);
+    value += r.value;
+    err += r.errorBound;
+  }
+  if (primary === avg && inst.length >= 2 && spanOf(coveredSpans(inst, a, b)) >= coveredS - 1e-9) {
+    // Two independent readings of one quantity: their disagreement is part of the uncertainty.
+    let byInst = 0;
+    for (const [lo, hi] of spans) byInst += integrateTrapezoid(inst, lo, hi).value;
+    err = Math.max(err, Math.abs(value - byInst));
+    if (value > 0)
+      notes.push(
+        `${d}: power.draw${avgS > 0 ? ` (${avgS} s average, lag removed)` : ""} integrates to ${value.toFixed(1)} J, power.draw.instant to ${byInst.toFixed(1)} J (${((100 * (byInst - value)) / value).toFixed(2)} %)`,
+      );
+  }
+  // The readings' own stated accuracy, held over the span (a calibration offset does not average out).
+  if (cap.powerAccuracyW) err += cap.powerAccuracyW * coveredS;
+  // Coarse sample times (dmon's whole seconds) can shift every change of power by up to that much.
+  const res = cap.timeResolutionS ?? 0;
+  if (res > 0) {
+    let moved = 0;
+    for (let i = 1; i < primary.length; i++)
+      if (primary[i]!.t >= a - res && primary[i - 1]!.t <= b + res)
+        moved += Math.abs(primary[i]!.v - primary[i - 1]!.v);
+    err += (res * moved) / 2;
+  }
+  return { value, err, method: "integrated-power", coveredS };
+}
+
+const secs = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+
+/** Derives the summary over opts.window. Impossible readings are dropped first (sanity.ts), each said in a note. */
+export function summarizeTelemetry(captureIn: TelemetryCapture, opts: SummaryOptions): TelemetrySummary {
+  const rateScale = opts.rateScale ?? 1;
+  const capture = screenCapture(captureIn, { rateScale });
   const { startS: a, endS: b } = opts.window;
   const span = b - a;
   const unavailable: TelemetrySummary["unavailable"] = [];
@@ -300,83 +512,85 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
   const inWin = capture.samples.filter((s) => s.t >= a && s.t <= b);
   const gpuDevs = [...byDev.keys()].filter((d) => !isCpu(d));
   const cpuDevs = [...byDev.keys()].filter(isCpu);
-  const energyDevs = gpuDevs.length ? gpuDevs : cpuDevs;
+  // The devices whose energy makes the total: whole GPUs (a MIG instance is a slice of one), else the CPU
+  // packages with an energy counter or power.
+  const wholeGpus = gpuDevs.filter((d) => !d.includes("/mig"));
+  const energyDevs = gpuDevs.length
+    ? wholeGpus.length
+      ? wholeGpus
+      : gpuDevs
+    : cpuDevs.filter((d) =>
+        byDev.get(d)!.some((s) => s.energyJ !== undefined || s.powerW !== undefined || s.powerInstantW !== undefined),
+      );
   const avgS = capture.powerAveragingS ?? 0;
 
-  // Energy per device: the counter where there is one, else integrated power.
+  // Energy per device, only over the time its readings cover: never extrapolated, never a 0 for "unknown".
   let energy = 0;
   let energyErr = 0;
+  let avgPower = 0;
   let method: "counter" | "integrated-power" | null = null;
   let devsWithEnergy = 0;
-  const powerSeriesForPeak: Pt[][] = [];
-  for (const d of energyDevs) {
-    const ss = byDev.get(d)!;
-    const counter = pts(ss, (s) => s.energyJ);
-    const avg = pts(ss, (s) => s.powerW);
-    const inst = pts(ss, (s) => s.powerInstantW);
-    powerSeriesForPeak.push(avg.length ? avg : inst);
-    if (counter.length >= 2) {
-      const c = counterDelta(counter, a, b);
-      if (c.resets) notes.push(`${d}: the energy counter went down ${c.resets}× (a reset); the pieces are summed`);
-      if (!c.covered) notes.push(`${d}: the energy counter's readings do not span the whole window`);
-      energy += c.value;
-      energyErr += c.errorBound;
-      method = method === "integrated-power" ? method : "counter";
+  let minCovered = Number.POSITIVE_INFINITY;
+  const missing: string[] = [];
+  if (span > 0)
+    for (const d of energyDevs) {
+      const e = deviceEnergy(d, byDev.get(d)!, a, b, capture, rateScale, notes);
+      if ("why" in e) {
+        missing.push(`${d}: ${e.why}`);
+        continue;
+      }
+      if (e.coveredS < ENERGY_MIN_COVERAGE * span) {
+        missing.push(
+          `${d}: its readings cover ${secs(e.coveredS)} of ${secs(span)} s (${((100 * e.coveredS) / span).toFixed(0)} %); energy needs ${100 * ENERGY_MIN_COVERAGE} %`,
+        );
+        continue;
+      }
+      energy += e.value;
+      energyErr += e.err;
+      avgPower += e.value / e.coveredS;
+      minCovered = Math.min(minCovered, e.coveredS);
+      method = method === "integrated-power" ? method : e.method;
       devsWithEnergy++;
-      continue;
     }
-    const byAvg =
-      avg.length >= 2
-        ? avgS > 0
-          ? integrateTrailingAverage(avg, a, b, avgS)
-          : integrateTrapezoid(avg, a, b)
-        : undefined;
-    const byInst = inst.length >= 2 ? integrateTrapezoid(inst, a, b) : undefined;
-    const primary = byAvg ?? byInst;
-    if (!primary) continue;
-    let err = primary.errorBound;
-    if (byAvg && byInst) {
-      // Two independent readings of one quantity: their disagreement is part of the uncertainty.
-      const diff = Math.abs(byAvg.value - byInst.value);
-      err = Math.max(err, diff);
-      notes.push(
-        `${d}: power.draw${avgS > 0 ? ` (${avgS} s average, lag removed)` : ""} integrates to ${byAvg.value.toFixed(1)} J, power.draw.instant to ${byInst.value.toFixed(1)} J (${((100 * (byInst.value - byAvg.value)) / byAvg.value).toFixed(2)} %)`,
-      );
-    }
-    // The readings' own stated accuracy, held over the whole window (a calibration offset does not average out).
-    if (capture.powerAccuracyW) err += capture.powerAccuracyW * span;
-    // Coarse sample times (dmon's whole seconds) can shift every change of power by up to that much.
-    const res = capture.timeResolutionS ?? 0;
-    if (res > 0) {
-      const series = avg.length >= 2 ? avg : inst;
-      let moved = 0;
-      for (let i = 1; i < series.length; i++)
-        if (series[i]!.t >= a - res && series[i - 1]!.t <= b + res) moved += Math.abs(series[i]!.v - series[i - 1]!.v);
-      err += (res * moved) / 2;
-    }
-    energy += primary.value;
-    energyErr += err;
-    method = "integrated-power";
-    devsWithEnergy++;
+  const haveEnergy = devsWithEnergy > 0;
+  if (haveEnergy && opts.window.edgeErrorJ) {
+    energyErr += opts.window.edgeErrorJ;
+    notes.push(
+      `the detected edges fall between readings: ${opts.window.edgeErrorJ.toFixed(1)} J of the ± is where (half an interval at each step in power)`,
+    );
   }
-  const haveEnergy = devsWithEnergy > 0 && span > 0;
+  const complete = haveEnergy && devsWithEnergy === energyDevs.length && minCovered >= span * (1 - 1e-9);
   if (!haveEnergy)
     unavailable.push({
       field: "energyJ",
       why:
         span <= 0
-          ? "one reading per device (a single scrape): energy needs a window, i.e. two readings of the counter or of power"
-          : "no energy counter and fewer than two power readings per device",
+          ? "one reading per device (a single scrape, or equal timestamps): energy needs a window, i.e. two readings of the counter or of power"
+          : missing.length
+            ? missing.join("; ")
+            : "no energy counter and fewer than two power readings per device",
     });
-  else if (devsWithEnergy < energyDevs.length)
-    notes.push(`energy covers ${devsWithEnergy} of ${energyDevs.length} devices (the rest have no power readings)`);
-  if (method === "integrated-power")
+  else {
+    if (devsWithEnergy < energyDevs.length)
+      notes.push(`energy covers ${devsWithEnergy} of ${energyDevs.length} devices (${missing.join("; ")})`);
+    if (minCovered < span * (1 - 1e-9))
+      notes.push(
+        `energy is over the ${secs(minCovered)} of ${secs(span)} s its readings cover (${((100 * minCovered) / span).toFixed(0)} %), not extrapolated; average power is over that span`,
+      );
+  }
+  if (haveEnergy && method === "integrated-power")
     notes.push(
       `energy integrated from power (${avgS > 0 ? `power.draw as a ${avgS} s trailing average, lag removed` : "trapezoid"}); ± is the sampling bound${capture.powerAccuracyW ? ` plus the readings' stated ±${capture.powerAccuracyW} W over the window` : ""}`,
     );
 
-  // Peak power: the highest sum over devices at any reading time (averaged power.draw where present).
+  // Peak power: the highest sum over devices at any reading time inside the window (averaged power.draw where
+  // present).
   let peak: number | null = null;
+  const powerSeriesForPeak = energyDevs.map((d) => {
+    const ss = byDev.get(d)!;
+    const avg = pts(ss, (s) => s.powerW);
+    return avg.length ? avg : pts(ss, (s) => s.powerInstantW);
+  });
   const peakSeries = powerSeriesForPeak.filter((p) => p.length >= 2);
   if (peakSeries.length) {
     const times = [...new Set(peakSeries.flatMap((p) => p.filter((x) => x.t >= a && x.t <= b).map((x) => x.t)))];
@@ -394,7 +608,23 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
 
   const tokens = opts.tokens ?? null;
   const energyJ = haveEnergy ? energy : null;
+  let joulesPerToken: number | null = null;
+  let tokensPerJoule: number | null = null;
   if (tokens === null) unavailable.push({ field: "joulesPerToken", why: "no token count given (--tokens)" });
+  else if (haveEnergy && !complete)
+    unavailable.push({
+      field: "joulesPerToken",
+      why: "the energy readings do not cover the whole window (see notes): the tokens of the uncovered part have no energy",
+    });
+  else if (energyJ !== null) {
+    joulesPerToken = energyJ / tokens;
+    if (energyJ > Math.max(energyErr, ENERGY_RESOLUTION_J)) tokensPerJoule = tokens / energyJ;
+    else
+      unavailable.push({
+        field: "tokensPerJoule",
+        why: `the energy (${energyJ.toPrecision(3)} J ± ${energyErr.toPrecision(3)} J) cannot be told from zero`,
+      });
+  }
 
   // Clocks.
   const sm = inWin.map((s) => s.smClockMHz).filter((v): v is number => v !== undefined);
@@ -491,10 +721,17 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
   let cpu: TelemetrySummary["cpu"] = null;
   const cpuBusy = m((s) => s.cpuBusy);
   if (cpuDevs.length || cpuBusy !== null) {
+    // The packages' energy, by the same rules as the GPUs' (a counter that is a counter, readings that cover).
     let cpuEnergy: number | null = null;
+    const scratch: string[] = [];
     for (const d of cpuDevs) {
-      const c = pts(byDev.get(d)!, (s) => s.energyJ);
-      if (c.length >= 2) cpuEnergy = (cpuEnergy ?? 0) + counterDelta(c, a, b).value;
+      if (!byDev.get(d)!.some((s) => s.energyJ !== undefined) || span <= 0) continue;
+      const e = deviceEnergy(d, byDev.get(d)!, a, b, capture, rateScale, scratch);
+      if ("why" in e || e.coveredS < span * (1 - 1e-9)) {
+        cpuEnergy = null;
+        break;
+      }
+      cpuEnergy = (cpuEnergy ?? 0) + e.value;
     }
     cpu = { busyMean: cpuBusy, energyJ: cpuEnergy };
     const srv = byDev.get("cpu/server");
@@ -510,7 +747,9 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
         b,
       );
       const name = capture.devices.find((d) => d.key === "cpu/server")?.name ?? "server";
-      if (run.covered && run.value + wait.value > 0)
+      // CPU seconds only grow: a step down means the readings are not the thread sums they should be.
+      const monotone = !run.decreases && !wait.decreases && !run.resets && !wait.resets;
+      if (run.covered && monotone && run.value + wait.value > 0)
         cpu.server = {
           name,
           cpuCores: run.value / span,
@@ -520,12 +759,16 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
       else
         unavailable.push({
           field: "serverRunQueue",
-          why: run.covered ? `${name} did not run in the window` : `${name}: readings do not cover the window`,
+          why: !run.covered
+            ? `${name}: readings do not cover the window`
+            : monotone
+              ? `${name} did not run in the window`
+              : `${name}: its CPU-time counters went down (not cumulative)`,
         });
     }
   }
 
-  return {
+  return guardSummary({
     source: capture.source,
     window: { startS: a, endS: b, how: opts.window.how },
     devices: [...byDev.keys()],
@@ -533,11 +776,12 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     energyJ,
     energyMethod: haveEnergy ? method : null,
     energyErrorJ: haveEnergy ? energyErr : null,
-    avgPowerW: haveEnergy ? energy / span : null,
+    energyCoverage: haveEnergy ? { coveredS: minCovered, windowS: span } : null,
+    avgPowerW: haveEnergy ? avgPower : null,
     peakPowerW: peak,
     tokens,
-    joulesPerToken: energyJ !== null && tokens ? energyJ / tokens : null,
-    tokensPerJoule: energyJ !== null && tokens && energyJ > 0 ? tokens / energyJ : null,
+    joulesPerToken,
+    tokensPerJoule,
     smClockMHz,
     memClockMHz: mem.length ? { median: median(mem) } : null,
     throttle,
@@ -545,9 +789,72 @@ export function summarizeTelemetry(capture: TelemetryCapture, opts: SummaryOptio
     dram,
     interconnect,
     cpu,
-    unavailable: dedupe([...capture.unavailable.filter((u) => !(u.field === "energyJ" && haveEnergy)), ...unavailable]),
+    // The summarizer's word on energy is the specific one (coverage, a counter that is not energy).
+    unavailable: dedupe([...capture.unavailable.filter((u) => u.field !== "energyJ"), ...unavailable]),
     notes: [...capture.notes, ...notes],
+  });
+}
+
+/**
+ * The last net: a figure that is not a finite number ≥ 0 (a share: in [0, 1]) is never printed as measured. It
+ * becomes null (a share: left out) with the reason in `unavailable`. Readings are screened before this (sanity.ts),
+ * so what it catches comes from arithmetic at the edges of float (a token count near 1e308).
+ */
+export function guardSummary(s: TelemetrySummary): TelemetrySummary {
+  const bad: string[] = [];
+  const ok = (v: number | null | undefined) => v === null || v === undefined || (Number.isFinite(v) && v >= 0);
+  const num = <T extends object>(o: T | null, path: string, keys: (keyof T)[], share = false) => {
+    if (!o) return;
+    for (const k of keys) {
+      const v = o[k] as unknown as number | null | undefined;
+      if (ok(v) && (!share || v == null || v <= 1)) continue;
+      bad.push(`${path}${String(k)}`);
+      (o as Record<string, unknown>)[k as string] = null;
+    }
   };
+  num(s, "", ["energyJ", "energyErrorJ", "avgPowerW", "peakPowerW", "tokens", "joulesPerToken", "tokensPerJoule"]);
+  if (s.energyJ === null) {
+    s.energyErrorJ = null;
+    s.energyMethod = null;
+    s.energyCoverage = null;
+  }
+  num(s.smClockMHz, "smClockMHz.", ["max", "median", "p10", "deviceMax"]);
+  num(s.memClockMHz, "memClockMHz.", ["median"]);
+  num(s.utilization, "utilization.", ["gpuBusy", "memBusy", "dramActive", "smActive"], true);
+  num(s.dram, "dram.", ["peakGBs", "achievedGBs"]);
+  num(s.interconnect, "interconnect.", [
+    "pcieTxBytes",
+    "pcieRxBytes",
+    "nvlinkTxBytes",
+    "nvlinkRxBytes",
+    "bytesPerToken",
+    "bytesPerTokenError",
+  ]);
+  num(s.cpu, "cpu.", ["busyMean", "energyJ"]);
+  if (s.throttle) {
+    const t = s.throttle;
+    if (!ok(t.shareOfWindow) || t.shareOfWindow > 1) {
+      bad.push("throttle.shareOfWindow");
+      t.shareOfWindow = Math.min(1, Math.max(0, Number.isFinite(t.shareOfWindow) ? t.shareOfWindow : 0));
+    }
+    const kept = t.reasons.filter((r) => ok(r.share) && r.share <= 1);
+    if (kept.length < t.reasons.length) bad.push("throttle.reasons");
+    t.reasons = kept;
+  }
+  for (const b of bad)
+    s.unavailable.push({
+      field: b,
+      why: "the figure came out as no finite number ≥ 0 (or a share outside 0–100 %): left out",
+    });
+  return s;
+}
+
+/** Share of the covered part of [a, b] a violation counter (µs) counted; NaN where the counter is not one. */
+function violationShare(p: Pt[], a: number, b: number): number {
+  // A second of wall time holds at most a second of violation (1 % slack for the readings' own timing).
+  const c = counterDelta(p, a, b, { maxRate: 1.01e6 });
+  if (c.decreases || c.jumps || c.coveredS <= 0) return Number.NaN;
+  return Math.min(1, c.value / 1e6 / c.coveredS);
 }
 
 function summarizeThrottle(
@@ -586,16 +893,8 @@ function summarizeThrottle(
     const tv = pts(ss, (s) => s.thermalViolation);
     const pvUs = pts(ss, (s) => s.powerViolationUs);
     const tvUs = pts(ss, (s) => s.thermalViolationUs);
-    const pShare = pv.length
-      ? backwardMean(pv, a, b)
-      : pvUs.length >= 2
-        ? counterDelta(pvUs, a, b).value / 1e6 / (b - a)
-        : Number.NaN;
-    const tShare = tv.length
-      ? backwardMean(tv, a, b)
-      : tvUs.length >= 2
-        ? counterDelta(tvUs, a, b).value / 1e6 / (b - a)
-        : Number.NaN;
+    const pShare = pv.length ? backwardMean(pv, a, b) : pvUs.length >= 2 ? violationShare(pvUs, a, b) : Number.NaN;
+    const tShare = tv.length ? backwardMean(tv, a, b) : tvUs.length >= 2 ? violationShare(tvUs, a, b) : Number.NaN;
     if (Number.isFinite(pShare) || Number.isFinite(tShare)) {
       basis ??= "violation-counters";
       if (Number.isFinite(pShare)) {

@@ -123,6 +123,11 @@ export interface TelemetrySummary {
   energyMethod: "counter" | "integrated-power" | null;
   /** ± bound of the energy from sampling (integration), 0 for a counter delta; null when no energy. */
   energyErrorJ: number | null;
+  /**
+   * The seconds of the window the energy readings cover (the least of any device) and the window's length. Energy
+   * is never extrapolated: it is over `coveredS`; under 90 % of the window it is null. Absent in older summaries.
+   */
+  energyCoverage?: { coveredS: number; windowS: number } | null;
   avgPowerW: number | null;
   peakPowerW: number | null;
   tokens: number | null;

@@ -1,6 +1,8 @@
 // Live view of a telemetry source, like `metrics watch`: the newest reading per device each frame,
 // power from the energy counter's rate where the source has no power reading (RAPL).
+import { TelemetryError } from "../errors.ts";
 import { type RecorderContext, startTelemetry } from "./recorder.ts";
+import { powerBoundW, screenSample } from "./sanity.ts";
 import { sleepUntil } from "./sources/common.ts";
 import type { TelemetrySample, TelemetrySourceKind, TelemetrySpec } from "./types.ts";
 
@@ -65,7 +67,14 @@ export function frameFrom(
   notes: string[],
 ): TelemetryFrame {
   const devices: TelemetryFrameDevice[] = [];
-  for (const [device, list] of [...latest.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  const dropped: string[] = [];
+  for (const [device, raw] of [...latest.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    // Impossible readings are not shown as measured (sanity.ts): the field is left out, said in the frame's notes.
+    const list = raw.flatMap((x) => {
+      const r = screenSample(x);
+      for (const n of r.notes) if (!dropped.includes(n)) dropped.push(n);
+      return r.sample ? [r.sample] : [];
+    });
     const s = list.at(-1);
     if (!s) continue;
     const d: TelemetryFrameDevice = { device, t: s.t };
@@ -82,14 +91,16 @@ export function frameFrom(
       const withE = list.filter((x) => x.energyJ !== undefined);
       const a = withE[0];
       const b = withE.at(-1);
-      if (a && b && b.t > a.t) {
-        d.powerW = (b.energyJ! - a.energyJ!) / (b.t - a.t);
+      const rate = a && b && b.t > a.t ? (b.energyJ! - a.energyJ!) / (b.t - a.t) : undefined;
+      // A counter that went down (or past any device's power) gives no power to show.
+      if (rate !== undefined && rate >= 0 && rate <= powerBoundW(undefined)) {
+        d.powerW = rate;
         d.powerFrom = "energy-rate";
       }
     }
     devices.push(d);
   }
-  return { atMs, source, devices, notes };
+  return { atMs, source, devices, notes: [...notes, ...dropped] };
 }
 
 export interface TelemetryWatchOptions {
@@ -114,18 +125,31 @@ export async function telemetryWatch(spec: TelemetrySpec, opts: TelemetryWatchOp
     l.push(s);
   };
   const ac = new AbortController();
-  const onAbort = () => ac.abort();
+  // The caller's reason goes along (an interrupt stays an interrupt, not an AbortError from deep in a probe).
+  const onAbort = () => ac.abort(opts.signal?.reason);
   opts.signal?.addEventListener("abort", onAbort, { once: true });
-  if (opts.signal?.aborted) ac.abort();
-  const rec = await startTelemetry(spec, { ...opts.context, signal: ac.signal, onSample });
+  if (opts.signal?.aborted) onAbort();
+  let rec: Awaited<ReturnType<typeof startTelemetry>>;
+  try {
+    rec = await startTelemetry(spec, { ...opts.context, signal: ac.signal, onSample });
+  } catch (err) {
+    opts.signal?.removeEventListener("abort", onAbort);
+    // Stopped while the source was starting (a hung nvidia-smi probe): a live view stopped before its first frame.
+    if (ac.signal.aborted) return 0;
+    throw err;
+  }
   const source = { kind: rec.resolved.kind, why: rec.resolved.why };
   let frames = 0;
   let notesSeen = 0;
   try {
-    if (rec.resolved.kind === "none") {
-      opts.onFrame({ atMs: Date.now(), source, devices: [], notes: [] });
-      return 1;
-    }
+    if (rec.resolved.kind === "none")
+      // Nothing to watch is a failure to say, not an empty frame: auto lists what it tried.
+      throw new TelemetryError(
+        `telemetry watch ${spec.kind}: no source to watch (tried ${(rec.resolved.tried ?? [rec.resolved.why]).join("; ")})`,
+        {
+          hint: "name a source: nvidia-smi, dcgm:URL, prometheus:URL, amd-smi or cpu (this host's /proc/stat and RAPL)",
+        },
+      );
     const t0 = Date.now();
     let tick = 0;
     while (!ac.signal.aborted && (opts.iterations === undefined || frames < opts.iterations)) {

@@ -108,8 +108,11 @@ test("window detection from power.draw alone (no .instant): the 1 s averaging la
   assert.match(w.basis!, /average, lag removed/);
   assert.ok(Math.abs(w.startS - phase["idle-end"].t) < 0.3, `start off by ${w.startS - phase["idle-end"].t}`);
   assert.ok(Math.abs(w.endS - phase["matmul-end"].t) < 0.3, `end off by ${w.endS - phase["matmul-end"].t}`);
-  // Without removing the lag the end lands late by most of the averaging window (the average decays for 1 s).
-  const lagged = detectWindow(avgOnly, { powerAveragingS: 0 });
+  // With power as the only signal (no utilization to say when the work stopped), not removing the lag lands the
+  // end late by most of the averaging window (the average decays for 1 s).
+  const powerOnly: TelemetryCapture = { ...avgOnly, samples: avgOnly.samples.map(({ gpuBusy: _, ...s }) => s) };
+  assert.ok(Math.abs(detectWindow(powerOnly, { powerAveragingS: 1 }).endS - phase["matmul-end"].t) < 0.3);
+  const lagged = detectWindow(powerOnly, { powerAveragingS: 0 });
   const late = lagged.endS - phase["matmul-end"].t;
   assert.ok(late > 0.5, `end late by ${late}`);
 });
@@ -130,19 +133,23 @@ test("integration: a trailing-average series integrates a step exactly where a p
   assert.ok(Math.abs(trap.value - exact) > 150, "the plain trapezoid loses ~half the averaging window's rise");
 });
 
-test("energy counter: a decrease is a reset, the pieces are summed, clipped linearly at the window edges", () => {
+test("energy counter: a fall to near zero is a reset; its interval is estimated at the neighbours' rate, the unknown part in the ±", () => {
   const p = [
     { t: 0, v: 1000 },
     { t: 1, v: 1500 },
     { t: 2, v: 2000 },
-    { t: 3, v: 300 }, // reset: 300 J since the reset
+    { t: 3, v: 300 }, // reset: 300 J since the restart, somewhere in (2, 3]
     { t: 4, v: 800 },
   ];
-  const d = counterDelta(p, 0, 4);
+  const d = counterDelta(p, 0, 4, { maxRate: 5000 });
   assert.equal(d.resets, 1);
-  assert.equal(d.value, 500 + 500 + 300 + 500);
-  const clipped = counterDelta(p, 0.5, 3.5);
-  assert.equal(clipped.value, 250 + 500 + 300 + 250);
+  assert.equal(d.decreases, 0);
+  // The reset's interval drew 300 J after the restart plus an unknown part before it: at the neighbours' 500 J/s
+  // that is 500 J, and anything in [300, 800] (none to all of the interval at their rate) is inside the bound.
+  assert.equal(d.value, 500 + 500 + 500 + 500);
+  assert.ok(d.value - d.errorBound <= 500 + 500 + 300 + 500 && d.value + d.errorBound >= 500 + 500 + 800 + 500);
+  const clipped = counterDelta(p, 0.5, 3.5, { maxRate: 5000 });
+  assert.equal(clipped.value, 250 + 500 + 500 + 250);
   assert.ok(clipped.errorBound > 0);
   const cap: TelemetryCapture = {
     source: { kind: "dcgm", detail: "test" },
@@ -153,8 +160,9 @@ test("energy counter: a decrease is a reset, the pieces are summed, clipped line
   };
   const s = summarizeTelemetry(cap, { window: { startS: 0, endS: 4, how: "given" }, tokens: 100 });
   assert.equal(s.energyMethod, "counter");
-  assert.equal(s.energyJ, 1800);
-  assert.equal(s.joulesPerToken, 18);
+  assert.equal(s.energyJ, 2000);
+  assert.equal(s.joulesPerToken, 20);
+  assert.ok(s.energyErrorJ! >= 300);
   assert.ok(s.notes.some((n) => /reset/.test(n)));
   assert.equal(s.throttle, null);
   assert.ok(s.unavailable.some((u) => u.field === "throttle"));

@@ -42,10 +42,18 @@ export function bandwidthFlag(v: string): number {
 export function utcOffsetFlag(v: string): number {
   const s = v.trim();
   if (/^(z|utc)$/i.test(s)) return 0;
+  // Real offsets run from −12:00 to +14:00.
   const hm = /^([+-])(\d{1,2}):?(\d{2})$/.exec(s);
-  if (hm) return (hm[1] === "-" ? -1 : 1) * (Number(hm[2]) * 60 + Number(hm[3]));
-  if (/^[+-]?\d+$/.test(s) && Math.abs(Number(s)) <= 14 * 60) return Number(s);
-  throw new UsageError(`--utc-offset: expected Z, +HH:MM or minutes, got "${v}"`);
+  const min =
+    hm && Number(hm[3]) < 60
+      ? (hm[1] === "-" ? -1 : 1) * (Number(hm[2]) * 60 + Number(hm[3]))
+      : /^[+-]?\d+$/.test(s)
+        ? Number(s)
+        : Number.NaN;
+  if (min >= -12 * 60 && min <= 14 * 60) return min;
+  throw new UsageError(
+    `--utc-offset: expected Z, +HH:MM or minutes between −12:00 and +14:00 (every zone in use), got "${v}"`,
+  );
 }
 
 export function register(program: Command): void {

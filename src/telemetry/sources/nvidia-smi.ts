@@ -59,6 +59,9 @@ export interface NvidiaSmiOptions {
   graceMs?: number;
 }
 
+/** A probe quieter than this gets a progress line saying what it waits for. */
+export const PROBE_QUIET_MS = 1000;
+
 /** nvidia-smi's own words for a field it does not know (exit 2): `Field "x" is not a valid field to query.` */
 const INVALID_FIELD = /Field "([^"]+)" is not a valid field to query/;
 
@@ -71,15 +74,26 @@ export async function probeSmiFields(
   wanted: readonly string[],
   limitMs: number,
   signal?: AbortSignal,
+  onWait?: (line: string) => void,
 ): Promise<{ fields: string[]; dropped: { field: string; why: string }[] }> {
   let fields = [...wanted];
   const dropped: { field: string; why: string }[] = [];
   for (let attempt = 0; attempt <= wanted.length; attempt++) {
     let r: OnceResult;
+    // A first call can take seconds while the driver loads: after one, say what is being waited for.
+    const waiting = onWait
+      ? setTimeout(
+          () =>
+            onWait(`waiting for ${bin} to answer a first query (up to ${limitMs / 1000} s: the driver may be loading)`),
+          PROBE_QUIET_MS,
+        )
+      : undefined;
     try {
       r = await runOnce(bin, [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits"], limitMs, signal);
     } catch (err) {
       throw new TelemetryError(`--telemetry nvidia-smi: could not run ${bin}: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(waiting);
     }
     // Interrupted while probing: the caller's abort reason (an InterruptedError from the CLI) says so.
     if (signal?.aborted) throw signal.reason ?? new TelemetryError("--telemetry nvidia-smi: interrupted while probing");
@@ -149,6 +163,7 @@ async function startNvidiaSmi(o: NvidiaSmiOptions, opts: SourceStartOptions): Pr
     o.fields ?? SMI_FIELDS,
     o.probeTimeoutMs ?? 15_000,
     opts.signal,
+    opts.onProgress,
   );
   const args = [`--query-gpu=${fields.join(",")}`, "--format=csv,nounits", "-lms", String(intervalMs)];
   const cap = new CaptureBuilder("nvidia-smi", `${bin} ${args.join(" ")}`, intervalMs, opts);

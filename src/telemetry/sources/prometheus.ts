@@ -1,7 +1,7 @@
 // The dcgm-exporter families through a Prometheus server (a fleet), with the fleet client. Each poll
 // reads the raw samples of `{__name__=~"DCGM_FI_.*"}[window]`: every reading with the exporter's scrape
 // timestamp, none duplicated or interpolated, whatever Prometheus' own scrape interval is.
-import { TelemetryError } from "../../errors.ts";
+import { InferscopeError, TelemetryError } from "../../errors.ts";
 import { PrometheusClient, type PromSample, type PromSeries, promDuration } from "../../metrics/prometheus.ts";
 import { dcgmHost, dcgmVectorsToSamples, type PromVectorElement } from "../dcgm.ts";
 import type { TelemetryCapture } from "../types.ts";
@@ -21,6 +21,22 @@ export interface PrometheusSourceOptions {
   /** How far back the first read looks for the exporter's series (ms); default 60 s. */
   lookbackMs?: number;
   label?: string;
+}
+
+/**
+ * A failed read in plain words: a server that never answers is a timeout (not undici's "Headers Timeout Error"),
+ * and an answer whose shape is not Prometheus' range vector is said to be so (not a JavaScript TypeError).
+ */
+export function prometheusFailure(err: unknown, timeoutMs: number): string {
+  const codes = [(err as { code?: string })?.code, (err as { cause?: { code?: string } })?.cause?.code];
+  if (
+    codes.some(
+      (c) => c === "UND_ERR_HEADERS_TIMEOUT" || c === "UND_ERR_BODY_TIMEOUT" || c === "UND_ERR_CONNECT_TIMEOUT",
+    )
+  )
+    return `no answer within ${timeoutMs} ms (the server accepted the connection and said nothing)`;
+  if (err instanceof InferscopeError) return err.message;
+  return "the answer is not a Prometheus range vector (/api/v1/query with a [range] selector): not a Prometheus server?";
 }
 
 export function prometheusSource(url: string, o: PrometheusSourceOptions = {}): TelemetrySource {
@@ -78,7 +94,7 @@ async function startPrometheus(
     first = await read(lookbackMs);
   } catch (err) {
     await client.close();
-    throw new TelemetryError(`${label}: ${(err as Error).message}; nothing was measured`, {
+    throw new TelemetryError(`${label}: ${prometheusFailure(err, timeoutMs)}; nothing was measured`, {
       hint: "check the Prometheus URL (its /api/v1/query must answer), or use --telemetry none",
     });
   }
@@ -99,7 +115,7 @@ async function startPrometheus(
     opts,
     gapWhat: `Prometheus ${url} unreachable`,
     poll: async () => take(await read(now() - lastPollMs + overlapMs)),
-    reason: (err) => failureReason(err, url),
+    reason: (err) => failureReason(prometheusFailure(err, timeoutMs), url),
     // One last read: Prometheus may have stored the window's last scrapes since the previous poll.
     lastRead: true,
     close: () => client.close(),
