@@ -70,6 +70,11 @@ export class FastEventParser {
   private readonly top: KeyTable;
   private readonly args: KeyTable;
   private readonly argsKey: number;
+  /** Every kept field, undefined: each event starts as a copy, so all events share one shape and
+   * the consumer's property reads stay monomorphic (objects built key by key in the file's order
+   * took several shapes, and the builder's reads were deoptimised on each new one). */
+  private readonly evTemplate: Record<string, unknown>;
+  private readonly argsTemplate: Record<string, unknown>;
   private readonly cacheBytes: Array<Uint8Array | undefined> = new Array(CACHE_SLOTS).fill(undefined);
   private readonly cacheStr: string[] = new Array(CACHE_SLOTS).fill("");
 
@@ -77,6 +82,8 @@ export class FastEventParser {
     this.top = new KeyTable(fields.event);
     this.args = new KeyTable(fields.args);
     this.argsKey = fields.event.indexOf("args");
+    this.evTemplate = template(this.top.names);
+    this.argsTemplate = template(this.args.names);
   }
 
   /** Parses the object starting at b[s] (a '{') within b[0, n). Returns the event with the kept
@@ -85,7 +92,7 @@ export class FastEventParser {
    * deeper values by `nested`. */
   event(b: Buffer, s: number, n: number, base: number, line: number, lineStart: number): RawEvent | undefined {
     this.base = base;
-    const ev: Record<string, unknown> = {};
+    const ev: Record<string, unknown> = { ...this.evTemplate };
     let out = ev;
     let table = this.top;
     let inArgs = false;
@@ -202,7 +209,7 @@ export class FastEventParser {
           }
         } else if (c === 0x7b && k >= 0 && !inArgs && k === this.argsKey) {
           // args: its kept keys go into their own object
-          const args: Record<string, unknown> = {};
+          const args: Record<string, unknown> = { ...this.argsTemplate };
           out[table.names[k]!] = args;
           out = args;
           table = this.args;
@@ -378,6 +385,13 @@ export class FastEventParser {
     this.cacheStr[slot] = str;
     return str;
   }
+}
+
+/** An object with each name as a property holding undefined, in order. */
+function template(names: readonly string[]): Record<string, unknown> {
+  const o: Record<string, unknown> = {};
+  for (const n of names) o[n] = undefined;
+  return o;
 }
 
 /** true, false or null at b[p] (FAIL if none): its length is 4, 5 (false) or 4. */

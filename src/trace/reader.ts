@@ -72,7 +72,8 @@ export interface ReadOptions {
   maxMetadataBytes?: number;
   chunkBytes?: number;
   /** Only these fields of each event are needed (the rest may be left out of the objects passed
-   * to the consumer): lets the reader build them in one pass over the bytes, without JSON.parse. */
+   * to the consumer, and a kept field the event lacks may be present as undefined): lets the reader
+   * build them in one pass over the bytes, without JSON.parse. */
   fields?: EventFields;
 }
 
@@ -630,11 +631,12 @@ function peekSkip(buf: Buffer, s: number, e: number, skip: readonly Uint8Array[]
       let j = k + 5;
       while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d))
         j++;
-      if (buf[j] !== 0x22) return -1;
+      // Bounds first: a read past the chunk's end deoptimises the hot loop this is inlined into.
+      if (j >= e || buf[j] !== 0x22) return -1;
       const v0 = j + 1;
       let v1 = v0;
       while (v1 < e && buf[v1] !== 0x22 && buf[v1] !== 0x5c) v1++;
-      if (buf[v1] !== 0x22) return -1;
+      if (v1 >= e || buf[v1] !== 0x22) return -1;
       const len = v1 - v0;
       outer: for (let x = 0; x < skip.length; x++) {
         const c = skip[x]!;
@@ -667,7 +669,7 @@ function nameStartsWith(buf: Buffer, s: number, e: number, prefix: Buffer): bool
   if (k >= lim) return false;
   let j = k + NAME_KEY.length;
   while (j < e && (buf[j] === 0x20 || buf[j] === 0x3a || buf[j] === 0x0a || buf[j] === 0x09 || buf[j] === 0x0d)) j++;
-  if (buf[j] !== 0x22 || j + 1 + prefix.length > e) return false;
+  if (j >= e || buf[j] !== 0x22 || j + 1 + prefix.length > e) return false;
   // A JS loop: a native compare per event costs more than the few bytes it compares.
   for (let x = 0; x < prefix.length; x++) if (buf[j + 1 + x] !== prefix[x]) return false;
   return true;
