@@ -124,6 +124,7 @@ const SET_TABLE_MAX = 1 << 18;
 const NO_INTS = new Int32Array(0);
 /** Exact powers of ten for the fast decimal path (10^22 is the largest exact double power). */
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
+const TWO53 = 2 ** 53;
 
 const SP = 32;
 const TAB = 9;
@@ -1227,7 +1228,8 @@ class Parser {
       i++;
     }
     const digits = i - dStart;
-    if (i === end && digits > 0 && digits <= 15) return neg ? -v : v;
+    // v is exact while it stays below 2^53 (it only grows as digits are added): then it is the value.
+    if (i === end && digits > 0 && v < TWO53) return neg ? -v : v;
     if (digits > 0 || c === 46) {
       let mant = digits;
       let fracDigits = 0;
@@ -1257,10 +1259,10 @@ class Parser {
         if (eneg) exp = -exp;
       }
       if (mant > 0 && i === end) {
-        // Clinger's fast path: an exact integer mantissa and an exact power of ten give the correctly
-        // rounded result in one operation, the same double Number() returns.
+        // Clinger's fast path: an exact integer mantissa (below 2^53, however many digits) and an exact
+        // power of ten give the correctly rounded result in one operation, the same double Number() returns.
         const e10 = exp - fracDigits;
-        if (mant <= 15 && e10 >= -22 && e10 <= 22) {
+        if (v < TWO53 && e10 >= -22 && e10 <= 22) {
           const r = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
           return neg ? -r : r;
         }

@@ -13,8 +13,11 @@ export interface EventFields {
 }
 
 // 10^k is exact in a double for k ≤ 22: m / 10^k is then one correctly rounded division, the same
-// double JSON.parse's correctly rounded conversion gives, as long as m < 2^53 (≤ 15 digits).
+// double JSON.parse's correctly rounded conversion gives, as long as m < 2^53. The digits are
+// summed exactly while the sum stays below 2^53, and it only grows: a sum below 2^53 at the end is
+// exact, however many digits (Kineto's 16-digit timestamps, 5545607812504.549 µs, are).
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
+const TWO53 = 2 ** 53;
 const MAX_DEPTH = 32;
 /** 1 for the bytes a string may hold on the fast path: printable ASCII but '"' and '\\'. */
 const PLAIN = new Uint8Array(256);
@@ -158,16 +161,13 @@ export class FastEventParser {
           // -0, a double: the mantissa's arithmetic is compiled for doubles from the start (ts and
           // ids pass 2^31), not for small integers first and again after an overflow deopt.
           let m = -0;
-          let digits = 0;
           let frac = 0;
           if (c === 0x30) {
-            digits = 1;
             if (++p >= n) return undefined;
             c = b[p]!;
           } else if (c >= 0x31 && c <= 0x39) {
             do {
               m = m * 10 + (c - 0x30);
-              digits++;
               if (++p >= n) return undefined;
               c = b[p]!;
             } while (c >= 0x30 && c <= 0x39);
@@ -178,7 +178,6 @@ export class FastEventParser {
             if (c < 0x30 || c > 0x39) return undefined;
             do {
               m = m * 10 + (c - 0x30);
-              digits++;
               frac++;
               if (++p >= n) return undefined;
               c = b[p]!;
@@ -201,7 +200,7 @@ export class FastEventParser {
           }
           if (k >= 0) {
             let v: number;
-            if (!exp && digits <= 15 && frac <= 22) {
+            if (!exp && m < TWO53 && frac <= 22) {
               v = (frac ? m / POW10[frac]! : m) + 0; // + 0: the -0 start is not a digit
               if (neg) v = -v;
             } else v = Number(b.toString("latin1", na, p));

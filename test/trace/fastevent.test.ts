@@ -194,6 +194,16 @@ test("numbers: every shape JSON allows reads to the double JSON.parse gives", ()
     "100000000000000000000000",
     "0.0000000000000000000000001",
     "3.141592653589793",
+    // Kineto's 16-digit timestamps, and mantissas at 2^53 (sums at or past it take Number()).
+    "5545607812504.549",
+    "1365627862757.064",
+    "9007199254740.991",
+    "9007199254740.992",
+    "9007199254740.993",
+    "900719925474099.3",
+    "1234567890123456.7",
+    "0.00000000000000001234",
+    "0.000000000000000000001",
   ];
   for (const n of nums) {
     const text = `{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": ${n}, "dur": ${n}, "args": {"correlation": ${n}, "grid": [${n}]}}]}`;
@@ -206,6 +216,24 @@ test("numbers: every shape JSON allows reads to the double JSON.parse gives", ()
     same(buf, [buf.length], EVENT_FIELDS, n);
     same(buf, [3, 5], EVENT_FIELDS, n);
   }
+});
+
+test("property: decimals of up to 19 digits read to the double JSON.parse gives", () => {
+  fc.assert(
+    fc.property(
+      // Mantissas around 2^53 (where the exact sum ends) as often as any others; integers often.
+      fc.oneof(fc.bigInt({ min: 0n, max: 10n ** 19n }), fc.bigInt({ min: 2n ** 52n, max: 2n ** 56n })),
+      fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 24 })),
+      (m, f) => {
+        const digits = m.toString().padStart(f + 1, "0");
+        const n = f ? `${digits.slice(0, -f)}.${digits.slice(-f)}` : digits;
+        const text = `{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": ${n}, "dur": -${n}}]}`;
+        const ev = scan(Buffer.from(text), [text.length], { fields: EVENT_FIELDS }).events[0]!;
+        return Object.is(ev.ts, JSON.parse(n)) && Object.is(ev.dur, -JSON.parse(n));
+      },
+    ),
+    { numRuns: 3000 },
+  );
 });
 
 test("invalid events found on the fast path get the general path's warning, line and column", () => {
