@@ -181,25 +181,208 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
   steps: StepBreakdown[];
   overall: Overall;
 } {
+  // Each pass over the kernels is a function of its own: in a fresh process every loop runs cold,
+  // and a loop in one large function is compiled (on-stack) with the whole function around it, once
+  // per loop and again after each deopt where the code after the loop had not run yet.
   const { gpu, runtime } = model;
   const S = seg.steps.length;
   const stepOf = seg.stepOf;
   const runtimeStep = seg.runtimeStep.slice();
-  if (seg.mode === "gap" || seg.mode === "period" || seg.mode === "none") {
-    for (let k = 0; k < gpu.n; k++) {
-      const li = launchIdx[k]!;
-      if (li >= 0 && runtimeStep[li] === -1) runtimeStep[li] = stepOf[k]!;
+  if (seg.mode === "gap" || seg.mode === "period" || seg.mode === "none")
+    launchesToSteps(runtimeStep, stepOf, launchIdx, gpu.n);
+  const end = kernelEnds(gpu);
+  const a = attribute(model, stepOf, launchIdx, end, S, runtime.n);
+  const { gStart, gEnd, kUs, kCnt, firstKernelOfLaunch, arCalls, arUs, streams } = a;
+
+  // Step windows partition the GPU timeline: each ends where its last kernel ends.
+  const wStart = new Float64Array(S);
+  const wEnd = new Float64Array(S);
+  let prevEnd = Number.NEGATIVE_INFINITY;
+  for (let s = 0; s < S; s++) {
+    const def = seg.steps[s]!;
+    const hasWork = Number.isFinite(gStart[s]!);
+    if (!Number.isFinite(prevEnd)) {
+      const cpu = def.cpuStartUs;
+      const st = hasWork ? (cpu !== undefined ? Math.min(cpu, gStart[s]!) : gStart[s]!) : (cpu ?? 0);
+      wStart[s] = st;
+      wEnd[s] = hasWork ? gEnd[s]! : st;
+    } else {
+      wStart[s] = prevEnd;
+      wEnd[s] = hasWork ? Math.max(prevEnd, gEnd[s]!) : prevEnd;
     }
+    if (hasWork || Number.isFinite(prevEnd)) prevEnd = wEnd[s]!;
   }
+  const { busy, idleHost, idleOther, commExp, commOvl } = sweep(model, order, end, launchIdx, wStart, wEnd);
+
+  const { lCalls, lGraph, lCpu, lLatSum, lLatN, missing, graphName, latencies } = launchCalls(
+    model,
+    runtimeStep,
+    firstKernelOfLaunch,
+    S,
+  );
+  // Top kernels per step: bucket kernels by step, then accumulate per name.
+  const { stepCount, byStep } = bucketByStep(stepOf, order, S, gpu.n);
+  const graphKernels = graphKernelCounts(model, stepOf, launchIdx, graphName, S);
+  const scratch = new Float64Array(model.names.length);
+  const scratchN = new Int32Array(model.names.length);
+
+  // Only Kineto's "Record Window End" marker tells where recording stopped.
+  const windowEnd = model.windowEndTs ?? Number.POSITIVE_INFINITY;
+  const steps: StepBreakdown[] = [];
+  for (let s = 0; s < S; s++) {
+    const def = seg.steps[s]!;
+    const topKernels = stepTopKernels(model, byStep, stepCount[s]!, stepCount[s + 1]!, scratch, scratchN);
+    const busyByClass = classTimes(busy, s);
+    const busyUs = sumRow(busy, s);
+    const durUs = wEnd[s]! - wStart[s]!;
+    let clipReason: string | undefined;
+    if (!Number.isFinite(gStart[s]!)) clipReason = "no GPU work recorded for this step";
+    else if (missing[s]! > 0) clipReason = `${missing[s]} launches have no GPU activity in the trace`;
+    else if (def.cpuEndUs !== undefined && def.cpuEndUs > windowEnd)
+      clipReason = "the step runs past the end of the trace";
+    const kernels = sumRow(kCnt, s);
+    steps.push({
+      index: s,
+      name: def.name,
+      kind: def.kind,
+      ...(def.source ? { source: def.source } : {}),
+      ...(def.batch ? { batch: def.batch } : {}),
+      ...(def.kvTokens !== undefined ? { kvTokens: def.kvTokens } : {}),
+      ...(def.forwardMode ? { forwardMode: def.forwardMode } : {}),
+      timeline: timelineOf(gpu, byStep, stepCount[s]!, stepCount[s + 1]!),
+      graphKernels: graphKernels[s]!,
+      startUs: round(wStart[s]!),
+      durUs: round(durUs),
+      busyUs: round(busyUs),
+      busyByClass,
+      kernelUsByClass: classTimes(kUs, s),
+      idleUs: round(idleHost[s]! + idleOther[s]!),
+      idleHostUs: round(idleHost[s]!),
+      idleOtherUs: round(idleOther[s]!),
+      commExposedUs: round(commExp[s]!),
+      commOverlappedUs: round(commOvl[s]!),
+      kernels,
+      kernelsByClass: classCounts(kCnt, s),
+      allReduceCalls: arCalls[s]!,
+      allReduceUs: round(arUs[s]!),
+      launch: {
+        calls: lCalls[s]!,
+        graphLaunches: lGraph[s]!,
+        cpuUs: round(lCpu[s]!),
+        ...(lLatN[s]! > 0 ? { meanLatencyUs: round(lLatSum[s]! / lLatN[s]!) } : {}),
+      },
+      topKernels,
+      ...(def.cpuStartUs !== undefined
+        ? { cpuStartUs: round(def.cpuStartUs), cpuDurUs: round((def.cpuEndUs ?? def.cpuStartUs) - def.cpuStartUs) }
+        : {}),
+      ...(def.contextRequests !== undefined || def.generationRequests !== undefined
+        ? {
+            tokens: {
+              contextRequests: def.contextRequests,
+              contextTokens: def.contextTokens,
+              generationRequests: def.generationRequests,
+              generationTokens: def.generationTokens,
+            },
+          }
+        : {}),
+      clipped: clipReason !== undefined,
+      ...(clipReason ? { clipReason } : {}),
+    });
+  }
+
+  // Overall totals: every slot, inside and outside steps.
+  const allBusy = new Float64Array(NC);
+  const allKUs = new Float64Array(NC);
+  const allKCnt = new Float64Array(NC);
+  for (let r = 0; r <= S; r++)
+    for (let c = 0; c < NC; c++) {
+      allBusy[c]! += busy[r * NC + c]!;
+      allKUs[c]! += kUs[r * NC + c]!;
+      allKCnt[c]! += kCnt[r * NC + c]!;
+    }
+  const sumArr = (a: Float64Array) => a.reduce((x, y) => x + y, 0);
+
+  // Top kernels overall.
+  const { nameUs, nameN, nameExt } = nameTotals(model);
+  const totalKernelUs = sumArr(allKUs);
+  const topIdx: number[] = [];
+  for (let nm = 0; nm < model.names.length; nm++) if (nameN[nm]! > 0) topIdx.push(nm);
+  topIdx.sort((a, b) => nameUs[b]! - nameUs[a]!);
+  const topKernels: TopKernel[] = topIdx.slice(0, topN).map((nm) => {
+    const ext = nameExt[nm]!;
+    const op = Number.isNaN(ext) ? -1 : findSorted(model.cpuOpExt, ext);
+    return {
+      name: model.names[nm]!,
+      class: model.nameClass[nm]!.class as KernelClass,
+      rule: model.nameClass[nm]!.rule,
+      count: nameN[nm]!,
+      totalUs: round(nameUs[nm]!),
+      meanUs: round(nameUs[nm]! / nameN[nm]!),
+      share: totalKernelUs > 0 ? round4(nameUs[nm]! / totalKernelUs) : 0,
+      ...(op >= 0 ? { launchedBy: model.names[model.cpuOpName[op]!]! } : {}),
+      ...(model.nameClass[nm]!.decidedBy ? { decidedBy: model.nameClass[nm]!.decidedBy } : {}),
+    };
+  });
+
+  const { first, last } = span(gpu.start, end);
+  latencies.sort((a, b) => a - b);
+  const overall: Overall = {
+    spanUs: gpu.n ? round(last - first) : 0,
+    busyUs: round(sumArr(allBusy)),
+    busyByClass: toClassTimes(allBusy),
+    kernelUsByClass: toClassTimes(allKUs),
+    kernelCountByClass: toClassCounts(allKCnt),
+    idleUs: round(sumArr(idleHost) + sumArr(idleOther)),
+    idleHostUs: round(sumArr(idleHost)),
+    idleOtherUs: round(sumArr(idleOther)),
+    commExposedUs: round(sumArr(commExp)),
+    commOverlappedUs: round(sumArr(commOvl)),
+    kernels: gpu.n,
+    kernelsOutsideSteps: sumRow(kCnt, S),
+    launch: {
+      calls: sumArr(lCalls),
+      graphLaunches: sumArr(lGraph),
+      cpuUs: round(sumArr(lCpu)),
+      ...(latencies.length ? { medianLatencyUs: round(latencies[Math.floor(latencies.length / 2)]!) } : {}),
+    },
+    streams: streams.size,
+    topKernels,
+    byKind: summarizeKinds(steps),
+    timeline: timelineOf(gpu, order, 0, order.length),
+  };
+  return { steps, overall };
+}
+
+/** Gap, period and none modes: a launch call belongs to the step of the kernels it launched. */
+function launchesToSteps(runtimeStep: Int32Array, stepOf: Int32Array, launchIdx: Int32Array, n: number): void {
+  for (let k = 0; k < n; k++) {
+    const li = launchIdx[k]!;
+    if (li >= 0 && runtimeStep[li] === -1) runtimeStep[li] = stepOf[k]!;
+  }
+}
+
+function kernelEnds(gpu: TraceModel["gpu"]): Float64Array {
   const end = new Float64Array(gpu.n);
   for (let k = 0; k < gpu.n; k++) end[k] = gpu.start[k]! + gpu.dur[k]!;
+  return end;
+}
 
-  // Per-step kernel attribution.
+/** Per-step kernel attribution: time and count per class (row S: outside any step), each step's
+ * first start and last end, all-reduce calls, streams, and each launch's first kernel start. */
+function attribute(
+  model: TraceModel,
+  stepOf: Int32Array,
+  launchIdx: Int32Array,
+  end: Float64Array,
+  S: number,
+  runtimeN: number,
+) {
+  const gpu = model.gpu;
   const gStart = new Float64Array(S).fill(Number.POSITIVE_INFINITY);
   const gEnd = new Float64Array(S).fill(Number.NEGATIVE_INFINITY);
   const kUs = new Float64Array((S + 1) * NC); // row S = outside any step
   const kCnt = new Float64Array((S + 1) * NC);
-  const firstKernelOfLaunch = new Float64Array(runtime.n).fill(Number.POSITIVE_INFINITY);
+  const firstKernelOfLaunch = new Float64Array(runtimeN).fill(Number.POSITIVE_INFINITY);
   const isAR = new Uint8Array(model.names.length);
   model.nameClass.forEach((c, i) => {
     if (c.class === "communication" && !NOT_ALL_REDUCE.test(model.names[i]!)) isAR[i] = 1;
@@ -225,27 +408,22 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     const li = launchIdx[k]!;
     if (li >= 0 && gpu.start[k]! < firstKernelOfLaunch[li]!) firstKernelOfLaunch[li] = gpu.start[k]!;
   }
+  return { gStart, gEnd, kUs, kCnt, firstKernelOfLaunch, arCalls, arUs, streams };
+}
 
-  // Step windows partition the GPU timeline: each ends where its last kernel ends.
-  const wStart = new Float64Array(S);
-  const wEnd = new Float64Array(S);
-  let prevEnd = Number.NEGATIVE_INFINITY;
-  for (let s = 0; s < S; s++) {
-    const def = seg.steps[s]!;
-    const hasWork = Number.isFinite(gStart[s]!);
-    if (!Number.isFinite(prevEnd)) {
-      const cpu = def.cpuStartUs;
-      const st = hasWork ? (cpu !== undefined ? Math.min(cpu, gStart[s]!) : gStart[s]!) : (cpu ?? 0);
-      wStart[s] = st;
-      wEnd[s] = hasWork ? gEnd[s]! : st;
-    } else {
-      wStart[s] = prevEnd;
-      wEnd[s] = hasWork ? Math.max(prevEnd, gEnd[s]!) : prevEnd;
-    }
-    if (hasWork || Number.isFinite(prevEnd)) prevEnd = wEnd[s]!;
-  }
-
-  // Sweep the timeline: elementary intervals between kernel boundaries, cut at window edges.
+/** Busy time per class and slot (a step's window, or row S outside them), idle host-bound and
+ * other, and communication exposed and overlapped: a sweep over elementary intervals between
+ * kernel boundaries, cut at window edges. */
+function sweep(
+  model: TraceModel,
+  order: Uint32Array,
+  end: Float64Array,
+  launchIdx: Int32Array,
+  wStart: Float64Array,
+  wEnd: Float64Array,
+) {
+  const { gpu, runtime } = model;
+  const S = wStart.length;
   const busy = new Float64Array((S + 1) * NC);
   const idleHost = new Float64Array(S + 1);
   const idleOther = new Float64Array(S + 1);
@@ -323,8 +501,13 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     cnt[gpu.cls[i]!]!--;
     active--;
   }
+  return { busy, idleHost, idleOther, commExp, commOvl };
+}
 
-  // Launch calls per step.
+/** Launch calls per step (row S: outside any step): calls that produce GPU work, graph launches,
+ * their CPU time, launch latency to the first kernel, and launches whose GPU work is missing. */
+function launchCalls(model: TraceModel, runtimeStep: Int32Array, firstKernelOfLaunch: Float64Array, S: number) {
+  const runtime = model.runtime;
   const lCalls = new Float64Array(S + 1);
   const lGraph = new Float64Array(S + 1);
   const lCpu = new Float64Array(S + 1);
@@ -356,20 +539,35 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
       if (latencies.length < 200_000) latencies.push(lat);
     } else if (!Number.isNaN(runtime.corr[i]!)) missing[row]!++;
   }
+  return { lCalls, lGraph, lCpu, lLatSum, lLatN, missing, graphName, latencies };
+}
 
-  // Top kernels per step: bucket kernels by step, then accumulate per name.
+/** Kernel rows grouped by step (CSR: step s's rows are byStep[stepCount[s]..stepCount[s + 1]]),
+ * filled in start order, so each step's slice is sorted by start (the time line needs that). */
+function bucketByStep(stepOf: Int32Array, order: Uint32Array, S: number, n: number) {
   const stepCount = new Int32Array(S + 2);
-  for (let k = 0; k < gpu.n; k++) if (stepOf[k]! >= 0) stepCount[stepOf[k]! + 1]!++;
+  for (let k = 0; k < n; k++) if (stepOf[k]! >= 0) stepCount[stepOf[k]! + 1]!++;
   for (let s = 0; s < S; s++) stepCount[s + 1]! += stepCount[s]!;
-  // Filled in start order, so each step's slice is sorted by start (the time line needs that).
   const byStep = new Uint32Array(stepCount[S]!);
   const fill = stepCount.slice();
   for (let j = 0; j < order.length; j++) {
     const k = order[j]!;
     if (stepOf[k]! >= 0) byStep[fill[stepOf[k]!]!++] = k;
   }
+  return { stepCount, byStep };
+}
+
+/** GPU activities per step that a graph launch started (row S: outside any step). */
+function graphKernelCounts(
+  model: TraceModel,
+  stepOf: Int32Array,
+  launchIdx: Int32Array,
+  graphName: Map<number, boolean>,
+  S: number,
+): Int32Array {
+  const runtime = model.runtime;
   const graphKernels = new Int32Array(S + 1);
-  for (let k = 0; k < gpu.n; k++) {
+  for (let k = 0; k < model.gpu.n; k++) {
     const li = launchIdx[k]!;
     if (li < 0) continue;
     const nm = runtime.name[li]!;
@@ -380,104 +578,45 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     }
     if (g) graphKernels[stepOf[k]! >= 0 ? stepOf[k]! : S]!++;
   }
-  const scratch = new Float64Array(model.names.length);
-  const scratchN = new Int32Array(model.names.length);
+  return graphKernels;
+}
 
-  // Only Kineto's "Record Window End" marker tells where recording stopped.
-  const windowEnd = model.windowEndTs ?? Number.POSITIVE_INFINITY;
-  const steps: StepBreakdown[] = [];
-  for (let s = 0; s < S; s++) {
-    const def = seg.steps[s]!;
-    const touched: number[] = [];
-    for (let j = stepCount[s]!; j < stepCount[s + 1]!; j++) {
-      const k = byStep[j]!;
-      const nm = gpu.name[k]!;
-      if (scratchN[nm] === 0) touched.push(nm);
-      scratch[nm]! += gpu.dur[k]!;
-      scratchN[nm]!++;
-    }
-    touched.sort((a, b) => scratch[b]! - scratch[a]!);
-    const topKernels = touched.slice(0, 3).map((nm) => ({
-      name: model.names[nm]!,
-      class: model.nameClass[nm]!.class as KernelClass,
-      totalUs: round(scratch[nm]!),
-      count: scratchN[nm]!,
-    }));
-    for (const nm of touched) {
-      scratch[nm] = 0;
-      scratchN[nm] = 0;
-    }
-    const busyByClass = classTimes(busy, s);
-    const busyUs = sumRow(busy, s);
-    const durUs = wEnd[s]! - wStart[s]!;
-    let clipReason: string | undefined;
-    if (!Number.isFinite(gStart[s]!)) clipReason = "no GPU work recorded for this step";
-    else if (missing[s]! > 0) clipReason = `${missing[s]} launches have no GPU activity in the trace`;
-    else if (def.cpuEndUs !== undefined && def.cpuEndUs > windowEnd)
-      clipReason = "the step runs past the end of the trace";
-    const kernels = sumRow(kCnt, s);
-    steps.push({
-      index: s,
-      name: def.name,
-      kind: def.kind,
-      ...(def.source ? { source: def.source } : {}),
-      ...(def.batch ? { batch: def.batch } : {}),
-      ...(def.kvTokens !== undefined ? { kvTokens: def.kvTokens } : {}),
-      ...(def.forwardMode ? { forwardMode: def.forwardMode } : {}),
-      timeline: timelineOf(gpu, byStep, stepCount[s]!, stepCount[s + 1]!),
-      graphKernels: graphKernels[s]!,
-      startUs: round(wStart[s]!),
-      durUs: round(durUs),
-      busyUs: round(busyUs),
-      busyByClass,
-      kernelUsByClass: classTimes(kUs, s),
-      idleUs: round(idleHost[s]! + idleOther[s]!),
-      idleHostUs: round(idleHost[s]!),
-      idleOtherUs: round(idleOther[s]!),
-      commExposedUs: round(commExp[s]!),
-      commOverlappedUs: round(commOvl[s]!),
-      kernels,
-      kernelsByClass: classCounts(kCnt, s),
-      allReduceCalls: arCalls[s]!,
-      allReduceUs: round(arUs[s]!),
-      launch: {
-        calls: lCalls[s]!,
-        graphLaunches: lGraph[s]!,
-        cpuUs: round(lCpu[s]!),
-        ...(lLatN[s]! > 0 ? { meanLatencyUs: round(lLatSum[s]! / lLatN[s]!) } : {}),
-      },
-      topKernels,
-      ...(def.cpuStartUs !== undefined
-        ? { cpuStartUs: round(def.cpuStartUs), cpuDurUs: round((def.cpuEndUs ?? def.cpuStartUs) - def.cpuStartUs) }
-        : {}),
-      ...(def.contextRequests !== undefined || def.generationRequests !== undefined
-        ? {
-            tokens: {
-              contextRequests: def.contextRequests,
-              contextTokens: def.contextTokens,
-              generationRequests: def.generationRequests,
-              generationTokens: def.generationTokens,
-            },
-          }
-        : {}),
-      clipped: clipReason !== undefined,
-      ...(clipReason ? { clipReason } : {}),
-    });
+/** A step's three longest-running kernel names. `scratch` and `scratchN` (per name, zero) are
+ * left zero again. */
+function stepTopKernels(
+  model: TraceModel,
+  byStep: Uint32Array,
+  from: number,
+  to: number,
+  scratch: Float64Array,
+  scratchN: Int32Array,
+) {
+  const gpu = model.gpu;
+  const touched: number[] = [];
+  for (let j = from; j < to; j++) {
+    const k = byStep[j]!;
+    const nm = gpu.name[k]!;
+    if (scratchN[nm] === 0) touched.push(nm);
+    scratch[nm]! += gpu.dur[k]!;
+    scratchN[nm]!++;
   }
+  touched.sort((a, b) => scratch[b]! - scratch[a]!);
+  const top = touched.slice(0, 3).map((nm) => ({
+    name: model.names[nm]!,
+    class: model.nameClass[nm]!.class as KernelClass,
+    totalUs: round(scratch[nm]!),
+    count: scratchN[nm]!,
+  }));
+  for (const nm of touched) {
+    scratch[nm] = 0;
+    scratchN[nm] = 0;
+  }
+  return top;
+}
 
-  // Overall totals: every slot, inside and outside steps.
-  const allBusy = new Float64Array(NC);
-  const allKUs = new Float64Array(NC);
-  const allKCnt = new Float64Array(NC);
-  for (let r = 0; r <= S; r++)
-    for (let c = 0; c < NC; c++) {
-      allBusy[c]! += busy[r * NC + c]!;
-      allKUs[c]! += kUs[r * NC + c]!;
-      allKCnt[c]! += kCnt[r * NC + c]!;
-    }
-  const sumArr = (a: Float64Array) => a.reduce((x, y) => x + y, 0);
-
-  // Top kernels overall.
+/** Per kernel name: total time, count, and the External id of its first launch that has one. */
+function nameTotals(model: TraceModel) {
+  const gpu = model.gpu;
   const nameUs = new Float64Array(model.names.length);
   const nameN = new Float64Array(model.names.length);
   const nameExt = new Float64Array(model.names.length).fill(Number.NaN);
@@ -487,58 +626,18 @@ export function computeBreakdown({ model, seg, launchIdx, order, topN = 20 }: Br
     nameN[nm]!++;
     if (Number.isNaN(nameExt[nm]!) && !Number.isNaN(gpu.ext[k]!)) nameExt[nm] = gpu.ext[k]!;
   }
-  const totalKernelUs = sumArr(allKUs);
-  const topIdx: number[] = [];
-  for (let nm = 0; nm < model.names.length; nm++) if (nameN[nm]! > 0) topIdx.push(nm);
-  topIdx.sort((a, b) => nameUs[b]! - nameUs[a]!);
-  const topKernels: TopKernel[] = topIdx.slice(0, topN).map((nm) => {
-    const ext = nameExt[nm]!;
-    const op = Number.isNaN(ext) ? -1 : findSorted(model.cpuOpExt, ext);
-    return {
-      name: model.names[nm]!,
-      class: model.nameClass[nm]!.class as KernelClass,
-      rule: model.nameClass[nm]!.rule,
-      count: nameN[nm]!,
-      totalUs: round(nameUs[nm]!),
-      meanUs: round(nameUs[nm]! / nameN[nm]!),
-      share: totalKernelUs > 0 ? round4(nameUs[nm]! / totalKernelUs) : 0,
-      ...(op >= 0 ? { launchedBy: model.names[model.cpuOpName[op]!]! } : {}),
-      ...(model.nameClass[nm]!.decidedBy ? { decidedBy: model.nameClass[nm]!.decidedBy } : {}),
-    };
-  });
+  return { nameUs, nameN, nameExt };
+}
 
+/** First start and last end over all activities. */
+function span(start: Float64Array, end: Float64Array): { first: number; last: number } {
   let first = Number.POSITIVE_INFINITY;
   let last = Number.NEGATIVE_INFINITY;
-  for (let k = 0; k < gpu.n; k++) {
-    if (gpu.start[k]! < first) first = gpu.start[k]!;
+  for (let k = 0; k < end.length; k++) {
+    if (start[k]! < first) first = start[k]!;
     if (end[k]! > last) last = end[k]!;
   }
-  latencies.sort((a, b) => a - b);
-  const overall: Overall = {
-    spanUs: gpu.n ? round(last - first) : 0,
-    busyUs: round(sumArr(allBusy)),
-    busyByClass: toClassTimes(allBusy),
-    kernelUsByClass: toClassTimes(allKUs),
-    kernelCountByClass: toClassCounts(allKCnt),
-    idleUs: round(sumArr(idleHost) + sumArr(idleOther)),
-    idleHostUs: round(sumArr(idleHost)),
-    idleOtherUs: round(sumArr(idleOther)),
-    commExposedUs: round(sumArr(commExp)),
-    commOverlappedUs: round(sumArr(commOvl)),
-    kernels: gpu.n,
-    kernelsOutsideSteps: sumRow(kCnt, S),
-    launch: {
-      calls: sumArr(lCalls),
-      graphLaunches: sumArr(lGraph),
-      cpuUs: round(sumArr(lCpu)),
-      ...(latencies.length ? { medianLatencyUs: round(latencies[Math.floor(latencies.length / 2)]!) } : {}),
-    },
-    streams: streams.size,
-    topKernels,
-    byKind: summarizeKinds(steps),
-    timeline: timelineOf(gpu, order, 0, order.length),
-  };
-  return { steps, overall };
+  return { first, last };
 }
 
 /** Length of the union of intervals fed in start order, in O(1) memory. */

@@ -218,7 +218,10 @@ export class ModelBuilder {
   private readonly names: string[] = [];
   /** The kind each name was interned under (0–2 GPU activity kinds, 3 CPU-side). */
   private readonly nameKinds: number[] = [];
-  private readonly nameIds = new Map<string, number>();
+  /** Name ids per kind (GPU activity kinds 0–2, CPU-side 3): a map each, keyed by the name itself,
+   * whose hash the reader's cached strings already hold (a "kind\0name" key was a new string to hash
+   * for every CPU op). */
+  private readonly nameIds = [0, 1, 2, 3].map(() => new Map<string, number>());
   private readonly nameClass: Array<{ class: string; rule: string; cls: number; weak?: boolean }> = [];
   private readonly classifier: Classifier;
   private readonly classIndex: Map<string, number>;
@@ -267,13 +270,13 @@ export class ModelBuilder {
   }
 
   private intern(name: string, kind: number): number {
-    const key = kind === KIND_KERNEL ? name : `${kind}\u0000${name}`;
-    let id = this.nameIds.get(key);
+    const ids = this.nameIds[kind]!;
+    let id = ids.get(name);
     if (id === undefined) {
       id = this.names.length;
       this.names.push(name);
       this.nameKinds.push(kind);
-      this.nameIds.set(key, id);
+      ids.set(name, id);
       if (kind < 3) {
         const c = this.classifier.classify(name, this.kindClassKey[kind] as ActivityKind);
         this.nameClass.push({

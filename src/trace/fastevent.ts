@@ -13,8 +13,11 @@ export interface EventFields {
 }
 
 // 10^k is exact in a double for k ≤ 22: m / 10^k is then one correctly rounded division, the same
-// double JSON.parse's correctly rounded conversion gives, as long as m < 2^53 (≤ 15 digits).
+// double JSON.parse's correctly rounded conversion gives, as long as m < 2^53. The digits are
+// summed exactly while the sum stays below 2^53, and it only grows: a sum below 2^53 at the end is
+// exact, however many digits (Kineto's 16-digit timestamps, 5545607812504.549 µs, are).
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
+const TWO53 = 2 ** 53;
 const MAX_DEPTH = 32;
 /** 1 for the bytes a string may hold on the fast path: printable ASCII but '"' and '\\'. */
 const PLAIN = new Uint8Array(256);
@@ -70,6 +73,11 @@ export class FastEventParser {
   private readonly top: KeyTable;
   private readonly args: KeyTable;
   private readonly argsKey: number;
+  /** Every kept field, undefined: each event starts as a copy, so all events share one shape and
+   * the consumer's property reads stay monomorphic (objects built key by key in the file's order
+   * took several shapes, and the builder's reads were deoptimised on each new one). */
+  private readonly evTemplate: Record<string, unknown>;
+  private readonly argsTemplate: Record<string, unknown>;
   private readonly cacheBytes: Array<Uint8Array | undefined> = new Array(CACHE_SLOTS).fill(undefined);
   private readonly cacheStr: string[] = new Array(CACHE_SLOTS).fill("");
 
@@ -77,6 +85,8 @@ export class FastEventParser {
     this.top = new KeyTable(fields.event);
     this.args = new KeyTable(fields.args);
     this.argsKey = fields.event.indexOf("args");
+    this.evTemplate = template(this.top.names);
+    this.argsTemplate = template(this.args.names);
   }
 
   /** Parses the object starting at b[s] (a '{') within b[0, n). Returns the event with the kept
@@ -85,7 +95,7 @@ export class FastEventParser {
    * deeper values by `nested`. */
   event(b: Buffer, s: number, n: number, base: number, line: number, lineStart: number): RawEvent | undefined {
     this.base = base;
-    const ev: Record<string, unknown> = {};
+    const ev: Record<string, unknown> = { ...this.evTemplate };
     let out = ev;
     let table = this.top;
     let inArgs = false;
@@ -151,16 +161,13 @@ export class FastEventParser {
           // -0, a double: the mantissa's arithmetic is compiled for doubles from the start (ts and
           // ids pass 2^31), not for small integers first and again after an overflow deopt.
           let m = -0;
-          let digits = 0;
           let frac = 0;
           if (c === 0x30) {
-            digits = 1;
             if (++p >= n) return undefined;
             c = b[p]!;
           } else if (c >= 0x31 && c <= 0x39) {
             do {
               m = m * 10 + (c - 0x30);
-              digits++;
               if (++p >= n) return undefined;
               c = b[p]!;
             } while (c >= 0x30 && c <= 0x39);
@@ -171,7 +178,6 @@ export class FastEventParser {
             if (c < 0x30 || c > 0x39) return undefined;
             do {
               m = m * 10 + (c - 0x30);
-              digits++;
               frac++;
               if (++p >= n) return undefined;
               c = b[p]!;
@@ -194,7 +200,7 @@ export class FastEventParser {
           }
           if (k >= 0) {
             let v: number;
-            if (!exp && digits <= 15 && frac <= 22) {
+            if (!exp && m < TWO53 && frac <= 22) {
               v = (frac ? m / POW10[frac]! : m) + 0; // + 0: the -0 start is not a digit
               if (neg) v = -v;
             } else v = Number(b.toString("latin1", na, p));
@@ -202,7 +208,7 @@ export class FastEventParser {
           }
         } else if (c === 0x7b && k >= 0 && !inArgs && k === this.argsKey) {
           // args: its kept keys go into their own object
-          const args: Record<string, unknown> = {};
+          const args: Record<string, unknown> = { ...this.argsTemplate };
           out[table.names[k]!] = args;
           out = args;
           table = this.args;
@@ -378,6 +384,13 @@ export class FastEventParser {
     this.cacheStr[slot] = str;
     return str;
   }
+}
+
+/** An object with each name as a property holding undefined, in order. */
+function template(names: readonly string[]): Record<string, unknown> {
+  const o: Record<string, unknown> = {};
+  for (const n of names) o[n] = undefined;
+  return o;
 }
 
 /** true, false or null at b[p] (FAIL if none): its length is 4, 5 (false) or 4. */

@@ -87,6 +87,12 @@ function spread(xs: number[]): Spread {
     cv: mean > 0 ? r4(Math.sqrt(v) / mean) : 0,
   };
 }
+function sameSeq(a: Uint32Array, b: Uint32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 const r4 = (x: number) => Math.round(x * 10000) / 10000;
 
@@ -101,12 +107,27 @@ export function analyzeLayers(
   const { gpu } = model;
   const S = seg.steps.length;
   const found: Array<{ rows: Uint32Array; units: Array<[number, number]>; markers: number[] }> = [];
+  // Steps of one kind repeat the same kernel sequence (every decode step of a trace, as a rule):
+  // each distinct sequence is searched once, and a step whose names equal it takes its result.
+  const seen = new Map<number, Array<{ seq: Uint32Array; r: ReturnType<typeof findRepeats> }>>();
   for (let s = 0; s < S; s++) {
     const rows = byStep.rows.subarray(byStep.from[s]!, byStep.from[s + 1]!);
     if (!usable(s) || rows.length < 8) continue;
     const seq = new Uint32Array(rows.length);
-    for (let i = 0; i < rows.length; i++) seq[i] = gpu.name[rows[i]!]!;
-    const r = findRepeats(seq, { pick: "most", minCoverage: 0.5, tol: 0.05 });
+    let h = rows.length;
+    for (let i = 0; i < rows.length; i++) {
+      const nm = gpu.name[rows[i]!]!;
+      seq[i] = nm;
+      h = (Math.imul(h, 31) + nm) | 0;
+    }
+    let bucket = seen.get(h);
+    if (bucket === undefined) seen.set(h, (bucket = []));
+    let hit = bucket.find((b) => sameSeq(b.seq, seq));
+    if (hit === undefined) {
+      hit = { seq, r: findRepeats(seq, { pick: "most", minCoverage: 0.5, tol: 0.05 }) };
+      bucket.push(hit);
+    }
+    const r = hit.r;
     if (!r || r.count < 2 || r.period < 3) continue;
     found.push({ rows, units: r.units, markers: r.markers });
   }
@@ -132,7 +153,9 @@ export function analyzeLayers(
   const sameShape =
     lens.every((x) => x === P) &&
     agree.every((f) => f.units.every(([a]) => refClasses.every((c, i) => gpu.cls[f.rows[a + i]!] === c)));
-  const posNames: Array<Map<number, number>> = sameShape ? Array.from({ length: P }, () => new Map()) : [];
+  // Per position, the names seen there and their counts (one or two names, as a rule: a short list).
+  const posIds: number[][] = sameShape ? Array.from({ length: P }, () => []) : [];
+  const posCounts: number[][] = sameShape ? Array.from({ length: P }, () => []) : [];
   const layerUs: number[] = [];
   const spanUs: number[] = [];
   const byClass = new Float64Array(KERNEL_CLASSES.length);
@@ -152,8 +175,13 @@ export function analyzeLayers(
         byClass[gpu.cls[k]!]! += gpu.dur[k]!;
         if (sameShape) {
           opUs[i - a]!.add(gpu.dur[k]!);
-          const m = posNames[i - a]!;
-          m.set(gpu.name[k]!, (m.get(gpu.name[k]!) ?? 0) + 1);
+          const ids = posIds[i - a]!;
+          const j = ids.indexOf(gpu.name[k]!);
+          if (j >= 0) posCounts[i - a]![j]!++;
+          else {
+            ids.push(gpu.name[k]!);
+            posCounts[i - a]!.push(1);
+          }
         }
       }
       layerUs.push(t);
@@ -193,11 +221,15 @@ export function analyzeLayers(
     }));
   const ops: LayerOp[] = sameShape
     ? opUs.map((acc, i) => {
-        const names = [...posNames[i]!.entries()].sort((a, b) => b[1] - a[1]);
+        const ids = posIds[i]!;
+        const counts = posCounts[i]!;
+        // The commonest name; among equal counts the first seen (as a stable sort of the map did).
+        let best = 0;
+        for (let j = 1; j < ids.length; j++) if (counts[j]! > counts[best]!) best = j;
         return {
           index: i,
-          name: model.names[names[0]![0]]!,
-          ...(names.length > 1 ? { variants: names.length } : {}),
+          name: model.names[ids[best]!]!,
+          ...(ids.length > 1 ? { variants: ids.length } : {}),
           class: KERNEL_CLASSES[refClasses[i]!]!,
           us: acc.spread(),
         };

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import fc from "fast-check";
 import { ParseError } from "../../src/errors.ts";
 import {
   findFamily,
@@ -147,6 +148,25 @@ test("numbers: Go/OpenMetrics spellings, exactness of the fast path", () => {
     const err = parseError(() => parseExposition(`m ${bad}\n`));
     assert.match(err.message, /^1:3: invalid value/);
   }
+});
+
+test("property: decimals with up to 19 digits and an exponent read to the double Number() gives", () => {
+  // The fast path sums digits exactly while below 2^53; a mutation that trusts longer sums fails here.
+  fc.assert(
+    fc.property(
+      // Mantissas around 2^53 (where the exact sum ends) as often as any others; integers often.
+      fc.oneof(fc.bigInt({ min: 0n, max: 10n ** 19n }), fc.bigInt({ min: 2n ** 52n, max: 2n ** 56n })),
+      fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 24 })),
+      fc.option(fc.integer({ min: -30, max: 30 }), { nil: undefined }),
+      (m, f, e) => {
+        const digits = m.toString().padStart(f + 1, "0");
+        const v = `${f ? `${digits.slice(0, -f)}.${digits.slice(-f)}` : digits}${e === undefined ? "" : `e${e}`}`;
+        const got = parseExposition(`m ${v}\nm2 -${v}\n`).families.map((x) => x.samples[0]!.value);
+        return Object.is(got[0], Number(v)) && Object.is(got[1], -Number(v));
+      },
+    ),
+    { numRuns: 3000 },
+  );
 });
 
 test("errors name line and column and say what was expected", () => {

@@ -197,3 +197,31 @@ test("gzip is detected by content; a truncated gzip gives partial results and sa
   assert.ok(part.length > 100 && part.length < 3000, String(part.length));
   assert.match(st2.warnings.join("\n"), /truncated gzip after \d+ uncompressed bytes/);
 });
+
+test("an uncompressed file is read into three buffers in turn, events across their edges intact", async () => {
+  // A fresh buffer per chunk costs a page fault per 4 KiB (reader.ts): the chunks the scanner gets
+  // must come from a few buffers reused, while events cut by a chunk edge still read whole.
+  const b = new TraceBuilder();
+  for (let i = 0; i < 3000; i++) b.kernel(`kernel_${i % 7}`, i * 10, 5, { corr: i });
+  const p = join(dir, "reuse.json");
+  writeFileSync(p, b.json());
+  const seen = new Set<ArrayBufferLike>();
+  const push = TraceScanner.prototype.push;
+  TraceScanner.prototype.push = function (chunk: Buffer) {
+    seen.add(chunk.buffer);
+    return push.call(this, chunk);
+  };
+  try {
+    const events: RawEvent[] = [];
+    const st = await readTraceFile(p, (e) => events.push(e), { chunkBytes: 4096 });
+    assert.ok(st.bytes > 40 * 4096, String(st.bytes));
+    assert.equal(events.length, 3000);
+    assert.deepEqual(
+      events.map((e) => [e.name, e.ts]),
+      Array.from({ length: 3000 }, (_, i) => [`kernel_${i % 7}`, i * 10]),
+    );
+    assert.ok(seen.size <= 3, `${seen.size} distinct buffers`);
+  } finally {
+    TraceScanner.prototype.push = push;
+  }
+});
