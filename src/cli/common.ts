@@ -6,8 +6,8 @@ import { escapeControl, escapeControlKeepColor } from "../control.ts";
 import { UsageError } from "../errors.ts";
 import { interruptSignal, setInterruptNote } from "../interrupt.ts";
 import { addSecret, isSecretName, redact, redactString } from "../secrets.ts";
-import { argvSecretsHidden } from "./argv-secrets.ts";
 import { MAX_TIMER_MS } from "../sleep.ts";
+import { argvSecretsHidden } from "./argv-secrets.ts";
 
 export { escapeControl };
 
