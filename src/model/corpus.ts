@@ -17,8 +17,17 @@ export interface CorpusRow {
   model: string;
   precision: string;
   hardware: { device: string; count: number; interconnect?: string; note?: string };
-  parallelism: { tp: number; ep?: number };
-  engine: { name: Engine; version?: string; date: string; dateApprox?: boolean; cudaGraphs: boolean };
+  parallelism: { tp: number; ep?: number; dp?: number };
+  engine: {
+    name: Engine;
+    version?: string;
+    date: string;
+    dateApprox?: boolean;
+    cudaGraphs: boolean;
+    image?: string;
+    /** Server flags that change how a step runs. */
+    flags?: string[];
+  };
   modelSupportSince: string;
   /** "decode": a pure decode step of `batch` sequences; "benchmark": a serving benchmark's TPOT/ITL at a concurrency
    * (steps may carry other requests' prefill chunks), which a decode-step fit must skip. */
@@ -32,9 +41,19 @@ export interface CorpusRow {
     concurrency?: number;
     /** The benchmark's prompt set, e.g. sharegpt or random. */
     dataset?: string;
+    /** The random dataset's length spread (its harness's --random-range-ratio). */
+    randomRangeRatio?: number;
+    /** Requests the benchmark sent. */
+    numPrompts?: number;
+    /** A finite request rate, req/s (absent: all requests at once, capped by the concurrency). */
+    requestRate?: number;
   };
   measured: { value: number; unit: "ms/token" | "tokens/s"; quantity: string; definition: string };
   source: string;
+  /** When the number was published (YYYY-MM[-DD]); default the engine release's date. */
+  published?: string;
+  /** Where a reader finds the number (a URL), when the source's own address is not enough. */
+  address?: string;
   /** Grouping keys for grouped cross-validation: one slug per source document, one per model family. */
   sourceKey: string;
   family: string;
@@ -49,8 +68,13 @@ export interface Corpus {
   definitions: Record<string, string>;
   /** kind: decode — pure decode steps, the rows the decode-step fit and its validation use. */
   rows: CorpusRow[];
-  /** kind: benchmark — serving TPOT/ITL at a concurrency; kept apart so a decode-step fit never sees them. */
+  /** kind: benchmark — serving TPOT/ITL at a concurrency; kept apart from the decode rows (fitted through their
+   * schedule: serving.ts). */
   benchmarks: CorpusRow[];
+  /** Serving rows from the per-source files (corpus/serving/*.yaml). */
+  serving?: CorpusRow[];
+  /** Profiler-trace rows (corpus/traces.yaml; default: the shipped ones). */
+  traces?: import("./trace-rows.ts").TraceRow[];
 }
 
 export const CORPUS_FILE = fileURLToPath(new URL("./corpus/validation-public.yaml", import.meta.url));
@@ -157,6 +181,7 @@ export function parseCorpus(text: string, file: string): Corpus {
       parallelism: {
         tp: num("parallelism.tp", par.tp, 1),
         ep: par.ep === undefined ? undefined : num("parallelism.ep", par.ep, 1),
+        dp: par.dp === undefined ? undefined : num("parallelism.dp", par.dp, 1),
       },
       engine: {
         name: engineName,
@@ -208,10 +233,12 @@ export function rowInput(r: Omit<CorpusRow, "input" | "measuredMs">): ModelInput
     gpus: r.hardware.count,
     tp: r.parallelism.tp,
     ep: r.parallelism.ep,
+    dp: r.parallelism.dp,
     interconnect: r.hardware.interconnect,
     engine: r.engine.name,
     engineVersion: r.engine.date,
     cudaGraphs: r.engine.cudaGraphs,
+    engineFlags: r.engine.flags,
     batch: r.workload.batch,
     inputLen: r.workload.inputLen,
     outputLen: r.workload.outputLen,
