@@ -13,7 +13,10 @@ const MONTH_DAYS = 30.44;
 export { isoDate };
 
 /** A release name or a date → its date (releases.ts: the release tables; unknown names get a "did you mean"). */
-export function engineDate(engine: Engine, version: string): { date: string; how: string; approx: boolean } {
+export function engineDate(
+  engine: Engine,
+  version: string,
+): { date: string; how: string; approx: boolean; beyond?: "after" | "before" } {
   return resolveRelease(engine, version);
 }
 

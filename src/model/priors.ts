@@ -14,12 +14,15 @@
 // the parameters by Gauss–Newton MAP; the posterior covariance gives each prediction its 80 % interval. A group the
 // corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
 
+import { renameSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AllReduceChoice, Engine } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
 import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
 // cv.ts imports this module too; only precomputedPriors() (the build) calls into it.
-import { corpusInflations } from "./cv.ts";
+import { shippedInflations } from "./cv.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
 import type { Gpu } from "./hardware.ts";
 import type { CachedFit, FitCacheFile, FitCacheRead } from "./priors-cache.ts";
@@ -47,7 +50,7 @@ import {
 import type { CorpusSupport, RowFacts } from "./support.ts";
 import { corpusSupport, linkKind } from "./support.ts";
 import type { TraceRow } from "./trace-rows.ts";
-import { shippedTraceRows } from "./trace-rows.ts";
+import { shippedTraceRows, TRACES_FILE } from "./trace-rows.ts";
 
 /** z of the two-sided 80 % interval. */
 export const Z80 = 1.2815515655446004;
@@ -428,7 +431,16 @@ function engineRowsMix(r: Resolved, s: CorpusSupport, why: string) {
 export function maturity(
   r: Resolved,
   s: CorpusSupport = shippedSupport(),
-): { u: number | null; mix: { mean: number; var: number; over: string } | null; note: string; date?: string } {
+): {
+  u: number | null;
+  mix: { mean: number; var: number; over: string } | null;
+  note: string;
+  date?: string;
+  /** The version sorts outside the release table (its date is a bound). */
+  beyond?: "after" | "before";
+  /** The release predates the engine's first run of the family in the corpus. */
+  predates?: boolean;
+} {
   const since = familySupportSince(r, s);
   const fam = modelFamily(r.arch);
   const v = r.input.engineVersion;
@@ -452,11 +464,20 @@ export function maturity(
     return engineRowsMix(r, s, `${r.engine} ${v} (${d.date}); when ${r.engine} first ran ${fam} is not in the corpus`);
   const age = supportAgeMonths(d.date, since);
   const u = maturityWeight(age);
+  const predates = d.date < since;
+  const beyond =
+    d.beyond === "after"
+      ? `; ${v} sorts after every listed ${r.engine} release, so its date is a lower bound and its own speed unknown: an extrapolation`
+      : "";
   return {
     u,
     mix: null,
     date: d.date,
-    note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
+    beyond: d.beyond,
+    predates,
+    note: predates
+      ? `${r.engine} ${v} (${d.date}; ${d.how}) predates ${r.engine}'s first run of ${fam} in the corpus (${since}): this build may not run the family at all; maturity weight 1 (day one)${beyond}`
+      : `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}${beyond}`,
   };
 }
 
@@ -500,7 +521,12 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
   const mat = maturity(r, support);
   const u = mat.u ?? mat.mix?.mean ?? 0.5;
   // A release's own deviation from its engine's maturity curve (0 ± τ_rel for a release month no row ran).
-  const relKey = mat.date ? `rel/${r.engine}/${mat.date.slice(0, 7)}` : null;
+  // A version after the table's newest has no month of its own: a deviation no row ever informs (0 ± τ_rel).
+  const relKey = mat.date
+    ? mat.beyond === "after"
+      ? `rel/${r.engine}/after-table`
+      : `rel/${r.engine}/${mat.date.slice(0, 7)}`
+    : null;
   // The day-one gap also differs by family on one engine (DeepSeek-V3's first SGLang releases ran ~4× slow,
   // gpt-oss shipped with tuned kernels): a per engine×family deviation, 0 ± τ_matf for a pair no row ran.
   const matCoef: Record<string, number> = {
@@ -681,6 +707,9 @@ interface FitRow {
   moe?: boolean;
   /** A serving row (TPOT under load): its residual carries τ_rsrv² beyond σ² (the schedule is modelled). */
   serving?: boolean;
+  /** Rows of one source that measured the same configuration (daily reruns, release after release): their errors
+   * against the model move together, so k of them count as one row (each residual variance × k). */
+  repeats?: number;
 }
 
 function hyperOf(name: string): HyperGroup | undefined {
@@ -722,6 +751,8 @@ interface Compiled {
   moe: number;
   /** 1 for a serving row (its residual adds τ_rsrv²), else 0. */
   serving: number;
+  /** Residual variance multiplier (rows repeating one configuration of one source). */
+  rep: number;
   base: Float64Array;
   extraVar: Float64Array;
   lane: Uint8Array;
@@ -770,6 +801,7 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
     y: row.y,
     moe: row.moe ? 1 : 0,
     serving: row.serving ? 1 : 0,
+    rep: row.repeats ?? 1,
     base: Float64Array.from(parts.map((p) => p.baseMs)),
     extraVar: Float64Array.from(parts.map(partExtraVar)),
     lane: Uint8Array.from(parts.map((p) => LANE_CODE[p.lane ?? "gpu"])),
@@ -828,7 +860,7 @@ function solveMap(
     let s = 0;
     for (const row of rows) {
       const e = evalCompiled(row, th);
-      s += (row.y - Math.log(e.t)) ** 2 / (s2base + row.moe * r2 + row.serving * v2 + e.extraVar);
+      s += (row.y - Math.log(e.t)) ** 2 / (row.rep * (s2base + row.moe * r2 + row.serving * v2) + e.extraVar);
     }
     for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
     return s;
@@ -845,7 +877,7 @@ function solveMap(
     }
     for (const row of rows) {
       const e = evalCompiled(row, theta);
-      const v = s2base + row.moe * r2 + row.serving * v2 + e.extraVar;
+      const v = row.rep * (s2base + row.moe * r2 + row.serving * v2) + e.extraVar;
       const r = row.y - Math.log(e.t);
       touched.length = 0;
       const n = row.base.length;
@@ -941,6 +973,28 @@ interface RowData {
   reps: Map<string, RepStep[]>;
 }
 
+/** One source's configuration: rows sharing it repeat one measurement (another day, another release). */
+export function configKey(r: CorpusRow): string {
+  const w = r.workload;
+  return [
+    r.sourceKey,
+    r.model,
+    r.precision,
+    r.hardware.device,
+    r.hardware.count,
+    r.parallelism.tp,
+    r.parallelism.ep ?? 1,
+    r.parallelism.dp ?? 1,
+    r.engine.name,
+    r.kind,
+    w.batch,
+    w.concurrency ?? 1,
+    w.inputLen,
+    w.outputLen,
+    w.context ?? "",
+  ].join("|");
+}
+
 /** Serving benchmarks the fit uses: TPOT under load at a concurrency (the corpus's benchmark and serving rows). */
 export function servingRows(c: Corpus): CorpusRow[] {
   return [...c.benchmarks, ...(c.serving ?? [])];
@@ -986,6 +1040,8 @@ function rowData(c: Corpus): RowData {
   for (const f of facts) f.u = maturityWeight(supportAgeMonths(f.date, first.familySince[`${f.engine}|${f.family}`]));
   const support = corpusSupport(facts);
   const servingIds = new Set(serving.map((r) => r.id));
+  const repeats = new Map<string, number>();
+  for (const r of rows) repeats.set(configKey(r), (repeats.get(configKey(r)) ?? 0) + 1);
   const repsOf = new Map<string, RepStep[]>();
   const fitRows: FitRow[] = rows.map((row, i) => {
     // A source's own conditions (clocks, power cap, build flags, how it times) shift all its rows together: one
@@ -1004,6 +1060,7 @@ function rowData(c: Corpus): RowData {
         maturityU: sp0.maturityU,
         moe: !!sp0.groups.moe,
         serving: true,
+        repeats: repeats.get(configKey(row)),
       };
     }
     const sp = stepParts(res[i], undefined, support);
@@ -1013,6 +1070,7 @@ function rowData(c: Corpus): RowData {
       steps: [{ w: 1, parts: withSrc(sp.parts), overlap: sp.overlap }],
       maturityU: sp.maturityU,
       moe: !!sp.groups.moe,
+      repeats: repeats.get(configKey(row)),
     };
   });
   fitRows.push(...traceFitRows(c.traces ?? shippedTraceRows()));
@@ -1217,9 +1275,37 @@ export function effectiveParameters(f: CorpusFit): number {
 
 let shippedFit: CorpusFit | undefined;
 
-/** The fit on the shipped corpus (once per process): the build's precomputed one when its stamp matches. */
+/** Every file the shipped fit reads: the corpus, its serving sources and the trace rows. */
+export function corpusFiles(): string[] {
+  return [CORPUS_FILE, TRACES_FILE];
+}
+
+/**
+ * The fit on the shipped corpus (once per process): the build's precomputed one when its stamp matches; else one that
+ * another process of this checkout fitted from the same corpus and code and left in the temp folder (tests and runs
+ * from src/ fit once, not once per process); else fitted now, and left there for the next process.
+ */
 export function corpusFit(): CorpusFit {
-  shippedFit ??= shippedCache()?.fit ?? fitCorpus(shippedCorpus());
+  if (shippedFit) return shippedFit;
+  const cached = shippedCache()?.fit;
+  if (cached) return (shippedFit = cached);
+  const off = process.env.INFERSCOPE_PRIORS_CACHE === "0";
+  const stamp = off ? undefined : fitStamp(THIS_FILE, corpusFiles());
+  const tmp = stamp ? join(tmpdir(), `inferscope-priors-${stamp.stamp.slice(0, 24)}.json`) : undefined;
+  if (tmp) {
+    const r = readFitCache(tmp, THIS_FILE, corpusFiles());
+    if (r.ok) return (shippedFit = r.value.fit);
+  }
+  shippedFit = fitCorpus(shippedCorpus());
+  if (tmp && stamp) {
+    try {
+      const part = `${tmp}.${process.pid}.tmp`;
+      writeFileSync(part, JSON.stringify(fitCacheFile(shippedFit, supportDates(), stamp)));
+      renameSync(part, tmp);
+    } catch {
+      // a temp folder that cannot be written only costs the next process a fit
+    }
+  }
   return shippedFit;
 }
 
@@ -1233,7 +1319,7 @@ let cacheRead: FitCacheRead | undefined;
 
 /** Reads and checks PRIORS_CACHE_FILE now (no memo; the build checks what it wrote). */
 export function readPrecomputedPriors(): FitCacheRead {
-  return readFitCache(PRIORS_CACHE_FILE, THIS_FILE, CORPUS_FILE);
+  return readFitCache(PRIORS_CACHE_FILE, THIS_FILE, corpusFiles());
 }
 
 /** How the shipped fit's cache was judged, once per process; INFERSCOPE_PRIORS_CACHE=0 turns it off. */
@@ -1258,7 +1344,9 @@ function shippedCache(): CachedFit | undefined {
 /** What the build writes to PRIORS_CACHE_FILE: a fresh fit of the shipped corpus, stamped with its inputs. */
 export function precomputedPriors(): FitCacheFile {
   const c = shippedCorpus();
-  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE), corpusInflations(c));
+  // The grouped cross-validation behind the inflations refits the corpus some 80 times (minutes): the build takes the
+  // checked-in file when its stamp matches this corpus and code, and runs it only when it does not.
+  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, corpusFiles()), shippedInflations().inflations);
 }
 
 // ---------------------------------------------------------------- the prediction

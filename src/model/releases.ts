@@ -187,6 +187,8 @@ export interface ResolvedRelease {
   /** How the date was obtained, for notes. */
   how: string;
   approx: boolean;
+  /** The version sorts after the newest listed release (or before the oldest): its date is a bound, not a date. */
+  beyond?: "after" | "before";
 }
 
 /** llama.cpp build number → date, interpolated (or extrapolated at the ends) linearly in the build number. */
@@ -201,10 +203,12 @@ function llamaBuildDate(t: ReleaseTable, n: number): ResolvedRelease {
   const b = pts[i];
   const tt = a.t + ((n - a.n) * (b.t - a.t)) / (b.n - a.n);
   const inside = n > a.n && n < b.n;
+  const last = pts[pts.length - 1].n;
   return {
     date: isoDate(Math.round(tt / DAY) * DAY),
     how: `build b${n}: date ${inside ? "interpolated" : "extrapolated"} by build number from b${a.n} (${a.r.date}) and b${b.n} (${b.r.date}), ${t.source}`,
     approx: true,
+    ...(n > last ? { beyond: "after" as const } : n < pts[0].n ? { beyond: "before" as const } : {}),
   };
 }
 
@@ -293,6 +297,7 @@ function orderedNeighbours(t: ReleaseTable, want: string): ResolvedRelease | und
       date: o.date,
       how: `${name} is not in the release table and sorts before its oldest release ${o.version}: dated no later than ${o.date} (${t.source})`,
       approx: true,
+      beyond: "before",
     };
   }
   if (i === -1) {
@@ -301,6 +306,7 @@ function orderedNeighbours(t: ReleaseTable, want: string): ResolvedRelease | und
       date: n.date,
       how: `${name} is not in the release table and sorts after its newest release ${n.version}: dated no earlier than ${n.date} (${t.source})`,
       approx: true,
+      beyond: "after",
     };
   }
   const a = listed[i - 1].r;
