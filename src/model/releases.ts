@@ -70,7 +70,8 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.11.0", "2025-10-02"],
     ["v0.11.1", "2025-11-18", "approx"],
     ["v0.11.2", "2025-12-05", "approx"],
-    ["v0.13.0", "2026-01-02", "approx"],
+    // v0.13.0: the GPUStack DeepSeek-V3.2 page of 2025-12-22 ran it (InferenceX pinned it on 2026-01-02).
+    ["v0.13.0", "2025-12-22", "approx"],
     ["v0.14.0", "2026-01-21", "approx"],
     ["v0.15.1", "2026-02-18", "approx"],
     ["v0.16.0", "2026-02-26", "approx"],
@@ -114,7 +115,8 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.5.5.post2", "2025-12-04", "approx"],
     ["v0.5.5.post3", "2025-12-04", "approx"],
     ["v0.5.6.post1", "2025-12-16", "approx"],
-    ["v0.5.6.post2", "2025-12-30", "approx"],
+    // v0.5.6.post2: the GPUStack DeepSeek-V3.2 page of 2025-12-22 ran it (InferenceX pinned it on 2025-12-30).
+    ["v0.5.6.post2", "2025-12-22", "approx"],
     ["v0.5.7", "2026-01-12", "approx"],
     ["v0.5.8", "2026-01-27", "approx"],
     ["v0.5.8.post1", "2026-02-06", "approx"],
