@@ -114,7 +114,8 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.5.5", "2025-11-10", "approx"],
     ["v0.5.5.post2", "2025-12-04", "approx"],
     ["v0.5.5.post3", "2025-12-04", "approx"],
-    ["v0.5.6.post1", "2025-12-16", "approx"],
+    // v0.5.6.post1: the SGLang cookbook's DeepSeek-R1 results of 2025-12-14 ran it (InferenceX pinned it on 12-16).
+    ["v0.5.6.post1", "2025-12-14", "approx"],
     // v0.5.6.post2: the GPUStack DeepSeek-V3.2 page of 2025-12-22 ran it (InferenceX pinned it on 2025-12-30).
     ["v0.5.6.post2", "2025-12-22", "approx"],
     ["v0.5.7", "2026-01-12", "approx"],
