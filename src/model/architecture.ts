@@ -201,6 +201,9 @@ function dense(
   };
 }
 
+/** DeepSeek-V3's MLA (q/kv LoRA ranks 1536/512, 128 + 64 q/k head dims, 128 v), which V3.2 and Kimi-K2 keep. */
+const DSV3_MLA: MlaDims = { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 };
+
 export const MODELS: CatalogEntry[] = [
   dense(
     "llama-3.1-8b",
@@ -417,7 +420,7 @@ export const MODELS: CatalogEntry[] = [
       "models.md §1 [cfg-dsv3] (DeepSeek-V3.1 / -Terminus: same config.json shape, a post-trained V3 checkpoint)",
     ),
     attention: "mla",
-    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    mla: DSV3_MLA,
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,
   },
@@ -484,7 +487,7 @@ export const MODELS: CatalogEntry[] = [
       "moonshotai/Kimi-K2 config.json (DeepSeek-V3 shape with 64 heads and 384 experts: 61 layers, first 1 dense, MLA q/kv LoRA 1536/512, 384 experts top-8 + 1 shared of 2048, vocab 163840, untied, no MTP layer) as copied in the Kimi-K2-Thinking / K2.5 param-count fixtures of an inference repo and ParagEkbote/hf-model-inspector's Kimi-K2-Instruct-0905 report; Kimi-K2.5's language model has this shape (its vision tower is not modelled)",
     ),
     attention: "mla",
-    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    mla: DSV3_MLA,
     moe: { experts: 384, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 1 },
   },
   {
@@ -501,7 +504,7 @@ export const MODELS: CatalogEntry[] = [
       "DeepSeek-V3 shape [cfg-dsv3] + DSA indexer (DeepseekV32Config: index_n_heads 64, index_head_dim 128, index_topk 2048); DeepSeek-Math-V2 is built on DeepSeek-V3.2-Exp-Base (same shape)",
     ),
     attention: "mla",
-    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    mla: DSV3_MLA,
     indexer: { heads: 64, headDim: 128, topk: 2048 },
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,
