@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AllReduceChoice, Engine } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
-import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
+import { CORPUS_FILE, servingFiles, shippedCorpus, supportDates } from "./corpus.ts";
 // cv.ts imports this module too; only precomputedPriors() (the build) calls into it.
 import { shippedInflations } from "./cv.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
@@ -997,7 +997,7 @@ export function configKey(r: CorpusRow): string {
 
 /** Serving benchmarks the fit uses: TPOT under load at a concurrency (the corpus's benchmark and serving rows). */
 export function servingRows(c: Corpus): CorpusRow[] {
-  return [...c.benchmarks, ...(c.serving ?? [])];
+  return [...c.benchmarks, ...c.serving];
 }
 
 /** A step's time with every parameter at its prior mean (the serving schedule's step-cost proxy). */
@@ -1277,7 +1277,7 @@ let shippedFit: CorpusFit | undefined;
 
 /** Every file the shipped fit reads: the corpus, its serving sources and the trace rows. */
 export function corpusFiles(): string[] {
-  return [CORPUS_FILE, TRACES_FILE];
+  return [CORPUS_FILE, ...servingFiles(), TRACES_FILE];
 }
 
 /**
