@@ -95,13 +95,20 @@ export interface Part {
  * longer of the two, plus a little where they are close (pipelining jitter; ×2^(1/q) at equality). Homogeneous of
  * degree 1, so Σ v·∂t/∂v = t and each part's share of the step is v·∂t/∂v.
  */
-export const SMAX_Q = 4;
+export const SMAX_Q = 4; // smax() and cube() are written out for this value
 
 function smax(a: number, b: number): number {
-  const hi = Math.max(a, b);
+  const hi = a > b ? a : b;
   if (hi <= 0) return 0;
-  const lo = Math.min(a, b);
-  return hi * (1 + (lo / hi) ** SMAX_Q) ** (1 / SMAX_Q);
+  const x = (a > b ? b : a) / hi;
+  const x2 = x * x;
+  // (1 + x^4)^(1/4) for SMAX_Q = 4, without Math.pow (the fit evaluates this per step per iteration).
+  return hi * Math.sqrt(Math.sqrt(1 + x2 * x2));
+}
+
+/** (x)^(SMAX_Q − 1) = x³: the smooth maximum's derivative against one argument over it. */
+function cube(x: number): number {
+  return x * x * x;
 }
 
 const LANE_CODE: Record<Lane, number> = { gpu: 0, launch: 1, host: 2, serial: 3 };
@@ -136,16 +143,16 @@ function combineStep(
   let dL = 1;
   if (L > 0) {
     dev = smax(G, L);
-    dG = dev > 0 ? (G / dev) ** (SMAX_Q - 1) : 0;
-    dL = dev > 0 ? (L / dev) ** (SMAX_Q - 1) : 0;
+    dG = dev > 0 ? cube(G / dev) : 0;
+    dL = dev > 0 ? cube(L / dev) : 0;
   }
   let t: number;
   let dDev = 1;
   let dH = 1;
   if (overlap && H > 0) {
     const m = smax(dev, H);
-    dDev = m > 0 ? (dev / m) ** (SMAX_Q - 1) : 0;
-    dH = m > 0 ? (H / m) ** (SMAX_Q - 1) : 0;
+    dDev = m > 0 ? cube(dev / m) : 0;
+    dH = m > 0 ? cube(H / m) : 0;
     t = m + S;
   } else t = dev + H + S;
   for (let i = from; i < to; i++) {
@@ -743,8 +750,11 @@ function priorMeanDefault(name: string): number {
   return hyperOf(name) || name.startsWith("arkind/") ? 0 : (MU[name]?.mean ?? 0);
 }
 
-/** A row compiled against a parameter index: flat arrays over all its steps' parts, so one Gauss–Newton pass
- * allocates nothing. */
+/**
+ * A row compiled against a parameter index: flat arrays over all its steps' parts, so one Gauss–Newton pass allocates
+ * nothing. Parts that share their coefficients (the same term at every representative step of a serving row) share
+ * one exponential: a signature.
+ */
 interface Compiled {
   y: number;
   /** 1 for an MoE row (its residual adds τ_rmoe²), else 0. */
@@ -756,40 +766,61 @@ interface Compiled {
   base: Float64Array;
   extraVar: Float64Array;
   lane: Uint8Array;
-  /** Per part: offsets into idx/cf. */
+  /** Per part: its signature. */
+  sig: Int32Array;
+  /** Per signature: offsets into idx/cf, and the constant exponent from parameters outside the fit. */
   start: Int32Array;
   idx: Int32Array;
   cf: Float64Array;
-  /** Constant exponent from parameters outside the fit (never in a corpus fit: all are indexed). */
   konst: Float64Array;
   /** Per step: first part, weight, overlap. */
   stepStart: Int32Array;
   stepW: Float64Array;
   stepOverlap: Uint8Array;
+  sigExp: Float64Array;
   vals: Float64Array;
   /** ∂t/∂v per part, then (after evalCompiled) each part's share of log t: W_k·∂t_k/∂v·v / t. */
   wts: Float64Array;
+  /** Per signature: the summed shares of its parts (the gradient's weight on its coefficients). */
+  sigW: Float64Array;
 }
 
 function compile(row: FitRow, index: Map<string, number>): Compiled {
   const parts = row.steps.flatMap((st) => st.parts);
   const n = parts.length;
-  const start = new Int32Array(n + 1);
+  const sigOf = new Map<string, number>();
+  const sig = new Int32Array(n);
+  const sigCoef: Record<string, number>[] = [];
+  parts.forEach((p, i) => {
+    const key = Object.keys(p.coef)
+      .sort()
+      .map((k) => `${k}=${p.coef[k]}`)
+      .join(",");
+    let k = sigOf.get(key);
+    if (k === undefined) {
+      k = sigCoef.length;
+      sigOf.set(key, k);
+      sigCoef.push(p.coef);
+    }
+    sig[i] = k;
+  });
+  const S = sigCoef.length;
+  const start = new Int32Array(S + 1);
   const idx: number[] = [];
   const cf: number[] = [];
-  const konst = new Float64Array(n);
-  parts.forEach((p, i) => {
-    start[i] = idx.length;
-    for (const k in p.coef) {
+  const konst = new Float64Array(S);
+  sigCoef.forEach((coef, s) => {
+    start[s] = idx.length;
+    for (const k in coef) {
       const j = index.get(k);
-      if (j === undefined) konst[i] += p.coef[k] * priorMeanDefault(k);
+      if (j === undefined) konst[s] += coef[k] * priorMeanDefault(k);
       else {
         idx.push(j);
-        cf.push(p.coef[k]);
+        cf.push(coef[k]);
       }
     }
   });
-  start[n] = idx.length;
+  start[S] = idx.length;
   const stepStart = new Int32Array(row.steps.length + 1);
   let at = 0;
   row.steps.forEach((st, k) => {
@@ -805,6 +836,7 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
     base: Float64Array.from(parts.map((p) => p.baseMs)),
     extraVar: Float64Array.from(parts.map(partExtraVar)),
     lane: Uint8Array.from(parts.map((p) => LANE_CODE[p.lane ?? "gpu"])),
+    sig,
     start,
     idx: Int32Array.from(idx),
     cf: Float64Array.from(cf),
@@ -812,19 +844,24 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
     stepStart,
     stepW: Float64Array.from(row.steps.map((st) => st.w)),
     stepOverlap: Uint8Array.from(row.steps.map((st) => (st.overlap ? 1 : 0))),
+    sigExp: new Float64Array(S),
     vals: new Float64Array(n),
     wts: new Float64Array(n),
+    sigW: new Float64Array(S),
   };
 }
 
-/** Fills c.vals and c.wts at θ; returns the row's time and the unfitted variance of log t. */
+/** Fills c.vals, c.wts and c.sigW at θ; returns the row's time and the unfitted variance of log t. */
 function evalCompiled(c: Compiled, theta: ArrayLike<number>): { t: number; extraVar: number } {
-  const n = c.base.length;
-  for (let i = 0; i < n; i++) {
-    let e = c.konst[i];
-    for (let q = c.start[i]; q < c.start[i + 1]; q++) e += c.cf[q] * theta[c.idx[q]];
-    c.vals[i] = c.base[i] * Math.exp(e);
+  const S = c.sigExp.length;
+  for (let s = 0; s < S; s++) {
+    let e = c.konst[s];
+    for (let q = c.start[s]; q < c.start[s + 1]; q++) e += c.cf[q] * theta[c.idx[q]];
+    c.sigExp[s] = Math.exp(e);
+    c.sigW[s] = 0;
   }
+  const n = c.base.length;
+  for (let i = 0; i < n; i++) c.vals[i] = c.base[i] * c.sigExp[c.sig[i]];
   let t = 0;
   const K = c.stepW.length;
   for (let k = 0; k < K; k++) {
@@ -835,11 +872,18 @@ function evalCompiled(c: Compiled, theta: ArrayLike<number>): { t: number; extra
   }
   let extraVar = 0;
   for (let i = 0; i < n; i++) {
-    c.wts[i] /= t;
-    extraVar += c.wts[i] * c.wts[i] * c.extraVar[i];
+    const wi = c.wts[i] / t;
+    c.wts[i] = wi;
+    c.sigW[c.sig[i]] += wi;
+    extraVar += wi * wi * c.extraVar[i];
   }
   return { t, extraVar };
 }
+
+/** Degrees of freedom of the rows' residuals: Student-t, so a row the model cannot express (a server saturated by
+ * a thousand requests at once, a stack's pathological path on one GPU) is down-weighted instead of bending every
+ * shared parameter toward it. */
+const RESIDUAL_NU = 4;
 
 function solveMap(
   rowsIn: Compiled[],
@@ -849,18 +893,23 @@ function solveMap(
   rmoe: number,
   rsrv: number,
   start?: number[],
-  conv: { maxIt: number; tol: number } = { maxIt: 25, tol: 1e-5 },
+  conv: { maxIt: number; tol: number; cov: boolean } = { maxIt: 25, tol: 1e-5, cov: true },
 ) {
   const rows = rowsIn;
   const s2base = sigma ** 2 + MEAS_LOG_SD ** 2;
   const r2 = rmoe ** 2;
   const v2 = rsrv ** 2;
+  const nu = RESIDUAL_NU;
+  const varOf = (row: Compiled, extraVar: number) =>
+    row.rep * (s2base + row.moe * r2 + row.serving * v2) + extraVar;
   let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
+  // −2 log posterior (up to constants): Student-t residuals, Gaussian priors.
   const objective = (th: Float64Array) => {
     let s = 0;
     for (const row of rows) {
       const e = evalCompiled(row, th);
-      s += (row.y - Math.log(e.t)) ** 2 / (row.rep * (s2base + row.moe * r2 + row.serving * v2) + e.extraVar);
+      const r = row.y - Math.log(e.t);
+      s += (nu + 1) * Math.log1p((r * r) / (nu * varOf(row, e.extraVar)));
     }
     for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
     return s;
@@ -877,13 +926,15 @@ function solveMap(
     }
     for (const row of rows) {
       const e = evalCompiled(row, theta);
-      const v = row.rep * (s2base + row.moe * r2 + row.serving * v2) + e.extraVar;
+      const v0 = varOf(row, e.extraVar);
       const r = row.y - Math.log(e.t);
+      // Iteratively reweighted: the t likelihood as a Gaussian of variance v/w at the current residual.
+      const v = v0 / ((nu + 1) / (nu + (r * r) / v0));
       touched.length = 0;
-      const n = row.base.length;
-      for (let i = 0; i < n; i++) {
-        const w = row.wts[i];
-        for (let q = row.start[i]; q < row.start[i + 1]; q++) {
+      const S = row.sigW.length;
+      for (let s = 0; s < S; s++) {
+        const w = row.sigW[s];
+        for (let q = row.start[s]; q < row.start[s + 1]; q++) {
           const j = row.idx[q];
           if (g[j] === 0) touched.push(j);
           g[j] += w * row.cf[q];
@@ -917,14 +968,56 @@ function solveMap(
     }
     if (moved < conv.tol) break;
   }
-  // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|.
+  // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|, H the last IRLS curvature
+  // (hyperparameter trials need its determinant only; the chosen spreads also get its inverse, the covariance).
   let logV = 0;
-  for (const row of rows)
-    logV += Math.log(s2base + row.moe * r2 + row.serving * v2 + evalCompiled(row, theta).extraVar);
+  for (const row of rows) logV += Math.log(varOf(row, evalCompiled(row, theta).extraVar));
   const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
-  const { inv, logDet } = invertWithLogDet(H);
+  const L = cholesky(H);
+  let logDet = 0;
+  for (let i = 0; i < K; i++) logDet += 2 * Math.log(L[i * K + i]);
   const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
-  return { theta: [...theta], cov: inv, logEvidence };
+  return { theta: [...theta], cov: conv.cov ? inverseFromCholesky(L, K) : [], logEvidence };
+}
+
+/** Cholesky factor of a symmetric positive-definite matrix, row-major lower triangle (tiny pivots floored). */
+function cholesky(A: number[][]): Float64Array {
+  const n = A.length;
+  const L = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    const Ai = A[i];
+    const ri = i * n;
+    for (let j = 0; j <= i; j++) {
+      const rj = j * n;
+      let sum = Ai[j];
+      for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
+      if (i === j) L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
+      else L[ri + j] = sum / L[rj + j];
+    }
+  }
+  return L;
+}
+
+/** (L Lᵀ)⁻¹ from the factor: L⁻¹ column by column, then L⁻ᵀ L⁻¹. */
+function inverseFromCholesky(L: Float64Array, n: number): number[][] {
+  const Li = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    Li[i * n + i] = 1 / L[i * n + i];
+    for (let j = 0; j < i; j++) {
+      let s = 0;
+      for (let k = j; k < i; k++) s -= L[i * n + k] * Li[k * n + j];
+      Li[i * n + j] = s / L[i * n + i];
+    }
+  }
+  const inv = Array.from({ length: n }, () => new Array<number>(n).fill(0));
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j <= i; j++) {
+      let s = 0;
+      for (let k = i; k < n; k++) s += Li[k * n + i] * Li[k * n + j];
+      inv[i][j] = s;
+      inv[j][i] = s;
+    }
+  return inv;
 }
 
 /** Weak hyperprior on each spread: log τ ~ N(log τ₀, 0.7²) (keeps a group family from collapsing to zero spread). */
@@ -1197,7 +1290,7 @@ export function fitCorpus(
       h.tau.rmoe,
       h.tau.rsrv,
       start,
-      quick ? { maxIt: 4, tol: 1e-4 } : undefined,
+      quick ? { maxIt: 4, tol: 1e-4, cov: false } : undefined,
     );
   const { sigma: sigma0, ...tau0 } = TAU0;
   let hyper: Hyper = opts.hyper ?? { sigma: sigma0, tau: tau0 };
@@ -1646,41 +1739,6 @@ function solvePivoted(A: number[][], b: number[]): number[] {
     x[r] = s / M[r][r];
   }
   return x;
-}
-
-/** Inverse and log-determinant of a symmetric positive-definite matrix (Cholesky). */
-function invertWithLogDet(A: number[][]): { inv: number[][]; logDet: number } {
-  const n = A.length;
-  const L = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j <= i; j++) {
-      let s = A[i][j];
-      for (let k = 0; k < j; k++) s -= L[i][k] * L[j][k];
-      if (i === j) L[i][i] = Math.sqrt(Math.max(s, 1e-300));
-      else L[i][j] = s / L[j][j];
-    }
-  }
-  let logDet = 0;
-  for (let i = 0; i < n; i++) logDet += 2 * Math.log(L[i][i]);
-  // inv = L⁻ᵀ L⁻¹
-  const Li = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++) {
-    Li[i][i] = 1 / L[i][i];
-    for (let j = 0; j < i; j++) {
-      let s = 0;
-      for (let k = j; k < i; k++) s -= L[i][k] * Li[k][j];
-      Li[i][j] = s / L[i][i];
-    }
-  }
-  const inv = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++)
-    for (let j = 0; j <= i; j++) {
-      let s = 0;
-      for (let k = i; k < n; k++) s += Li[k][i] * Li[k][j];
-      inv[i][j] = s;
-      inv[j][i] = s;
-    }
-  return { inv, logDet };
 }
 
 // ---------------------------------------------------------------- priors for a calibration (model fit)
