@@ -458,7 +458,6 @@ export function rowInput(r: Omit<CorpusRow, "input" | "measuredMs">): ModelInput
     gpus: r.hardware.count,
     tp: r.parallelism.tp,
     ep: r.parallelism.ep,
-    dp: r.parallelism.dp,
     interconnect: r.hardware.interconnect,
     engine: r.engine.name,
     engineVersion: r.engine.date,

@@ -14,7 +14,7 @@
 // the parameters by Gauss–Newton MAP; the posterior covariance gives each prediction its 80 % interval. A group the
 // corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
 
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -310,11 +310,16 @@ export function memoryKind(device: string): string {
   return device;
 }
 
-/** Bandwidth-efficiency coefficients: shared mean + memory kind + device class (or the measured-probe factor). */
+/**
+ * Bandwidth-efficiency coefficients: shared mean + memory kind + device class + engine (or the measured-probe factor).
+ * The engine's own GEMV/GEMM kernels reach different fractions of a device's bandwidth (gpt-fast's Triton GEMV vs
+ * the serving engines' CUTLASS/DeepGEMM/Marlin); without it the serving engines' Hopper rows set every stack's Hopper
+ * efficiency, past the spec for gpt-fast on H200.
+ */
 export function etaCoefOf(r: Resolved): Record<string, number> {
   if (referenceBandwidthGBs(r).measured) return { etaProbe: 1 };
   const dev = deviceClass(r.gpu);
-  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1 };
+  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1, [`etak/eng/${r.engine}`]: 1 };
 }
 
 /**
@@ -900,8 +905,7 @@ function solveMap(
   const r2 = rmoe ** 2;
   const v2 = rsrv ** 2;
   const nu = RESIDUAL_NU;
-  const varOf = (row: Compiled, extraVar: number) =>
-    row.rep * (s2base + row.moe * r2 + row.serving * v2) + extraVar;
+  const varOf = (row: Compiled, extraVar: number) => row.rep * (s2base + row.moe * r2 + row.serving * v2) + extraVar;
   let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
   // −2 log posterior (up to constants): Student-t residuals, Gaussian priors.
   const objective = (th: Float64Array) => {
@@ -1189,7 +1193,9 @@ function traceFitRows(rows: TraceRow[]): FitRow[] {
       batch: t.batch,
     };
     const r = resolve(input);
-    const src = { [`src/${t.sourceKey}`]: 1 };
+    // No source offset: a trace times the kernels themselves, with no harness, clock or release between (its rows
+    // are the device's per-kernel cost and the engine's count, not one more source to be explained away).
+    const src = {};
     out.push({
       id: `${t.id}/per-kernel`,
       y: Math.log(t.measured.perKernelUs / 1000),
@@ -1389,17 +1395,75 @@ export function corpusFit(): CorpusFit {
     const r = readFitCache(tmp, THIS_FILE, corpusFiles());
     if (r.ok) return (shippedFit = r.value.fit);
   }
-  shippedFit = fitCorpus(shippedCorpus());
-  if (tmp && stamp) {
-    try {
-      const part = `${tmp}.${process.pid}.tmp`;
-      writeFileSync(part, JSON.stringify(fitCacheFile(shippedFit, supportDates(), stamp)));
-      renameSync(part, tmp);
-    } catch {
-      // a temp folder that cannot be written only costs the next process a fit
+  // One process fits, the others of this checkout wait for its file (a fit of ~1,200 rows is tens of seconds of CPU:
+  // a test run's parallel processes would otherwise each fit at once on a 2-core host).
+  const lock = tmp ? claimFitLock(`${tmp}.lock`) : undefined;
+  if (tmp && lock === "held-elsewhere") {
+    const r = waitForFitCache(tmp, `${tmp}.lock`);
+    if (r) return (shippedFit = r);
+  }
+  try {
+    shippedFit = fitCorpus(shippedCorpus());
+    if (tmp && stamp) {
+      try {
+        const part = `${tmp}.${process.pid}.tmp`;
+        writeFileSync(part, JSON.stringify(fitCacheFile(shippedFit, supportDates(), stamp)));
+        renameSync(part, tmp);
+      } catch {
+        // a temp folder that cannot be written only costs the next process a fit
+      }
     }
+  } finally {
+    if (tmp && lock === "mine") rmSync(`${tmp}.lock`, { force: true });
   }
   return shippedFit;
+}
+
+/** Claims the temp-folder fit's lock: "mine", "held-elsewhere" (a live process fits), or "none" (unwritable). */
+function claimFitLock(file: string): "mine" | "held-elsewhere" | "none" {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx" });
+      return "mine";
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return "none";
+      if (lockHolderAlive(file)) return "held-elsewhere";
+      rmSync(file, { force: true }); // its process died mid-fit
+    }
+  }
+  return "none";
+}
+
+function lockHolderAlive(file: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(file, "utf8"));
+  } catch {
+    return false;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Waits (bounded: 15 min) for the fitting process's cache file; undefined when it died or the file never came. */
+function waitForFitCache(tmp: string, lock: string): CorpusFit | undefined {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = Date.now() + 15 * 60_000;
+  while (Date.now() < deadline) {
+    const r = readFitCache(tmp, THIS_FILE, corpusFiles());
+    if (r.ok) return r.value.fit;
+    if (!lockHolderAlive(lock)) {
+      const last = readFitCache(tmp, THIS_FILE, corpusFiles()); // written just before the lock went
+      return last.ok ? last.value.fit : undefined;
+    }
+    Atomics.wait(cell, 0, 0, 200); // a synchronous pause: corpusFit() is synchronous for its callers
+  }
+  return undefined;
 }
 
 // ---------------------------------------------------------------- the precomputed fit (priors-cache.ts)
