@@ -18,6 +18,7 @@ import {
   deviceClass,
   effectiveParameters,
   fitCorpus,
+  isBurstRow,
   predictive,
   predictiveSteps,
   queryFacts,
@@ -161,7 +162,7 @@ function rowQuery(c: Corpus, id: string): QueryFacts {
 function heldOut(c: Corpus, f: CorpusFit, row: CorpusRow, group: string): CvRow {
   const steps = rowPredictSteps(c, row, f.support);
   const serving = steps.length > 1 || row.kind === "benchmark";
-  const p = serving ? predictiveSteps(f, steps, true, 0, true) : predictive(f, steps[0].sp);
+  const p = serving ? predictiveSteps(f, steps, true, 0, true, isBurstRow(row)) : predictive(f, steps[0].sp);
   return {
     id: row.id,
     label: row.label,

@@ -203,7 +203,8 @@ type HyperGroup =
   | "hseq"
   | "rsrv"
   | "kmode"
-  | "kfam";
+  | "kfam"
+  | "rbst";
 const HYPERS: HyperGroup[] = [
   "eta",
   "etak",
@@ -226,6 +227,7 @@ const HYPERS: HyperGroup[] = [
   "rsrv",
   "kmode",
   "kfam",
+  "rbst",
 ];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
@@ -274,6 +276,7 @@ const TAU0: Record<HyperGroup | "sigma", number> = {
   rsrv: 0.07,
   kmode: 0.2,
   kfam: 0.2,
+  rbst: 0.6,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -719,6 +722,9 @@ interface FitRow {
   moe?: boolean;
   /** A serving row (TPOT under load): its residual carries τ_rsrv² beyond σ² (the schedule is modelled). */
   serving?: boolean;
+  /** A burst row (every request sent at once): its TPOT is the engine's admission of a draining queue (KV capacity,
+   * max-num-seqs, prefill chunking), which the schedule only approximates: its residual adds τ_rbst². */
+  burst?: boolean;
   /** Rows of one source that measured the same configuration (daily reruns, release after release): their errors
    * against the model move together, so k of them count as one row (each residual variance × k). */
   repeats?: number;
@@ -766,6 +772,8 @@ interface Compiled {
   moe: number;
   /** 1 for a serving row (its residual adds τ_rsrv²), else 0. */
   serving: number;
+  /** 1 for a burst row (its residual adds τ_rbst²), else 0. */
+  burst: number;
   /** Residual variance multiplier (rows repeating one configuration of one source). */
   rep: number;
   base: Float64Array;
@@ -837,6 +845,7 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
     y: row.y,
     moe: row.moe ? 1 : 0,
     serving: row.serving ? 1 : 0,
+    burst: row.burst ? 1 : 0,
     rep: row.repeats ?? 1,
     base: Float64Array.from(parts.map((p) => p.baseMs)),
     extraVar: Float64Array.from(parts.map(partExtraVar)),
@@ -899,13 +908,16 @@ function solveMap(
   rsrv: number,
   start?: number[],
   conv: { maxIt: number; tol: number; cov: boolean } = { maxIt: 25, tol: 1e-5, cov: true },
+  rbst = 0,
 ) {
   const rows = rowsIn;
   const s2base = sigma ** 2 + MEAS_LOG_SD ** 2;
   const r2 = rmoe ** 2;
   const v2 = rsrv ** 2;
+  const b2 = rbst ** 2;
   const nu = RESIDUAL_NU;
-  const varOf = (row: Compiled, extraVar: number) => row.rep * (s2base + row.moe * r2 + row.serving * v2) + extraVar;
+  const varOf = (row: Compiled, extraVar: number) =>
+    row.rep * (s2base + row.moe * r2 + row.serving * v2 + row.burst * b2) + extraVar;
   let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
   // −2 log posterior (up to constants): Student-t residuals, Gaussian priors.
   const objective = (th: Float64Array) => {
@@ -1093,6 +1105,12 @@ export function configKey(r: CorpusRow): string {
 }
 
 /** Serving benchmarks the fit uses: TPOT under load at a concurrency (the corpus's benchmark and serving rows). */
+/** A burst: every request of the run sent at once (no concurrency cap below the request count). */
+export function isBurstRow(row: CorpusRow): boolean {
+  const w = row.workload;
+  return w.numPrompts !== undefined && w.concurrency !== undefined && w.numPrompts <= w.concurrency;
+}
+
 export function servingRows(c: Corpus): CorpusRow[] {
   return [...c.benchmarks, ...c.serving];
 }
@@ -1157,6 +1175,7 @@ function rowData(c: Corpus): RowData {
         maturityU: sp0.maturityU,
         moe: !!sp0.groups.moe,
         serving: true,
+        burst: isBurstRow(row),
         repeats: repeats.get(configKey(row)),
       };
     }
@@ -1297,6 +1316,7 @@ export function fitCorpus(
       h.tau.rsrv,
       start,
       quick ? { maxIt: 4, tol: 1e-4, cov: false } : undefined,
+      h.tau.rbst,
     );
   const { sigma: sigma0, ...tau0 } = TAU0;
   let hyper: Hyper = opts.hyper ?? { sigma: sigma0, tau: tau0 };
@@ -1574,6 +1594,7 @@ export function predictiveSteps(
   withResidual = true,
   inflationVar = 0,
   serving = steps.length > 1,
+  burst = false,
 ): Predictive {
   const sp = steps[0].sp;
   let t = 0;
@@ -1633,7 +1654,8 @@ export function predictiveSteps(
       f.hyper.sigma ** 2 +
       f.hyper.tau.src ** 2 +
       (sp.groups.moe ? f.hyper.tau.rmoe ** 2 : 0) +
-      (serving ? f.hyper.tau.rsrv ** 2 : 0);
+      (serving ? f.hyper.tau.rsrv ** 2 : 0) +
+      (burst ? (f.hyper.tau.rbst ?? 0) ** 2 : 0);
   // Out-of-support widening and the 80 % calibration (cv.ts): a variance multiplier estimated from the grouped
   // cross-validation (below 1 only by the calibration scale, never by an extrapolation).
   v *= Math.max(0.25, 1 + inflationVar);
