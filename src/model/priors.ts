@@ -1105,10 +1105,15 @@ export function configKey(r: CorpusRow): string {
 }
 
 /** Serving benchmarks the fit uses: TPOT under load at a concurrency (the corpus's benchmark and serving rows). */
-/** A burst: every request of the run sent at once (no concurrency cap below the request count). */
+/** A burst: every request of the run sent at once (no request rate, no concurrency cap below the request count). */
 export function isBurstRow(row: CorpusRow): boolean {
   const w = row.workload;
-  return w.numPrompts !== undefined && w.concurrency !== undefined && w.numPrompts <= w.concurrency;
+  return (
+    w.requestRate === undefined &&
+    w.numPrompts !== undefined &&
+    w.concurrency !== undefined &&
+    w.numPrompts <= w.concurrency
+  );
 }
 
 export function servingRows(c: Corpus): CorpusRow[] {
