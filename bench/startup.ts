@@ -65,8 +65,8 @@ for (let i = 0; i < runs; i++)
     times[name]!.push(timeRun(process.execPath, args, undefined, status(name)));
 const base = median(times["node -e 0"]!);
 const budget: Record<string, number> = { "inferscope --version": 2.0, "inferscope model predict … --json": 3.0 };
-// The same prediction with the corpus fitted per process (a few runs: each takes ~1 s).
-const fitRuns = Math.min(runs, 5);
+// The same prediction with the corpus fitted per process (one run: a fit of ~1,200 rows takes ~30 s of CPU).
+const fitRuns = 1;
 times["  … priors fitted per process"] = Array.from({ length: fitRuns }, () =>
   timeRun(process.execPath, [MAIN, ...predict], { INFERSCOPE_PRIORS_CACHE: "0" }),
 );

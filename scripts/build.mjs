@@ -86,38 +86,14 @@ for (const f of walk(src)) {
 // The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs. In a child
 // process with NODE_PATH at this checkout's node_modules: an --out outside the checkout (the pack test's
 // staging folder) cannot resolve the fit's one dependency (yaml, required lazily) from where it lies.
-// The out-of-support inflations are a whole grouped cross-validation (~40 refits, tens of seconds): when the
-// checked-in src/model/corpus/cv-inflations.json is stamped for this checkout's corpus and code (what
-// test/model/validation.test.ts holds equal to a fresh run), the build stores it instead of recomputing it.
-function checkedInInflations() {
-  const file = join(src, "model", "corpus", "cv-inflations.json");
-  if (!existsSync(file)) return null;
-  const probe = `import { readFileSync } from "node:fs";
-const cv = await import(${JSON.stringify(pathToFileURL(join(src, "model", "cv.ts")).href)});
-const j = JSON.parse(readFileSync(${JSON.stringify(file)}, "utf8"));
-process.stdout.write(j.stamp === cv.inflationsStamp() ? "match" : "stale");`;
-  const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", probe], {
-    cwd: root,
-    encoding: "utf8",
-  });
-  return r.status === 0 && r.stdout.trim() === "match" ? file : null;
-}
-const inflFile = checkedInInflations();
+// The out-of-support inflations are a whole grouped cross-validation (some 80 refits, minutes): precomputedPriors()
+// stores the checked-in src/model/corpus/cv-inflations.json (copied beside the code; test/model/validation.test.ts
+// fails while it is stale for this corpus and code) instead of recomputing it.
 const fit = `
-import { readFileSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
 const url = ${JSON.stringify(pathToFileURL(join(tmp, "model", "priors.js")).href)};
 const priors = await import(url);
-const inflFile = ${JSON.stringify(inflFile)};
-let pre;
-if (inflFile) {
-  // precomputedPriors() with the checked-in inflations in place of corpusInflations(c).
-  const corpus = await import(${JSON.stringify(pathToFileURL(join(tmp, "model", "corpus.js")).href)});
-  const pc = await import(${JSON.stringify(pathToFileURL(join(tmp, "model", "priors-cache.js")).href)});
-  const c = corpus.shippedCorpus();
-  const infl = JSON.parse(readFileSync(inflFile, "utf8")).inflations;
-  pre = pc.fitCacheFile(priors.fitCorpus(c), corpus.supportDates(), pc.fitStamp(fileURLToPath(url), corpus.CORPUS_FILE), infl);
-} else pre = priors.precomputedPriors();
+const pre = priors.precomputedPriors();
 writeFileSync(priors.PRIORS_CACHE_FILE, JSON.stringify(pre) + "\\n");
 const check = priors.readPrecomputedPriors();
 if (!check.ok) throw new Error("they do not load back: " + check.detail);

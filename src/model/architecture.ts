@@ -201,6 +201,9 @@ function dense(
   };
 }
 
+/** DeepSeek-V3's MLA (q/kv LoRA ranks 1536/512, 128 + 64 q/k head dims, 128 v), which V3.2 and Kimi-K2 keep. */
+const DSV3_MLA: MlaDims = { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 };
+
 export const MODELS: CatalogEntry[] = [
   dense(
     "llama-3.1-8b",
@@ -216,7 +219,7 @@ export const MODELS: CatalogEntry[] = [
   ),
   dense(
     "llama-3.1-70b",
-    ["llama3.1-70b", "llama-3-70b", "meta-llama-3.1-70b"],
+    ["llama3.1-70b", "llama-3-70b", "meta-llama-3.1-70b", "llama-3.3-70b", "llama3.3-70b", "llama-3.3-70b-instruct"],
     80,
     8192,
     64,
@@ -224,7 +227,7 @@ export const MODELS: CatalogEntry[] = [
     128,
     28672,
     128256,
-    "models.md §1 [cfg-llama]",
+    "models.md §1 [cfg-llama]; Llama-3.3-70B has the same config.json shape (80 layers, 8192, 64/8 heads, FFN 28672, vocab 128256, untied: oumi configs/recipes/llama3_3/README.md)",
   ),
   dense(
     "llama-2-7b",
@@ -306,6 +309,19 @@ export const MODELS: CatalogEntry[] = [
     17408,
     151936,
     "Qwen/Qwen3-14B config.json (40 layers, 5120, 40/8 heads, head_dim 128, FFN 17408, vocab 151936, untied; checked against the config.json copy in github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md)",
+    { qkNorm: true },
+  ),
+  dense(
+    "qwen3-32b",
+    ["qwen/qwen3-32b", "qwen3-32b-fp8", "qwen3-32b-awq"],
+    64,
+    5120,
+    64,
+    8,
+    128,
+    25600,
+    151936,
+    "Qwen/Qwen3-32B config.json (64 layers, 5120, 64/8 heads, head_dim 128, FFN 25600, vocab 151936, untied; the copy in ChibiQuest verl docs, with its layer count restored, and the Qwen3-32B shape checks of several inference repos agree)",
     { qkNorm: true },
   ),
   dense(
@@ -404,7 +420,7 @@ export const MODELS: CatalogEntry[] = [
       "models.md §1 [cfg-dsv3] (DeepSeek-V3.1 / -Terminus: same config.json shape, a post-trained V3 checkpoint)",
     ),
     attention: "mla",
-    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    mla: DSV3_MLA,
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,
   },
@@ -426,6 +442,56 @@ export const MODELS: CatalogEntry[] = [
   },
   {
     ...dense(
+      "glm-4.5",
+      [
+        "zai-org/glm-4.5",
+        "glm-4.5-fp8",
+        "glm-4.6",
+        "glm-4.6-fp8",
+        "zai-org/glm-4.6",
+        "glm-4.7",
+        "glm-4.7-fp8",
+        "glm4.5",
+      ],
+      92,
+      5120,
+      96,
+      8,
+      128,
+      12288,
+      151552,
+      "zai-org/GLM-4.5 config.json (Glm4MoeForCausalLM: 92 layers, first 3 dense, 5120, 96/8 heads × 128, QK-norm, FFN 12288, 160 experts top-8 + 1 shared of 1536, vocab 151552, untied, 1 MTP layer) as copied in NVIDIA-NeMo/Megatron-Bridge tests/unit_tests/models/glm/test_glm45_bridge.py and THUDM slime scripts/models/glm4.5-355B-A32B.sh; GLM-4.6 and GLM-4.7 keep this shape",
+      { qkNorm: true },
+    ),
+    moe: { experts: 160, topk: 8, shared: 1, expertFfn: 1536, sharedFfn: 1536, denseLayers: 3 },
+    mtpLayers: 1,
+  },
+  {
+    ...dense(
+      "kimi-k2",
+      [
+        "moonshotai/kimi-k2-instruct",
+        "kimi-k2-instruct",
+        "kimi-k2-instruct-0905",
+        "kimi-k2-thinking",
+        "kimi-k2.5",
+        "moonshotai/kimi-k2.5",
+      ],
+      61,
+      7168,
+      64,
+      64,
+      192,
+      18432,
+      163840,
+      "moonshotai/Kimi-K2 config.json (DeepSeek-V3 shape with 64 heads and 384 experts: 61 layers, first 1 dense, MLA q/kv LoRA 1536/512, 384 experts top-8 + 1 shared of 2048, vocab 163840, untied, no MTP layer) as copied in the Kimi-K2-Thinking / K2.5 param-count fixtures of an inference repo and ParagEkbote/hf-model-inspector's Kimi-K2-Instruct-0905 report; Kimi-K2.5's language model has this shape (its vision tower is not modelled)",
+    ),
+    attention: "mla",
+    mla: DSV3_MLA,
+    moe: { experts: 384, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 1 },
+  },
+  {
+    ...dense(
       "deepseek-v3.2",
       ["deepseek-v3.2-exp", "deepseek-ai/deepseek-v3.2", "deepseek_v32", "deepseek-math-v2"],
       61,
@@ -438,7 +504,7 @@ export const MODELS: CatalogEntry[] = [
       "DeepSeek-V3 shape [cfg-dsv3] + DSA indexer (DeepseekV32Config: index_n_heads 64, index_head_dim 128, index_topk 2048); DeepSeek-Math-V2 is built on DeepSeek-V3.2-Exp-Base (same shape)",
     ),
     attention: "mla",
-    mla: { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 },
+    mla: DSV3_MLA,
     indexer: { heads: 64, headDim: 128, topk: 2048 },
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,

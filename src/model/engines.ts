@@ -13,7 +13,10 @@ const MONTH_DAYS = 30.44;
 export { isoDate };
 
 /** A release name or a date → its date (releases.ts: the release tables; unknown names get a "did you mean"). */
-export function engineDate(engine: Engine, version: string): { date: string; how: string; approx: boolean } {
+export function engineDate(
+  engine: Engine,
+  version: string,
+): { date: string; how: string; approx: boolean; beyond?: "after" | "before" } {
   return resolveRelease(engine, version);
 }
 
@@ -52,4 +55,38 @@ export function supportAgeMonths(engineIso: string, sinceIso: string): number {
 /** Weight of the maturity gap still left at an age: 2^(−age / half-life); 1 on day one, → 0 when mature. */
 export function maturityWeight(ageMonths: number): number {
   return 2 ** (-ageMonths / MATURITY_HALF_LIFE_MONTHS);
+}
+
+/**
+ * Whether the engine's host work (scheduling, input preparation, sampling bookkeeping) overlaps the GPU's step, so a
+ * step is max(GPU, host) rather than their sum. Per engine and release:
+ * - SGLang: the overlap ("zero-overhead") scheduler, default since v0.4.0 (2024-12); `--disable-overlap-schedule`
+ *   turns it off.
+ * - vLLM: `--async-scheduling` (experimental from v0.10.0, PR #19970, 2025-07), default from v0.12 (PR #27614,
+ *   2025-12, approx); `--no-async-scheduling` turns it off.
+ * - TensorRT-LLM: the C++ executor and the PyTorch backend's overlap scheduler run the host a step ahead.
+ * - llama.cpp, gpt-fast, MLX: one thread does both (serial).
+ */
+export function hostOverlap(
+  engine: Engine,
+  dateIso: string | undefined,
+  flags: readonly string[] = [],
+): { overlap: boolean; why: string } {
+  const has = (f: string) => flags.some((x) => x === f || x.startsWith(`${f}=`));
+  switch (engine) {
+    case "sglang":
+      if (has("--disable-overlap-schedule")) return { overlap: false, why: "--disable-overlap-schedule" };
+      if (dateIso && dateIso < "2024-12") return { overlap: false, why: "SGLang before v0.4.0 (no overlap scheduler)" };
+      return { overlap: true, why: "SGLang overlap scheduler (default since v0.4.0)" };
+    case "vllm":
+      if (has("--no-async-scheduling")) return { overlap: false, why: "--no-async-scheduling" };
+      if (has("--async-scheduling")) return { overlap: true, why: "--async-scheduling" };
+      if (dateIso && dateIso < "2025-12")
+        return { overlap: false, why: "vLLM before async scheduling became the default (v0.12, 2025-12, approx)" };
+      return { overlap: true, why: "vLLM async scheduling (default from v0.12, approx)" };
+    case "trtllm":
+      return { overlap: true, why: "TensorRT-LLM executor / overlap scheduler runs the host a step ahead" };
+    default:
+      return { overlap: false, why: `${engine}: one thread schedules and launches (serial)` };
+  }
 }

@@ -70,6 +70,7 @@ export function explain(p: Prediction, fit?: FitResult): string[] {
       `The range is an ${Math.round(100 * p.interval.level)} % prediction interval: ${p.interval.basis}. ${p.interval.maturity}.${p.interval.unseen.length ? ` Not informed by any corpus row (prior spread stands): ${p.interval.unseen.join(", ")}.` : ""}`,
     );
   for (const n of p.interval?.notes ?? []) out.push(`${n[0].toUpperCase()}${n.slice(1)}.`);
+  if (p.decode.regime) out.push(`Regime: ${p.decode.regime.text}.`);
   for (const t of p.decode.terms) out.push(termSentence(p, t));
   for (const t of p.decode.physics ?? []) out.push(physicsSentence(t));
   const moe = p.moe;

@@ -436,6 +436,43 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
         used++;
         break;
       }
+      case "trace-fixed": {
+        // The trace's fixed time (kernels outside the streaming GEMMs and attention, and the gaps between them) is the
+        // kernel part of fixedMs; the engine's host part stays at its prior (a trace under the profiler slows the host).
+        const hostPart = ec.engineMs.mid;
+        const coef = zeros();
+        coef[4] = 1;
+        rows.push({
+          label:
+            m.label ?? `fixed per-step cost (trace: ${m.kernels.toFixed(0)} kernels × ${m.perKernelUs.toFixed(2)} µs)`,
+          y: m.fixedMs,
+          sigma: Math.max(0.05, 0.05 * m.fixedMs),
+          coef,
+          c: -hostPart,
+          unit: "ms",
+        });
+        const batch = m.batch ?? r.batch;
+        const rb: Resolved = { ...r, batch };
+        const n = kernelCount(rb).perStep;
+        consistency.push(
+          `The trace runs ${m.kernels.toFixed(0)} kernels per decode step at ${m.perKernelUs.toFixed(2)} µs of fixed time each (${m.fixedMs.toFixed(2)} ms outside GEMM, MoE, attention and collectives); the model's ${r.engine} op sequence counts ${n} (${kernels.basis}).`,
+        );
+        if (m.hostGapMs > 0.1 * m.stepMs)
+          consistency.push(
+            `The GPU waited on the host ${m.hostGapMs.toFixed(2)} ms of each ${m.stepMs.toFixed(2)} ms traced step: the step was host-bound while profiled (the profiler slows the host), so the traced step time is not fitted.`,
+          );
+        else
+          itlRow(
+            `decode step at batch ${batch} (trace)`,
+            m.stepMs,
+            Math.max(0.05, 0.02 * m.stepMs),
+            batch,
+            r.contextLen,
+            undefined,
+          );
+        used++;
+        break;
+      }
       case "bandwidth":
         used++;
         break;

@@ -1,7 +1,7 @@
 // Device and link catalog (shared/reference/hardware.md) and parsers for custom devices and links. Pure.
 import { UsageError } from "../errors.ts";
 
-export type GpuArch = "volta" | "ampere" | "ada" | "hopper" | "blackwell" | "cdna3" | "cpu" | "unknown";
+export type GpuArch = "volta" | "ampere" | "ada" | "hopper" | "blackwell" | "cdna3" | "cdna4" | "cpu" | "unknown";
 
 export interface Gpu {
   id: string;
@@ -25,10 +25,25 @@ export interface Gpu {
 }
 
 const AIC = "aiconfigurator systems YAML via hardware.md §1";
+const BWU = "NVIDIA Blackwell Ultra datasheets, per-GPU dense table in verda.com/blog/gb300-nvl72-architecture";
 
 export const GPUS: Gpu[] = [
   g("h100-sxm", "H100 SXM5", 80, 3350, [989, 1979, null], "hopper", 90, nv(4, 900), 5, AIC, ["h100", "h100-sxm5"]),
   g("h100-pcie", "H100 PCIe", 80, 2000, [756, 1513, null], "hopper", 90, null, 5, AIC),
+  // NVIDIA H100 NVL datasheet: 94 GB HBM3 at 3.9 TB/s, 1,671 BF16 / 3,341 FP8 TFLOPS with sparsity (half dense), a
+  // 2-card NVLink bridge at 600 GB/s, PCIe Gen5 (values recalled from the datasheet, not re-read from a snapshot here).
+  g(
+    "h100-nvl",
+    "H100 NVL",
+    94,
+    3900,
+    [835, 1671, null],
+    "hopper",
+    90,
+    { kind: "nvlink-bridge", gen: 4, bidirGBs: 600 },
+    5,
+    "NVIDIA H100 NVL datasheet (dense = half the sparse figures)",
+  ),
   g("h200-sxm", "H200 SXM", 141, 4800, [989, 1979, null], "hopper", 90, nv(4, 900), 5, AIC, ["h200"]),
   g(
     "b200",
@@ -44,6 +59,14 @@ export const GPUS: Gpu[] = [
     ["b200-sxm"],
   ),
   g("gb200", "GB200 (per GPU, NVL72)", 185, 8000, [2500, 5000, 10000], "blackwell", 100, nv(5, 1800), 5, AIC),
+  // Blackwell Ultra (sm_103): per-GPU dense figures as tabulated from NVIDIA's datasheets by verda.com/blog/
+  // gb300-nvl72-architecture (GB300 NVL72 rack: 1,080 PF dense FP4, 20 TB HBM3e at 576 TB/s over 72 GPUs); sources
+  // differ on the HGX B300's dense FP4 (13.1–14 PF) and usable memory (270–288 GB).
+  g("b300", "B300 (HGX, Blackwell Ultra)", 270, 7700, [2250, 4500, 14000], "blackwell", 103, nv(5, 1800), 6, BWU, [
+    "b300-sxm",
+    "hgx-b300",
+  ]),
+  g("gb300", "GB300 (per GPU, NVL72)", 279, 8000, [2500, 5000, 15000], "blackwell", 103, nv(5, 1800), 6, BWU),
   g(
     "rtx-pro-6000",
     "RTX PRO 6000 Blackwell",
@@ -154,6 +177,19 @@ export const GPUS: Gpu[] = [
     { kind: "xgmi", bidirGBs: 896 },
     5,
     "hardware.md §1 (amd-spec)",
+  ),
+  g(
+    "mi355x",
+    "MI355X",
+    288,
+    8000,
+    [2500, 5000, 10000],
+    "cdna4",
+    95,
+    { kind: "xgmi", bidirGBs: 1075 },
+    5,
+    "AMD Instinct MI355X (CDNA 4): 288 GB HBM3E at 8 TB/s, dense 2.5 PF BF16 / 5 PF FP8 / 10 PF MXFP4 (AMD launch figures as reported by The Register 2025-06-12 and AMD's ISSCC 2026 talk); Infinity Fabric 7 links, 1,075 GB/s (recalled)",
+    ["mi355", "instinct-mi355x"],
   ),
   g(
     "gb10",
@@ -387,7 +423,7 @@ export function customGpu(spec: CustomGpuSpec): Gpu {
     sm:
       spec.sm ??
       base?.sm ??
-      { volta: 70, ampere: 80, ada: 89, hopper: 90, blackwell: 100, cdna3: 94, cpu: 0, unknown: 80 }[arch],
+      { volta: 70, ampere: 80, ada: 89, hopper: 90, blackwell: 100, cdna3: 94, cdna4: 95, cpu: 0, unknown: 80 }[arch],
     scaleUp:
       spec.nvlink === true ? { kind: "nvlink", bidirGBs: 600 } : spec.nvlink === false ? null : (base?.scaleUp ?? null),
     pcie: { gen: spec.pcieGen ?? base?.pcie.gen ?? 4, width: 16 },

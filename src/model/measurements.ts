@@ -66,6 +66,18 @@ export type Measurement =
       /** The configuration the trace was taken on (e.g. {ncclProto: "LL"}); default = the baseline. */
       variant?: Variant;
     })
+  | (Base & {
+      kind: "trace-fixed";
+      /** What a profiler trace's decode steps show (trace-evidence.ts): kernels per step, the time outside GEMM, MoE,
+       * attention, collectives and host waits (ms), its share per kernel (µs), the host-bound idle per step (ms). */
+      kernels: number;
+      fixedMs: number;
+      perKernelUs: number;
+      hostGapMs: number;
+      stepMs: number;
+      batch?: number;
+      file?: string;
+    })
   | (Base & { kind: "bandwidth"; gbs: number })
   | (Base & { kind: "estimate"; name: "allreduce-share" | "compute-ms" | "ceiling-tps"; low: number; high: number });
 
@@ -263,6 +275,17 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
     }
     case "trace":
       return traceMeasurement(o, where, base);
+    case "trace-fixed":
+      return {
+        ...base,
+        kind: "trace-fixed",
+        kernels: n("kernels")!,
+        fixedMs: n("fixedMs")!,
+        perKernelUs: n("perKernelUs")!,
+        hostGapMs: n("hostGapMs")!,
+        stepMs: n("stepMs")!,
+        batch: n("batch", false),
+      };
     case "bandwidth":
       return { ...base, kind: "bandwidth", gbs: n("gbs")! };
     case "estimate": {
@@ -273,7 +296,7 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
     }
     default:
       throw new InputError(
-        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, trace, bandwidth, estimate)`,
+        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, trace, trace-fixed, bandwidth, estimate)`,
       );
   }
 }

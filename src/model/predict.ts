@@ -150,6 +150,19 @@ export interface Prediction {
     kernels: KernelCount;
     /** MoE / MLA / FP8-block physics behind the terms (moe.ts), each with formula, inputs and source. */
     physics?: MoePhysicsTerm[];
+    /**
+     * Which regime the step is in: the device's work (weights, KV, compute, kernels, collectives) or the engine's host
+     * work per step (scheduling, input preparation, sampling), when the engine overlaps the two and the host's is the
+     * longer. Uncalibrated predictions only.
+     */
+    regime?: {
+      bound: "device" | "host";
+      deviceMs: number;
+      hostMs: number;
+      overlap: boolean;
+      why: string;
+      text: string;
+    };
   };
   collectives: CollectivesReport;
   prefill: { inputLen: number; ttftMs: Range; terms: Term[] };
@@ -427,6 +440,7 @@ export function predictResolved(r: Resolved): Prediction {
       flopsPerGpu: Math.round(mid.flops),
       kernels,
       ...(physics.length ? { physics } : {}),
+      ...(dec.regime ? { regime: dec.regime } : {}),
     },
     collectives,
     prefill,
@@ -454,6 +468,7 @@ interface DecodeResult {
   mid: StepEval;
   interval?: Prediction["interval"];
   moe?: Prediction["moe"];
+  regime?: Prediction["decode"]["regime"];
 }
 
 const TERM_LABEL: Record<TermName, string> = {
@@ -749,12 +764,29 @@ function fittedDecode(
       },
     };
   }
+  const L = pr.lanes;
+  const hostMs = round(L.host, 4);
+  const deviceMs = round(L.device, 4);
+  const bound: "device" | "host" = L.hostBound ? "host" : "device";
+  const regime = {
+    bound,
+    deviceMs,
+    hostMs,
+    overlap: L.overlap,
+    why: r.hostOverlap.why,
+    text: L.overlap
+      ? bound === "host"
+        ? `host-bound: the engine's host work per step (${hostMs.toFixed(2)} ms) outlasts the device's (${deviceMs.toFixed(2)} ms) it overlaps (${r.hostOverlap.why}); a faster GPU does not shorten this step`
+        : `device-bound: the device's ${deviceMs.toFixed(2)} ms hide the engine's ${hostMs.toFixed(2)} ms of host work (${r.hostOverlap.why})`
+      : `host work adds to the device's: ${hostMs.toFixed(2)} ms + ${deviceMs.toFixed(2)} ms (${r.hostOverlap.why})`,
+  };
   return {
     sets,
     stepMs,
     terms,
     mid,
     moe,
+    regime,
     interval: {
       level: 0.8,
       logSd: round(pr.logSd, 4),

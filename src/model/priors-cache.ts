@@ -57,13 +57,17 @@ export function fitCodeFiles(entry: string): string[] {
   return [...seen].sort();
 }
 
-/** SHA-256 over the cache format, the corpus file and the fit's code (names relative to the entry, and contents). */
-export function fitStamp(entry: string, corpusFile: string): { stamp: string; hashed: string[] } {
+/** SHA-256 over the cache format, the corpus files and the fit's code (names relative to the entry, and contents). */
+export function fitStamp(entry: string, corpusFiles: string | readonly string[]): { stamp: string; hashed: string[] } {
+  const files = typeof corpusFiles === "string" ? [corpusFiles] : corpusFiles;
   const h = createHash("sha256");
   h.update(`${FIT_CACHE_KIND}/${FIT_CACHE_FORMAT}\0`);
-  h.update("corpus\0").update(readFileSync(corpusFile)).update("\0");
   const base = dirname(resolvePath(entry));
-  const hashed = [relative(base, corpusFile)];
+  const hashed: string[] = [];
+  for (const cf of files) {
+    h.update("corpus\0").update(relative(base, cf)).update("\0").update(readFileSync(cf)).update("\0");
+    hashed.push(relative(base, cf));
+  }
   for (const f of fitCodeFiles(entry)) {
     const name = relative(base, f);
     hashed.push(name);
@@ -97,7 +101,7 @@ export function fitCacheFile(
 }
 
 /** Reads a cache file and checks it against the fit code and corpus it claims to come from. */
-export function readFitCache(cacheFile: string, entry: string, corpusFile: string): FitCacheRead {
+export function readFitCache(cacheFile: string, entry: string, corpusFile: string | readonly string[]): FitCacheRead {
   let raw: string;
   try {
     raw = readFileSync(cacheFile, "utf8");

@@ -14,19 +14,24 @@
 // the parameters by Gauss–Newton MAP; the posterior covariance gives each prediction its 80 % interval. A group the
 // corpus never saw keeps its deviation at 0 ± τ, so its interval widens by the spread of the groups that were seen.
 
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { AllReduceChoice } from "./collectives.ts";
+import type { AllReduceChoice, Engine } from "./collectives.ts";
 import type { Corpus, CorpusRow } from "./corpus.ts";
-import { CORPUS_FILE, shippedCorpus, supportDates } from "./corpus.ts";
+import { CORPUS_FILE, servingFiles, shippedCorpus, supportDates } from "./corpus.ts";
 // cv.ts imports this module too; only precomputedPriors() (the build) calls into it.
-import { corpusInflations } from "./cv.ts";
+import { shippedInflations } from "./cv.ts";
 import { engineDate, maturityWeight, modelFamily, supportAgeMonths } from "./engines.ts";
 import type { Gpu } from "./hardware.ts";
 import type { CachedFit, FitCacheFile, FitCacheRead } from "./priors-cache.ts";
 import { FIT_CACHE_NAME, fitCacheFile, fitStamp, readFitCache } from "./priors-cache.ts";
 import { releasesBetween } from "./releases.ts";
 import type { Resolved } from "./resolve.ts";
-import { resolve } from "./resolve.ts";
+import { ENGINES, resolve } from "./resolve.ts";
+import type { RepStep } from "./serving.ts";
+import { mixedStepParts, servingRowSteps } from "./serving.ts";
 import type { GroupLoad, KernelCount } from "./step.ts";
 import {
   A2A_US,
@@ -44,6 +49,8 @@ import {
 } from "./step.ts";
 import type { CorpusSupport, RowFacts } from "./support.ts";
 import { corpusSupport, linkKind } from "./support.ts";
+import type { TraceRow } from "./trace-rows.ts";
+import { shippedTraceRows, TRACES_FILE } from "./trace-rows.ts";
 
 /** z of the two-sided 80 % interval. */
 export const Z80 = 1.2815515655446004;
@@ -66,17 +73,99 @@ export type TermName =
   | "alltoall"
   | "pp-p2p";
 
+/**
+ * Where a part's time runs: on the GPU ("gpu", the default), in eager kernel launches the CPU issues while the GPU
+ * works ("launch"), in the engine's host work per step ("host": overlapped with the device when the engine schedules a
+ * step ahead, else serial), or always serial ("serial").
+ */
+export type Lane = "gpu" | "launch" | "host" | "serial";
+
 /** One additive part of the step: base ms × exp(Σ coef·θ) (× a fixed, unfitted log-normal spread). */
 export interface Part {
   term: TermName;
   baseMs: number;
   coef: Record<string, number>;
-  /** Unfitted log-sd of this part (compute efficiency, all-to-all, p2p, EP imbalance). */
+  /** Unfitted log-sd of this part (all-to-all, p2p, EP imbalance). */
   fixedLogSd?: number;
+  lane?: Lane;
+}
+
+/**
+ * Smooth maximum of two non-negative times, (a^q + b^q)^(1/q): a step whose host work overlaps the GPU takes the
+ * longer of the two, plus a little where they are close (pipelining jitter; ×2^(1/q) at equality). Homogeneous of
+ * degree 1, so Σ v·∂t/∂v = t and each part's share of the step is v·∂t/∂v.
+ */
+export const SMAX_Q = 4; // smax() and cube() are written out for this value
+
+function smax(a: number, b: number): number {
+  const hi = a > b ? a : b;
+  if (hi <= 0) return 0;
+  const x = (a > b ? b : a) / hi;
+  const x2 = x * x;
+  // (1 + x^4)^(1/4) for SMAX_Q = 4, without Math.pow (the fit evaluates this per step per iteration).
+  return hi * Math.sqrt(Math.sqrt(1 + x2 * x2));
+}
+
+/** (x)^(SMAX_Q − 1) = x³: the smooth maximum's derivative against one argument over it. */
+function cube(x: number): number {
+  return x * x * x;
+}
+
+const LANE_CODE: Record<Lane, number> = { gpu: 0, launch: 1, host: 2, serial: 3 };
+
+/**
+ * One step's time from its parts' values (ms) and lanes: device = smax(GPU, launches); step = smax(device, host) +
+ * serial when the host overlaps, else device + host + serial. Fills d with ∂t/∂v per part; returns t and the lanes'
+ * sums.
+ */
+function combineStep(
+  vals: ArrayLike<number>,
+  lanes: ArrayLike<number>,
+  overlap: boolean,
+  d: Float64Array | number[],
+  from = 0,
+  to = vals.length,
+): { t: number; gpu: number; launch: number; host: number; serial: number } {
+  let G = 0;
+  let L = 0;
+  let H = 0;
+  let S = 0;
+  for (let i = from; i < to; i++) {
+    const v = vals[i];
+    const l = lanes[i];
+    if (l === 0) G += v;
+    else if (l === 1) L += v;
+    else if (l === 2) H += v;
+    else S += v;
+  }
+  let dev = G;
+  let dG = 1;
+  let dL = 1;
+  if (L > 0) {
+    dev = smax(G, L);
+    dG = dev > 0 ? cube(G / dev) : 0;
+    dL = dev > 0 ? cube(L / dev) : 0;
+  }
+  let t: number;
+  let dDev = 1;
+  let dH = 1;
+  if (overlap && H > 0) {
+    const m = smax(dev, H);
+    dDev = m > 0 ? cube(dev / m) : 0;
+    dH = m > 0 ? cube(H / m) : 0;
+    t = m + S;
+  } else t = dev + H + S;
+  for (let i = from; i < to; i++) {
+    const l = lanes[i];
+    d[i] = l === 0 ? dDev * dG : l === 1 ? dDev * dL : l === 2 ? dH : 1;
+  }
+  return { t, gpu: G, launch: L, host: H, serial: S };
 }
 
 export interface StepParts {
   parts: Part[];
+  /** The host lane overlaps the device (engines.ts hostOverlap): step = smax(device, host) + serial. */
+  overlap: boolean;
   /** Maturity weight u ∈ [0, 1] (1 on the day the engine first supported the family), null when unknown. */
   maturityU: number | null;
   /** When u is unknown: the mixture it is drawn from (its mean is the coefficient; its variance widens the interval). */
@@ -107,7 +196,15 @@ type HyperGroup =
   | "rel"
   | "matf"
   | "src"
-  | "rmoe";
+  | "rmoe"
+  | "etac"
+  | "hosteng"
+  | "host"
+  | "hseq"
+  | "rsrv"
+  | "kmode"
+  | "kfam"
+  | "rbst";
 const HYPERS: HyperGroup[] = [
   "eta",
   "etak",
@@ -123,6 +220,14 @@ const HYPERS: HyperGroup[] = [
   "matf",
   "src",
   "rmoe",
+  "etac",
+  "hosteng",
+  "host",
+  "hseq",
+  "rsrv",
+  "kmode",
+  "kfam",
+  "rbst",
 ];
 
 /** Shared means: prior centre and sd (log scale), what each multiplies. */
@@ -141,6 +246,9 @@ const MU: Record<string, { mean: number; sd: number; label: string }> = {
   kern: { mean: 0, sd: 0.5, label: "fixed per-kernel cost vs the reference c_kernel (all engines)" },
   ar: { mean: 0, sd: 0.5, label: "in-loop all-reduce cost vs the collectives model (all links)" },
   mat: { mean: 0.3, sd: 0.5, label: "engine-maturity gap on day one of a family's support (all engines)" },
+  etac: { mean: 0, sd: 0.25, label: "1/η_c, compute shortfall vs 60 % of peak (all devices)" },
+  host: { mean: 0, sd: 0.7, label: "host work per step vs the engine's reference (all engines)" },
+  hseq: { mean: 0, sd: 0.7, label: "host work per running sequence vs the engine's reference (all engines)" },
 };
 
 /** Starting spreads (log scale) and the weak hyperprior's centre. A two-level family splits its one-level centre's
@@ -161,6 +269,14 @@ const TAU0: Record<HyperGroup | "sigma", number> = {
   matf: 0.28,
   src: 0.1,
   rmoe: 0.07,
+  etac: 0.1,
+  hosteng: 0.3,
+  host: 0.3,
+  hseq: 0.3,
+  rsrv: 0.07,
+  kmode: 0.2,
+  kfam: 0.2,
+  rbst: 0.6,
   sigma: 0.07,
 };
 /** Measurement noise of a published figure (log scale, ≈ 2 %). */
@@ -197,16 +313,45 @@ export function memoryKind(device: string): string {
   return device;
 }
 
-/** Bandwidth-efficiency coefficients: shared mean + memory kind + device class (or the measured-probe factor). */
+/**
+ * Bandwidth-efficiency coefficients: shared mean + memory kind + device class + engine (or the measured-probe factor).
+ * The engine's own GEMV/GEMM kernels reach different fractions of a device's bandwidth (gpt-fast's Triton GEMV vs
+ * the serving engines' CUTLASS/DeepGEMM/Marlin); without it the serving engines' Hopper rows set every stack's Hopper
+ * efficiency, past the spec for gpt-fast on H200.
+ */
 export function etaCoefOf(r: Resolved): Record<string, number> {
   if (referenceBandwidthGBs(r).measured) return { etaProbe: 1 };
   const dev = deviceClass(r.gpu);
-  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1 };
+  return { eta: 1, [`etak/${memoryKind(dev)}`]: 1, [`eta/${dev}`]: 1, [`etak/eng/${r.engine}`]: 1 };
 }
 
-/** Per-kernel cost coefficients (without maturity): shared mean + engine + engine/backend/mode + device class. */
+/**
+ * Kernel-term coefficients (without maturity). Two factors multiply the op-sequence count × the reference cost: the
+ * per-kernel cost of the device under its launch mode (shared mean + graph mode + device class), which profiler traces
+ * measure for any stack; and the engine's own kernels against the op-sequence count (engine + engine/backend/mode +
+ * engine × model family), which an engine's trace measures.
+ */
 export function kernelCoefOf(r: Resolved): Record<string, number> {
-  return { kern: 1, [`keng/${r.engine}`]: 1, [`kern/${kernelGroup(r)}`]: 1, [`kdev/${deviceClass(r.gpu)}`]: 1 };
+  return {
+    ...kernelCostCoef(kernelMode(r), deviceClass(r.gpu)),
+    ...kernelCountCoef(r.engine, kernelGroup(r), modelFamily(r.arch)),
+  };
+}
+
+/** The device's per-kernel cost under a launch mode: what a trace's non-streaming time per kernel measures. */
+export function kernelCostCoef(mode: string, device: string): Record<string, number> {
+  return { kern: 1, [`kmode/${mode}`]: 1, [`kdev/${device}`]: 1 };
+}
+
+/** The engine's kernels per step against its op-sequence count. */
+function kernelCountCoef(engine: string, group: string, family: string): Record<string, number> {
+  return { [`keng/${engine}`]: 1, [`kern/${group}`]: 1, [`kfam/${engine}/${family}`]: 1 };
+}
+
+/** Launch mode: CUDA graphs, eager CUDA launches, Metal command buffers, or a CPU. */
+export function kernelMode(r: Resolved): string {
+  const b = backend(r);
+  return b === "cuda" ? (r.cudaGraphs ? "cuda-graphs" : "cuda-eager") : b;
 }
 
 function backend(r: Resolved): "metal" | "cpu" | "cuda" {
@@ -301,7 +446,16 @@ function engineRowsMix(r: Resolved, s: CorpusSupport, why: string) {
 export function maturity(
   r: Resolved,
   s: CorpusSupport = shippedSupport(),
-): { u: number | null; mix: { mean: number; var: number; over: string } | null; note: string; date?: string } {
+): {
+  u: number | null;
+  mix: { mean: number; var: number; over: string } | null;
+  note: string;
+  date?: string;
+  /** The version sorts outside the release table (its date is a bound). */
+  beyond?: "after" | "before";
+  /** The release predates the engine's first run of the family in the corpus. */
+  predates?: boolean;
+} {
   const since = familySupportSince(r, s);
   const fam = modelFamily(r.arch);
   const v = r.input.engineVersion;
@@ -325,11 +479,20 @@ export function maturity(
     return engineRowsMix(r, s, `${r.engine} ${v} (${d.date}); when ${r.engine} first ran ${fam} is not in the corpus`);
   const age = supportAgeMonths(d.date, since);
   const u = maturityWeight(age);
+  const predates = d.date < since;
+  const beyond =
+    d.beyond === "after"
+      ? `; ${v} sorts after every listed ${r.engine} release, so its date is a lower bound and its own speed unknown: an extrapolation`
+      : "";
   return {
     u,
     mix: null,
     date: d.date,
-    note: `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}`,
+    beyond: d.beyond,
+    predates,
+    note: predates
+      ? `${r.engine} ${v} (${d.date}; ${d.how}) predates ${r.engine}'s first run of ${fam} in the corpus (${since}): this build may not run the family at all; maturity weight 1 (day one)${beyond}`
+      : `${r.engine} ${v} (${d.date}; ${d.how}) is ${age.toFixed(1)} months after ${r.engine} first ran ${fam} (${since}): maturity weight 2^(−${age.toFixed(1)}/3) = ${u.toFixed(2)}${beyond}`,
   };
 }
 
@@ -346,6 +509,18 @@ export interface PartsContext {
   loads: GroupLoad[];
   kernels: KernelCount;
   ar: AllReduceChoice | null;
+  /** Sequences the engine handles this step (decodes + prefilling requests); default the batch. */
+  seqs: number;
+}
+
+/** Engines whose host and device run in separate threads or processes (a step's host work can overlap it). */
+const SERVING_ENGINES = new Set(["vllm", "sglang", "trtllm"]);
+
+/** The host-work group: engine, graph mode and whether host work overlaps the device. */
+export function hostGroup(r: Resolved): string {
+  const b = backend(r);
+  const mode = b === "cuda" ? (r.cudaGraphs ? "graphs" : "eager") : b;
+  return `${r.engine}/${mode}/${r.hostOverlap.overlap ? "overlap" : "serial"}`;
 }
 
 /** Splits one decode step into parts (see the header). */
@@ -361,7 +536,12 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
   const mat = maturity(r, support);
   const u = mat.u ?? mat.mix?.mean ?? 0.5;
   // A release's own deviation from its engine's maturity curve (0 ± τ_rel for a release month no row ran).
-  const relKey = mat.date ? `rel/${r.engine}/${mat.date.slice(0, 7)}` : null;
+  // A version after the table's newest has no month of its own: a deviation no row ever informs (0 ± τ_rel).
+  const relKey = mat.date
+    ? mat.beyond === "after"
+      ? `rel/${r.engine}/after-table`
+      : `rel/${r.engine}/${mat.date.slice(0, 7)}`
+    : null;
   // The day-one gap also differs by family on one engine (DeepSeek-V3's first SGLang releases ran ~4× slow,
   // gpt-oss shipped with tuned kernels): a per engine×family deviation, 0 ± τ_matf for a pair no row ran.
   const matCoef: Record<string, number> = {
@@ -425,18 +605,30 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
     kernels,
     loads,
   ).computeMs;
+  // Compute beyond bandwidth (zero at small batch; the prefill chunks of a serving step): 1/η_c fitted per device class
+  // where serving rows reach it, else its prior (η_c 0.4–0.75).
   if (computeMs > 0)
-    parts.push({
-      term: "compute",
-      baseMs: computeMs,
-      coef: {},
-      fixedLogSd: Math.log(ETA_C.high / ETA_C.low) / (2 * Z80),
-    });
+    parts.push({ term: "compute", baseMs: computeMs, coef: { etac: 1, [`etac/${deviceClass(r.gpu)}`]: 1 } });
   const c0 = referenceKernelUs(r);
   const routing = kernels.moeRoutingPerStep;
-  parts.push({ term: "kernels", baseMs: ((kernels.perStep - routing) * c0) / 1000, coef: { ...kCoef } });
-  if (routing > 0) parts.push({ term: "moe-routing", baseMs: (routing * c0) / 1000, coef: { ...kCoef } });
-  parts.push({ term: "engine", baseMs: ENGINE_CONSTANTS[r.engine].engineMs.mid, coef: { ...kCoef } });
+  // Under CUDA graphs the per-kernel cost is the GPU's own (gaps between graph nodes, tiny kernels' floor); eager, a
+  // serving engine's CPU issues each launch while the GPU works, so launches bound the step only when they outrun it.
+  const kLane: Lane = !r.cudaGraphs && backend(r) === "cuda" && SERVING_ENGINES.has(r.engine) ? "launch" : "gpu";
+  parts.push({ term: "kernels", baseMs: ((kernels.perStep - routing) * c0) / 1000, coef: { ...kCoef }, lane: kLane });
+  if (routing > 0) parts.push({ term: "moe-routing", baseMs: (routing * c0) / 1000, coef: { ...kCoef }, lane: kLane });
+  // The engine's host work per step: a fixed part and a part per running sequence, overlapped with the device when the
+  // engine schedules a step ahead (hostOverlap), else added to it.
+  const ec = ENGINE_CONSTANTS[r.engine];
+  const hCoef = { host: 1, [`hosteng/${r.engine}`]: 1, [`host/${hostGroup(r)}`]: 1 };
+  parts.push({ term: "engine", baseMs: ec.engineMs.mid, coef: hCoef, lane: "host" });
+  const seqs = pre?.seqs ?? r.batch;
+  if (seqs > 0)
+    parts.push({
+      term: "engine",
+      baseMs: (seqs * ec.hostSeqUs.mid) / 1000,
+      coef: { hseq: 1, [`hseq/${r.engine}`]: 1 },
+      lane: "host",
+    });
   const cc = collectiveCounts(r);
   const zero = r.input.zeroComm === true;
   let link: string | undefined;
@@ -465,6 +657,7 @@ export function stepParts(r: Resolved, pre?: Partial<PartsContext>, support?: Co
     });
   return {
     parts,
+    overlap: r.hostOverlap.overlap,
     maturityU: mat.u,
     maturityMix: mat.mix,
     releaseKey: relKey,
@@ -512,13 +705,29 @@ export interface CorpusFit {
   support: CorpusSupport;
 }
 
+/** One step of a row: its parts, whether its host lane overlaps the device, and its weight in the row's time. */
+export interface RowStep {
+  w: number;
+  parts: Part[];
+  overlap: boolean;
+}
+
 interface FitRow {
   id: string;
   y: number;
-  parts: Part[];
+  /** A decode row is one step of weight 1; a serving row is its schedule's representative steps (serving.ts). */
+  steps: RowStep[];
   maturityU: number | null;
   /** An MoE row: its residual carries τ_rmoe² beyond σ². */
   moe?: boolean;
+  /** A serving row (TPOT under load): its residual carries τ_rsrv² beyond σ² (the schedule is modelled). */
+  serving?: boolean;
+  /** A burst row (every request sent at once): its TPOT is the engine's admission of a draining queue (KV capacity,
+   * max-num-seqs, prefill chunking), which the schedule only approximates: its residual adds τ_rbst². */
+  burst?: boolean;
+  /** Rows of one source that measured the same configuration (daily reruns, release after release): their errors
+   * against the model move together, so k of them count as one row (each residual variance × k). */
+  repeats?: number;
 }
 
 function hyperOf(name: string): HyperGroup | undefined {
@@ -552,71 +761,143 @@ function priorMeanDefault(name: string): number {
   return hyperOf(name) || name.startsWith("arkind/") ? 0 : (MU[name]?.mean ?? 0);
 }
 
-/** A row compiled against a parameter index: flat arrays, so one Gauss–Newton pass allocates nothing. */
+/**
+ * A row compiled against a parameter index: flat arrays over all its steps' parts, so one Gauss–Newton pass allocates
+ * nothing. Parts that share their coefficients (the same term at every representative step of a serving row) share
+ * one exponential: a signature.
+ */
 interface Compiled {
   y: number;
   /** 1 for an MoE row (its residual adds τ_rmoe²), else 0. */
   moe: number;
+  /** 1 for a serving row (its residual adds τ_rsrv²), else 0. */
+  serving: number;
+  /** 1 for a burst row (its residual adds τ_rbst²), else 0. */
+  burst: number;
+  /** Residual variance multiplier (rows repeating one configuration of one source). */
+  rep: number;
   base: Float64Array;
   extraVar: Float64Array;
-  /** Per part: offsets into idx/cf. */
+  lane: Uint8Array;
+  /** Per part: its signature. */
+  sig: Int32Array;
+  /** Per signature: offsets into idx/cf, and the constant exponent from parameters outside the fit. */
   start: Int32Array;
   idx: Int32Array;
   cf: Float64Array;
-  /** Constant exponent from parameters outside the fit (never in a corpus fit: all are indexed). */
   konst: Float64Array;
+  /** Per step: first part, weight, overlap. */
+  stepStart: Int32Array;
+  stepW: Float64Array;
+  stepOverlap: Uint8Array;
+  sigExp: Float64Array;
   vals: Float64Array;
+  /** ∂t/∂v per part, then (after evalCompiled) each part's share of log t: W_k·∂t_k/∂v·v / t. */
+  wts: Float64Array;
+  /** Per signature: the summed shares of its parts (the gradient's weight on its coefficients). */
+  sigW: Float64Array;
 }
 
 function compile(row: FitRow, index: Map<string, number>): Compiled {
-  const n = row.parts.length;
-  const start = new Int32Array(n + 1);
+  const parts = row.steps.flatMap((st) => st.parts);
+  const n = parts.length;
+  const sigOf = new Map<string, number>();
+  const sig = new Int32Array(n);
+  const sigCoef: Record<string, number>[] = [];
+  parts.forEach((p, i) => {
+    const key = Object.keys(p.coef)
+      .sort()
+      .map((k) => `${k}=${p.coef[k]}`)
+      .join(",");
+    let k = sigOf.get(key);
+    if (k === undefined) {
+      k = sigCoef.length;
+      sigOf.set(key, k);
+      sigCoef.push(p.coef);
+    }
+    sig[i] = k;
+  });
+  const S = sigCoef.length;
+  const start = new Int32Array(S + 1);
   const idx: number[] = [];
   const cf: number[] = [];
-  const konst = new Float64Array(n);
-  row.parts.forEach((p, i) => {
-    start[i] = idx.length;
-    for (const k in p.coef) {
+  const konst = new Float64Array(S);
+  sigCoef.forEach((coef, s) => {
+    start[s] = idx.length;
+    for (const k in coef) {
       const j = index.get(k);
-      if (j === undefined) konst[i] += p.coef[k] * priorMeanDefault(k);
+      if (j === undefined) konst[s] += coef[k] * priorMeanDefault(k);
       else {
         idx.push(j);
-        cf.push(p.coef[k]);
+        cf.push(coef[k]);
       }
     }
   });
-  start[n] = idx.length;
+  start[S] = idx.length;
+  const stepStart = new Int32Array(row.steps.length + 1);
+  let at = 0;
+  row.steps.forEach((st, k) => {
+    stepStart[k] = at;
+    at += st.parts.length;
+  });
+  stepStart[row.steps.length] = at;
   return {
     y: row.y,
     moe: row.moe ? 1 : 0,
-    base: Float64Array.from(row.parts.map((p) => p.baseMs)),
-    extraVar: Float64Array.from(row.parts.map(partExtraVar)),
+    serving: row.serving ? 1 : 0,
+    burst: row.burst ? 1 : 0,
+    rep: row.repeats ?? 1,
+    base: Float64Array.from(parts.map((p) => p.baseMs)),
+    extraVar: Float64Array.from(parts.map(partExtraVar)),
+    lane: Uint8Array.from(parts.map((p) => LANE_CODE[p.lane ?? "gpu"])),
+    sig,
     start,
     idx: Int32Array.from(idx),
     cf: Float64Array.from(cf),
     konst,
+    stepStart,
+    stepW: Float64Array.from(row.steps.map((st) => st.w)),
+    stepOverlap: Uint8Array.from(row.steps.map((st) => (st.overlap ? 1 : 0))),
+    sigExp: new Float64Array(S),
     vals: new Float64Array(n),
+    wts: new Float64Array(n),
+    sigW: new Float64Array(S),
   };
 }
 
-/** Fills c.vals at θ; returns the total and the unfitted variance of log t. */
+/** Fills c.vals, c.wts and c.sigW at θ; returns the row's time and the unfitted variance of log t. */
 function evalCompiled(c: Compiled, theta: ArrayLike<number>): { t: number; extraVar: number } {
-  let t = 0;
+  const S = c.sigExp.length;
+  for (let s = 0; s < S; s++) {
+    let e = c.konst[s];
+    for (let q = c.start[s]; q < c.start[s + 1]; q++) e += c.cf[q] * theta[c.idx[q]];
+    c.sigExp[s] = Math.exp(e);
+    c.sigW[s] = 0;
+  }
   const n = c.base.length;
-  for (let i = 0; i < n; i++) {
-    let e = c.konst[i];
-    for (let q = c.start[i]; q < c.start[i + 1]; q++) e += c.cf[q] * theta[c.idx[q]];
-    const v = c.base[i] * Math.exp(e);
-    c.vals[i] = v;
-    t += v;
+  for (let i = 0; i < n; i++) c.vals[i] = c.base[i] * c.sigExp[c.sig[i]];
+  let t = 0;
+  const K = c.stepW.length;
+  for (let k = 0; k < K; k++) {
+    const w = c.stepW[k];
+    const st = combineStep(c.vals, c.lane, c.stepOverlap[k] === 1, c.wts, c.stepStart[k], c.stepStart[k + 1]);
+    t += w * st.t;
+    for (let i = c.stepStart[k]; i < c.stepStart[k + 1]; i++) c.wts[i] *= w * c.vals[i];
   }
   let extraVar = 0;
   for (let i = 0; i < n; i++) {
-    const w = c.vals[i] / t;
-    extraVar += w * w * c.extraVar[i];
+    const wi = c.wts[i] / t;
+    c.wts[i] = wi;
+    c.sigW[c.sig[i]] += wi;
+    extraVar += wi * wi * c.extraVar[i];
   }
   return { t, extraVar };
 }
+
+/** Degrees of freedom of the rows' residuals: Student-t, so a row the model cannot express (a server saturated by
+ * a thousand requests at once, a stack's pathological path on one GPU) is down-weighted instead of bending every
+ * shared parameter toward it. */
+const RESIDUAL_NU = 4;
 
 function solveMap(
   rowsIn: Compiled[],
@@ -624,17 +905,27 @@ function solveMap(
   pri: { mean: number; sd: number }[],
   sigma: number,
   rmoe: number,
+  rsrv: number,
   start?: number[],
+  conv: { maxIt: number; tol: number; cov: boolean } = { maxIt: 25, tol: 1e-5, cov: true },
+  rbst = 0,
 ) {
   const rows = rowsIn;
   const s2base = sigma ** 2 + MEAS_LOG_SD ** 2;
   const r2 = rmoe ** 2;
+  const v2 = rsrv ** 2;
+  const b2 = rbst ** 2;
+  const nu = RESIDUAL_NU;
+  const varOf = (row: Compiled, extraVar: number) =>
+    row.rep * (s2base + row.moe * r2 + row.serving * v2 + row.burst * b2) + extraVar;
   let theta = start ? Float64Array.from(start) : Float64Array.from(pri.map((p) => p.mean));
+  // −2 log posterior (up to constants): Student-t residuals, Gaussian priors.
   const objective = (th: Float64Array) => {
     let s = 0;
     for (const row of rows) {
       const e = evalCompiled(row, th);
-      s += (row.y - Math.log(e.t)) ** 2 / (s2base + row.moe * r2 + e.extraVar);
+      const r = row.y - Math.log(e.t);
+      s += (nu + 1) * Math.log1p((r * r) / (nu * varOf(row, e.extraVar)));
     }
     for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
     return s;
@@ -644,20 +935,22 @@ function solveMap(
   const g = new Float64Array(K);
   const touched: number[] = [];
   let obj = objective(theta);
-  for (let it = 0; it < 25; it++) {
+  for (let it = 0; it < conv.maxIt; it++) {
     for (let i = 0; i < K; i++) {
       H[i].fill(0);
       b[i] = 0;
     }
     for (const row of rows) {
       const e = evalCompiled(row, theta);
-      const v = s2base + row.moe * r2 + e.extraVar;
+      const v0 = varOf(row, e.extraVar);
       const r = row.y - Math.log(e.t);
+      // Iteratively reweighted: the t likelihood as a Gaussian of variance v/w at the current residual.
+      const v = v0 / ((nu + 1) / (nu + (r * r) / v0));
       touched.length = 0;
-      const n = row.base.length;
-      for (let i = 0; i < n; i++) {
-        const w = row.vals[i] / e.t;
-        for (let q = row.start[i]; q < row.start[i + 1]; q++) {
+      const S = row.sigW.length;
+      for (let s = 0; s < S; s++) {
+        const w = row.sigW[s];
+        for (let q = row.start[s]; q < row.start[s + 1]; q++) {
           const j = row.idx[q];
           if (g[j] === 0) touched.push(j);
           g[j] += w * row.cf[q];
@@ -689,15 +982,58 @@ function solveMap(
       theta = next;
       obj = o;
     }
-    if (moved < 1e-5) break;
+    if (moved < conv.tol) break;
   }
-  // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|.
+  // Laplace evidence (up to a constant): −½·objective − ½Σ log v − ½ log|H| + ½ log|P|, H the last IRLS curvature
+  // (hyperparameter trials need its determinant only; the chosen spreads also get its inverse, the covariance).
   let logV = 0;
-  for (const row of rows) logV += Math.log(s2base + row.moe * r2 + evalCompiled(row, theta).extraVar);
+  for (const row of rows) logV += Math.log(varOf(row, evalCompiled(row, theta).extraVar));
   const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
-  const { inv, logDet } = invertWithLogDet(H);
+  const L = cholesky(H);
+  let logDet = 0;
+  for (let i = 0; i < K; i++) logDet += 2 * Math.log(L[i * K + i]);
   const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
-  return { theta: [...theta], cov: inv, logEvidence };
+  return { theta: [...theta], cov: conv.cov ? inverseFromCholesky(L, K) : [], logEvidence };
+}
+
+/** Cholesky factor of a symmetric positive-definite matrix, row-major lower triangle (tiny pivots floored). */
+function cholesky(A: number[][]): Float64Array {
+  const n = A.length;
+  const L = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    const Ai = A[i];
+    const ri = i * n;
+    for (let j = 0; j <= i; j++) {
+      const rj = j * n;
+      let sum = Ai[j];
+      for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
+      if (i === j) L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
+      else L[ri + j] = sum / L[rj + j];
+    }
+  }
+  return L;
+}
+
+/** (L Lᵀ)⁻¹ from the factor: L⁻¹ column by column, then L⁻ᵀ L⁻¹. */
+function inverseFromCholesky(L: Float64Array, n: number): number[][] {
+  const Li = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    Li[i * n + i] = 1 / L[i * n + i];
+    for (let j = 0; j < i; j++) {
+      let s = 0;
+      for (let k = j; k < i; k++) s -= L[i * n + k] * Li[k * n + j];
+      Li[i * n + j] = s / L[i * n + i];
+    }
+  }
+  const inv = Array.from({ length: n }, () => new Array<number>(n).fill(0));
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j <= i; j++) {
+      let s = 0;
+      for (let k = i; k < n; k++) s += Li[k * n + i] * Li[k * n + j];
+      inv[i][j] = s;
+      inv[j][i] = s;
+    }
+  return inv;
 }
 
 /** Weak hyperprior on each spread: log τ ~ N(log τ₀, 0.7²) (keeps a group family from collapsing to zero spread). */
@@ -742,10 +1078,76 @@ interface RowData {
   rows: FitRow[];
   facts: RowFacts[];
   support: CorpusSupport;
+  /** A serving row's representative steps (its schedule's composition, fixed once per row). */
+  reps: Map<string, RepStep[]>;
+}
+
+/** One source's configuration: rows sharing it repeat one measurement (another day, another release). */
+export function configKey(r: CorpusRow): string {
+  const w = r.workload;
+  return [
+    r.sourceKey,
+    r.model,
+    r.precision,
+    r.hardware.device,
+    r.hardware.count,
+    r.parallelism.tp,
+    r.parallelism.ep ?? 1,
+    r.parallelism.dp ?? 1,
+    r.engine.name,
+    r.kind,
+    w.batch,
+    w.concurrency ?? 1,
+    w.inputLen,
+    w.outputLen,
+    w.context ?? "",
+  ].join("|");
+}
+
+/** Serving benchmarks the fit uses: TPOT under load at a concurrency (the corpus's benchmark and serving rows). */
+/** A burst: every request of the run sent at once (no request rate, no concurrency cap below the request count). */
+export function isBurstRow(row: CorpusRow): boolean {
+  const w = row.workload;
+  return (
+    w.requestRate === undefined &&
+    w.numPrompts !== undefined &&
+    w.concurrency !== undefined &&
+    w.numPrompts <= w.concurrency
+  );
+}
+
+export function servingRows(c: Corpus): CorpusRow[] {
+  return [...c.benchmarks, ...c.serving];
+}
+
+/** A step's time with every parameter at its prior mean (the serving schedule's step-cost proxy). */
+function stepAtPriorMeans(sp: StepParts): number {
+  const vals = sp.parts.map((p) => {
+    let e = 0;
+    for (const k in p.coef) e += p.coef[k] * priorMeanDefault(k);
+    return p.baseMs * Math.exp(e);
+  });
+  const lanes = sp.parts.map((p) => LANE_CODE[p.lane ?? "gpu"]);
+  return combineStep(vals, lanes, sp.overlap, new Float64Array(vals.length)).t;
+}
+
+/** A cheap step-cost proxy for a serving row's schedule: linear in the decodes and the chunk, from three steps. */
+function scheduleProxy(row: CorpusRow, support: CorpusSupport): (B: number, T: number) => number {
+  const C = Math.max(1, row.workload.concurrency ?? 1);
+  const ctx = row.workload.inputLen + row.workload.outputLen / 2;
+  const T0 = Math.max(1, Math.min(row.workload.inputLen, 4096));
+  const at = (B: number, T: number) => stepAtPriorMeans(mixedStepParts(row.input, B, T, ctx, 0, support).sp);
+  const d1 = at(1, 0);
+  const dC = C > 1 ? at(C, 0) : d1;
+  const slope = C > 1 ? (dC - d1) / (C - 1) : 0;
+  const perToken = Math.max(0, (at(1, T0) - d1) / T0);
+  return (B, T) => Math.max(0.01, d1 + slope * Math.max(0, B - 1) + perToken * T);
 }
 
 function rowData(c: Corpus): RowData {
-  const rows = decodeRows(c);
+  const decode = decodeRows(c);
+  const serving = servingRows(c);
+  const rows = [...decode, ...serving];
   const res = rows.map((r) => resolve(r.input));
   const facts: RowFacts[] = rows.map((row, i) => ({
     id: row.id,
@@ -757,16 +1159,121 @@ function rowData(c: Corpus): RowData {
   const first = corpusSupport(facts);
   for (const f of facts) f.u = maturityWeight(supportAgeMonths(f.date, first.familySince[`${f.engine}|${f.family}`]));
   const support = corpusSupport(facts);
-  const fitRows = rows.map((row, i) => {
-    const sp = stepParts(res[i], undefined, support);
+  const servingIds = new Set(serving.map((r) => r.id));
+  const repeats = new Map<string, number>();
+  for (const r of rows) repeats.set(configKey(r), (repeats.get(configKey(r)) ?? 0) + 1);
+  const repsOf = new Map<string, RepStep[]>();
+  const fitRows: FitRow[] = rows.map((row, i) => {
     // A source's own conditions (clocks, power cap, build flags, how it times) shift all its rows together: one
     // offset per source, so a 28-row source does not set the shared parameters alone, and a new deployment, which
     // no corpus source measured, carries the between-source spread τ_src (predictive()).
     const src = `src/${row.sourceKey}`;
-    const parts = sp.parts.map((p) => ({ ...p, coef: { ...p.coef, [src]: 1 } }));
-    return { id: row.id, y: Math.log(row.measuredMs), parts, maturityU: sp.maturityU, moe: !!sp.groups.moe };
+    const withSrc = (parts: Part[]) => parts.map((p) => ({ ...p, coef: { ...p.coef, [src]: 1 } }));
+    if (servingIds.has(row.id)) {
+      const { steps, reps } = servingRowSteps(row.input, row, support, scheduleProxy(row, support));
+      repsOf.set(row.id, reps);
+      const sp0 = stepParts(res[i], undefined, support);
+      return {
+        id: row.id,
+        y: Math.log(row.measuredMs),
+        steps: steps.map((st) => ({ ...st, parts: withSrc(st.parts) })),
+        maturityU: sp0.maturityU,
+        moe: !!sp0.groups.moe,
+        serving: true,
+        burst: isBurstRow(row),
+        repeats: repeats.get(configKey(row)),
+      };
+    }
+    const sp = stepParts(res[i], undefined, support);
+    return {
+      id: row.id,
+      y: Math.log(row.measuredMs),
+      steps: [{ w: 1, parts: withSrc(sp.parts), overlap: sp.overlap }],
+      maturityU: sp.maturityU,
+      moe: !!sp.groups.moe,
+      repeats: repeats.get(configKey(row)),
+    };
   });
-  return { rows: fitRows, facts, support };
+  fitRows.push(...traceFitRows(c.traces ?? shippedTraceRows()));
+  return { rows: fitRows, facts, support, reps: repsOf };
+}
+
+/** Reference per-kernel cost under CUDA graphs, µs (ENGINE_CONSTANTS: vLLM, SGLang, TRT-LLM, gpt-fast). */
+const REF_GRAPH_KERNEL_US = 3;
+
+/**
+ * Profiler traces as fit rows (trace-rows.ts): each trace's per-kernel cost observes the device's cost under its
+ * launch mode; a serving engine's trace also observes its kernel count against the op-sequence count.
+ */
+function traceFitRows(rows: TraceRow[]): FitRow[] {
+  const out: FitRow[] = [];
+  for (const t of rows) {
+    const input = {
+      model: t.model,
+      quant: t.precision,
+      gpu: t.device,
+      engine: (ENGINES as string[]).includes(t.engine) ? (t.engine as Engine) : "gptfast",
+      cudaGraphs: t.cudaGraphs,
+      batch: t.batch,
+    };
+    const r = resolve(input);
+    // No source offset: a trace times the kernels themselves, with no harness, clock or release between (its rows
+    // are the device's per-kernel cost and the engine's count, not one more source to be explained away).
+    const src = {};
+    out.push({
+      id: `${t.id}/per-kernel`,
+      y: Math.log(t.measured.perKernelUs / 1000),
+      steps: [
+        {
+          w: 1,
+          overlap: false,
+          parts: [
+            {
+              term: "kernels",
+              baseMs: REF_GRAPH_KERNEL_US / 1000,
+              coef: { ...kernelCostCoef(kernelMode(r), deviceClass(r.gpu)), ...src },
+            },
+          ],
+        },
+      ],
+      maturityU: null,
+    });
+    if ((ENGINES as string[]).includes(t.engine)) {
+      const n = kernelCount(r).perStep;
+      out.push({
+        id: `${t.id}/kernels`,
+        y: Math.log(t.measured.kernels / n),
+        steps: [
+          {
+            w: 1,
+            overlap: false,
+            parts: [
+              {
+                term: "kernels",
+                baseMs: 1,
+                coef: { ...kernelCountCoef(r.engine, kernelGroup(r), modelFamily(r.arch)), ...src },
+              },
+            ],
+          },
+        ],
+        maturityU: null,
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * A corpus row as a prediction sees it, under a fit's support (its maturity clock): one decode step, or a serving
+ * row's representative steps at their batches. No source offset: a held-out row's source is one the fit never saw.
+ */
+export function rowPredictSteps(c: Corpus, row: CorpusRow, support: CorpusSupport): { w: number; sp: StepParts }[] {
+  const reps = corpusRowData(c).reps.get(row.id);
+  if (!reps) return [{ w: 1, sp: stepParts(resolve(row.input), undefined, support) }];
+  return reps.map((x) => ({
+    w: x.w,
+    sp: mixedStepParts(row.input, x.decodes, x.prefillTokens, x.decodeCtx, x.prefix, support).sp,
+  }));
 }
 
 const rowCache = new WeakMap<Corpus, RowData>();
@@ -789,26 +1296,32 @@ export function fitCorpus(
   const rows = data.rows.filter((r) => !out(r.id));
   const support = ex ? corpusSupport(data.facts.filter((f) => !out(f.id))) : data.support;
   const nameSet = new Set<string>();
-  for (const row of rows) for (const p of row.parts) for (const k of Object.keys(p.coef)) nameSet.add(k);
+  for (const row of rows)
+    for (const st of row.steps) for (const p of st.parts) for (const k of Object.keys(p.coef)) nameSet.add(k);
   // Row counts per parameter: number of rows (not parts) that depend on it.
   const rowCount = new Map<string, number>();
   for (const row of rows) {
     const seen = new Set<string>();
-    for (const p of row.parts) for (const k of Object.keys(p.coef)) seen.add(k);
+    for (const st of row.steps) for (const p of st.parts) for (const k of Object.keys(p.coef)) seen.add(k);
     for (const k of seen) rowCount.set(k, (rowCount.get(k) ?? 0) + 1);
   }
   const names = [...nameSet].sort();
   const index = new Map(names.map((n, i) => [n, i]));
   const compiled = rows.map((r) => compile(r, index));
   const K = names.length;
-  const run = (h: Hyper, start?: number[]) =>
+  // Hyperparameter trials compare evidences from warm starts: a few Gauss–Newton steps each (the evidence moves
+  // far less than the grid's steps by then); the chosen spreads get a full solve.
+  const run = (h: Hyper, start?: number[], quick = false) =>
     solveMap(
       compiled,
       K,
       names.map((n) => priorOf(n, h)),
       h.sigma,
       h.tau.rmoe,
+      h.tau.rsrv,
       start,
+      quick ? { maxIt: 4, tol: 1e-4, cov: false } : undefined,
+      h.tau.rbst,
     );
   const { sigma: sigma0, ...tau0 } = TAU0;
   let hyper: Hyper = opts.hyper ?? { sigma: sigma0, tau: tau0 };
@@ -827,7 +1340,7 @@ export function fitCorpus(
     }
     let score = best.logEvidence + hyperLogPrior(hyper);
     const tryH = (h: Hyper) => {
-      const f = run(h, best.theta);
+      const f = run(h, best.theta, true);
       const sc = f.logEvidence + hyperLogPrior(h);
       if (sc > score + 1e-9) {
         score = sc;
@@ -845,6 +1358,7 @@ export function fitCorpus(
       }
       if (!gained) break;
     }
+    best = run(hyper, best.theta);
   }
   const params: ParamInfo[] = names.map((n, j) => {
     const h = hyperOf(n);
@@ -885,10 +1399,96 @@ export function effectiveParameters(f: CorpusFit): number {
 
 let shippedFit: CorpusFit | undefined;
 
-/** The fit on the shipped corpus (once per process): the build's precomputed one when its stamp matches. */
+/** Every file the shipped fit reads: the corpus, its serving sources and the trace rows. */
+export function corpusFiles(): string[] {
+  return [CORPUS_FILE, ...servingFiles(), TRACES_FILE];
+}
+
+/**
+ * The fit on the shipped corpus (once per process): the build's precomputed one when its stamp matches; else one that
+ * another process of this checkout fitted from the same corpus and code and left in the temp folder (tests and runs
+ * from src/ fit once, not once per process); else fitted now, and left there for the next process.
+ */
 export function corpusFit(): CorpusFit {
-  shippedFit ??= shippedCache()?.fit ?? fitCorpus(shippedCorpus());
+  if (shippedFit) return shippedFit;
+  const cached = shippedCache()?.fit;
+  if (cached) return (shippedFit = cached);
+  const off = process.env.INFERSCOPE_PRIORS_CACHE === "0";
+  const stamp = off ? undefined : fitStamp(THIS_FILE, corpusFiles());
+  const tmp = stamp ? join(tmpdir(), `inferscope-priors-${stamp.stamp.slice(0, 24)}.json`) : undefined;
+  if (tmp) {
+    const r = readFitCache(tmp, THIS_FILE, corpusFiles());
+    if (r.ok) return (shippedFit = r.value.fit);
+  }
+  // One process fits, the others of this checkout wait for its file (a fit of ~1,200 rows is tens of seconds of CPU:
+  // a test run's parallel processes would otherwise each fit at once on a 2-core host).
+  const lock = tmp ? claimFitLock(`${tmp}.lock`) : undefined;
+  if (tmp && lock === "held-elsewhere") {
+    const r = waitForFitCache(tmp, `${tmp}.lock`);
+    if (r) return (shippedFit = r);
+  }
+  try {
+    shippedFit = fitCorpus(shippedCorpus());
+    if (tmp && stamp) {
+      try {
+        const part = `${tmp}.${process.pid}.tmp`;
+        writeFileSync(part, JSON.stringify(fitCacheFile(shippedFit, supportDates(), stamp)));
+        renameSync(part, tmp);
+      } catch {
+        // a temp folder that cannot be written only costs the next process a fit
+      }
+    }
+  } finally {
+    if (tmp && lock === "mine") rmSync(`${tmp}.lock`, { force: true });
+  }
   return shippedFit;
+}
+
+/** Claims the temp-folder fit's lock: "mine", "held-elsewhere" (a live process fits), or "none" (unwritable). */
+function claimFitLock(file: string): "mine" | "held-elsewhere" | "none" {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx" });
+      return "mine";
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return "none";
+      if (lockHolderAlive(file)) return "held-elsewhere";
+      rmSync(file, { force: true }); // its process died mid-fit
+    }
+  }
+  return "none";
+}
+
+function lockHolderAlive(file: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(file, "utf8"));
+  } catch {
+    return false;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Waits (bounded: 15 min) for the fitting process's cache file; undefined when it died or the file never came. */
+function waitForFitCache(tmp: string, lock: string): CorpusFit | undefined {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = Date.now() + 15 * 60_000;
+  while (Date.now() < deadline) {
+    const r = readFitCache(tmp, THIS_FILE, corpusFiles());
+    if (r.ok) return r.value.fit;
+    if (!lockHolderAlive(lock)) {
+      const last = readFitCache(tmp, THIS_FILE, corpusFiles()); // written just before the lock went
+      return last.ok ? last.value.fit : undefined;
+    }
+    Atomics.wait(cell, 0, 0, 200); // a synchronous pause: corpusFit() is synchronous for its callers
+  }
+  return undefined;
 }
 
 // ---------------------------------------------------------------- the precomputed fit (priors-cache.ts)
@@ -901,7 +1501,7 @@ let cacheRead: FitCacheRead | undefined;
 
 /** Reads and checks PRIORS_CACHE_FILE now (no memo; the build checks what it wrote). */
 export function readPrecomputedPriors(): FitCacheRead {
-  return readFitCache(PRIORS_CACHE_FILE, THIS_FILE, CORPUS_FILE);
+  return readFitCache(PRIORS_CACHE_FILE, THIS_FILE, corpusFiles());
 }
 
 /** How the shipped fit's cache was judged, once per process; INFERSCOPE_PRIORS_CACHE=0 turns it off. */
@@ -926,7 +1526,9 @@ function shippedCache(): CachedFit | undefined {
 /** What the build writes to PRIORS_CACHE_FILE: a fresh fit of the shipped corpus, stamped with its inputs. */
 export function precomputedPriors(): FitCacheFile {
   const c = shippedCorpus();
-  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, CORPUS_FILE), corpusInflations(c));
+  // The grouped cross-validation behind the inflations refits the corpus some 80 times (minutes): the build takes the
+  // checked-in file when its stamp matches this corpus and code, and runs it only when it does not.
+  return fitCacheFile(fitCorpus(c), supportDates(), fitStamp(THIS_FILE, corpusFiles()), shippedInflations().inflations);
 }
 
 // ---------------------------------------------------------------- the prediction
@@ -948,6 +1550,17 @@ export interface Predictive {
   parts: PartValue[];
   /** Parameters this configuration uses that the corpus never informed (their prior spread stands). */
   unseen: string[];
+  /** Time per lane (weighted over the steps), and the regime: host-bound when the host's work exceeds the device's
+   * and overlaps it (the step then waits on the CPU). */
+  lanes: {
+    gpu: number;
+    launch: number;
+    host: number;
+    serial: number;
+    device: number;
+    overlap: boolean;
+    hostBound: boolean;
+  };
 }
 
 /** Mean and variance of a parameter under the fit; outside it (an unseen group) its prior. */
@@ -972,21 +1585,58 @@ function comboVar(f: CorpusFit, coef: Record<string, number>): number {
 }
 
 export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inflationVar = 0): Predictive {
-  const vals = sp.parts.map((p) => {
-    let e = 0;
-    for (const k in p.coef) e += p.coef[k] * paramMoments(f, k).mean;
-    return p.baseMs * Math.exp(e);
-  });
-  const t = vals.reduce((s, v) => s + v, 0);
-  // Gradient of log t over every parameter the step uses.
+  return predictiveSteps(f, [{ w: 1, sp }], withResidual, inflationVar);
+}
+
+/**
+ * The posterior predictive of a weighted sum of steps (one step for a decode prediction; a serving row's
+ * representative steps for its mean TPOT). Parts report their share of the time, v·∂t/∂v (the lanes' smooth maxima
+ * are homogeneous of degree 1, so the shares sum to the total).
+ */
+export function predictiveSteps(
+  f: CorpusFit,
+  steps: { w: number; sp: StepParts }[],
+  withResidual = true,
+  inflationVar = 0,
+  serving = steps.length > 1,
+  burst = false,
+): Predictive {
+  const sp = steps[0].sp;
+  let t = 0;
+  const shares: number[][] = [];
+  const lanes = { gpu: 0, launch: 0, host: 0, serial: 0, device: 0 };
+  for (const { w, sp: s } of steps) {
+    const vals = s.parts.map((p) => {
+      let e = 0;
+      for (const k in p.coef) e += p.coef[k] * paramMoments(f, k).mean;
+      return p.baseMs * Math.exp(e);
+    });
+    const d = new Float64Array(vals.length);
+    const st = combineStep(
+      vals,
+      s.parts.map((p) => LANE_CODE[p.lane ?? "gpu"]),
+      s.overlap,
+      d,
+    );
+    t += w * st.t;
+    lanes.gpu += w * st.gpu;
+    lanes.launch += w * st.launch;
+    lanes.host += w * st.host;
+    lanes.serial += w * st.serial;
+    lanes.device += w * (st.launch > 0 ? smax(st.gpu, st.launch) : st.gpu);
+    shares.push(vals.map((v, i) => w * v * d[i]));
+  }
+  // Gradient of log t over every parameter the steps use.
   const g: Record<string, number> = {};
   let extra = 0;
   let matShare = 0;
-  sp.parts.forEach((p, i) => {
-    const w = vals[i] / t;
-    for (const k in p.coef) g[k] = (g[k] ?? 0) + w * p.coef[k];
-    extra += w * w * partExtraVar(p);
-    if ("mat" in p.coef) matShare += w;
+  steps.forEach(({ sp: s }, k) => {
+    s.parts.forEach((p, i) => {
+      const wi = shares[k][i] / t;
+      for (const c in p.coef) g[c] = (g[c] ?? 0) + wi * p.coef[c];
+      extra += wi * wi * partExtraVar(p);
+      if ("mat" in p.coef) matShare += wi;
+    });
   });
   let v = comboVar(f, g) + extra;
   if (sp.maturityMix && matShare > 0) {
@@ -1004,18 +1654,53 @@ export function predictive(f: CorpusFit, sp: StepParts, withResidual = true, inf
   // No release given: the release-to-release spread around the engine's maturity curve.
   if (!sp.releaseKey && matShare > 0) v += matShare ** 2 * f.hyper.tau.rel ** 2;
   // A prediction is for a deployment no corpus source measured: the residual and the between-source spread.
-  if (withResidual) v += f.hyper.sigma ** 2 + f.hyper.tau.src ** 2 + (sp.groups.moe ? f.hyper.tau.rmoe ** 2 : 0);
+  if (withResidual)
+    v +=
+      f.hyper.sigma ** 2 +
+      f.hyper.tau.src ** 2 +
+      (sp.groups.moe ? f.hyper.tau.rmoe ** 2 : 0) +
+      (serving ? f.hyper.tau.rsrv ** 2 : 0) +
+      (burst ? (f.hyper.tau.rbst ?? 0) ** 2 : 0);
   // Out-of-support widening and the 80 % calibration (cv.ts): a variance multiplier estimated from the grouped
   // cross-validation (below 1 only by the calibration scale, never by an extrapolation).
   v *= Math.max(0.25, 1 + inflationVar);
   const sd = Math.sqrt(Math.max(0, v));
-  const parts: PartValue[] = sp.parts.map((p, i) => ({
-    term: p.term,
-    ms: vals[i],
-    logSd: Math.sqrt(Math.max(0, comboVar(f, p.coef) + partExtraVar(p))),
-  }));
-  const unseen = [...new Set(sp.parts.flatMap((p) => Object.keys(p.coef)))].filter((k) => !f.index.has(k));
-  return { ms: t, logSd: sd, low80: t * Math.exp(-Z80 * sd), high80: t * Math.exp(Z80 * sd), parts, unseen };
+  // Parts: the first step's (a single-step prediction's own) with their shares; a multi-step prediction sums by part.
+  const parts: PartValue[] =
+    steps.length === 1
+      ? sp.parts.map((p, i) => ({
+          term: p.term,
+          ms: shares[0][i],
+          logSd: Math.sqrt(Math.max(0, comboVar(f, p.coef) + partExtraVar(p))),
+        }))
+      : termsOf(f, steps, shares);
+  const unseen = [...new Set(steps.flatMap((x) => x.sp.parts.flatMap((p) => Object.keys(p.coef))))].filter(
+    (k) => !f.index.has(k),
+  );
+  const hostBound = sp.overlap ? lanes.host > lanes.device : false;
+  return {
+    ms: t,
+    logSd: sd,
+    low80: t * Math.exp(-Z80 * sd),
+    high80: t * Math.exp(Z80 * sd),
+    parts,
+    unseen,
+    lanes: { ...lanes, overlap: sp.overlap, hostBound },
+  };
+}
+
+/** A multi-step prediction's parts, one per term: the shares summed, the log-sd the shares' weighted mean. */
+function termsOf(f: CorpusFit, steps: { w: number; sp: StepParts }[], shares: number[][]): PartValue[] {
+  const by = new Map<TermName, { ms: number; sdw: number }>();
+  steps.forEach(({ sp: s }, k) => {
+    s.parts.forEach((p, i) => {
+      const x = by.get(p.term) ?? { ms: 0, sdw: 0 };
+      x.ms += shares[k][i];
+      x.sdw += shares[k][i] * Math.sqrt(Math.max(0, comboVar(f, p.coef) + partExtraVar(p)));
+      by.set(p.term, x);
+    });
+  });
+  return [...by].map(([term, x]) => ({ term, ms: x.ms, logSd: x.ms > 0 ? x.sdw / x.ms : 0 }));
 }
 
 /** exp(posterior mean) of a combination: the fitted multiplier. */
@@ -1084,7 +1769,46 @@ export function leaveOneOut(c: Corpus = shippedCorpus(), only?: (r: CorpusRow) =
 
 // ---------------------------------------------------------------- linear algebra
 
+/** Solves A x = b for a symmetric positive-definite A (the Gauss–Newton system: J'WJ plus the prior's diagonal) by a
+ * Cholesky factorisation on a flat array; falls back to pivoted elimination if A is not numerically SPD. */
 function solve(A: number[][], b: number[]): number[] {
+  const n = b.length;
+  const L = new Float64Array(n * n);
+  let spd = true;
+  for (let i = 0; i < n && spd; i++) {
+    const Ai = A[i];
+    const ri = i * n;
+    for (let j = 0; j <= i; j++) {
+      const rj = j * n;
+      let sum = Ai[j];
+      for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
+      if (i === j) {
+        if (!(sum > 0)) {
+          spd = false;
+          break;
+        }
+        L[ri + i] = Math.sqrt(sum);
+      } else L[ri + j] = sum / L[rj + j];
+    }
+  }
+  if (!spd) return solvePivoted(A, b);
+  const y = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    let sum = b[i];
+    const ri = i * n;
+    for (let k = 0; k < i; k++) sum -= L[ri + k] * y[k];
+    y[i] = sum / L[ri + i];
+  }
+  const x = new Array<number>(n).fill(0);
+  for (let i = n - 1; i >= 0; i--) {
+    let sum = y[i];
+    for (let k = i + 1; k < n; k++) sum -= L[k * n + i] * x[k];
+    x[i] = sum / L[i * n + i];
+  }
+  return x;
+}
+
+function solvePivoted(A: number[][], b: number[]): number[] {
   const n = b.length;
   const M = A.map((row, i) => [...row, b[i]]);
   for (let c = 0; c < n; c++) {
@@ -1106,41 +1830,6 @@ function solve(A: number[][], b: number[]): number[] {
     x[r] = s / M[r][r];
   }
   return x;
-}
-
-/** Inverse and log-determinant of a symmetric positive-definite matrix (Cholesky). */
-function invertWithLogDet(A: number[][]): { inv: number[][]; logDet: number } {
-  const n = A.length;
-  const L = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j <= i; j++) {
-      let s = A[i][j];
-      for (let k = 0; k < j; k++) s -= L[i][k] * L[j][k];
-      if (i === j) L[i][i] = Math.sqrt(Math.max(s, 1e-300));
-      else L[i][j] = s / L[j][j];
-    }
-  }
-  let logDet = 0;
-  for (let i = 0; i < n; i++) logDet += 2 * Math.log(L[i][i]);
-  // inv = L⁻ᵀ L⁻¹
-  const Li = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++) {
-    Li[i][i] = 1 / L[i][i];
-    for (let j = 0; j < i; j++) {
-      let s = 0;
-      for (let k = j; k < i; k++) s -= L[i][k] * Li[k][j];
-      Li[i][j] = s / L[i][i];
-    }
-  }
-  const inv = Array.from({ length: n }, () => new Array(n).fill(0));
-  for (let i = 0; i < n; i++)
-    for (let j = 0; j <= i; j++) {
-      let s = 0;
-      for (let k = i; k < n; k++) s += Li[k][i] * Li[k][j];
-      inv[i][j] = s;
-      inv[j][i] = s;
-    }
-  return { inv, logDet };
 }
 
 // ---------------------------------------------------------------- priors for a calibration (model fit)

@@ -9,6 +9,9 @@
 //   sampled so that any build's date is interpolated by number between its neighbours. b1631 is dated by the corpus
 //   (validation-public.md V11, build 1631 of 2023-12-16), b4748 by the shared llama.cpp build (2025-02-20).
 // - MLX: mlx-lm 0.28.2 (validation-public.md V9).
+// - Releases added for the serving corpus (corpus/serving/) are marked approx: each is dated by the first commit of
+//   SemiAnalysisAI/InferenceX whose benchmark configs pin that image (an upper bound, usually days after the release
+//   page), or, where noted, by the earliest public page that ran it.
 import { UsageError } from "../errors.ts";
 import { editDistance } from "./hardware.ts";
 
@@ -66,6 +69,21 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.10.2", "2025-09-13", "approx"],
     ["v0.11.0", "2025-10-02"],
     ["v0.11.1", "2025-11-18", "approx"],
+    ["v0.11.2", "2025-12-05", "approx"],
+    // v0.13.0: the GPUStack DeepSeek-V3.2 page of 2025-12-22 ran it (InferenceX pinned it on 2026-01-02).
+    ["v0.13.0", "2025-12-22", "approx"],
+    ["v0.14.0", "2026-01-21", "approx"],
+    ["v0.15.1", "2026-02-18", "approx"],
+    ["v0.16.0", "2026-02-26", "approx"],
+    ["v0.17.0", "2026-03-09", "approx"],
+    ["v0.18.0", "2026-03-23", "approx"],
+    ["v0.19.0", "2026-04-05", "approx"],
+    ["v0.20.0", "2026-04-28", "approx"],
+    ["v0.21.0", "2026-05-15", "approx"],
+    ["v0.22.0", "2026-05-29", "approx"],
+    ["v0.23.0", "2026-06-24", "approx"],
+    ["v0.24.0", "2026-07-04", "approx"],
+    ["v0.25.0", "2026-07-12", "approx"],
   ]),
   table("sglang", "github.com/sgl-project/sglang/releases", [
     ["v0.1.5", "2024-01-24", "approx"],
@@ -90,6 +108,27 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.5.2", "2025-09-11", "approx"],
     ["v0.5.3", "2025-10-06", "approx"],
     ["v0.5.4", "2025-10-26", "approx"],
+    // v0.5.3rc0 precedes v0.5.3rc1 (no page dates it on its own): dated at rc1's upper bound.
+    ["v0.5.3rc0", "2025-09-20", "approx"],
+    ["v0.5.3rc1", "2025-09-20", "approx"],
+    ["v0.5.5", "2025-11-10", "approx"],
+    ["v0.5.5.post2", "2025-12-04", "approx"],
+    ["v0.5.5.post3", "2025-12-04", "approx"],
+    // v0.5.6.post1: the SGLang cookbook's DeepSeek-R1 results of 2025-12-14 ran it (InferenceX pinned it on 12-16).
+    ["v0.5.6.post1", "2025-12-14", "approx"],
+    // v0.5.6.post2: the GPUStack DeepSeek-V3.2 page of 2025-12-22 ran it (InferenceX pinned it on 2025-12-30).
+    ["v0.5.6.post2", "2025-12-22", "approx"],
+    ["v0.5.7", "2026-01-12", "approx"],
+    ["v0.5.8", "2026-01-27", "approx"],
+    ["v0.5.8.post1", "2026-02-06", "approx"],
+    ["v0.5.9", "2026-02-26", "approx"],
+    ["v0.5.10", "2026-04-08", "approx"],
+    ["v0.5.10.post1", "2026-04-14", "approx"],
+    ["v0.5.11", "2026-05-12", "approx"],
+    ["v0.5.12", "2026-05-17", "approx"],
+    ["v0.5.12.post1", "2026-06-11", "approx"],
+    ["v0.5.13", "2026-07-02", "approx"],
+    ["v0.5.14", "2026-07-04", "approx"],
   ]),
   table("llamacpp", "github.com/ggml-org/llama.cpp/releases (bNNNN build tags)", [
     ["b1000", "2023-08-22", "approx"],
@@ -129,6 +168,20 @@ export const RELEASE_TABLES: ReleaseTable[] = [
     ["v0.20.0", "2025-06-10", "approx"],
     ["v0.21.0", "2025-07-22", "approx"],
     ["v1.0.0", "2025-09-24", "approx"],
+    ["1.1.0rc2", "2025-09-05", "approx"],
+    ["1.1.0rc2.post1", "2025-09-08", "approx"],
+    ["1.1.0rc2.post2", "2025-09-17", "approx"],
+    // 1.2.0rc0, rc1 and rc5: the GPUStack performance-lab pages that first ran them (2025-10-15, 10-31, 12-22).
+    ["1.2.0rc0", "2025-10-15", "approx"],
+    ["1.2.0rc0.post1", "2025-10-20", "approx"],
+    ["1.2.0rc1", "2025-10-31", "approx"],
+    ["1.2.0rc5", "2025-12-22", "approx"],
+    ["1.2.0rc2", "2025-12-02", "approx"],
+    ["1.2.0rc2.post1", "2026-01-17", "approx"],
+    ["1.2.0rc6.post2", "2026-01-29", "approx"],
+    ["1.2.0rc6.post3", "2026-02-05", "approx"],
+    ["1.3.0rc11", "2026-04-13", "approx"],
+    ["1.3.0rc14", "2026-05-18", "approx"],
   ]),
   table("tgi", "git tags of huggingface/text-generation-inference", [
     ["v0.9.0", "2023-07-01"],
@@ -187,6 +240,8 @@ export interface ResolvedRelease {
   /** How the date was obtained, for notes. */
   how: string;
   approx: boolean;
+  /** The version sorts after the newest listed release (or before the oldest): its date is a bound, not a date. */
+  beyond?: "after" | "before";
 }
 
 /** llama.cpp build number → date, interpolated (or extrapolated at the ends) linearly in the build number. */
@@ -201,10 +256,12 @@ function llamaBuildDate(t: ReleaseTable, n: number): ResolvedRelease {
   const b = pts[i];
   const tt = a.t + ((n - a.n) * (b.t - a.t)) / (b.n - a.n);
   const inside = n > a.n && n < b.n;
+  const last = pts[pts.length - 1].n;
   return {
     date: isoDate(Math.round(tt / DAY) * DAY),
     how: `build b${n}: date ${inside ? "interpolated" : "extrapolated"} by build number from b${a.n} (${a.r.date}) and b${b.n} (${b.r.date}), ${t.source}`,
     approx: true,
+    ...(n > last ? { beyond: "after" as const } : n < pts[0].n ? { beyond: "before" as const } : {}),
   };
 }
 
@@ -293,6 +350,7 @@ function orderedNeighbours(t: ReleaseTable, want: string): ResolvedRelease | und
       date: o.date,
       how: `${name} is not in the release table and sorts before its oldest release ${o.version}: dated no later than ${o.date} (${t.source})`,
       approx: true,
+      beyond: "before",
     };
   }
   if (i === -1) {
@@ -301,6 +359,7 @@ function orderedNeighbours(t: ReleaseTable, want: string): ResolvedRelease | und
       date: n.date,
       how: `${name} is not in the release table and sorts after its newest release ${n.version}: dated no earlier than ${n.date} (${t.source})`,
       approx: true,
+      beyond: "after",
     };
   }
   const a = listed[i - 1].r;

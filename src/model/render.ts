@@ -48,6 +48,7 @@ export function renderPrediction(p: Prediction): string {
   );
   out.push(`memory: ${p.memory.note}`);
   for (const n of p.interval?.notes ?? []) out.push(n);
+  if (p.decode.regime) out.push(`regime: ${p.decode.regime.text}`);
   if (p.workload) out.push(...renderWorkload(p.workload));
   out.push("assumptions:");
   for (const a of p.assumptions) out.push(`  - ${a}`);

@@ -3,6 +3,7 @@ import { UsageError } from "../errors.ts";
 import type { Architecture } from "./architecture.ts";
 import { requireModel } from "./architecture.ts";
 import type { Engine } from "./collectives.ts";
+import { engineDate, hostOverlap } from "./engines.ts";
 import type { CustomGpuSpec, Gpu, Interconnect } from "./hardware.ts";
 import { customGpu, defaultInterconnect, parseInterconnect, requireGpu } from "./hardware.ts";
 import type { KvFormat, Recipe } from "./quantization.ts";
@@ -35,6 +36,8 @@ export interface ModelInput {
    * factor. Without it the prediction interval covers the spread across releases. */
   engineVersion?: string;
   cudaGraphs?: boolean;
+  /** Server flags that change how a step runs (`--async-scheduling`, `--disable-overlap-schedule`, …). */
+  engineFlags?: string[];
   ncclProto?: string;
   ncclAlgo?: string;
   customAllReduce?: boolean;
@@ -60,6 +63,8 @@ export interface Resolved {
   link: Interconnect;
   engine: Engine;
   cudaGraphs: boolean;
+  /** Whether the engine's host work overlaps the GPU step (engines.ts hostOverlap), and why. */
+  hostOverlap: { overlap: boolean; why: string };
   gpus: number;
   tp: number;
   ep: number;
@@ -126,6 +131,7 @@ export function resolve(input: ModelInput): Resolved {
         ? parseInterconnect(input.interconnect, gpu, n)
         : input.interconnect;
   const cudaGraphs = input.cudaGraphs ?? true;
+  const date = input.engineVersion ? engineDate(engine, input.engineVersion).date : undefined;
   const batch = int("batch", input.batch, 1);
   const inputLen = int("input-len", input.inputLen, 1024, 0);
   const outputLen = int("output-len", input.outputLen, 256, 1);
@@ -141,6 +147,7 @@ export function resolve(input: ModelInput): Resolved {
     link,
     engine,
     cudaGraphs,
+    hostOverlap: hostOverlap(engine, date, input.engineFlags),
     gpus,
     tp,
     ep,

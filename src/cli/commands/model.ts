@@ -1,6 +1,6 @@
 // `inferscope model predict|explain|whatif|fit|catalog`: flags → src/model → print.
 import type { Command } from "@commander-js/extra-typings";
-import { UsageError } from "../../errors.ts";
+import { InputError, UsageError } from "../../errors.ts";
 import { checkInputFiles } from "../../input-file.ts";
 import type { Measurement } from "../../model/measurements.ts";
 import type { ModelCliOptions } from "../../model/options.ts";
@@ -120,6 +120,32 @@ async function readMeasurements(files: string[] | undefined): Promise<Measuremen
   return files.flatMap((f) => loadMeasurements(f));
 }
 
+/** A trace's decode steps as a measurement: kernels per step, their fixed cost, host gaps (trace-evidence.ts). */
+async function traceMeasurements(files: string[]): Promise<Measurement[]> {
+  checkInputFiles("--trace", files, "trace file");
+  const [{ analyzeTrace }, { traceStepEvidence }] = await Promise.all([
+    import("../../trace/analyze.ts"),
+    import("../../model/trace-evidence.ts"),
+  ]);
+  const a = await analyzeTrace(files);
+  const e = traceStepEvidence(a);
+  if (!e) throw new InputError(`${files.join(", ")}: no steps found in the trace (nothing to take kernel counts from)`);
+  const batch = a.steps.find((s) => s.kind === e.kind)?.batch?.requests;
+  return [
+    {
+      kind: "trace-fixed",
+      label: `fixed per-step cost (trace ${files.join(", ")}: ${e.kernels.toFixed(0)} kernels × ${e.perKernelUs.toFixed(2)} µs)`,
+      kernels: e.kernels,
+      fixedMs: e.fixedMs,
+      perKernelUs: e.perKernelUs,
+      hostGapMs: e.hostGapMs,
+      stepMs: e.stepMs,
+      ...(batch ? { batch } : {}),
+      file: files.join(", "),
+    },
+  ];
+}
+
 /** `proto=WAT` in a what-if is the --nccl-proto mistake in another spelling: refused the same way. */
 function checkScenarioNccl(
   scenarios: string[],
@@ -200,15 +226,21 @@ export function register(program: Command): void {
       "--measurements <file...>",
       "JSON/YAML measurements, bench --save-result JSON, or nccl-tests all_reduce_perf text",
     )
+    .option(
+      "--trace <file...>",
+      "profiler traces (Kineto JSON, .gz) of the deployment's decode steps: kernels per step, their fixed cost and host gaps",
+    )
     .action(async (...args: any[]) => {
       const o = args[args.length - 2] as any;
       const input = await toInput(o as Opts);
+      const fromTrace = o.trace ? await traceMeasurements(o.trace) : [];
       const [{ fit }, { ceilings }, ms, R] = await Promise.all([
         model.fit(),
         model.whatif(),
-        readMeasurements(o.measurements),
+        o.measurements || !fromTrace.length ? readMeasurements(o.measurements) : Promise.resolve([]),
         renderers(o),
       ]);
+      ms.push(...fromTrace);
       const f = fit(input, ms);
       const rows = ceilings(input, f);
       emit({ ...f, ceilings: rows }, o, () => R!.renderFit(f, rows));
