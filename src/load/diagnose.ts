@@ -65,7 +65,7 @@ export interface ServerLoadStats {
   /** The running batch's ceiling (max-num-seqs, slots) and where it came from. */
   ceiling: number | null;
   ceilingSource: "given" | "observed" | null;
-  /** Share of samples with the batch at its ceiling and requests waiting. */
+  /** Of the samples with requests waiting, the share with the batch at its ceiling; null without a queue or a ceiling. */
   pinnedShare: number | null;
   waiting: (Spread & { growthPerS: number }) | null;
   kvUsage: Spread | null;
@@ -108,9 +108,11 @@ export function summarizeServerSamples(
   const pre = present(ss, "preemptions");
   const w = spread(wait.map((s) => s.waiting!));
   let pinnedShare: number | null = null;
-  const both = ss.filter((s) => s.running !== null && s.waiting !== null);
-  if (ceiling && both.length)
-    pinnedShare = both.filter((s) => s.running! >= ceiling.value && s.waiting! > 0).length / both.length;
+  // Of the samples with a queue, the share with the batch full: the queue is there because the batch is.
+  const queued = ss.filter((s) => s.running !== null && s.waiting !== null && s.waiting > 0);
+  // Within one of it: a scrape between a request's finish and the next step's admission reads one slot free.
+  const full = ceiling ? Math.max(1, ceiling.value - 1) : 0;
+  if (ceiling && queued.length) pinnedShare = queued.filter((s) => s.running! >= full).length / queued.length;
   const preSpan = pre.length > 1 ? (pre.at(-1)!.tMs - pre[0]!.tMs) / 1000 : 0;
   return {
     samples: ss.length,
@@ -171,7 +173,7 @@ export interface LevelDiagnosis {
 
 /** KV usage (p90) at or above this, with preemptions or a queue the batch ceiling does not explain, binds. */
 export const KV_FULL = 0.9;
-/** The batch at its ceiling with a queue in at least this share of the window binds. */
+/** A queue (≥ 1 waiting on average) with the batch at its ceiling in at least this share of the queued samples binds. */
 export const PINNED_SHARE = 0.5;
 /** The GPU held at its power limit for at least this share of the window binds. */
 export const POWER_SHARE = 0.5;
@@ -227,28 +229,30 @@ export function diagnoseLevel(
   const queue = st.waiting !== null && st.waiting.mean >= 1;
   const growing = st.waiting !== null && st.waiting.growthPerS > 0 && queue;
   const lagging = e.achievedRatio !== null && e.achievedRatio < 0.9;
-  const pinned = st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
+  const pinned = queue && st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
   const saturated = queue || lagging || pinned || Boolean(e.client?.saturated);
 
   if (e.client?.saturated)
     bind(
       "client",
-      `the client: ${e.client.eldP99Ms !== null ? `event-loop delay p99 ${f2(e.client.eldP99Ms)} ms` : "saturated"}${e.client.reason ? ` (${e.client.reason})` : ""}`,
+      `the client: ${e.client.reason ?? (e.client.eldP99Ms !== null ? `event-loop delay p99 ${f2(e.client.eldP99Ms)} ms` : "saturated")}`,
     );
   if (e.powerCappedShare !== null && e.powerCappedShare >= POWER_SHARE)
     bind("power", `power: capped ${pct(e.powerCappedShare)} of the window`);
   const kvFull = st.kvUsage !== null && st.kvUsage.p90 >= KV_FULL;
   const preempting = st.preemptionsPerS !== null && st.preemptionsPerS > 0;
-  // A full KV cache binds when it preempts, or when it holds a queue back with the batch below its ceiling.
-  if (kvFull && (preempting || (queue && !pinned)))
+  // A full KV cache binds once requests queue or the rate lags: preempting, or holding the queue back
+  // with the batch below its ceiling. Preemptions alone, with no queue, cost recompute but bend nothing yet.
+  if (kvFull && (queue || lagging) && (preempting || !pinned))
     bind(
       "kv-capacity",
       `KV capacity: usage ${f2(st.kvUsage!.p90)} (p90), ${f2(st.preemptionsPerS ?? 0)} preemptions/s ${at}${queue ? `, ${f2(st.waiting!.mean)} waiting` : ""}`,
     );
-  if (pinned)
+  // A plateau only observed (no ceiling given) is the KV cache's own when the cache is full.
+  if (pinned && !(kvFull && st.ceilingSource === "observed"))
     bind(
       "max-num-seqs",
-      `max-num-seqs: running pinned at ${st.ceiling}${st.ceilingSource === "observed" ? " (the sweep's highest; the ceiling was not given)" : ""} ${pct(st.pinnedShare!)} of the window, waiting ${growing ? `grows ${f2(st.waiting!.growthPerS)} req/s` : `mean ${f2(st.waiting!.mean)}`} ${at}`,
+      `max-num-seqs: running pinned at ${st.ceiling}${st.ceilingSource === "observed" ? " (the sweep's highest; the ceiling was not given)" : ""} in ${pct(st.pinnedShare!)} of the samples with a queue, waiting ${growing ? `grows ${f2(st.waiting!.growthPerS)} req/s` : `mean ${f2(st.waiting!.mean)}`} ${at}`,
     );
   let unknown: string | null = null;
   if (saturated && !binding.length) {
@@ -266,7 +270,7 @@ export function diagnoseLevel(
 export interface SweepDiagnosis {
   levels: LevelDiagnosis[];
   /**
-   * The knee: the lowest level at which a limit binds, its limits, and the onset — the request rate the
+   * The knee: the lowest level at which a server-side limit binds (the client's is named per level only), its limits, and the onset — the request rate the
    * server completed there (the throughput the limit allows). Null when no level binds.
    */
   knee: { level: number; limits: LimitId[]; onsetRate: number; evidence: string[] } | null;
@@ -289,7 +293,8 @@ export function diagnoseSweep(
   }
   const sorted = [...levels].sort((a, b) => a.level - b.level);
   const out = sorted.map((l) => diagnoseLevel(l, ceiling));
-  const k = out.findIndex((d) => d.binding.length > 0);
+  // The client's limit is a caveat on the measurement, not the server's knee: it is named per level.
+  const k = out.findIndex((d) => d.binding.some((b) => b.limit !== "client"));
   return {
     levels: out,
     knee:
@@ -297,9 +302,21 @@ export function diagnoseSweep(
         ? null
         : {
             level: out[k]!.level,
-            limits: out[k]!.binding.map((b) => b.limit),
+            limits: out[k]!.binding.map((b) => b.limit).filter((l) => l !== "client"),
             onsetRate: sorted[k]!.requestThroughput,
-            evidence: out[k]!.binding.map((b) => b.evidence),
+            evidence: out[k]!.binding.filter((b) => b.limit !== "client").map((b) => b.evidence),
           },
   };
+}
+
+/** The running batch's ceiling a server command sets: vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np/--parallel. */
+export function batchCeilingFromCommand(cmd: string | null | undefined): number | null {
+  if (!cmd) return null;
+  let found: number | null = null;
+  for (const m of cmd.matchAll(
+    /(?:^|\s)(?:--max-num-seqs|--max-running-requests|--parallel|-np)(?:=|\s+)(\d+)(?=\s|$)/g,
+  ))
+    found = Number(m[1]);
+  // The last one wins, as in the engines' own argument parsers.
+  return found !== null && found > 0 ? found : null;
 }

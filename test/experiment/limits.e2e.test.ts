@@ -1,0 +1,110 @@
+// The binding limit on the real simulator: a rate sweep against a sim built to saturate by
+// max-num-seqs, and one built to saturate by its KV capacity, each names its limit (and only it) at the
+// knee, with the onset within 10 % of the sim's truth: the rate it completed requests at in the steps
+// that limit held its queue back (/debug/limit_truth), and for max-num-seqs also the step model's capacity.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { runLoadSweep } from "../../src/experiment/sweep.ts";
+import type { LimitTruth } from "../../src/sim/engine.ts";
+import { resolveSim } from "../../src/sim/index.ts";
+import { decodeBatch } from "../../src/sim/timing.ts";
+import { spawnSim } from "../helpers/sim.ts";
+
+const PROFILE = "llama3-8b-1xh100";
+const TIME_SCALE = 2;
+const IN = 32;
+const OUT = 32;
+const dir = mkdtempSync(join(tmpdir(), "inferscope-limits-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * Requests per wall second a batch of `b` sustains: b requests finish every OUT decode steps of batch
+ * b (mean context IN + OUT/2), in the sim's clock ÷ its time scale. Prefill rides in those steps.
+ */
+function capacity(b: number, maxNumSeqs?: number): number {
+  const { model } = resolveSim({ profile: PROFILE, maxNumSeqs, env: {} });
+  const stepMs = model.stepMs(decodeBatch(b, IN + OUT / 2));
+  return (b * 1000 * TIME_SCALE) / (OUT * stepMs);
+}
+
+/**
+ * The server-side limits per level. The client's own limit is left out: on a loaded test host its
+ * self-check may flag event-loop delay at any level (that rule is the self-check's, tested apart).
+ */
+function serverLimits(r: Awaited<ReturnType<typeof runLoadSweep>>): string[][] {
+  return r.points.map((p) => p.diagnosis.binding.map((b) => b.limit).filter((l) => l !== "client"));
+}
+
+/**
+ * The sim's truth: the limit that held its queue back in most steps, and the rate (wall req/s) at
+ * which it completed requests in those steps — the throughput that limit allows.
+ */
+function truthOf(t: LimitTruth): { limit: string; rate: number } {
+  const [limit, b] = (["max-num-seqs", "kv-capacity", "token-budget"] as const)
+    .map((k) => [k, t[k]] as const)
+    .sort((x, y) => y[1].steps - x[1].steps)[0]!;
+  return { limit, rate: (b.finished * 1000 * TIME_SCALE) / b.simMs };
+}
+
+async function sweep(simArgs: string[], levels: number[], db: string) {
+  const sim = await spawnSim(["--profile", PROFILE, "--time-scale", String(TIME_SCALE), ...simArgs]);
+  try {
+    const r = await runLoadSweep({
+      url: sim.url,
+      mode: "rate",
+      levels,
+      numPrompts: 120,
+      randomInputLen: IN,
+      randomOutputLen: OUT,
+      warmup: 1,
+      db,
+      telemetry: { kind: "none" } as never,
+      serverSampleMs: 25,
+    });
+    const truth = (await (await fetch(`${sim.url}/debug/limit_truth`)).json()) as LimitTruth;
+    return { r, truth };
+  } finally {
+    await sim.stop();
+  }
+}
+
+test("max-num-seqs: the batch pinned at 8 with a queue; onset within 10 % of 8 ÷ E2E(8)", async () => {
+  const truth = capacity(8, 8);
+  const { r, truth: t } = await sweep(
+    ["--max-num-seqs", "8"],
+    [0.5 * truth, 1.6 * truth].map((x) => Number(x.toFixed(2))),
+    join(dir, "seqs.db"),
+  );
+  const sim = truthOf(t);
+  assert.equal(sim.limit, "max-num-seqs");
+  // The step model's capacity and the sim's own count agree.
+  assert.ok(Math.abs(sim.rate - truth) / truth < 0.05, `sim ${sim.rate} vs model ${truth}`);
+  assert.deepEqual(serverLimits(r), [[], ["max-num-seqs"]]);
+  assert.ok(r.knee);
+  assert.deepEqual(r.knee.limits, ["max-num-seqs"]);
+  assert.match(r.knee.evidence[0]!, /running pinned at 8/);
+  assert.ok(Math.abs(r.knee.onsetRate - truth) / truth < 0.1, `onset ${r.knee.onsetRate} vs truth ${truth}`);
+  assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+});
+
+test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset within 10 % of the sim's own rate", async () => {
+  // A request ends holding 4 blocks (64 tokens), so about 10 fit; the levels sit either side of the
+  // capacity of the batch the blocks hold on average (3.5 each: 3 for 16 steps, then 4).
+  const blocks = 40;
+  const rough = capacity(blocks / 3.5);
+  const { r, truth: t } = await sweep(
+    ["--num-gpu-blocks-override", String(blocks), "--set", "model.maxModelLen=512", "--no-enable-prefix-caching"],
+    [0.5 * rough, 1.6 * rough].map((x) => Number(x.toFixed(2))),
+    join(dir, "kv.db"),
+  );
+  const sim = truthOf(t);
+  assert.equal(sim.limit, "kv-capacity");
+  assert.deepEqual(serverLimits(r), [[], ["kv-capacity"]]);
+  assert.ok(r.knee);
+  assert.deepEqual(r.knee.limits, ["kv-capacity"]);
+  assert.match(r.knee.evidence[0]!, /KV capacity: usage (0\.9\d|1\.0) \(p90\), \d+(\.\d+)? preemptions\/s/);
+  assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+});
