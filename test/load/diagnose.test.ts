@@ -173,6 +173,16 @@ test("a sweep's knee: the lowest level that binds, its onset the rate completed 
     limits: ["max-num-seqs"],
     onset: 30.5,
   });
+  // The client's limit is named at its level but is not the server's knee.
+  const c = diagnoseSweep([
+    { ...mk(10, 9, 0, 10), client: { saturated: true, eldP99Ms: 12, reason: "event-loop delay p99 12 ms" } },
+    mk(20, 16, 6, 30.5),
+  ]);
+  assert.deepEqual(
+    c.levels[0]!.binding.map((b) => b.limit),
+    ["client"],
+  );
+  assert.equal(c.knee?.level, 20);
   // A given ceiling the batch never reaches: no max-num-seqs.
   assert.equal(diagnoseSweep([mk(20, 16, 6, 30)], { maxNumSeqs: 64 }).knee, null);
 });
