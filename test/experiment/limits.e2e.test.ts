@@ -3,11 +3,12 @@
 // knee, with the onset within 10 % of the sim's truth: the rate it completed requests at in the steps
 // that limit held its queue back (/debug/limit_truth), and for max-num-seqs also the step model's capacity.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { runLoadSweep } from "../../src/experiment/sweep.ts";
+import { pointLabel, rebuildSweepReport } from "../../src/report/sweep.ts";
 import type { LimitTruth } from "../../src/sim/engine.ts";
 import { resolveSim } from "../../src/sim/index.ts";
 import { decodeBatch } from "../../src/sim/timing.ts";
@@ -88,6 +89,19 @@ test("max-num-seqs: the batch pinned at 8 with a queue; onset within 10 % of 8 Ã
   assert.match(r.knee.evidence[0]!, /running pinned at 8/);
   assert.ok(Math.abs(r.knee.onsetRate - truth) / truth < 0.1, `onset ${r.knee.onsetRate} vs truth ${truth}`);
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+
+  // The frontier: the pinned level adds no throughput per GPU over what it costs each user.
+  assert.equal(r.frontier.points.length, 2);
+  assert.ok(r.frontier.points.every((p) => p.tokPerSecPerGpu > 0 && p.tokPerSecPerUser > 0));
+  assert.match(r.frontier.points[1]!.limit!, /(^|\+)max-num-seqs$/);
+  // The report, rebuilt from the store: the chart drawn as SVG with each point's load and limit.
+  const rep = await rebuildSweepReport(r.runId, { dbPath: join(dir, "seqs.db"), outDir: join(dir, "seqs-report") });
+  const html = readFileSync(rep.report.html, "utf8");
+  const chart = html.slice(html.indexOf('id="chart-frontier"'), html.indexOf("</figure>"));
+  assert.match(chart, /<svg[^>]*>/);
+  for (const p of r.frontier.points) assert.ok(chart.includes(`>${pointLabel(p, "rate")}<`), pointLabel(p, "rate"));
+  assert.match(pointLabel(r.frontier.points[1]!, "rate"), /^\d+(\.\d+)? req\/s Â· (client\+)?max-num-seqs$/);
+  assert.match(html, /id="sweep-knee">Knee at 121\.?\d* req\/s/);
 });
 
 test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset within 10 % of the sim's own rate", async () => {

@@ -8,7 +8,7 @@ import { emit } from "../common.ts";
 export function register(program: Command): void {
   program
     .command("report")
-    .description("Rebuild a study's or a tune run's report from the run store")
+    .description("Rebuild a study's, a tune run's or a rate/concurrency sweep's report from the run store")
     .argument("<id>", "run id (see `inferscope runs list`)")
     .option("--db <path>", "run store (SQLite) path")
     .option("--out <dir>", "report directory (default ./inferscope-report-<id>)")
@@ -28,6 +28,20 @@ export function register(program: Command): void {
           o.json ? { runId: id, report: { dir: t.report.dir, html: t.report.html }, result: t.result } : t,
           o,
           () => `${renderTune(t.result)}
+report: ${t.report.html}`,
+        );
+        return;
+      }
+      if (id.startsWith("sweep-rate-") || id.startsWith("sweep-concurrency-")) {
+        const [{ rebuildSweepReport }, { renderLoadSweep }] = await Promise.all([
+          import("../../report/sweep.ts"),
+          import("../../experiment/render.ts"),
+        ]);
+        const t = await rebuildSweepReport(id, { dbPath: o.db, outDir });
+        emit(
+          o.json ? { runId: id, report: { dir: t.report.dir, html: t.report.html }, result: t.result } : t,
+          o,
+          () => `${renderLoadSweep(t.result)}
 report: ${t.report.html}`,
         );
         return;
