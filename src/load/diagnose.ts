@@ -227,7 +227,8 @@ export function diagnoseLevel(
     });
   const at = `at ${f2(e.level)} ${e.mode === "rate" ? "req/s" : "users"}`;
   const queue = st.waiting !== null && st.waiting.mean >= 1;
-  const growing = st.waiting !== null && st.waiting.growthPerS > 0 && queue;
+  // A closed loop's queue levels off at users − ceiling: only an open loop's grows without bound.
+  const growing = e.mode === "rate" && st.waiting !== null && st.waiting.growthPerS > 0 && queue;
   const lagging = e.achievedRatio !== null && e.achievedRatio < 0.9;
   const pinned = queue && st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
   const saturated = queue || lagging || pinned || Boolean(e.client?.saturated);

@@ -8,6 +8,7 @@ import { UsageError } from "../errors.ts";
 import type { LoadSweepResult } from "../experiment/sweep.ts";
 import { checkRunStore } from "../input-file.ts";
 import type { FrontierPoint } from "../load/frontier.ts";
+import { fmtRate } from "../load/sweep.ts";
 import { redact } from "../secrets.ts";
 import { openStore } from "../store/index.ts";
 import { renderSvg } from "./charts.ts";
@@ -16,7 +17,7 @@ import { REPORT_CSS } from "./html.ts";
 
 /** A point's label on the chart: its load, and its binding limit when one binds. */
 export function pointLabel(p: FrontierPoint, mode: "rate" | "concurrency"): string {
-  return `${fmt(p.level)}${mode === "rate" ? " req/s" : " users"}${p.limit ? ` · ${p.limit}` : ""}`;
+  return `${fmtRate(p.level)}${mode === "rate" ? " req/s" : " users"}${p.limit ? ` · ${p.limit}` : ""}`;
 }
 
 /** Vega-Lite: every level as a point (colour = run, for overlays), the Pareto frontier as a line, labels beside. */
@@ -32,6 +33,7 @@ export function frontierChartSpec(
     pareto: p.pareto,
   }));
   const frontier = values.filter((v) => v.pareto).sort((a, b) => a.x - b.x);
+  const runs = new Set(values.map((v) => v.run)).size;
   const x = { field: "x", type: "quantitative", title: "tok/s per user (1000 ÷ TPOT p50)" };
   const y = { field: "y", type: "quantitative", title: "output tok/s per GPU" };
   return {
@@ -56,8 +58,8 @@ export function frontierChartSpec(
         encoding: {
           x,
           y,
-          color: { field: "run", type: "nominal", title: null },
-          shape: { field: "pareto", type: "nominal", title: "on the frontier" },
+          // One colour per run (overlays); a single run needs no legend.
+          color: { field: "run", type: "nominal", title: null, legend: runs > 1 ? {} : null },
         },
       },
       {
@@ -77,13 +79,13 @@ export function sweepHtml(r: LoadSweepResult, svg: string): string {
   const rows = r.points
     .map(
       (p) =>
-        `<tr><td class="n">${esc(fmt(p.level))}</td><td class="n">${esc(fmt(p.requestThroughput))}</td><td class="n">${esc(fmt(p.outputThroughput))}</td><td class="n">${esc(fmt(p.tpotMs.p50))}</td><td class="n">${esc(fmt(p.ttftMs.p90))}</td><td>${esc(limitsOf(p))}</td><td class="how">${esc([...p.diagnosis.binding.map((b) => b.evidence), ...(p.diagnosis.unknown ? [`unknown: ${p.diagnosis.unknown}`] : [])].join("; "))}</td></tr>`,
+        `<tr><td class="n">${esc(fmtRate(p.level))}</td><td class="n">${esc(fmt(p.requestThroughput))}</td><td class="n">${esc(fmt(p.outputThroughput))}</td><td class="n">${esc(fmt(p.tpotMs.p50))}</td><td class="n">${esc(fmt(p.ttftMs.p90))}</td><td>${esc(limitsOf(p))}</td><td class="how">${esc([...p.diagnosis.binding.map((b) => b.evidence), ...(p.diagnosis.unknown ? [`unknown: ${p.diagnosis.unknown}`] : [])].join("; "))}</td></tr>`,
     )
     .join("");
   const knee = r.points.find((p) => p.level === r.knee?.level);
   const kneeHtml =
     r.knee && knee
-      ? `<p id="sweep-knee">Knee at ${esc(fmt(r.knee.level))} ${unit}: ${esc(fmt(r.knee.onsetRate))} req/s completed.</p><ul>${knee.diagnosis.binding
+      ? `<p id="sweep-knee">Knee at ${esc(fmtRate(r.knee.level))} ${unit}: ${esc(fmt(r.knee.onsetRate))} req/s completed.</p><ul>${knee.diagnosis.binding
           .filter((b) => b.limit !== "client")
           .map((b) => `<li>${esc(b.evidence)} — relieve with: ${esc(b.knobs.join("; "))}</li>`)
           .join("")}</ul>`
