@@ -1,17 +1,13 @@
 // The load-sweep report: the throughput–interactivity frontier (tok/s/GPU against tok/s/user, one
 // point per level labelled with its load and binding limit, the Pareto frontier drawn), the levels'
 // table with their binding limits, and the knee. One self-contained HTML page, a Markdown twin and the JSON.
-import { mkdir, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { escapeControl } from "../control.ts";
 import { UsageError } from "../errors.ts";
 import type { LoadSweepResult } from "../experiment/sweep.ts";
-import { checkRunStore } from "../input-file.ts";
 import type { FrontierPoint } from "../load/frontier.ts";
 import { fmtRate } from "../load/sweep.ts";
 import { redact } from "../secrets.ts";
-import { openStore } from "../store/index.ts";
 import { renderSvg } from "./charts.ts";
+import { storedSummary, type WrittenReportFiles, writeReportFiles } from "./files.ts";
 import { esc, fmt } from "./format.ts";
 import { REPORT_CSS } from "./html.ts";
 
@@ -122,23 +118,13 @@ export function sweepMarkdown(r: LoadSweepResult): string {
   return out.join("\n");
 }
 
-export interface WrittenSweepReport {
-  dir: string;
-  html: string;
-  markdown: string;
-  json: string;
-}
+export type WrittenSweepReport = WrittenReportFiles;
 
 export async function writeSweepReport(result: LoadSweepResult, dir: string): Promise<WrittenSweepReport> {
+  // The writer redacts: no caller can hand it a secret that reaches a file.
   const r = redact(result);
-  const abs = resolve(dir);
-  await mkdir(abs, { recursive: true });
   const svg = await renderSvg(frontierChartSpec(r.frontier.points, r.mode));
-  const files = { html: join(abs, "index.html"), markdown: join(abs, "report.md"), json: join(abs, "results.json") };
-  await writeFile(files.html, escapeControl(sweepHtml(r, svg)));
-  await writeFile(files.markdown, escapeControl(sweepMarkdown(r)));
-  await writeFile(files.json, `${JSON.stringify(r, null, 2)}\n`);
-  return { dir: abs, ...files };
+  return writeReportFiles(dir, { html: sweepHtml(r, svg), markdown: sweepMarkdown(r), json: r });
 }
 
 /** Rewrites a stored rate or concurrency sweep's report (for `inferscope report ID`). */
@@ -146,24 +132,15 @@ export async function rebuildSweepReport(
   id: string,
   opts: { dbPath?: string; outDir: string },
 ): Promise<{ result: LoadSweepResult; report: WrittenSweepReport }> {
-  checkRunStore("--db", opts.dbPath, { mustExist: true });
-  const store = openStore(opts.dbPath);
-  let result: LoadSweepResult;
-  try {
-    const d = store.getRun(id);
-    if (d.run.kind !== "sweep-rate" && d.run.kind !== "sweep-concurrency")
-      throw new UsageError(`run ${id} is a ${d.run.kind} run, not a rate or concurrency sweep`);
-    const r = d.summaries.sweep as LoadSweepResult | undefined;
-    if (!r?.frontier)
-      throw new UsageError(
-        `sweep run ${id} has no stored frontier (no level finished, or stored by an older version)`,
-        {
-          hint: `re-analyse it: inferscope sweep ${d.run.kind === "sweep-rate" ? "rate" : "concurrency"} --resume ${id}`,
-        },
-      );
-    result = r;
-  } finally {
-    store.close();
-  }
+  const result = storedSummary<LoadSweepResult>(id, opts.dbPath, {
+    kinds: ["sweep-rate", "sweep-concurrency"],
+    what: "rate or concurrency sweep",
+    key: "sweep",
+    valid: (r) => Boolean(r.frontier),
+    missing: (d) =>
+      new UsageError(`sweep run ${id} has no stored frontier (no level finished, or stored by an older version)`, {
+        hint: `re-analyse it: inferscope sweep ${d.run.kind === "sweep-rate" ? "rate" : "concurrency"} --resume ${id}`,
+      }),
+  });
   return { result, report: await writeSweepReport(result, opts.outDir) };
 }
