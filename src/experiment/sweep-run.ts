@@ -92,20 +92,22 @@ export interface LevelData {
   achieved?: BlockResult["achieved"];
 }
 
-/** A level's sampled gauges as stored in its block summary: rows of [tMs, running, waiting, kvUsage, preemptions]. */
+/** A level's sampled gauges as stored in its block summary: rows of [tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]. */
 export interface StoredServerSamples {
   engine: string | null;
   error: string | null;
-  rows: Array<[number, number | null, number | null, number | null, number | null]>;
+  rows: Array<[number, number | null, number | null, number | null, number | null, (number | null)?, (number | null)?]>;
 }
 
 export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
-  return s.rows.map(([tMs, running, waiting, kvUsage, preemptions]) => ({
+  return s.rows.map(([tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]) => ({
     tMs,
     running,
     waiting,
     kvUsage,
     preemptions,
+    stepTokens: stepTokens ?? null,
+    steps: steps ?? null,
   }));
 }
 
@@ -113,7 +115,15 @@ function storeServerSamples(x: SampledServer): StoredServerSamples {
   return {
     engine: x.engine,
     error: x.error,
-    rows: x.samples.map((v) => [v.tMs, v.running, v.waiting, v.kvUsage, v.preemptions]),
+    rows: x.samples.map((v) => [
+      v.tMs,
+      v.running,
+      v.waiting,
+      v.kvUsage,
+      v.preemptions,
+      v.stepTokens ?? null,
+      v.steps ?? null,
+    ]),
   };
 }
 

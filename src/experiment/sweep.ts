@@ -9,6 +9,7 @@ import {
   type LevelDiagnosis,
   type LevelEvidence,
   type SweepDiagnosis,
+  tokenBudgetFromCommand,
 } from "../load/diagnose.ts";
 import { type FrontierPoint, frontierPoints } from "../load/frontier.ts";
 import { type BlockSample, variantTelemetry } from "./blocks.ts";
@@ -96,6 +97,8 @@ export interface LoadSweepOptions extends TargetOptions {
   gpus?: number;
   /** The running batch's ceiling (max-num-seqs) when the server command does not show it. */
   maxNumSeqs?: number;
+  /** The step token budget (max-num-batched-tokens) when the server command does not show it. */
+  maxNumBatchedTokens?: number;
 }
 
 export interface Percentiles {
@@ -361,6 +364,7 @@ export interface LoadSweepConfig extends Record<string, unknown> {
   model: string | null;
   gpus?: number;
   maxNumSeqs?: number | null;
+  maxNumBatchedTokens?: number | null;
 }
 
 /** Throughput–latency curve over concurrency levels or request rates. */
@@ -393,6 +397,7 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
     model: opts.model ?? null,
     gpus: opts.gpus ?? 1,
     maxNumSeqs: opts.maxNumSeqs ?? null,
+    maxNumBatchedTokens: opts.maxNumBatchedTokens ?? null,
   };
   if (!(Number.isInteger(config.gpus) && config.gpus! >= 1))
     throw new UsageError(`--gpus: ${config.gpus} is not an integer ≥ 1`);
@@ -406,6 +411,7 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
       ["randomOutputLen", "--random-output-len"],
       ["gpus", "--gpus"],
       ["maxNumSeqs", "--max-num-seqs"],
+      ["maxNumBatchedTokens", "--max-num-batched-tokens"],
       ...(TARGET_FLAGS as Array<[keyof LoadSweepConfig & string, string]>),
     ]),
     levels: (c) => c.levels,
@@ -466,8 +472,10 @@ export function analyseLoadSweep(
   }));
   const v = config.variant;
   const variantArgs = v ? (typeof v === "string" ? parseVariant(v) : v).args.join(" ") : "";
+  const cmd = `${config.serverCmd ?? ""} ${variantArgs}`;
   const diag = diagnoseSweep(evidence, {
-    maxNumSeqs: config.maxNumSeqs ?? batchCeilingFromCommand(`${config.serverCmd ?? ""} ${variantArgs}`),
+    maxNumSeqs: config.maxNumSeqs ?? batchCeilingFromCommand(cmd),
+    maxNumBatchedTokens: config.maxNumBatchedTokens ?? tokenBudgetFromCommand(cmd),
   });
   const points: LoadPoint[] = sorted.map(([level, r], i) => {
     const ok = r.samples.filter((x) => x.ok);

@@ -18,6 +18,9 @@ export interface ServerSample {
   kvUsage: number | null;
   /** Cumulative preemption counter. */
   preemptions: number | null;
+  /** The step-tokens histogram's cumulative _sum and _count (tokens, steps); absent where not exported. */
+  stepTokens?: number | null;
+  steps?: number | null;
 }
 
 const SAMPLED: ReadonlyArray<[Concept, keyof Omit<ServerSample, "tMs">]> = [
@@ -47,6 +50,20 @@ export function readServerSample(exp: Exposition, tMs: number): { sample: Server
       break;
     }
   }
+  for (const b of engine.concepts.step_tokens ?? []) {
+    if (b.source.kind !== "histogram") continue;
+    const metric = b.source.metric;
+    const family = exp.families.find((f) => f.name === metric);
+    if (!family) continue;
+    let sum = 0;
+    let count = 0;
+    for (const x of family.samples)
+      if (x.name.endsWith("_sum")) sum += x.value;
+      else if (x.name.endsWith("_count")) count += x.value;
+    sample.stepTokens = sum;
+    sample.steps = count;
+    break;
+  }
   return { sample, engine: engine.id };
 }
 
@@ -70,6 +87,9 @@ export interface ServerLoadStats {
   waiting: (Spread & { growthPerS: number }) | null;
   kvUsage: Spread | null;
   preemptionsPerS: number | null;
+  /** Tokens per engine step over the level (the step-tokens histogram's deltas), and the step budget when known. */
+  stepTokensMean: number | null;
+  tokenBudget: number | null;
 }
 
 function spread(xs: number[]): Spread | null {
@@ -99,6 +119,7 @@ function present<K extends keyof ServerSample>(ss: readonly ServerSample[], k: K
 export function summarizeServerSamples(
   samples: readonly ServerSample[],
   ceiling: { value: number; source: "given" | "observed" } | null,
+  tokenBudget: number | null = null,
 ): ServerLoadStats {
   const ss = [...samples].sort((a, b) => a.tMs - b.tMs);
   const spanS = ss.length > 1 ? (ss.at(-1)!.tMs - ss[0]!.tMs) / 1000 : 0;
@@ -114,6 +135,8 @@ export function summarizeServerSamples(
   const full = ceiling ? Math.max(1, ceiling.value - 1) : 0;
   if (ceiling && queued.length) pinnedShare = queued.filter((s) => s.running! >= full).length / queued.length;
   const preSpan = pre.length > 1 ? (pre.at(-1)!.tMs - pre[0]!.tMs) / 1000 : 0;
+  const st = ss.filter((s) => s.stepTokens != null && s.steps != null);
+  const dSteps = st.length > 1 ? st.at(-1)!.steps! - st[0]!.steps! : 0;
   return {
     samples: ss.length,
     spanS,
@@ -132,10 +155,12 @@ export function summarizeServerSamples(
       : null,
     kvUsage: spread(kv.map((s) => s.kvUsage!)),
     preemptionsPerS: preSpan > 0 ? Math.max(0, pre.at(-1)!.preemptions! - pre[0]!.preemptions!) / preSpan : null,
+    stepTokensMean: dSteps > 0 ? (st.at(-1)!.stepTokens! - st[0]!.stepTokens!) / dSteps : null,
+    tokenBudget,
   };
 }
 
-export type LimitId = "kv-capacity" | "max-num-seqs" | "client" | "power";
+export type LimitId = "kv-capacity" | "max-num-seqs" | "token-budget" | "client" | "power";
 
 export interface BindingLimit {
   limit: LimitId;
@@ -175,6 +200,8 @@ export interface LevelDiagnosis {
 export const KV_FULL = 0.9;
 /** A queue (≥ 1 waiting on average) with the batch at its ceiling in at least this share of the queued samples binds. */
 export const PINNED_SHARE = 0.5;
+/** Steps carrying at least this share of the token budget on average, with a queue, bind. */
+export const BUDGET_SHARE = 0.9;
 /** The GPU held at its power limit for at least this share of the window binds. */
 export const POWER_SHARE = 0.5;
 
@@ -188,14 +215,20 @@ export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
       "--tensor-parallel-size (more KV per replica)",
       "--max-num-seqs (lower: fewer preemptions)",
     ],
+    "token-budget": [
+      "--max-num-batched-tokens (raise: fewer, larger prefill chunks)",
+      "disaggregated prefill (prefill and decode on separate instances)",
+    ],
   },
   sglang: {
     "max-num-seqs": ["--max-running-requests (raise)", "more replicas (--dp-size)"],
     "kv-capacity": ["--mem-fraction-static (raise)", "--kv-cache-dtype fp8_e5m2", "--tp-size"],
+    "token-budget": ["--chunked-prefill-size (raise)", "--max-prefill-tokens (raise)"],
   },
   llamacpp: {
     "max-num-seqs": ["--parallel / -np (raise; with --ctx-size raised to match)"],
     "kv-capacity": ["--ctx-size / -c (raise)", "--cache-type-k q8_0 --cache-type-v q8_0"],
+    "token-budget": ["--batch-size / -b (raise)", "--ubatch-size / -ub (raise)"],
   },
   "*": {
     client: ["inferscope --workers N (more event loops)", "a second client host"],
@@ -216,8 +249,9 @@ const METRICS_HINT =
 export function diagnoseLevel(
   e: LevelEvidence,
   ceiling: { value: number; source: "given" | "observed" } | null,
+  tokenBudget: number | null = null,
 ): LevelDiagnosis {
-  const st = summarizeServerSamples(e.samples, ceiling);
+  const st = summarizeServerSamples(e.samples, ceiling, tokenBudget);
   const binding: BindingLimit[] = [];
   const bind = (limit: LimitId, evidence: string) =>
     binding.push({
@@ -249,11 +283,21 @@ export function diagnoseLevel(
       "kv-capacity",
       `KV capacity: usage ${f2(st.kvUsage!.p90)} (p90), ${f2(st.preemptionsPerS ?? 0)} preemptions/s ${at}${queue ? `, ${f2(st.waiting!.mean)} waiting` : ""}`,
     );
-  // A plateau only observed (no ceiling given) is the KV cache's own when the cache is full.
-  if (pinned && !(kvFull && st.ceilingSource === "observed"))
+  const budgetFull =
+    st.tokenBudget !== null && st.stepTokensMean !== null && st.stepTokensMean >= BUDGET_SHARE * st.tokenBudget;
+  // A plateau only observed (no ceiling given) is the KV cache's or the token budget's when either is full.
+  if (pinned && !((kvFull || budgetFull) && st.ceilingSource === "observed"))
     bind(
       "max-num-seqs",
       `max-num-seqs: running pinned at ${st.ceiling}${st.ceilingSource === "observed" ? " (the sweep's highest; the ceiling was not given)" : ""} in ${pct(st.pinnedShare!)} of the samples with a queue, waiting ${growing ? `grows ${f2(st.waiting!.growthPerS)} req/s` : `mean ${f2(st.waiting!.mean)}`} ${at}`,
+    );
+  // Steps filled to their token budget while requests wait or the rate lags: prompts are chunked
+  // through a budget the decode steps share (prefill interference). vLLM admits a request while any
+  // budget is left, so the queue may sit in the running batch (requests mid-prefill), not in waiting.
+  if (budgetFull && (queue || lagging))
+    bind(
+      "token-budget",
+      `token budget (chunked prefill): ${f2(st.stepTokensMean!)} tokens per step (step-tokens histogram) against a budget of ${st.tokenBudget}, ${queue ? `${f2(st.waiting!.mean)} waiting` : `completions at ${pct(e.achievedRatio ?? 0)} of arrivals`}, running mean ${f2(st.running?.mean ?? 0)} ${at}`,
     );
   let unknown: string | null = null;
   if (saturated && !binding.length) {
@@ -263,7 +307,9 @@ export function diagnoseLevel(
     else
       unknown =
         `a queue (${f2(st.waiting.mean)} waiting) with the batch below its ceiling (running p90 ${f2(st.running.p90)}${st.ceiling !== null ? ` of ${st.ceiling}` : ""})` +
-        `${st.kvUsage ? ` and KV usage ${f2(st.kvUsage.p90)}` : ", KV usage not exported"}: step time against batch (a step-time histogram) would tell compute from the host or prefill interference`;
+        `${st.kvUsage ? ` and KV usage ${f2(st.kvUsage.p90)}` : ", KV usage not exported"}` +
+        `${st.stepTokensMean !== null ? `, ${f2(st.stepTokensMean)} tokens per step${st.tokenBudget === null ? " (the token budget, --max-num-batched-tokens, was not given)" : ` of ${st.tokenBudget}`}` : ""}` +
+        ": step time against batch (a step-time histogram) would tell compute from the host or prefill interference";
   }
   return { level: e.level, server: st, saturated, binding, unknown };
 }
@@ -283,7 +329,7 @@ export interface SweepDiagnosis {
  */
 export function diagnoseSweep(
   levels: readonly LevelEvidence[],
-  o: { maxNumSeqs?: number | null } = {},
+  o: { maxNumSeqs?: number | null; maxNumBatchedTokens?: number | null } = {},
 ): SweepDiagnosis {
   let ceiling: { value: number; source: "given" | "observed" } | null = null;
   if (o.maxNumSeqs) ceiling = { value: o.maxNumSeqs, source: "given" };
@@ -293,7 +339,7 @@ export function diagnoseSweep(
     if (max > 0) ceiling = { value: max, source: "observed" };
   }
   const sorted = [...levels].sort((a, b) => a.level - b.level);
-  const out = sorted.map((l) => diagnoseLevel(l, ceiling));
+  const out = sorted.map((l) => diagnoseLevel(l, ceiling, o.maxNumBatchedTokens ?? null));
   // The client's limit is a caveat on the measurement, not the server's knee: it is named per level.
   const k = out.findIndex((d) => d.binding.some((b) => b.limit !== "client"));
   return {
@@ -310,14 +356,23 @@ export function diagnoseSweep(
   };
 }
 
+/** The step token budget a server command sets: vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, llama.cpp -b/--batch-size. */
+export function tokenBudgetFromCommand(cmd: string | null | undefined): number | null {
+  return lastFlagValue(
+    cmd,
+    /(?:^|\s)(?:--max-num-batched-tokens|--chunked-prefill-size|--batch-size|-b)(?:=|\s+)(\d+)(?=\s|$)/g,
+  );
+}
+
 /** The running batch's ceiling a server command sets: vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np/--parallel. */
 export function batchCeilingFromCommand(cmd: string | null | undefined): number | null {
+  return lastFlagValue(cmd, /(?:^|\s)(?:--max-num-seqs|--max-running-requests|--parallel|-np)(?:=|\s+)(\d+)(?=\s|$)/g);
+}
+
+function lastFlagValue(cmd: string | null | undefined, re: RegExp): number | null {
   if (!cmd) return null;
   let found: number | null = null;
-  for (const m of cmd.matchAll(
-    /(?:^|\s)(?:--max-num-seqs|--max-running-requests|--parallel|-np)(?:=|\s+)(\d+)(?=\s|$)/g,
-  ))
-    found = Number(m[1]);
   // The last one wins, as in the engines' own argument parsers.
+  for (const m of cmd.matchAll(re)) found = Number(m[1]);
   return found !== null && found > 0 ? found : null;
 }

@@ -11,7 +11,7 @@ import { runLoadSweep } from "../../src/experiment/sweep.ts";
 import { pointLabel, rebuildSweepReport } from "../../src/report/sweep.ts";
 import type { LimitTruth } from "../../src/sim/engine.ts";
 import { resolveSim } from "../../src/sim/index.ts";
-import { decodeBatch } from "../../src/sim/timing.ts";
+import { decodeBatch, prefillBatch } from "../../src/sim/timing.ts";
 import { spawnSim } from "../helpers/sim.ts";
 
 const PROFILE = "llama3-8b-1xh100";
@@ -50,7 +50,7 @@ function truthOf(t: LimitTruth): { limit: string; rate: number } {
   return { limit, rate: (b.finished * 1000 * TIME_SCALE) / b.simMs };
 }
 
-async function sweep(simArgs: string[], levels: number[], db: string) {
+async function sweep(simArgs: string[], levels: number[], db: string, o: { inLen?: number; budget?: number } = {}) {
   const sim = await spawnSim(["--profile", PROFILE, "--time-scale", String(TIME_SCALE), ...simArgs]);
   try {
     const r = await runLoadSweep({
@@ -58,7 +58,8 @@ async function sweep(simArgs: string[], levels: number[], db: string) {
       mode: "rate",
       levels,
       numPrompts: 120,
-      randomInputLen: IN,
+      randomInputLen: o.inLen ?? IN,
+      maxNumBatchedTokens: o.budget,
       randomOutputLen: OUT,
       warmup: 1,
       db,
@@ -120,5 +121,28 @@ test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset withi
   assert.ok(r.knee);
   assert.deepEqual(r.knee.limits, ["kv-capacity"]);
   assert.match(r.knee.evidence[0]!, /KV capacity: usage (0\.9\d|1\.0) \(p90\), \d+(\.\d+)? preemptions\/s/);
+  assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+});
+
+test("token budget: 1024-token prompts chunked through 128-token steps; onset within 10 % of the sim's own rate", async () => {
+  const budget = 128;
+  const inLen = 1024;
+  // Each step carries `budget` tokens; a request needs inLen + OUT of them.
+  const { model } = resolveSim({ profile: PROFILE, maxNumBatchedTokens: budget, env: {} });
+  const rough = ((budget / (inLen + OUT)) * 1000 * TIME_SCALE) / model.stepMs(prefillBatch(budget, inLen / 2));
+  const { r, truth: t } = await sweep(
+    ["--max-num-batched-tokens", String(budget), "--no-enable-prefix-caching"],
+    [0.5 * rough, 1.6 * rough].map((x) => Number(x.toFixed(2))),
+    join(dir, "budget.db"),
+    { inLen, budget },
+  );
+  const sim = truthOf(t);
+  assert.equal(sim.limit, "token-budget");
+  assert.deepEqual(serverLimits(r), [[], ["token-budget"]]);
+  assert.ok(r.knee);
+  assert.match(
+    r.knee.evidence[0]!,
+    /token budget \(chunked prefill\): \d+ tokens per step \(step-tokens histogram\) against a budget of 128/,
+  );
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
 });

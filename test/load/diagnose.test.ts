@@ -2,12 +2,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
+  batchCeilingFromCommand,
   diagnoseLevel,
   diagnoseSweep,
   type LevelEvidence,
   readServerSample,
   type ServerSample,
   summarizeServerSamples,
+  tokenBudgetFromCommand,
 } from "../../src/load/diagnose.ts";
 import { parseExposition } from "../../src/metrics/parse.ts";
 
@@ -49,6 +51,10 @@ test("reads running, waiting, KV usage and preemptions through the engine's conc
       "vllm:kv_cache_usage_perc 0.75",
       "# TYPE vllm:num_preemptions counter",
       "vllm:num_preemptions_total 7",
+      "# TYPE vllm:iteration_tokens_total histogram",
+      'vllm:iteration_tokens_total_bucket{le="+Inf"} 40',
+      "vllm:iteration_tokens_total_sum 1200",
+      "vllm:iteration_tokens_total_count 40",
       "# TYPE vllm:generation_tokens counter",
       "vllm:generation_tokens_total 100",
       "",
@@ -56,7 +62,15 @@ test("reads running, waiting, KV usage and preemptions through the engine's conc
   );
   const r = readServerSample(vllm, 42);
   assert.equal(r.engine, "vllm");
-  assert.deepEqual(r.sample, { tMs: 42, running: 8, waiting: 2, kvUsage: 0.75, preemptions: 7 });
+  assert.deepEqual(r.sample, {
+    tMs: 42,
+    running: 8,
+    waiting: 2,
+    kvUsage: 0.75,
+    preemptions: 7,
+    stepTokens: 1200,
+    steps: 40,
+  });
   const llama = parseExposition(
     [
       "# TYPE llamacpp:requests_processing gauge",
@@ -198,4 +212,55 @@ test("summaries: preemptions per second over the counter's own span; spans and s
   assert.equal(s.running!.max, 19);
   assert.equal(s.waiting, null);
   assert.equal(s.pinnedShare, null);
+});
+
+test("token budget: steps filled to --max-num-batched-tokens while requests wait, the batch below its ceiling", () => {
+  // 40 steps per 100 ms sample, 250 tokens each of a 256 budget.
+  const s = series((i) => ({
+    running: 6,
+    waiting: 5,
+    kvUsage: 0.2,
+    preemptions: 0,
+    stepTokens: 10_000 * i,
+    steps: 40 * i,
+  }));
+  const d = diagnoseLevel(level(s), { value: 256, source: "given" }, 256);
+  assert.deepEqual(
+    d.binding.map((b) => b.limit),
+    ["token-budget"],
+  );
+  assert.match(
+    d.binding[0]!.evidence,
+    /250 tokens per step \(step-tokens histogram\) against a budget of 256, 5\.0 waiting, running mean 6\.0/,
+  );
+  assert.ok(d.binding[0]!.knobs[0]!.startsWith("--max-num-batched-tokens"));
+  // Without the budget it is unknown, and says which flag would decide it.
+  const u = diagnoseLevel(level(s), { value: 256, source: "given" }, null);
+  assert.deepEqual(u.binding, []);
+  assert.match(u.unknown!, /250 tokens per step \(the token budget, --max-num-batched-tokens, was not given\)/);
+  // A plateau only observed (no ceiling given) is the budget's, not max-num-seqs.
+  const obs = diagnoseLevel(level(s), { value: 6, source: "observed" }, 256);
+  assert.deepEqual(
+    obs.binding.map((b) => b.limit),
+    ["token-budget"],
+  );
+  // Half-full steps do not bind.
+  const half = series((i) => ({
+    running: 6,
+    waiting: 5,
+    kvUsage: 0.2,
+    preemptions: 0,
+    stepTokens: 5_000 * i,
+    steps: 40 * i,
+  }));
+  assert.deepEqual(diagnoseLevel(level(half), { value: 256, source: "given" }, 256).binding, []);
+});
+
+test("ceilings and budgets from a server command: the last flag wins, = or space", () => {
+  assert.equal(batchCeilingFromCommand("vllm serve m --max-num-seqs 64 --max-num-seqs=128"), 128);
+  assert.equal(batchCeilingFromCommand("llama-server -m x.gguf -np 4 -c 8192"), 4);
+  assert.equal(batchCeilingFromCommand("vllm serve m --max-num-seqs-x 3"), null);
+  assert.equal(tokenBudgetFromCommand("vllm serve m --max-num-batched-tokens=2048"), 2048);
+  assert.equal(tokenBudgetFromCommand("llama-server -b 512"), 512);
+  assert.equal(tokenBudgetFromCommand(null), null);
 });

@@ -115,6 +115,11 @@ export function register(program: Command): void {
           "--max-num-seqs <n>",
           "the server's running-batch ceiling, when --server-cmd does not show it (--max-num-seqs, -np)",
           countArg("--max-num-seqs", 1, 1_000_000),
+        )
+        .option(
+          "--max-num-batched-tokens <n>",
+          "the server's step token budget, when --server-cmd does not show it",
+          countArg("--max-num-batched-tokens", 1, 100_000_000),
         ),
     ).action(async (...args: any[]) => {
       const o = args.at(-2);
@@ -128,6 +133,7 @@ export function register(program: Command): void {
         warmup: o.warmup,
         gpus: o.gpus,
         maxNumSeqs: o.maxNumSeqs,
+        maxNumBatchedTokens: o.maxNumBatchedTokens,
       });
       emit(r, o, renderLoadSweep);
     });
