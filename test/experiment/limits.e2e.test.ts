@@ -12,6 +12,7 @@ import { pointLabel, rebuildSweepReport } from "../../src/report/sweep.ts";
 import type { LimitTruth } from "../../src/sim/engine.ts";
 import { resolveSim } from "../../src/sim/index.ts";
 import { decodeBatch, prefillBatch } from "../../src/sim/timing.ts";
+import { runCli } from "../helpers/cli.ts";
 import { spawnSim } from "../helpers/sim.ts";
 
 const PROFILE = "llama3-8b-1xh100";
@@ -145,4 +146,28 @@ test("token budget: 1024-token prompts chunked through 128-token steps; onset wi
     /token budget \(chunked prefill\): \d+ tokens per step \(step-tokens histogram\) against a budget of 128/,
   );
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+});
+
+test("CLI: a bad --server-sample, --gpus or --max-num-batched-tokens is refused before any work (exit 2)", async () => {
+  for (const [flag, value, msg] of [
+    ["--server-sample", "soon", /--server-sample: not a duration: "soon"/],
+    ["--gpus", "0", /--gpus/],
+    ["--max-num-batched-tokens", "-3", /--max-num-batched-tokens/],
+  ] as const) {
+    const r = await runCli([
+      "sweep",
+      "rate",
+      "--url",
+      "http://127.0.0.1:9",
+      "--levels",
+      "1",
+      flag,
+      value,
+      "--db",
+      join(dir, "cli.db"),
+    ]);
+    assert.equal(r.code, 2, `${flag} ${value}: ${r.stderr}`);
+    assert.match(r.stderr, msg);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
+  }
 });
