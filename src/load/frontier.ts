@@ -48,3 +48,16 @@ export function frontierPoints(levels: readonly FrontierInput[], gpus: number): 
   for (const i of best) pts[i]!.pareto = true;
   return pts;
 }
+
+/**
+ * Several runs' frontier points on one chart (two server variants, two GPUs): each point keeps its
+ * own run's per-GPU rate and is tagged with its run; the Pareto set is taken over all of them.
+ */
+export function overlayFrontiers(
+  runs: ReadonlyArray<{ run: string; points: readonly FrontierPoint[] }>,
+): FrontierPoint[] {
+  const all = runs.flatMap((r) => r.points.map((p) => ({ ...p, run: r.run, pareto: false })));
+  for (const i of paretoIndexes(all.map((p) => ({ x: p.tokPerSecPerUser, y: p.tokPerSecPerGpu }))))
+    all[i]!.pareto = true;
+  return all;
+}

@@ -3,7 +3,7 @@
 // table with their binding limits, and the knee. One self-contained HTML page, a Markdown twin and the JSON.
 import { UsageError } from "../errors.ts";
 import type { LoadSweepResult } from "../experiment/sweep.ts";
-import type { FrontierPoint } from "../load/frontier.ts";
+import { type FrontierPoint, overlayFrontiers } from "../load/frontier.ts";
 import { fmtRate } from "../load/sweep.ts";
 import { redact } from "../secrets.ts";
 import { renderSvg } from "./charts.ts";
@@ -55,7 +55,7 @@ export function frontierChartSpec(
           x,
           y,
           // One colour per run (overlays); a single run needs no legend.
-          color: { field: "run", type: "nominal", title: null, legend: runs > 1 ? {} : null },
+          color: { field: "run", type: "nominal", title: null, legend: runs > 1 ? { labelLimit: 400 } : null },
         },
       },
       {
@@ -120,27 +120,43 @@ export function sweepMarkdown(r: LoadSweepResult): string {
 
 export type WrittenSweepReport = WrittenReportFiles;
 
-export async function writeSweepReport(result: LoadSweepResult, dir: string): Promise<WrittenSweepReport> {
+export async function writeSweepReport(
+  result: LoadSweepResult,
+  dir: string,
+  overlay: readonly LoadSweepResult[] = [],
+): Promise<WrittenSweepReport> {
   // The writer redacts: no caller can hand it a secret that reaches a file.
   const r = redact(result);
-  const svg = await renderSvg(frontierChartSpec(r.frontier.points, r.mode));
+  // Overlaid runs share the chart (the Pareto set taken over all of them); the tables are this run's.
+  const points = overlay.length
+    ? overlayFrontiers([r, ...overlay].map((x) => ({ run: x.runId, points: x.frontier.points })))
+    : r.frontier.points;
+  const svg = await renderSvg(frontierChartSpec(points, r.mode));
   return writeReportFiles(dir, { html: sweepHtml(r, svg), markdown: sweepMarkdown(r), json: r });
 }
 
 /** Rewrites a stored rate or concurrency sweep's report (for `inferscope report ID`). */
 export async function rebuildSweepReport(
   id: string,
-  opts: { dbPath?: string; outDir: string },
+  opts: { dbPath?: string; outDir: string; overlay?: string[] },
 ): Promise<{ result: LoadSweepResult; report: WrittenSweepReport }> {
-  const result = storedSummary<LoadSweepResult>(id, opts.dbPath, {
-    kinds: ["sweep-rate", "sweep-concurrency"],
-    what: "rate or concurrency sweep",
-    key: "sweep",
-    valid: (r) => Boolean(r.frontier),
-    missing: (d) =>
-      new UsageError(`sweep run ${id} has no stored frontier (no level finished, or stored by an older version)`, {
-        hint: `re-analyse it: inferscope sweep ${d.run.kind === "sweep-rate" ? "rate" : "concurrency"} --resume ${id}`,
-      }),
+  const read = (id: string) =>
+    storedSummary<LoadSweepResult>(id, opts.dbPath, {
+      kinds: ["sweep-rate", "sweep-concurrency"],
+      what: "rate or concurrency sweep",
+      key: "sweep",
+      valid: (r) => Boolean(r.frontier),
+      missing: (d) =>
+        new UsageError(`sweep run ${id} has no stored frontier (no level finished, or stored by an older version)`, {
+          hint: `re-analyse it: inferscope sweep ${d.run.kind === "sweep-rate" ? "rate" : "concurrency"} --resume ${id}`,
+        }),
+    });
+  const result = read(id);
+  const others = (opts.overlay ?? []).map((o) => {
+    const x = read(o);
+    if (x.mode !== result.mode)
+      throw new UsageError(`--overlay ${o}: a ${x.mode} sweep cannot share a chart with ${id}, a ${result.mode} sweep`);
+    return x;
   });
-  return { result, report: await writeSweepReport(result, opts.outDir) };
+  return { result, report: await writeSweepReport(result, opts.outDir, others) };
 }

@@ -21,6 +21,8 @@ const IN = 32;
 const OUT = 32;
 const dir = mkdtempSync(join(tmpdir(), "inferscope-limits-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
+/** The max-num-seqs sweep's run, overlaid on the KV sweep's report (both in one store). */
+let seqsRun: string | null = null;
 
 /**
  * Requests per wall second a batch of `b` sustains: b requests finish every OUT decode steps of batch
@@ -79,8 +81,9 @@ test("max-num-seqs: the batch pinned at 8 with a queue; onset within 10 % of 8 Ã
   const { r, truth: t } = await sweep(
     ["--max-num-seqs", "8"],
     [0.5 * truth, 1.6 * truth].map((x) => Number(x.toFixed(2))),
-    join(dir, "seqs.db"),
+    join(dir, "limits.db"),
   );
+  seqsRun = r.runId;
   const sim = truthOf(t);
   assert.equal(sim.limit, "max-num-seqs");
   // The step model's capacity and the sim's own count agree.
@@ -97,7 +100,7 @@ test("max-num-seqs: the batch pinned at 8 with a queue; onset within 10 % of 8 Ã
   assert.ok(r.frontier.points.every((p) => p.tokPerSecPerGpu > 0 && p.tokPerSecPerUser > 0));
   assert.match(r.frontier.points[1]!.limit!, /(^|\+)max-num-seqs$/);
   // The report, rebuilt from the store: the chart drawn as SVG with each point's load and limit.
-  const rep = await rebuildSweepReport(r.runId, { dbPath: join(dir, "seqs.db"), outDir: join(dir, "seqs-report") });
+  const rep = await rebuildSweepReport(r.runId, { dbPath: join(dir, "limits.db"), outDir: join(dir, "seqs-report") });
   const html = readFileSync(rep.report.html, "utf8");
   const chart = html.slice(html.indexOf('id="chart-frontier"'), html.indexOf("</figure>"));
   assert.match(chart, /<svg[^>]*>/);
@@ -114,7 +117,7 @@ test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset withi
   const { r, truth: t } = await sweep(
     ["--num-gpu-blocks-override", String(blocks), "--set", "model.maxModelLen=512", "--no-enable-prefix-caching"],
     [0.5 * rough, 1.6 * rough].map((x) => Number(x.toFixed(2))),
-    join(dir, "kv.db"),
+    join(dir, "limits.db"),
   );
   const sim = truthOf(t);
   assert.equal(sim.limit, "kv-capacity");
@@ -123,6 +126,24 @@ test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset withi
   assert.deepEqual(r.knee.limits, ["kv-capacity"]);
   assert.match(r.knee.evidence[0]!, /KV capacity: usage (0\.9\d|1\.0) \(p90\), \d+(\.\d+)? preemptions\/s/);
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+
+  // Both sweeps on one chart, from the store: every point of both runs drawn, each run its own colour.
+  assert.ok(seqsRun, "the max-num-seqs sweep ran first");
+  const both = await runCli([
+    "report",
+    r.runId,
+    "--overlay",
+    seqsRun,
+    "--db",
+    join(dir, "limits.db"),
+    "--out",
+    join(dir, "overlay"),
+    "--json",
+  ]);
+  assert.equal(both.code, 0, both.stderr);
+  const chart = readFileSync(join(dir, "overlay", "index.html"), "utf8");
+  for (const id of [r.runId, seqsRun]) assert.ok(chart.includes(`>${id}<`), `legend names ${id}`);
+  assert.equal((chart.match(/ req\/s( Â· [a-z+-]+)?<\/text>/g) ?? []).length, 4, "four labelled points");
 });
 
 test("token budget: 1024-token prompts chunked through 128-token steps; onset within 10 % of the sim's own rate", async () => {

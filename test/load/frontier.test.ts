@@ -1,7 +1,7 @@
 // The throughput–interactivity frontier (pure): per-GPU and per-user rates, and the Pareto set.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { frontierPoints, paretoIndexes } from "../../src/load/frontier.ts";
+import { frontierPoints, overlayFrontiers, paretoIndexes } from "../../src/load/frontier.ts";
 
 test("Pareto set: points no other point beats on both axes; exact ties both kept", () => {
   const xy = [
@@ -37,4 +37,29 @@ test("frontier points: tok/s/GPU = output tok/s ÷ GPUs, tok/s/user = 1000 ÷ TP
     ],
   );
   assert.throws(() => frontierPoints([], 0), /gpus must be > 0/);
+});
+
+test("overlaid runs: each point tagged with its run, the Pareto set over all of them", () => {
+  const a = frontierPoints(
+    [
+      { level: 1, outputThroughput: 100, tpotP50Ms: 10, limit: null },
+      { level: 8, outputThroughput: 400, tpotP50Ms: 25, limit: "max-num-seqs" },
+    ],
+    1,
+  );
+  const b = frontierPoints([{ level: 8, outputThroughput: 500, tpotP50Ms: 20, limit: null }], 1);
+  const all = overlayFrontiers([
+    { run: "A", points: a },
+    { run: "B", points: b },
+  ]);
+  // B's point beats A's level 8 on both axes; A's level 1 stays (the most per user).
+  assert.deepEqual(
+    all.map((p) => [p.run, p.level, p.pareto]),
+    [
+      ["A", 1, true],
+      ["A", 8, false],
+      ["B", 8, true],
+    ],
+  );
+  assert.equal(a[1]!.pareto, true, "the runs' own points are left as they were");
 });
