@@ -3,6 +3,7 @@
 // statistics use, and runs a block while watching that its server stays up.
 import { InterruptedError, TargetError } from "../errors.ts";
 import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
+import { achievedRate } from "../load/sweep.ts";
 import type { ServerTimings } from "../load/types.ts";
 import type { Store, StoredRequest } from "../store/index.ts";
 import type { RunTelemetry } from "../telemetry/session.ts";
@@ -70,6 +71,10 @@ export interface BlockResult {
   partial?: boolean;
   /** The hardware's counters over the block's measured window, when telemetry was asked for. */
   telemetry?: RunTelemetry | null;
+  /** The client's self-check over the window (the binding-limit diagnosis reads it). */
+  client?: { saturated: boolean; eldP99Ms: number | null; reason?: string } | null;
+  /** Achieved ÷ scheduled request rate over their own spans (open loop; load/sweep.ts achievedRate). */
+  achieved?: { rate: number; ratio: number } | null;
 }
 
 export interface BlockContext {
@@ -130,6 +135,12 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
     warnings: res.warnings,
     partial: res.partial,
     telemetry: res.telemetry,
+    client: {
+      saturated: res.client.saturated,
+      eldP99Ms: res.client.eventLoopDelayMs.p99,
+      ...(res.client.reason ? { reason: res.client.reason } : {}),
+    },
+    achieved: w.requestRate === undefined ? null : achievedRate(res),
   };
 };
 

@@ -102,6 +102,12 @@ export function renderSweep(r: SweepResult): string {
   return out.join("\n");
 }
 
+function limitCell(d: LoadSweepResult["points"][number]["diagnosis"]): string {
+  if (d.binding.length) return d.binding.map((b) => b.limit).join(" + ");
+  if (d.unknown) return "unknown";
+  return d.server.samples ? "none" : "—";
+}
+
 export function renderLoadSweep(r: LoadSweepResult): string {
   const out: string[] = [];
   out.push(`${r.mode} sweep ${r.runId} (${r.status}${r.resumed ? ", resumed" : ""}) against ${r.target}`);
@@ -116,6 +122,7 @@ export function renderLoadSweep(r: LoadSweepResult): string {
       "TPOT p50 (ms)",
       "TPOT p99",
       "E2E p50 (ms)",
+      "binding limit",
     ],
     style: { head: [], border: [] },
   });
@@ -130,8 +137,25 @@ export function renderLoadSweep(r: LoadSweepResult): string {
       fmt(p.tpotMs.p50),
       fmt(p.tpotMs.p99),
       fmt(p.e2elMs.p50),
+      limitCell(p.diagnosis),
     ]);
   out.push(t.toString());
+  if (r.knee) {
+    const at = r.points.find((p) => p.level === r.knee!.level)!;
+    out.push(
+      `Knee at ${r.mode === "rate" ? `${r.knee.level} req/s` : `${r.knee.level} users`}: onset ${fmt(r.knee.onsetRate)} req/s completed`,
+    );
+    for (const b of at.diagnosis.binding) out.push(`  ${b.evidence}\n    relieve with: ${b.knobs.join("; ") || "—"}`);
+  } else if (r.points.some((p) => p.diagnosis.unknown))
+    out.push(`Binding limit unknown: ${r.points.find((p) => p.diagnosis.unknown)!.diagnosis.unknown}`);
+  else out.push("No limit binds at any level.");
+  const fr = r.frontier.points.filter((p) => p.pareto).sort((a, b) => a.tokPerSecPerUser - b.tokPerSecPerUser);
+  if (fr.length)
+    out.push(
+      `Frontier (tok/s/GPU @ tok/s/user, ${r.frontier.gpus} GPU${r.frontier.gpus > 1 ? "s" : ""}): ${fr
+        .map((p) => `${fmt(p.tokPerSecPerGpu, 1)} @ ${fmt(p.tokPerSecPerUser, 1)} (level ${p.level})`)
+        .join(", ")}`,
+    );
   out.push(`Saved as run ${r.runId} in ${r.dbPath}`);
   return out.join("\n");
 }

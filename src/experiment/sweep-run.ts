@@ -5,12 +5,15 @@
 import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
+import type { ServerSample } from "../load/diagnose.ts";
+import { type SampledServer, startServerSampler } from "../load/server-sampler.ts";
 import { claimRun, type HeldLock } from "../output-file.ts";
 import { sameProcessAlive } from "../process-id.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
 import {
+  type BlockResult,
   type BlockRunner,
   type BlockSample,
   benchBlockRunner,
@@ -60,12 +63,19 @@ export interface TargetOptions {
   stallTimeoutMs?: number;
   /** Hardware telemetry over each level's measured window (`--telemetry`); not stored in the design. */
   telemetry?: TelemetrySpec;
+  /**
+   * Scrape the server's /metrics this often through each level (ms) for the binding-limit diagnosis;
+   * 0 = never. Default 200. Not stored in the design.
+   */
+  serverSampleMs?: number;
   graceMs?: number;
   logDir?: string;
   cwd?: string;
   signal?: AbortSignal;
   onProgress?: (e: SweepProgress) => void;
 }
+
+export const DEFAULT_SERVER_SAMPLE_MS = 200;
 
 export interface SweepDeps {
   blockRunner?: BlockRunner;
@@ -76,6 +86,45 @@ export interface LevelData {
   samples: BlockSample[];
   outputThroughput: number;
   requestThroughput: number;
+  /** The server's load gauges sampled through the level (absent for levels stored before they were). */
+  server?: StoredServerSamples;
+  client?: BlockResult["client"];
+  achieved?: BlockResult["achieved"];
+}
+
+/** A level's sampled gauges as stored in its block summary: rows of [tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]. */
+export interface StoredServerSamples {
+  engine: string | null;
+  error: string | null;
+  rows: Array<[number, number | null, number | null, number | null, number | null, (number | null)?, (number | null)?]>;
+}
+
+export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
+  return s.rows.map(([tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]) => ({
+    tMs,
+    running,
+    waiting,
+    kvUsage,
+    preemptions,
+    stepTokens: stepTokens ?? null,
+    steps: steps ?? null,
+  }));
+}
+
+function storeServerSamples(x: SampledServer): StoredServerSamples {
+  return {
+    engine: x.engine,
+    error: x.error,
+    rows: x.samples.map((v) => [
+      v.tMs,
+      v.running,
+      v.waiting,
+      v.kvUsage,
+      v.preemptions,
+      v.stepTokens ?? null,
+      v.steps ?? null,
+    ]),
+  };
 }
 
 /** What one sweep kind contributes to the shared loop. */
@@ -388,6 +437,16 @@ async function session<C extends Record<string, unknown>>(
         variant: label,
         server: t.server?.describe() ?? { url: t.baseUrl },
       });
+      let sampled: SampledServer | null = null;
+      // The server's gauges through the level: stopped (and awaited) whatever the block's outcome.
+      const sampler =
+        (opts.serverSampleMs ?? DEFAULT_SERVER_SAMPLE_MS) > 0
+          ? startServerSampler(t.baseUrl, {
+              intervalMs: opts.serverSampleMs ?? DEFAULT_SERVER_SAMPLE_MS,
+              headers: opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : undefined,
+              signal: opts.signal,
+            })
+          : null;
       try {
         const res = await runWatchedBlock(
           runner,
@@ -399,7 +458,9 @@ async function session<C extends Record<string, unknown>>(
             telemetry: opts.telemetry,
           },
           { variant: t.server?.name ?? label, blockIndex: i, signal: opts.signal, server: t.server },
-        );
+        ).finally(async () => {
+          sampled = sampler ? await sampler.stop() : null;
+        });
         store.addRequests(runId, blockId, res.requests.map(toStored));
         storeBlockTelemetry(store, runId, blockId, res.telemetry);
         const ok = res.requests.filter((r) => r.ok);
@@ -421,6 +482,9 @@ async function session<C extends Record<string, unknown>>(
             outputThroughput: res.outputThroughput,
             requestThroughput: res.requestThroughput,
             meanE2elMs: mean(ok.map((r) => r.e2elMs)),
+            ...(sampled ? { server: storeServerSamples(sampled) } : {}),
+            ...(res.client ? { client: res.client } : {}),
+            ...(res.achieved !== undefined ? { achieved: res.achieved } : {}),
           },
         });
         done.add(i);
@@ -496,6 +560,9 @@ export function loadResults<C extends Record<string, unknown>>(
       samples: byBlock.get(b.id) ?? [],
       outputThroughput: num(s.outputThroughput),
       requestThroughput: num(s.requestThroughput),
+      ...(s.server ? { server: s.server as StoredServerSamples } : {}),
+      ...(s.client ? { client: s.client as BlockResult["client"] } : {}),
+      ...(s.achieved !== undefined ? { achieved: s.achieved as BlockResult["achieved"] } : {}),
     });
   }
   return results;

@@ -3,7 +3,16 @@
 // server start for the whole sweep; levels run in a seeded random order so drift does not line up
 // with the swept variable; every level is stored as a block as soon as it finishes.
 import { UsageError } from "../errors.ts";
-import type { BlockSample } from "./blocks.ts";
+import {
+  batchCeilingFromCommand,
+  diagnoseSweep,
+  type LevelDiagnosis,
+  type LevelEvidence,
+  type SweepDiagnosis,
+  tokenBudgetFromCommand,
+} from "../load/diagnose.ts";
+import { type FrontierPoint, frontierPoints } from "../load/frontier.ts";
+import { type BlockSample, variantTelemetry } from "./blocks.ts";
 import { bootstrapCI, type Interval, mean, quantile, theilSen, theilSenBootstrap } from "./stats.ts";
 import {
   finishSweep,
@@ -11,9 +20,10 @@ import {
   runSweepSession,
   type SweepDeps,
   type SweepPlan,
+  serverSamplesOf,
   type TargetOptions,
 } from "./sweep-run.ts";
-import type { VariantSpec } from "./variants.ts";
+import { parseVariant, type VariantSpec } from "./variants.ts";
 
 export type { SweepDeps, SweepProgress, TargetOptions } from "./sweep-run.ts";
 
@@ -83,6 +93,12 @@ export interface LoadSweepOptions extends TargetOptions {
   randomInputLen?: number;
   randomOutputLen?: number;
   warmup?: number;
+  /** GPUs serving the target, for the frontier's tokens per second per GPU. Default 1. */
+  gpus?: number;
+  /** The running batch's ceiling (max-num-seqs) when the server command does not show it. */
+  maxNumSeqs?: number;
+  /** The step token budget (max-num-batched-tokens) when the server command does not show it. */
+  maxNumBatchedTokens?: number;
 }
 
 export interface Percentiles {
@@ -101,6 +117,8 @@ export interface LoadPoint {
   ttftMs: Percentiles;
   tpotMs: Percentiles;
   e2elMs: Percentiles;
+  /** The binding limit(s) at this level, with their evidence (docs/metrics.md "Binding limit"). */
+  diagnosis: LevelDiagnosis;
 }
 
 export interface LoadSweepResult {
@@ -115,6 +133,12 @@ export interface LoadSweepResult {
   config: Record<string, unknown>;
   /** Sorted by level: the throughput–latency curve. */
   points: LoadPoint[];
+  /** The lowest level at which a limit binds, and the request rate completed there (the onset). */
+  knee: SweepDiagnosis["knee"];
+  /** Tokens/s per GPU against tokens/s per user, per level, with the Pareto-optimal points marked. */
+  frontier: { gpus: number; points: FrontierPoint[] };
+  /** Set by finishSweep from the stored telemetry. */
+  warnings?: string[];
 }
 
 function positiveInts(xs: number[], what: string): number[] {
@@ -338,6 +362,9 @@ export interface LoadSweepConfig extends Record<string, unknown> {
   serverCmd: string | null;
   variant: string | VariantSpec | null;
   model: string | null;
+  gpus?: number;
+  maxNumSeqs?: number | null;
+  maxNumBatchedTokens?: number | null;
 }
 
 /** Throughput–latency curve over concurrency levels or request rates. */
@@ -368,7 +395,12 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
     serverCmd: opts.serverCmd ?? null,
     variant: opts.variant ?? null,
     model: opts.model ?? null,
+    gpus: opts.gpus ?? 1,
+    maxNumSeqs: opts.maxNumSeqs ?? null,
+    maxNumBatchedTokens: opts.maxNumBatchedTokens ?? null,
   };
+  if (!(Number.isInteger(config.gpus) && config.gpus! >= 1))
+    throw new UsageError(`--gpus: ${config.gpus} is not an integer ≥ 1`);
   const kind = mode === "rate" ? "sweep-rate" : "sweep-concurrency";
   const plan: SweepPlan<LoadSweepConfig> = {
     kind,
@@ -377,6 +409,9 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
       ["levels", "--levels"],
       ["numPrompts", "--num-prompts"],
       ["randomOutputLen", "--random-output-len"],
+      ["gpus", "--gpus"],
+      ["maxNumSeqs", "--max-num-seqs"],
+      ["maxNumBatchedTokens", "--max-num-batched-tokens"],
       ...(TARGET_FLAGS as Array<[keyof LoadSweepConfig & string, string]>),
     ]),
     levels: (c) => c.levels,
@@ -395,9 +430,14 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
   // The stored kind decides the mode; asking for the other one is refused with the right command.
   const s = await runSweepSession(plan, [kind], opts, deps);
   try {
+    // Per level, the share of the window the GPU ran power-capped (telemetry), for the diagnosis.
+    const capped = new Map<string, number>();
+    for (const v of variantTelemetry(s.store, s.runId, s.store.getRun(s.runId).blocks))
+      if (v.powerCappedBlocks > 0) capped.set(v.variant, v.limitedShare);
     const result = analyseLoadSweep(s.runId, s.store.path, s.target, s.config, s.results, {
       partial: s.interrupted !== null || s.results.size < s.total,
       resumed: s.resumed,
+      powerCappedShare: (level) => capped.get(plan.label(s.config, level)) ?? null,
     });
     return finishSweep(s, result, "levels");
   } finally {
@@ -413,27 +453,45 @@ export function analyseLoadSweep(
   target: string,
   config: LoadSweepConfig,
   results: Map<number, LevelData>,
-  o: { partial: boolean; resumed?: boolean },
+  o: { partial: boolean; resumed?: boolean; powerCappedShare?: (level: number) => number | null },
 ): LoadSweepResult {
   const pct = (xs: number[]): Percentiles =>
     xs.length
       ? { mean: mean(xs), p50: quantile(xs, 0.5), p90: quantile(xs, 0.9), p99: quantile(xs, 0.99) }
       : { mean: Number.NaN, p50: Number.NaN, p90: Number.NaN, p99: Number.NaN };
-  const points: LoadPoint[] = [...results.entries()]
-    .sort((a, b) => a[0] - b[0])
-    .map(([level, r]) => {
-      const ok = r.samples.filter((x) => x.ok);
-      return {
-        level,
-        n: ok.length,
-        failed: r.samples.length - ok.length,
-        outputThroughput: r.outputThroughput,
-        requestThroughput: r.requestThroughput,
-        ttftMs: pct(ok.map((x) => x.ttftMs)),
-        tpotMs: pct(ok.map((x) => x.tpotMs).filter(Number.isFinite)),
-        e2elMs: pct(ok.map((x) => x.e2elMs)),
-      };
-    });
+  const sorted = [...results.entries()].sort((a, b) => a[0] - b[0]);
+  const evidence: LevelEvidence[] = sorted.map(([level, r]) => ({
+    level,
+    mode: config.mode,
+    engine: r.server?.engine ?? null,
+    samples: r.server ? serverSamplesOf(r.server) : [],
+    requestThroughput: r.achieved?.rate ?? r.requestThroughput,
+    achievedRatio: r.achieved?.ratio ?? null,
+    client: r.client ?? null,
+    powerCappedShare: o.powerCappedShare?.(level) ?? null,
+  }));
+  const v = config.variant;
+  const variantArgs = v ? (typeof v === "string" ? parseVariant(v) : v).args.join(" ") : "";
+  const cmd = `${config.serverCmd ?? ""} ${variantArgs}`;
+  const diag = diagnoseSweep(evidence, {
+    maxNumSeqs: config.maxNumSeqs ?? batchCeilingFromCommand(cmd),
+    maxNumBatchedTokens: config.maxNumBatchedTokens ?? tokenBudgetFromCommand(cmd),
+  });
+  const points: LoadPoint[] = sorted.map(([level, r], i) => {
+    const ok = r.samples.filter((x) => x.ok);
+    return {
+      level,
+      n: ok.length,
+      failed: r.samples.length - ok.length,
+      outputThroughput: r.outputThroughput,
+      requestThroughput: r.requestThroughput,
+      ttftMs: pct(ok.map((x) => x.ttftMs)),
+      tpotMs: pct(ok.map((x) => x.tpotMs).filter(Number.isFinite)),
+      e2elMs: pct(ok.map((x) => x.e2elMs)),
+      diagnosis: diag.levels[i]!,
+    };
+  });
+  const gpus = config.gpus ?? 1;
   return {
     kind: config.mode === "rate" ? "sweep-rate" : "sweep-concurrency",
     mode: config.mode,
@@ -444,5 +502,18 @@ export function analyseLoadSweep(
     target,
     config,
     points,
+    knee: diag.knee,
+    frontier: {
+      gpus,
+      points: frontierPoints(
+        points.map((p) => ({
+          level: p.level,
+          outputThroughput: p.outputThroughput,
+          tpotP50Ms: p.tpotMs.p50,
+          limit: p.diagnosis.binding.map((b) => b.limit).join("+") || null,
+        })),
+        gpus,
+      ),
+    },
   };
 }

@@ -39,10 +39,12 @@ export function achievedRate(result: BenchResult): { rate: number; ratio: number
   for (const r of result.requests) {
     if (r.warmup || r.errorClass !== null || !Number.isFinite(r.endMs) || !Number.isFinite(r.scheduledMs)) continue;
     k++;
+    // endMs is relative to sendMs (types.ts); completions are compared on the schedule's clock.
+    const end = r.sendMs + r.endMs;
     s0 = Math.min(s0, r.scheduledMs);
     s1 = Math.max(s1, r.scheduledMs);
-    e0 = Math.min(e0, r.endMs);
-    e1 = Math.max(e1, r.endMs);
+    e0 = Math.min(e0, end);
+    e1 = Math.max(e1, end);
   }
   const arrivals = s1 - s0;
   const completions = e1 - e0;

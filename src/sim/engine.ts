@@ -17,6 +17,16 @@ export interface RequestSink {
 }
 
 /** One finished request as the engine saw it (the prefix-cache truth's per-request rows). */
+/** What held the waiting queue back in a step: nothing, the batch ceiling, the KV blocks, or the token budget. */
+export type AdmissionBlocker = "none" | "max-num-seqs" | "kv-capacity" | "token-budget";
+
+export type LimitTruth = Record<AdmissionBlocker, { steps: number; simMs: number; finished: number }>;
+
+function emptyLimitTruth(): LimitTruth {
+  const z = () => ({ steps: 0, simMs: 0, finished: 0 });
+  return { none: z(), "max-num-seqs": z(), "kv-capacity": z(), "token-budget": z() };
+}
+
 export interface RequestTruth {
   id: number;
   promptTokens: number;
@@ -218,7 +228,10 @@ export class Engine {
   private readonly specTokens: number;
   /** Simulated ms per wall ms: every duration observed into /metrics is wall × this. */
   private readonly simPerWall: number;
-  private inFlight: { batch: Scheduled[]; rec: StepRecord; meanMs: number } | null = null;
+  private inFlight: { batch: Scheduled[]; rec: StepRecord; meanMs: number; blocker: AdmissionBlocker } | null = null;
+  /** Why the last schedule() left requests waiting (null: it admitted all it could see). */
+  private blocker: AdmissionBlocker = "none";
+  private readonly limits: LimitTruth = emptyLimitTruth();
   private timerArmed = false;
   private lastEnd = Number.NEGATIVE_INFINITY;
   private stepIndex = 0;
@@ -309,6 +322,15 @@ export class Engine {
   }
 
   /** The prefix cache's counts now, and the last finished requests (oldest first). */
+  /** Steps, simulated time and finished requests by what held the waiting queue back in each step. */
+  limitTruth(): LimitTruth & { maxNumSeqs: number; maxNumBatchedTokens: number } {
+    return {
+      ...structuredClone(this.limits),
+      maxNumSeqs: this.opts.maxNumSeqs,
+      maxNumBatchedTokens: this.opts.maxNumBatchedTokens,
+    };
+  }
+
   prefixCacheTruth(): PrefixCacheTruth & { requestsRecent: RequestTruth[] } {
     const r = this.recent;
     const rows = r.length < RECENT ? r.slice() : [...r.slice(this.recentNext), ...r.slice(0, this.recentNext)];
@@ -350,6 +372,9 @@ export class Engine {
       const start = this.lastEnd >= now - CATCH_UP_MS ? this.lastEnd : now;
       const end = start + dur;
       this.lastEnd = end;
+      const lt = this.limits[this.blocker];
+      lt.steps++;
+      lt.simMs += this.opts.speedZero ? 0 : meanMs * jitter;
       const rec: StepRecord = {
         index: this.stepIndex++,
         startMs: start,
@@ -357,7 +382,7 @@ export class Engine {
         shape: { ...this.shape },
         jitter,
       };
-      this.inFlight = { batch, rec, meanMs };
+      this.inFlight = { batch, rec, meanMs, blocker: this.blocker };
       this.opts.onStepBegin?.(rec, meanMs);
       if (end > clock()) {
         this.waitUntil(end, this.endStep);
@@ -531,6 +556,15 @@ export class Engine {
       this.addPrefill(out, req, n);
       budget -= n;
     }
+    // The sim's truth of what held the queue back this step (docs/sim.md "Limit truth").
+    const queued = this.waiting.length > 0 && !this.waiting.peek()!.aborted;
+    this.blocker = !queued
+      ? "none"
+      : this.running.length >= this.opts.maxNumSeqs
+        ? "max-num-seqs"
+        : budget <= 0
+          ? "token-budget"
+          : "kv-capacity";
     return out;
   }
 
@@ -618,6 +652,7 @@ export class Engine {
       if (finish) {
         req.finished = finish;
         finishedAny = true;
+        this.limits[f.blocker].finished++;
         this.recordFinished(req, now);
       }
       req.sink.onTokens(req, from, count, finish);

@@ -431,6 +431,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
       ...(truth ? { "/debug/profile_truth": truth } : {}),
       "/debug/telemetry_truth": telemetryTruth,
       "/debug/prefix_cache_truth": () => ({ ...engine.prefixCacheTruth(), capacity: kvCapacity(profile) }),
+      "/debug/limit_truth": () => ({ ...engine.limitTruth(), timeScale, numGpuBlocks: profile.engine.numGpuBlocks }),
     },
     extraText: { "/dcgm/metrics": () => telemetry.render() },
   });

@@ -1,16 +1,12 @@
 // The tune report: one self-contained HTML page (the study report's styles, an inline SVG chart,
 // no scripts), a Markdown twin and the JSON result, written into a directory.
 
-import { mkdir, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { escapeControl } from "../control.ts";
 import { UsageError } from "../errors.ts";
-import { checkRunStore } from "../input-file.ts";
 import { renderSvg } from "../report/charts.ts";
+import { storedSummary, type WrittenReportFiles, writeReportFiles } from "../report/files.ts";
 import { esc, fmt } from "../report/format.ts";
 import { REPORT_CSS } from "../report/html.ts";
 import { redact } from "../secrets.ts";
-import { openStore } from "../store/index.ts";
 import type { Interval3, TuneCandidate, TuneResult } from "./run.ts";
 
 const iv = (i: Interval3 | null | undefined) => (i ? `${fmt(i.estimate)} [${fmt(i.low)}, ${fmt(i.high)}]` : "—");
@@ -166,25 +162,13 @@ export function tuneMarkdown(r: TuneResult): string {
   return out.join("\n");
 }
 
-export interface WrittenTuneReport {
-  dir: string;
-  html: string;
-  markdown: string;
-  json: string;
-}
+export type WrittenTuneReport = WrittenReportFiles;
 
 export async function writeTuneReport(result: TuneResult, dir: string): Promise<WrittenTuneReport> {
   // The writer redacts: no caller can hand it a secret that reaches a file.
   const r = redact(result);
-  const abs = resolve(dir);
-  await mkdir(abs, { recursive: true });
   const svg = await renderSvg(tuneChartSpec(r));
-  const files = { html: join(abs, "index.html"), markdown: join(abs, "report.md"), json: join(abs, "results.json") };
-  // Control characters from servers made visible in the files a terminal may print (JSON escapes its own).
-  await writeFile(files.html, escapeControl(tuneHtml(r, svg)));
-  await writeFile(files.markdown, escapeControl(tuneMarkdown(r)));
-  await writeFile(files.json, `${JSON.stringify(r, null, 2)}\n`);
-  return { dir: abs, ...files };
+  return writeReportFiles(dir, { html: tuneHtml(r, svg), markdown: tuneMarkdown(r), json: r });
 }
 
 /** Rewrites a stored tune run's report (for `inferscope report ID`). */
@@ -192,18 +176,11 @@ export async function rebuildTuneReport(
   id: string,
   opts: { dbPath?: string; outDir: string },
 ): Promise<{ result: TuneResult; report: WrittenTuneReport }> {
-  // A reader: never creates a store, nor opens a directory or another file as one.
-  checkRunStore("--db", opts.dbPath, { mustExist: true });
-  const store = openStore(opts.dbPath);
-  let result: TuneResult;
-  try {
-    const d = store.getRun(id);
-    if (d.run.kind !== "tune") throw new UsageError(`run ${id} is a ${d.run.kind} run, not a tune run`);
-    const r = d.summaries.tune as TuneResult | undefined;
-    if (!r) throw new UsageError(`tune run ${id} has no stored result (status ${d.run.status}: no block finished)`);
-    result = r;
-  } finally {
-    store.close();
-  }
+  const result = storedSummary<TuneResult>(id, opts.dbPath, {
+    kinds: ["tune"],
+    what: "tune run",
+    key: "tune",
+    missing: (d) => new UsageError(`tune run ${id} has no stored result (status ${d.run.status}: no block finished)`),
+  });
   return { result, report: await writeTuneReport(result, opts.outDir) };
 }

@@ -12,12 +12,13 @@ function point(e2e: (i: number) => number, failed = 0): SweepPoint {
     r.index = i;
     r.scheduledMs = i * 50;
     r.sendMs = r.scheduledMs;
-    r.endMs = r.scheduledMs + e2e(i);
+    // Relative to the send, as the client records it.
+    r.endMs = e2e(i);
     if (i < failed) r.errorClass = "http";
     return r;
   });
   const ok = 20 - failed;
-  const durationS = Math.max(...requests.map((r) => r.endMs)) / 1000;
+  const durationS = Math.max(...requests.map((r) => r.sendMs + r.endMs)) / 1000;
   const result = {
     requests,
     summary: { completed: ok, failed, request_throughput: ok / durationS },

@@ -38,6 +38,10 @@ function target<C extends Command<any, any, any>>(cmd: C) {
       "hardware counters during the measurement: auto, none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
       "auto",
     )
+    .option(
+      "--server-sample <duration>",
+      "scrape the server's /metrics this often through each level, for the binding limit (default 200ms; off to skip)",
+    )
     .option("--db <path>", "run store (default ~/.inferscope/runs.db)")
     .option(
       "--resume <run-id>",
@@ -61,6 +65,7 @@ function common(o: Record<string, any>): TargetOptions {
     readyTimeoutMs: durationFlag("--ready-timeout", o.readyTimeout),
     stallTimeoutMs: durationFlag("--stall-timeout", o.stallTimeout),
     telemetry: parseTelemetrySpec(o.telemetry ?? "auto"),
+    serverSampleMs: o.serverSample === "off" ? 0 : durationFlag("--server-sample", o.serverSample),
     signal: interruptSignal(),
     onProgress: progressEnabled(o) ? (e) => process.stderr.write(`[sweep] ${safeLine(e.message)}\n`) : undefined,
   };
@@ -100,10 +105,21 @@ export function register(program: Command): void {
           listArg,
         )
         .option("--num-prompts <n>", "measured requests per level", countArg("--num-prompts", 1, MAX_REQUESTS))
+        .option("--random-output-len <n>", "output tokens (default 64)", countArg("--random-output-len", 1, MAX_TOKENS))
         .option(
-          "--random-output-len <n>",
-          "output tokens (default 64)",
-          countArg("--random-output-len", 1, MAX_TOKENS),
+          "--gpus <n>",
+          "GPUs serving the target, for tok/s/GPU on the frontier (default 1)",
+          countArg("--gpus", 1, 1_000_000),
+        )
+        .option(
+          "--max-num-seqs <n>",
+          "the server's running-batch ceiling, when --server-cmd does not show it (--max-num-seqs, -np)",
+          countArg("--max-num-seqs", 1, 1_000_000),
+        )
+        .option(
+          "--max-num-batched-tokens <n>",
+          "the server's step token budget, when --server-cmd does not show it",
+          countArg("--max-num-batched-tokens", 1, 100_000_000),
         ),
     ).action(async (...args: any[]) => {
       const o = args.at(-2);
@@ -115,6 +131,9 @@ export function register(program: Command): void {
         randomInputLen: o.randomInputLen,
         randomOutputLen: o.randomOutputLen,
         warmup: o.warmup,
+        gpus: o.gpus,
+        maxNumSeqs: o.maxNumSeqs,
+        maxNumBatchedTokens: o.maxNumBatchedTokens,
       });
       emit(r, o, renderLoadSweep);
     });

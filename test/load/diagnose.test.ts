@@ -1,0 +1,266 @@
+// The binding-limit diagnosis (pure): each limit from its own evidence, and "unknown" naming what would decide it.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  batchCeilingFromCommand,
+  diagnoseLevel,
+  diagnoseSweep,
+  type LevelEvidence,
+  readServerSample,
+  type ServerSample,
+  summarizeServerSamples,
+  tokenBudgetFromCommand,
+} from "../../src/load/diagnose.ts";
+import { parseExposition } from "../../src/metrics/parse.ts";
+
+/** 20 samples 100 ms apart from per-index functions. */
+function series(f: (i: number) => Partial<ServerSample>): ServerSample[] {
+  return Array.from({ length: 20 }, (_, i) => ({
+    tMs: 1000 + i * 100,
+    running: null,
+    waiting: null,
+    kvUsage: null,
+    preemptions: null,
+    ...f(i),
+  }));
+}
+
+function level(samples: ServerSample[], extra: Partial<LevelEvidence> = {}): LevelEvidence {
+  return {
+    level: 10,
+    mode: "rate",
+    engine: "vllm",
+    samples,
+    requestThroughput: 9.5,
+    achievedRatio: 0.95,
+    client: { saturated: false, eldP99Ms: 1.2 },
+    powerCappedShare: null,
+    ...extra,
+  };
+}
+
+test("reads running, waiting, KV usage and preemptions through the engine's concepts (vLLM and llama.cpp)", () => {
+  const vllm = parseExposition(
+    [
+      "# TYPE vllm:num_requests_running gauge",
+      'vllm:num_requests_running{engine="0"} 5',
+      'vllm:num_requests_running{engine="1"} 3',
+      "# TYPE vllm:num_requests_waiting gauge",
+      "vllm:num_requests_waiting 2",
+      "# TYPE vllm:kv_cache_usage_perc gauge",
+      "vllm:kv_cache_usage_perc 0.75",
+      "# TYPE vllm:num_preemptions counter",
+      "vllm:num_preemptions_total 7",
+      "# TYPE vllm:iteration_tokens_total histogram",
+      'vllm:iteration_tokens_total_bucket{le="+Inf"} 40',
+      "vllm:iteration_tokens_total_sum 1200",
+      "vllm:iteration_tokens_total_count 40",
+      "# TYPE vllm:generation_tokens counter",
+      "vllm:generation_tokens_total 100",
+      "",
+    ].join("\n"),
+  );
+  const r = readServerSample(vllm, 42);
+  assert.equal(r.engine, "vllm");
+  assert.deepEqual(r.sample, {
+    tMs: 42,
+    running: 8,
+    waiting: 2,
+    kvUsage: 0.75,
+    preemptions: 7,
+    stepTokens: 1200,
+    steps: 40,
+  });
+  const llama = parseExposition(
+    [
+      "# TYPE llamacpp:requests_processing gauge",
+      "llamacpp:requests_processing 4",
+      "# TYPE llamacpp:requests_deferred gauge",
+      "llamacpp:requests_deferred 6",
+      "# TYPE llamacpp:prompt_tokens_total counter",
+      "llamacpp:prompt_tokens_total 10",
+      "# TYPE llamacpp:tokens_predicted_total counter",
+      "llamacpp:tokens_predicted_total 10",
+      "",
+    ].join("\n"),
+  );
+  const l = readServerSample(llama, 1);
+  assert.equal(l.engine, "llamacpp");
+  assert.deepEqual(l.sample, { tMs: 1, running: 4, waiting: 6, kvUsage: null, preemptions: null });
+});
+
+test("max-num-seqs: the batch pinned at its ceiling with a growing queue, KV not full", () => {
+  const s = series((i) => ({ running: i < 2 ? 4 : 8, waiting: i, kvUsage: 0.3, preemptions: 0 }));
+  const d = diagnoseLevel(level(s), { value: 8, source: "given" });
+  assert.deepEqual(
+    d.binding.map((b) => b.limit),
+    ["max-num-seqs"],
+  );
+  assert.match(
+    d.binding[0]!.evidence,
+    /running pinned at 8 in 95 % of the samples with a queue, waiting grows 10 req\/s at 10 req\/s/,
+  );
+  assert.ok(d.binding[0]!.knobs.includes("--max-num-seqs (raise)"));
+  assert.equal(d.saturated, true);
+  assert.equal(d.unknown, null);
+  assert.equal(d.server.waiting!.growthPerS, 10);
+});
+
+test("KV capacity: usage near 1 with preemptions, the batch well below its ceiling", () => {
+  const s = series((i) => ({ running: 12, waiting: 3, kvUsage: 0.97, preemptions: 2 * i }));
+  const d = diagnoseLevel(level(s), { value: 256, source: "given" });
+  assert.deepEqual(
+    d.binding.map((b) => b.limit),
+    ["kv-capacity"],
+  );
+  // 38 preemptions over 1.9 s.
+  assert.match(
+    d.binding[0]!.evidence,
+    /KV capacity: usage 0\.97 \(p90\), 20 preemptions\/s at 10 req\/s, 3\.0 waiting/,
+  );
+  assert.ok(d.binding[0]!.knobs.includes("--kv-cache-dtype fp8"));
+  // Full and preempting, but no queue and no lag: nothing binds yet.
+  const calm = diagnoseLevel(level(series((i) => ({ running: 12, waiting: 0, kvUsage: 0.95, preemptions: i }))), {
+    value: 256,
+    source: "given",
+  });
+  assert.deepEqual(calm.binding, []);
+  assert.equal(calm.saturated, false);
+});
+
+test("both bind: the batch pinned and the KV cache preempting", () => {
+  const s = series((i) => ({ running: 8, waiting: 5, kvUsage: 0.99, preemptions: i }));
+  const d = diagnoseLevel(level(s), { value: 8, source: "given" });
+  assert.deepEqual(d.binding.map((b) => b.limit).sort(), ["kv-capacity", "max-num-seqs"]);
+});
+
+test("client and power bind from the self-check and telemetry", () => {
+  const s = series(() => ({ running: 2, waiting: 0, kvUsage: 0.1, preemptions: 0 }));
+  const d = diagnoseLevel(
+    level(s, { client: { saturated: true, eldP99Ms: 9, reason: "event loop busy" }, powerCappedShare: 0.82 }),
+    null,
+  );
+  assert.deepEqual(
+    d.binding.map((b) => [b.limit, b.evidence]),
+    [
+      ["client", "the client: event loop busy"],
+      ["power", "power: capped 82 % of the window"],
+    ],
+  );
+});
+
+test("unknown names the metric that would decide it", () => {
+  const none = diagnoseLevel(level([], { achievedRatio: 0.6 }), null);
+  assert.equal(none.saturated, true);
+  assert.deepEqual(none.binding, []);
+  assert.match(none.unknown!, /no server metrics were sampled: .*vllm:num_requests_running/);
+  // A queue the batch ceiling and the KV cache do not explain: step time would decide it.
+  const q = diagnoseLevel(level(series(() => ({ running: 20, waiting: 4, kvUsage: 0.4, preemptions: 0 }))), {
+    value: 256,
+    source: "given",
+  });
+  assert.match(q.unknown!, /4\.0 waiting.*running p90 20 of 256.*KV usage 0\.40.*step-time histogram/);
+  // Not saturated: nothing binds, nothing is unknown.
+  const ok = diagnoseLevel(level(series(() => ({ running: 3, waiting: 0, kvUsage: 0.1, preemptions: 0 }))), null);
+  assert.deepEqual([ok.saturated, ok.binding, ok.unknown], [false, [], null]);
+});
+
+test("a sweep's knee: the lowest level that binds, its onset the rate completed there; an observed ceiling", () => {
+  const mk = (lvl: number, running: number, waiting: number, thr: number) =>
+    level(
+      series(() => ({ running, waiting, kvUsage: 0.2, preemptions: 0 })),
+      { level: lvl, requestThroughput: thr },
+    );
+  const d = diagnoseSweep([mk(40, 16, 30, 31), mk(10, 9, 0, 10), mk(20, 16, 6, 30.5)]);
+  assert.deepEqual(
+    d.levels.map((l) => [l.level, l.binding.map((b) => b.limit)]),
+    [
+      [10, []],
+      [20, ["max-num-seqs"]],
+      [40, ["max-num-seqs"]],
+    ],
+  );
+  assert.equal(d.levels[1]!.server.ceilingSource, "observed");
+  assert.match(d.levels[1]!.binding[0]!.evidence, /the sweep's highest/);
+  assert.deepEqual(d.knee && { level: d.knee.level, limits: d.knee.limits, onset: d.knee.onsetRate }, {
+    level: 20,
+    limits: ["max-num-seqs"],
+    onset: 30.5,
+  });
+  // The client's limit is named at its level but is not the server's knee.
+  const c = diagnoseSweep([
+    { ...mk(10, 9, 0, 10), client: { saturated: true, eldP99Ms: 12, reason: "event-loop delay p99 12 ms" } },
+    mk(20, 16, 6, 30.5),
+  ]);
+  assert.deepEqual(
+    c.levels[0]!.binding.map((b) => b.limit),
+    ["client"],
+  );
+  assert.equal(c.knee?.level, 20);
+  // A given ceiling the batch never reaches: no max-num-seqs.
+  assert.equal(diagnoseSweep([mk(20, 16, 6, 30)], { maxNumSeqs: 64 }).knee, null);
+});
+
+test("summaries: preemptions per second over the counter's own span; spans and spreads", () => {
+  const s = summarizeServerSamples(
+    series((i) => ({ running: i, preemptions: i < 10 ? null : 3 * i })),
+    null,
+  );
+  assert.equal(s.samples, 20);
+  assert.ok(Math.abs(s.spanS - 1.9) < 1e-9);
+  assert.ok(Math.abs(s.preemptionsPerS! - 30) < 1e-9);
+  assert.equal(s.running!.max, 19);
+  assert.equal(s.waiting, null);
+  assert.equal(s.pinnedShare, null);
+});
+
+test("token budget: steps filled to --max-num-batched-tokens while requests wait, the batch below its ceiling", () => {
+  // 40 steps per 100 ms sample, 250 tokens each of a 256 budget.
+  const s = series((i) => ({
+    running: 6,
+    waiting: 5,
+    kvUsage: 0.2,
+    preemptions: 0,
+    stepTokens: 10_000 * i,
+    steps: 40 * i,
+  }));
+  const d = diagnoseLevel(level(s), { value: 256, source: "given" }, 256);
+  assert.deepEqual(
+    d.binding.map((b) => b.limit),
+    ["token-budget"],
+  );
+  assert.match(
+    d.binding[0]!.evidence,
+    /250 tokens per step \(step-tokens histogram\) against a budget of 256, 5\.0 waiting, running mean 6\.0/,
+  );
+  assert.ok(d.binding[0]!.knobs[0]!.startsWith("--max-num-batched-tokens"));
+  // Without the budget it is unknown, and says which flag would decide it.
+  const u = diagnoseLevel(level(s), { value: 256, source: "given" }, null);
+  assert.deepEqual(u.binding, []);
+  assert.match(u.unknown!, /250 tokens per step \(the token budget, --max-num-batched-tokens, was not given\)/);
+  // A plateau only observed (no ceiling given) is the budget's, not max-num-seqs.
+  const obs = diagnoseLevel(level(s), { value: 6, source: "observed" }, 256);
+  assert.deepEqual(
+    obs.binding.map((b) => b.limit),
+    ["token-budget"],
+  );
+  // Half-full steps do not bind.
+  const half = series((i) => ({
+    running: 6,
+    waiting: 5,
+    kvUsage: 0.2,
+    preemptions: 0,
+    stepTokens: 5_000 * i,
+    steps: 40 * i,
+  }));
+  assert.deepEqual(diagnoseLevel(level(half), { value: 256, source: "given" }, 256).binding, []);
+});
+
+test("ceilings and budgets from a server command: the last flag wins, = or space", () => {
+  assert.equal(batchCeilingFromCommand("vllm serve m --max-num-seqs 64 --max-num-seqs=128"), 128);
+  assert.equal(batchCeilingFromCommand("llama-server -m x.gguf -np 4 -c 8192"), 4);
+  assert.equal(batchCeilingFromCommand("vllm serve m --max-num-seqs-x 3"), null);
+  assert.equal(tokenBudgetFromCommand("vllm serve m --max-num-batched-tokens=2048"), 2048);
+  assert.equal(tokenBudgetFromCommand("llama-server -b 512"), 512);
+  assert.equal(tokenBudgetFromCommand(null), null);
+});
