@@ -1,0 +1,188 @@
+// An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip allowed) that an engine
+// exports its request spans to while bench runs. Bad bodies are answered (400, 413, 415) and kept
+// as findings; none of them stops the receiver.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { gunzipSync } from "node:zlib";
+import { UsageError } from "../errors.ts";
+import { decodeJsonTraces, decodeProtobufTraces, OtlpDecodeError, type OtlpSpan } from "./spans.ts";
+
+export interface OtlpFinding {
+  kind: "malformed" | "too-large" | "unsupported-media-type" | "not-found";
+  status: number;
+  detail: string;
+}
+
+export interface OtlpReceiverOptions {
+  host?: string;
+  port: number;
+  /** Largest body accepted, compressed or not (bytes); larger ones get 413. */
+  maxBodyBytes?: number;
+  /** Called with each accepted request's spans, in arrival order. */
+  onSpans?: (spans: OtlpSpan[]) => void;
+}
+
+export interface OtlpReceiver {
+  readonly host: string;
+  readonly port: number;
+  /** The endpoint an engine exports to (vLLM's --otlp-traces-endpoint). */
+  readonly endpoint: string;
+  readonly spans: OtlpSpan[];
+  readonly findings: OtlpFinding[];
+  /** Export requests accepted. */
+  readonly requests: number;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** Findings kept in full; past it only counted, so a flood cannot grow memory. */
+const MAX_FINDINGS = 100;
+
+/** `[HOST:]PORT` → host and port; loopback when no host is given. */
+export function parseOtlpListen(spec: string): { host: string; port: number } {
+  const m = /^(?:(\[[^\]]+\]|[^:]+):)?(\d+)$/.exec(spec.trim());
+  const port = m ? Number(m[2]) : Number.NaN;
+  if (!m || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError(`--otlp-receiver: expected [HOST:]PORT (e.g. 4318 or 127.0.0.1:4318), got '${spec}'`);
+  const host = m[1] ? m[1].replace(/^\[|\]$/g, "") : "127.0.0.1";
+  return { host, port };
+}
+
+export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpReceiver> {
+  const host = o.host ?? "127.0.0.1";
+  const cap = o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const spans: OtlpSpan[] = [];
+  const findings: OtlpFinding[] = [];
+  let requests = 0;
+  let dropped = 0;
+  const find = (f: OtlpFinding) => {
+    if (findings.length < MAX_FINDINGS) findings.push(f);
+    else dropped++;
+  };
+
+  const answer = (res: ServerResponse, status: number, json: boolean, detail?: string) => {
+    // Errors carry a google.rpc.Status-shaped message, as the OTLP spec asks; success an empty response.
+    const body = detail === undefined ? (json ? "{}" : "") : JSON.stringify({ code: status, message: detail });
+    res.writeHead(status, {
+      "content-type": detail !== undefined || json ? "application/json" : "application/x-protobuf",
+      "content-length": Buffer.byteLength(body),
+    });
+    res.end(body);
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? "").split("?")[0];
+    // "/" too: an exporter given the bare endpoint posts there.
+    if (req.method !== "POST" || (path !== "/v1/traces" && path !== "/")) {
+      const detail = `${req.method} ${path}: this receiver takes POST /v1/traces only`;
+      find({ kind: "not-found", status: 404, detail });
+      req.resume();
+      answer(res, 404, true, detail);
+      return;
+    }
+    const type = String(req.headers["content-type"] ?? "")
+      .split(";")[0]!
+      .trim()
+      .toLowerCase();
+    const json = type === "application/json";
+    if (!json && type !== "application/x-protobuf" && type !== "application/protobuf") {
+      const detail = `content-type '${type}' is neither application/x-protobuf nor application/json`;
+      find({ kind: "unsupported-media-type", status: 415, detail });
+      req.resume();
+      answer(res, 415, true, detail);
+      return;
+    }
+    const tooLarge = (n: number | string) => {
+      const detail = `body of ${n} bytes is over the ${cap}-byte cap`;
+      find({ kind: "too-large", status: 413, detail });
+      answer(res, 413, json, detail);
+    };
+    const declared = Number(req.headers["content-length"]);
+    if (Number.isFinite(declared) && declared > cap) {
+      // Answered before reading; the connection closes so the unread body is not parsed as a request.
+      res.setHeader("connection", "close");
+      tooLarge(declared);
+      req.resume();
+      return;
+    }
+    const parts: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on("data", (b: Buffer) => {
+      if (over) return;
+      size += b.length;
+      if (size > cap) {
+        over = true;
+        parts.length = 0;
+        res.setHeader("connection", "close");
+        tooLarge(`more than ${cap}`);
+        return;
+      }
+      parts.push(b);
+    });
+    req.on("error", () => {});
+    req.on("end", () => {
+      if (over) return;
+      let body: Buffer = Buffer.concat(parts, size);
+      const enc = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
+      try {
+        if (enc === "gzip") {
+          try {
+            body = gunzipSync(body, { maxOutputLength: cap });
+          } catch (e) {
+            if ((e as any)?.code === "ERR_BUFFER_TOO_LARGE") {
+              tooLarge(`more than ${cap} (after gunzip)`);
+              return;
+            }
+            throw new OtlpDecodeError(`gzip body does not inflate: ${(e as Error).message}`);
+          }
+        } else if (enc !== "identity") throw new OtlpDecodeError(`content-encoding '${enc}' is not supported`);
+        const got = json ? decodeJsonTraces(body.toString("utf8")) : decodeProtobufTraces(body);
+        requests++;
+        for (const s of got) spans.push(s);
+        o.onSpans?.(got);
+        answer(res, 200, json);
+      } catch (e) {
+        if (!(e instanceof OtlpDecodeError)) throw e;
+        find({ kind: "malformed", status: 400, detail: e.message });
+        answer(res, 400, json, e.message);
+      }
+    });
+  };
+
+  const server: Server = createServer(handle);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (e: any) =>
+      reject(
+        new UsageError(
+          `--otlp-receiver: cannot listen on ${host}:${o.port} (${e?.code === "EADDRINUSE" ? "address in use" : (e?.message ?? e)})`,
+        ),
+      ),
+    );
+    server.listen(o.port, host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  return {
+    host,
+    port,
+    endpoint: `http://${urlHost}:${port}`,
+    spans,
+    findings,
+    get requests() {
+      return requests;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (dropped > 0)
+          findings.push({ kind: "malformed", status: 0, detail: `${dropped} more findings not kept (cap reached)` });
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The engine-side flags that make it export to this receiver (vLLM: OTLP over HTTP needs the protocol env). */
+export function engineFlagHint(endpoint: string): string {
+  return `start the engine with: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf vllm serve … --otlp-traces-endpoint ${endpoint}/v1/traces --collect-detailed-traces all`;
+}
