@@ -92,7 +92,7 @@ const REQUIRED = [VLLM_SPAN.timeInQueue, VLLM_SPAN.timeToFirstToken, VLLM_SPAN.t
  * The client id a span's gen_ai.request.id stands for. vLLM names a request `chatcmpl-<id>` or
  * `cmpl-<id>` from the body's request_id (or X-Request-Id), and older releases append `-<8 hex>`.
  */
-export function clientIdOf(spanId: string, known: ReadonlyMap<string, unknown>): string | null {
+export function clientIdOf(spanId: string, known: { has(id: string): boolean }): string | null {
   if (known.has(spanId)) return spanId;
   const bare = spanId.replace(/^(chatcmpl|cmpl)-/, "");
   if (known.has(bare)) return bare;

@@ -31,6 +31,8 @@ export interface OtlpReceiver {
   readonly findings: OtlpFinding[];
   /** Export requests accepted. */
   readonly requests: number;
+  /** Calls `fn` after each accepted export request; returns the call that stops it. */
+  listen(fn: () => void): () => void;
   close(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
   const findings: OtlpFinding[] = [];
   let requests = 0;
   let dropped = 0;
+  const listeners = new Set<() => void>();
   const find = (f: OtlpFinding) => {
     if (findings.length < MAX_FINDINGS) findings.push(f);
     else dropped++;
@@ -141,6 +144,7 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
         requests++;
         for (const s of got) spans.push(s);
         o.onSpans?.(got);
+        for (const fn of listeners) fn();
         answer(res, 200, json);
       } catch (e) {
         if (!(e instanceof OtlpDecodeError)) throw e;
@@ -171,6 +175,10 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
     findings,
     get requests() {
       return requests;
+    },
+    listen(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
     },
     close: () =>
       new Promise<void>((resolve) => {
