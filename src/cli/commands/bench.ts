@@ -24,6 +24,9 @@ import type {
   SessionSpec,
   Stats,
 } from "../../load/types.ts";
+import { benchWithSpans, type SpanJoinReport } from "../../otlp/bench.ts";
+import { parseOtlpListen } from "../../otlp/receiver.ts";
+import { formatSpanJoin, spanJoinJson } from "../../otlp/render.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
@@ -462,6 +465,15 @@ export function register(program: Command): void {
       "sampling interval of the telemetry source (e.g. 100ms, 1s)",
       durationArg("--telemetry-interval"),
     )
+    .option(
+      "--otlp-receiver <[host:]port>",
+      "receive the engine's request spans (OTLP/HTTP, protobuf or JSON; loopback unless a host is given) and join them to the requests: TTFT split into network, intake, queue, prefill, delivery",
+    )
+    .option(
+      "--otlp-wait <d>",
+      "after the run, wait up to this long for spans the engine has not sent yet (vLLM batches every 5 s)",
+      durationArg("--otlp-wait"),
+    )
     .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
   // Too many options for extra-typings' inference; the parsers above do the validation.
   withCommon(cmd).action(async (...args: any[]) => {
@@ -505,6 +517,10 @@ export function register(program: Command): void {
       target = g.target;
     }
     if (o.slo) goodput = parseSlo(o.slo);
+    // Parsed before anything is sent; a sweep or search would mix several runs' spans.
+    const otlpListen = o.otlpReceiver !== undefined ? parseOtlpListen(String(o.otlpReceiver)) : null;
+    if (otlpListen && (o.findCapacity || o.sweep || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1))
+      throw new UsageError("--otlp-receiver joins the spans of a single run: drop --sweep, --find-capacity and lists");
     if (o.findCapacity) {
       if (!goodput || Object.keys(goodput).length === 0)
         throw new UsageError(
@@ -747,11 +763,24 @@ export function register(program: Command): void {
       // same file makes this one refuse to start.
       if (opts.recordsPath) opts.recordsPath = claim(opts.recordsPath, "--records").tempPath;
       if (opts.saveResult) opts.saveResult = claim(opts.saveResult, "--save-result").tempPath;
-      const res = await runBench(opts, {
+      const benchDeps = {
         signal: ac.signal,
         onProgress: progress.onProgress,
-        onTelemetryNote: progressEnabled(o) ? (line) => process.stderr.write(`${safeLine(line)}\n`) : undefined,
-      });
+        onTelemetryNote: progressEnabled(o) ? (line: string) => process.stderr.write(`${safeLine(line)}\n`) : undefined,
+      };
+      let spans: SpanJoinReport | null = null;
+      let res: BenchResult;
+      if (otlpListen) {
+        const out = await benchWithSpans(opts, benchDeps, {
+          ...otlpListen,
+          waitMs: o.otlpWait,
+          onListening: (endpoint, hint) => {
+            process.stderr.write(`OTLP receiver on ${endpoint}: ${hint}\n`);
+          },
+        });
+        res = out.result;
+        spans = out.spans;
+      } else res = await runBench(opts, benchDeps);
       progress.done();
       for (const c of claims) c.commit();
       opts.recordsPath = o.records;
@@ -762,10 +791,24 @@ export function register(program: Command): void {
       const sl = o.slice
         ? computeSlices(res.requests, { widthMs: o.slice, percentiles: res.percentiles, goodput: opts.goodput })
         : null;
-      if (o.json) emit({ ...toVllmJson(res, opts.saveDetailed ?? false), ...(sl ? sliceFields(sl) : {}) }, o, () => "");
+      if (o.json)
+        emit(
+          {
+            ...toVllmJson(res, opts.saveDetailed ?? false),
+            ...(sl ? sliceFields(sl) : {}),
+            ...(spans ? { otlp: spanJoinJson(spans) } : {}),
+          },
+          o,
+          () => "",
+        );
       else
         emit(res, o, (r) =>
-          [formatConsole(r), formatReplay(r), sl ? formatSlices(terminalSafe(sl), r.percentiles) : ""]
+          [
+            formatConsole(r),
+            formatReplay(r),
+            sl ? formatSlices(terminalSafe(sl), r.percentiles) : "",
+            spans ? formatSpanJoin(terminalSafe(spans)) : "",
+          ]
             .filter(Boolean)
             .join("\n"),
         );

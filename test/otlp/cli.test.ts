@@ -1,0 +1,83 @@
+// `inferscope bench --otlp-receiver` as a user runs it: the sim in its own process exports to the
+// port given, bench prints the engine flag, and the split lands in the table and in --json.
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { assertRefused, runCli } from "../helpers/cli.ts";
+import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
+
+/** A port free right now (the sim exports to it before bench listens there: it only sends after requests). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+describe("bench --otlp-receiver (CLI)", () => {
+  let sim: SpawnedSim;
+  let port: number;
+  before(async () => {
+    port = await freePort();
+    sim = await spawnSim(["--profile", "llama3-8b-1xh100", "--otlp-traces-endpoint", `http://127.0.0.1:${port}`]);
+  });
+  after(() => sim?.stop());
+
+  const args = () => [
+    "bench",
+    "--base-url",
+    sim.url,
+    "--otlp-receiver",
+    String(port),
+    "--otlp-wait",
+    "20s",
+    "--num-prompts",
+    "6",
+    "--concurrency",
+    "2",
+    "--random-input-len",
+    "32",
+    "--random-output-len",
+    "4",
+    "--ignore-eos",
+    "--no-server-metrics",
+    "--telemetry",
+    "none",
+  ];
+
+  test("--json: the join under `otlp`, every request joined, the engine flag on stderr", async () => {
+    const r = await runCli([...args(), "--json"], { limitMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, new RegExp(`--otlp-traces-endpoint http://127\\.0\\.0\\.1:${port}/v1/traces`));
+    const j = JSON.parse(r.stdout);
+    assert.equal(j.otlp.requests, 6);
+    assert.equal(j.otlp.join_rate, 1);
+    assert.equal(j.otlp.complete, true);
+    assert.equal(j.otlp.per_request.length, 6);
+    for (const k of ["network", "intake", "queue", "prefill", "delivery", "client_ttft"])
+      assert.equal(j.otlp.split_ms[k].n, 6, k);
+    assert.ok(j.otlp.split_ms.prefill.p50 > 0);
+  });
+
+  test("terminal: the split table after the console summary", async () => {
+    const r = await runCli(args(), { limitMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Engine spans \(OTLP\)/);
+    assert.match(r.stdout, /Requests joined:\s+6 of 6 \(100\.0%\)/);
+    assert.match(r.stdout, /^queue\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d$/m);
+    assert.match(r.stdout, /^prefill\s+\d+\.\d\d/m);
+  });
+
+  test("bad flags are refused before anything is sent", async () => {
+    assertRefused(await runCli(["bench", "--otlp-receiver", "here"]), /expected \[HOST:\]PORT/, "not a port");
+    assertRefused(
+      await runCli(["bench", "--otlp-receiver", "4318", "--sweep", "auto"]),
+      /single run/,
+      "a sweep mixes runs",
+    );
+  });
+});
