@@ -1,12 +1,8 @@
 // The span join as text (the bench console's banner layout) and as JSON. Pure.
+import { center } from "../load/console.ts";
 import type { SpanJoinReport } from "./bench.ts";
 import type { Distribution } from "./join.ts";
 
-const center = (s: string, fill: string, n = 50) => {
-  const pad = Math.max(0, n - s.length);
-  const left = Math.floor(pad / 2);
-  return fill.repeat(left) + s + fill.repeat(pad - left);
-};
 const f2 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "n/a" : x.toFixed(2));
 
 const ROWS: Array<[keyof SpanJoinReport["join"]["split"], string]> = [

@@ -1,27 +1,16 @@
 // `inferscope bench --otlp-receiver` as a user runs it: the sim in its own process exports to the
 // port given, bench prints the engine flag, and the split lands in the table and in --json.
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { assertRefused, runCli } from "../helpers/cli.ts";
+import { freePort } from "../helpers/prometheus.ts";
 import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
-
-/** A port free right now (the sim exports to it before bench listens there: it only sends after requests). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 describe("bench --otlp-receiver (CLI)", () => {
   let sim: SpawnedSim;
   let port: number;
   before(async () => {
+    // Free now; the sim exports there only after bench's requests, by when bench listens on it.
     port = await freePort();
     sim = await spawnSim(["--profile", "llama3-8b-1xh100", "--otlp-traces-endpoint", `http://127.0.0.1:${port}`]);
   });
