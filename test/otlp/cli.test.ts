@@ -38,8 +38,8 @@ describe("bench --otlp-receiver (CLI)", () => {
     "none",
   ];
 
-  test("--json: the join under `otlp`, every request joined, the engine flag on stderr", async () => {
-    const r = await runCli([...args(), "--json"], { limitMs: 60_000 });
+  test("--json: the join under `otlp`, every request joined, warm-up spans not strangers, the engine flag on stderr", async () => {
+    const r = await runCli([...args(), "--warmup", "2", "--json"], { limitMs: 60_000 });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, new RegExp(`--otlp-traces-endpoint http://127\\.0\\.0\\.1:${port}/v1/traces`));
     const j = JSON.parse(r.stdout);
@@ -47,6 +47,8 @@ describe("bench --otlp-receiver (CLI)", () => {
     assert.equal(j.otlp.join_rate, 1);
     assert.equal(j.otlp.complete, true);
     assert.equal(j.otlp.per_request.length, 6);
+    assert.deepEqual(j.otlp.unmatched_spans, []);
+    assert.deepEqual(j.otlp.findings, []);
     for (const k of ["network", "intake", "queue", "prefill", "delivery", "client_ttft"])
       assert.equal(j.otlp.split_ms[k].n, 6, k);
     assert.ok(j.otlp.split_ms.prefill.p50 > 0);
@@ -59,6 +61,30 @@ describe("bench --otlp-receiver (CLI)", () => {
     assert.match(r.stdout, /Requests joined:\s+6 of 6 \(100\.0%\)/);
     assert.match(r.stdout, /^queue\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d$/m);
     assert.match(r.stdout, /^prefill\s+\d+\.\d\d/m);
+  });
+
+  test("an engine that sends nothing: the run's results stand, with a finding that says what to check", async () => {
+    const quiet = await spawnSim(["--speed", "zero"]);
+    try {
+      const r = await runCli(
+        ["bench", "--base-url", quiet.url, "--otlp-receiver", "0", "--otlp-wait", "300ms", "--num-prompts", "3"]
+          .concat(["--random-input-len", "8", "--random-output-len", "2", "--no-server-metrics", "--telemetry", "none"])
+          .concat(["--json"]),
+        { limitMs: 60_000 },
+      );
+      assert.equal(r.code, 0, r.stderr);
+      const j = JSON.parse(r.stdout);
+      assert.equal(j.completed, 3);
+      assert.equal(j.otlp.joined, 0);
+      assert.equal(j.otlp.complete, false);
+      assert.deepEqual(
+        j.otlp.findings.map((f: { kind: string }) => f.kind),
+        ["no-spans"],
+      );
+      assert.match(j.otlp.findings[0].detail, /--otlp-traces-endpoint/);
+    } finally {
+      await quiet.stop();
+    }
   });
 
   test("bad flags are refused before anything is sent", async () => {
