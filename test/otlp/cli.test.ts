@@ -1,6 +1,9 @@
 // `inferscope bench --otlp-receiver` as a user runs it: the sim in its own process exports to the
 // port given, bench prints the engine flag, and the split lands in the table and in --json.
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { assertRefused, runCli } from "../helpers/cli.ts";
 import { freePort } from "../helpers/prometheus.ts";
@@ -38,8 +41,10 @@ describe("bench --otlp-receiver (CLI)", () => {
     "none",
   ];
 
-  test("--json: the join under `otlp`, every request joined, warm-up spans not strangers, the engine flag on stderr", async () => {
-    const r = await runCli([...args(), "--warmup", "2", "--json"], { limitMs: 60_000 });
+  test("--json and --db: the join under `otlp`, every request joined, warm-up spans not strangers, the engine flag on stderr", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "isc-otlp-"));
+    const db = join(dir, "runs.db");
+    const r = await runCli([...args(), "--warmup", "2", "--json", "--db", db], { limitMs: 60_000 });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, new RegExp(`--otlp-traces-endpoint http://127\\.0\\.0\\.1:${port}/v1/traces`));
     const j = JSON.parse(r.stdout);
@@ -52,6 +57,18 @@ describe("bench --otlp-receiver (CLI)", () => {
     for (const k of ["network", "intake", "queue", "prefill", "delivery", "client_ttft"])
       assert.equal(j.otlp.split_ms[k].n, 6, k);
     assert.ok(j.otlp.split_ms.prefill.p50 > 0);
+    // The store keeps the same join beside the run's summary.
+    const { openStore } = await import("../../src/store/index.ts");
+    const store = openStore(db);
+    try {
+      const [run] = store.listRuns({ kind: "bench" });
+      const stored = store.getRun(run!.id).summaries.otlp as typeof j.otlp;
+      assert.equal(stored.join_rate, 1);
+      assert.deepEqual(stored.split_ms.queue, j.otlp.split_ms.queue);
+    } finally {
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("terminal: the split table after the console summary", async () => {

@@ -785,7 +785,7 @@ export function register(program: Command): void {
       for (const c of claims) c.commit();
       opts.recordsPath = o.records;
       opts.saveResult = typeof o.saveResult === "string" ? o.saveResult : undefined;
-      const saved = store ? store.storeBenchRun(o.db, opts, res) : null;
+      const saved = store ? store.storeBenchRun(o.db, opts, res, spans ? { otlp: spanJoinJson(spans) } : {}) : null;
       if (saved && !o.json) process.stderr.write(`run ${saved.id} saved in ${saved.path}\n`);
       // Results are printed first, so a failed write (disk full) does not lose them.
       const sl = o.slice
