@@ -11,6 +11,7 @@ import type { OtlpSpan } from "./spans.ts";
 
 export interface SpanJoinReport {
   endpoint: string;
+  grpcEndpoint: string | null;
   /** OTLP export requests accepted, and spans in them. */
   exportRequests: number;
   spansReceived: number;
@@ -24,6 +25,8 @@ export interface SpanJoinReport {
 export interface BenchSpansOptions {
   host?: string;
   port?: number;
+  /** Also OTLP/gRPC on this host:port (vLLM's and SGLang's default protocol). */
+  grpc?: { host: string; port: number };
   /** A receiver already listening (kept open); otherwise one is started on host:port and closed after. */
   receiver?: OtlpReceiver;
   /** After the run, how long to wait for spans still unsent (engines batch them: vLLM every 5 s). */
@@ -57,10 +60,18 @@ export async function benchWithSpans(
 ): Promise<{ result: BenchResult; spans: SpanJoinReport }> {
   let notify: (() => void) | null = null;
   const own = !o.receiver;
-  const rx = o.receiver ?? (await startOtlpReceiver({ host: o.host, port: o.port ?? 0, maxBodyBytes: o.maxBodyBytes }));
+  const rx =
+    o.receiver ??
+    (await startOtlpReceiver({
+      host: o.host,
+      port: o.port ?? 0,
+      maxBodyBytes: o.maxBodyBytes,
+      grpcHost: o.grpc?.host,
+      grpcPort: o.grpc?.port,
+    }));
   const unlisten = rx.listen(() => notify?.());
   try {
-    await o.onListening?.(rx.endpoint, engineFlagHint(rx.endpoint));
+    await o.onListening?.(rx.endpoint, engineFlagHint(rx.endpoint, rx.grpcEndpoint));
     // A run tag keeps another client's (or an earlier run's) requests out of this join.
     const prefix = `isc-${randomBytes(4).toString("hex")}-`;
     let originPerf = Number.NaN;
@@ -118,6 +129,7 @@ export async function benchWithSpans(
       result,
       spans: {
         endpoint: rx.endpoint,
+        grpcEndpoint: rx.grpcEndpoint,
         exportRequests: rx.requests,
         spansReceived: rx.spans.length,
         waitedMs,

@@ -1,9 +1,11 @@
 // An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip allowed) that an engine
 // exports its request spans to while bench runs. Bad bodies are answered (400, 413, 415) and kept
 // as findings; none of them stops the receiver.
+
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
+import type { ServerUnaryCall, sendUnaryData } from "@grpc/grpc-js";
 import { UsageError } from "../errors.ts";
 import { decodeJsonTraces, decodeProtobufTraces, OtlpDecodeError, type OtlpSpan } from "./spans.ts";
 
@@ -20,13 +22,18 @@ export interface OtlpReceiverOptions {
   maxBodyBytes?: number;
   /** Called with each accepted request's spans, in arrival order. */
   onSpans?: (spans: OtlpSpan[]) => void;
+  /** Also take OTLP/gRPC (TraceService/Export) on this port (0: a free one); its host defaults to `host`. */
+  grpcPort?: number;
+  grpcHost?: string;
 }
 
 export interface OtlpReceiver {
   readonly host: string;
   readonly port: number;
-  /** The endpoint an engine exports to (vLLM's --otlp-traces-endpoint). */
+  /** The endpoint an engine exports to over HTTP (vLLM's --otlp-traces-endpoint, + /v1/traces). */
   readonly endpoint: string;
+  /** The gRPC endpoint, when one was asked for. */
+  readonly grpcEndpoint: string | null;
   readonly spans: OtlpSpan[];
   readonly findings: OtlpFinding[];
   /** Export requests accepted. */
@@ -41,11 +48,11 @@ export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
 const MAX_FINDINGS = 100;
 
 /** `[HOST:]PORT` → host and port; loopback when no host is given. */
-export function parseOtlpListen(spec: string): { host: string; port: number } {
+export function parseOtlpListen(spec: string, flag = "--otlp-receiver"): { host: string; port: number } {
   const m = /^(?:(\[[^\]]+\]|[^:]+):)?(\d+)$/.exec(spec.trim());
   const port = m ? Number(m[2]) : Number.NaN;
   if (!m || !Number.isInteger(port) || port < 0 || port > 65535)
-    throw new UsageError(`--otlp-receiver: expected [HOST:]PORT (e.g. 4318 or 127.0.0.1:4318), got '${spec}'`);
+    throw new UsageError(`${flag}: expected [HOST:]PORT (e.g. 4318 or 127.0.0.1:4318), got '${spec}'`);
   const host = m[1] ? m[1].replace(/^\[|\]$/g, "") : "127.0.0.1";
   return { host, port };
 }
@@ -61,6 +68,13 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
   const find = (f: OtlpFinding) => {
     if (findings.length < MAX_FINDINGS) findings.push(f);
     else dropped++;
+  };
+
+  const accept = (got: OtlpSpan[]) => {
+    requests++;
+    for (const s of got) spans.push(s);
+    o.onSpans?.(got);
+    for (const fn of listeners) fn();
   };
 
   const answer = (res: ServerResponse, status: number, json: boolean, detail?: string) => {
@@ -141,10 +155,7 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
           }
         } else if (enc !== "identity") throw new OtlpDecodeError(`content-encoding '${enc}' is not supported`);
         const got = json ? decodeJsonTraces(body.toString("utf8")) : decodeProtobufTraces(body);
-        requests++;
-        for (const s of got) spans.push(s);
-        o.onSpans?.(got);
-        for (const fn of listeners) fn();
+        accept(got);
         answer(res, 200, json);
       } catch (e) {
         if (!(e instanceof OtlpDecodeError)) throw e;
@@ -167,10 +178,21 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
   });
   const port = (server.address() as AddressInfo).port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
+  let grpc: { port: number; close(): Promise<void> } | null = null;
+  if (o.grpcPort !== undefined) {
+    try {
+      grpc = await startGrpc(o.grpcHost ?? host, o.grpcPort, cap, accept, find);
+    } catch (e) {
+      server.close();
+      throw e;
+    }
+  }
+  const grpcHost = o.grpcHost ?? host;
   return {
     host,
     port,
     endpoint: `http://${urlHost}:${port}`,
+    grpcEndpoint: grpc ? `http://${grpcHost.includes(":") ? `[${grpcHost}]` : grpcHost}:${grpc.port}` : null,
     spans,
     findings,
     get requests() {
@@ -185,12 +207,79 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
         if (dropped > 0)
           findings.push({ kind: "malformed", status: 0, detail: `${dropped} more findings not kept (cap reached)` });
         server.closeAllConnections();
-        server.close(() => resolve());
+        server.close(() => (grpc ? grpc.close().then(resolve) : resolve()));
       }),
   };
 }
 
-/** The engine-side flags that make it export to this receiver (vLLM: OTLP over HTTP needs the protocol env). */
-export function engineFlagHint(endpoint: string): string {
-  return `start the engine with: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf vllm serve … --otlp-traces-endpoint ${endpoint}/v1/traces --collect-detailed-traces all`;
+/** The engine-side flags that make it export to this receiver (vLLM speaks gRPC unless told http/protobuf). */
+export function engineFlagHint(endpoint: string, grpcEndpoint: string | null = null): string {
+  const http = `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf vllm serve … --otlp-traces-endpoint ${endpoint}/v1/traces`;
+  return grpcEndpoint
+    ? `start the engine with: vllm serve … --otlp-traces-endpoint ${grpcEndpoint} --collect-detailed-traces all (or over HTTP: ${http})`
+    : `start the engine with: ${http} --collect-detailed-traces all`;
+}
+
+const EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/**
+ * OTLP/gRPC: TraceService/Export with the bytes passed through, so the same generated codec decodes
+ * them. grpc-js itself answers RESOURCE_EXHAUSTED past the cap (and inflates gzip); a body that does
+ * not decode is INVALID_ARGUMENT and a finding.
+ */
+async function startGrpc(
+  host: string,
+  port: number,
+  cap: number,
+  accept: (got: OtlpSpan[]) => void,
+  find: (f: OtlpFinding) => void,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const grpc = await import("@grpc/grpc-js");
+  const server = new grpc.Server({ "grpc.max_receive_message_length": cap });
+  const pass = (b: Buffer) => b;
+  server.addService(
+    {
+      Export: {
+        path: EXPORT_PATH,
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: pass,
+        requestDeserialize: pass,
+        // An empty ExportTraceServiceResponse: full success.
+        responseSerialize: () => Buffer.alloc(0),
+        responseDeserialize: pass,
+      },
+    },
+    {
+      Export: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
+        try {
+          accept(decodeProtobufTraces(call.request));
+          cb(null, Buffer.alloc(0));
+        } catch (e) {
+          if (!(e instanceof OtlpDecodeError)) throw e;
+          find({ kind: "malformed", status: 400, detail: `gRPC: ${e.message}` });
+          cb({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
+        }
+      },
+    },
+  );
+  const addr = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(new UsageError(`--otlp-grpc-receiver: cannot listen on ${addr} (${err.message})`)) : resolve(p),
+    ),
+  );
+  return {
+    port: bound,
+    close: () =>
+      new Promise<void>((resolve) => {
+        // Connections an engine keeps open would hold tryShutdown: after a second they are cut.
+        const t = setTimeout(() => server.forceShutdown(), 1000);
+        t.unref();
+        server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      }),
+  };
 }

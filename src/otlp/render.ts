@@ -21,7 +21,7 @@ export function formatSpanJoin(r: SpanJoinReport): string {
   const j = r.join;
   const L: string[] = [];
   L.push(center(" Engine spans (OTLP) ", "="));
-  L.push(`${"Receiver:".padEnd(40)} ${r.endpoint}`);
+  L.push(`${"Receiver:".padEnd(40)} ${r.endpoint}${r.grpcEndpoint ? ` (gRPC ${r.grpcEndpoint})` : ""}`);
   L.push(`${"Spans received:".padEnd(40)} ${r.spansReceived} in ${r.exportRequests} exports`);
   L.push(`${"Requests joined:".padEnd(40)} ${j.joined} of ${j.requests} (${(100 * j.joinRate).toFixed(1)}%)`);
   if (j.clock)
@@ -58,6 +58,7 @@ export function spanJoinJson(r: SpanJoinReport) {
   const j = r.join;
   return {
     endpoint: r.endpoint,
+    grpc_endpoint: r.grpcEndpoint,
     export_requests: r.exportRequests,
     spans_received: r.spansReceived,
     waited_ms: r.waitedMs,

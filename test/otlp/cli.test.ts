@@ -44,10 +44,15 @@ describe("bench --otlp-receiver (CLI)", () => {
   test("--json and --db: the join under `otlp`, every request joined, warm-up spans not strangers, the engine flag on stderr", async () => {
     const dir = mkdtempSync(join(tmpdir(), "isc-otlp-"));
     const db = join(dir, "runs.db");
-    const r = await runCli([...args(), "--warmup", "2", "--json", "--db", db], { limitMs: 60_000 });
+    const r = await runCli([...args(), "--warmup", "2", "--json", "--db", db, "--otlp-grpc-receiver", "0"], {
+      limitMs: 60_000,
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, new RegExp(`--otlp-traces-endpoint http://127\\.0\\.0\\.1:${port}/v1/traces`));
     const j = JSON.parse(r.stdout);
+    // With a gRPC port too, the hint gives vLLM's default (gRPC) form first.
+    assert.match(j.otlp.grpc_endpoint, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.ok(r.stderr.includes(`--otlp-traces-endpoint ${j.otlp.grpc_endpoint} `), r.stderr);
     assert.equal(j.otlp.requests, 6);
     assert.equal(j.otlp.join_rate, 1);
     assert.equal(j.otlp.complete, true);
@@ -111,5 +116,6 @@ describe("bench --otlp-receiver (CLI)", () => {
       /single run/,
       "a sweep mixes runs",
     );
+    assertRefused(await runCli(["bench", "--otlp-grpc-receiver", "4317"]), /goes with --otlp-receiver/, "gRPC alone");
   });
 });
