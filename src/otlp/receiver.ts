@@ -216,8 +216,8 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
 export function engineFlagHint(endpoint: string, grpcEndpoint: string | null = null): string {
   const http = `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf vllm serve … --otlp-traces-endpoint ${endpoint}/v1/traces`;
   return grpcEndpoint
-    ? `start the engine with: vllm serve … --otlp-traces-endpoint ${grpcEndpoint} --collect-detailed-traces all (or over HTTP: ${http})`
-    : `start the engine with: ${http} --collect-detailed-traces all`;
+    ? `start the engine with: vllm serve … --otlp-traces-endpoint ${grpcEndpoint} (or over HTTP: ${http})`
+    : `start the engine with: ${http}`;
 }
 
 const EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
