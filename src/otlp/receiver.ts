@@ -10,7 +10,7 @@ import { UsageError } from "../errors.ts";
 import { decodeJsonTraces, decodeProtobufTraces, OtlpDecodeError, type OtlpSpan } from "./spans.ts";
 
 export interface OtlpFinding {
-  kind: "malformed" | "too-large" | "unsupported-media-type" | "not-found";
+  kind: "malformed" | "too-large" | "unsupported-media-type" | "not-found" | "span-cap";
   status: number;
   detail: string;
 }
@@ -20,6 +20,8 @@ export interface OtlpReceiverOptions {
   port: number;
   /** Largest body accepted, compressed or not (bytes); larger ones get 413. */
   maxBodyBytes?: number;
+  /** Spans kept (default one per request bench can send); past it they are counted, not kept. */
+  maxSpans?: number;
   /** Called with each accepted request's spans, in arrival order. */
   onSpans?: (spans: OtlpSpan[]) => void;
   /** Also take OTLP/gRPC (TraceService/Export) on this port (0: a free one); its host defaults to `host`. */
@@ -44,6 +46,8 @@ export interface OtlpReceiver {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** One span per request bench can send (src/load/limits.ts), plus warm-up and strangers. */
+export const DEFAULT_MAX_SPANS = 1_100_000;
 /** Findings kept in full; past it only counted, so a flood cannot grow memory. */
 const MAX_FINDINGS = 100;
 
@@ -70,9 +74,14 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
     else dropped++;
   };
 
+  const maxSpans = o.maxSpans ?? DEFAULT_MAX_SPANS;
+  let overCap = 0;
   const accept = (got: OtlpSpan[]) => {
     requests++;
-    for (const s of got) spans.push(s);
+    for (const s of got) {
+      if (spans.length < maxSpans) spans.push(s);
+      else overCap++;
+    }
     o.onSpans?.(got);
     for (const fn of listeners) fn();
   };
@@ -194,7 +203,19 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
     endpoint: `http://${urlHost}:${port}`,
     grpcEndpoint: grpc ? `http://${grpcHost.includes(":") ? `[${grpcHost}]` : grpcHost}:${grpc.port}` : null,
     spans,
-    findings,
+    // The counts of what the caps left out, as findings, whenever read.
+    get findings() {
+      const out = findings.slice();
+      if (dropped > 0)
+        out.push({ kind: "malformed", status: 0, detail: `${dropped} more findings not kept (cap reached)` });
+      if (overCap > 0)
+        out.push({
+          kind: "span-cap",
+          status: 200,
+          detail: `${overCap} spans past the first ${maxSpans} were accepted but not kept (memory bound)`,
+        });
+      return out;
+    },
     get requests() {
       return requests;
     },
@@ -204,8 +225,6 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
     },
     close: () =>
       new Promise<void>((resolve) => {
-        if (dropped > 0)
-          findings.push({ kind: "malformed", status: 0, detail: `${dropped} more findings not kept (cap reached)` });
         server.closeAllConnections();
         server.close(() => (grpc ? grpc.close().then(resolve) : resolve()));
       }),

@@ -148,6 +148,20 @@ describe("OTLP/HTTP receiver", () => {
     assert.equal(ok.status, 200);
   });
 
+  test("past the span cap spans are counted, not kept, and said so", async () => {
+    const small = await startOtlpReceiver({ port: 0, maxSpans: 3 });
+    const em = createSpanEmitter(small.endpoint, { scheduledDelayMillis: 5 });
+    for (let i = 0; i < 5; i++) em.emit(truth(i));
+    await em.shutdown();
+    assert.equal(small.spans.length, 3);
+    // Read while the receiver still runs, as bench reads it.
+    assert.deepEqual(
+      small.findings.map((f) => [f.kind, f.detail]),
+      [["span-cap", "2 spans past the first 3 were accepted but not kept (memory bound)"]],
+    );
+    await small.close();
+  });
+
   test("--otlp-receiver [HOST:]PORT: loopback by default, clear error otherwise", () => {
     assert.deepEqual(parseOtlpListen("4318"), { host: "127.0.0.1", port: 4318 });
     assert.deepEqual(parseOtlpListen("0.0.0.0:4318"), { host: "0.0.0.0", port: 4318 });
