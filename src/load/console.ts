@@ -6,7 +6,7 @@ import { percentileKey } from "./npstats.ts";
 import type { BenchResult } from "./runner.ts";
 import type { Stats } from "./types.ts";
 
-const center = (s: string, fill: string, n = 50) => {
+export const center = (s: string, fill: string, n = 50) => {
   const pad = Math.max(0, n - s.length);
   const left = Math.floor(pad / 2);
   return fill.repeat(left) + s + fill.repeat(pad - left);

@@ -572,6 +572,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       ignoreEos,
       continuousUsage: opts.continuousUsage,
       extraBody: opts.extraBody,
+      requestIdPrefix: opts.requestIdPrefix,
     };
     const setup: BenchSetup = {
       date: stamp(new Date()),
@@ -1142,7 +1143,7 @@ class RunState {
     try {
       this.ctx.client.streamTo(
         this.ctx.endpoint,
-        pre?.body ?? requestBody(p, this.ctx.bodyOpts),
+        pre?.body ?? requestBody(p, this.ctx.bodyOpts, index),
         rec,
         this.originPerf,
         (r, block, at, n) => {
@@ -1301,7 +1302,7 @@ function prebuildBodies(
   let bytes = 0;
   for (let i = 0; i < count; i++) {
     const p = ctx.workload.get(index(i) % size);
-    const text = requestBody(p, ctx.bodyOpts);
+    const text = requestBody(p, ctx.bodyOpts, index(i));
     bytes += text.length * 2 + 200;
     if (bytes > maxBytes) return null;
     // A long prompt's text is in its body: only the lengths are kept beside it.
@@ -1334,6 +1335,7 @@ export async function closedLoop(
   const pre =
     o.count !== null && !o.shared ? prebuildBodies(ctx, o.count, (i) => o.indexBase + i, PREBUILD_MAX_BYTES) : null;
   const st = new RunState(ctx, o.count, o.originPerf);
+  if (!o.warmup) ctx.onOrigin?.(st.originPerf);
   // After RunState: its instrument's window (and a collection it may start with) opens before the clock.
   o.onClockStart?.();
   let next = 0;
@@ -1520,13 +1522,14 @@ async function sessionPhase(
   let total = 0;
   for (const s of sessions) total += s.turns.length;
   const st = new RunState(ctx, total);
+  ctx.onOrigin?.(st.originPerf);
   const run = await runSessions(sessions, {
     ...o,
     signal: ctx.signal,
     now: () => st.nowMs(),
     stopped: () => st.stopped,
     send: (index, scheduledMs, p) =>
-      st.send(index, scheduledMs, scheduledMs, false, { p, body: requestBody(p, ctx.bodyOpts) }),
+      st.send(index, scheduledMs, scheduledMs, false, { p, body: requestBody(p, ctx.bodyOpts, index) }),
   });
   const durationMs = st.nowMs();
   st.close();

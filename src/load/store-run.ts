@@ -28,8 +28,13 @@ function storedRequests(res: BenchResult): StoredRequest[] {
     });
 }
 
-/** Saves a finished (or interrupted) bench run; returns its id. */
-export function storeBenchRun(dbPath: string, opts: BenchOptions, res: BenchResult): { id: string; path: string } {
+/** Saves a finished (or interrupted) bench run, and any further summaries by key (the span join: "otlp"); returns its id. */
+export function storeBenchRun(
+  dbPath: string,
+  opts: BenchOptions,
+  res: BenchResult,
+  extra: Record<string, unknown> = {},
+): { id: string; path: string } {
   const store = openStore(dbPath);
   try {
     const { apiKey: _key, ...config } = opts;
@@ -41,6 +46,7 @@ export function storeBenchRun(dbPath: string, opts: BenchOptions, res: BenchResu
     store.addRequests(id, null, storedRequests(res));
     const { inferscope: _ours, ...vllm } = res.summary as unknown as Record<string, unknown>;
     store.setSummary(id, "bench", { setup: res.setup, summary: vllm, warnings: res.warnings, partial: res.partial });
+    for (const [k, v] of Object.entries(extra)) store.setSummary(id, k, v);
     const t = res.telemetry;
     if (t?.summary)
       store.addTelemetry(id, null, {

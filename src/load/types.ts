@@ -170,6 +170,8 @@ export interface BenchOptions {
   continuousUsage?: boolean;
   /** Extra JSON merged into every request body (vLLM --extra-body). */
   extraBody?: Record<string, unknown>;
+  /** Send request_id = prefix + index in each body (vLLM's request id): what joins engine spans to records. */
+  requestIdPrefix?: string;
   /** Abort a request when no bytes arrive for this long. Default 60 s. */
   stallTimeoutMs?: number;
   /**

@@ -45,6 +45,8 @@ export interface BodyOptions {
   ignoreEos?: boolean;
   continuousUsage?: boolean;
   extraBody?: Record<string, unknown>;
+  /** Each body carries request_id = this + the request's index (vLLM names the request after it). */
+  requestIdPrefix?: string;
 }
 
 function randomText(rng: Rng, tokens: number): string {
@@ -224,7 +226,7 @@ function positionOf(path: string, text: string, e: unknown) {
 }
 
 /** The JSON body vLLM bench serve sends, for one prompt. */
-export function requestBody(p: Prompt, o: BodyOptions): string {
+export function requestBody(p: Prompt, o: BodyOptions, index?: number): string {
   const streamOptions: Record<string, boolean> = { include_usage: true };
   if (o.continuousUsage ?? true) streamOptions.continuous_usage_stats = true;
   let body: Record<string, unknown>;
@@ -252,5 +254,6 @@ export function requestBody(p: Prompt, o: BodyOptions): string {
   }
   if (o.ignoreEos) body.ignore_eos = true;
   if (o.extraBody) Object.assign(body, o.extraBody);
+  if (o.requestIdPrefix !== undefined && index !== undefined) body.request_id = `${o.requestIdPrefix}${index}`;
   return JSON.stringify(body);
 }

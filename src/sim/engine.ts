@@ -36,8 +36,11 @@ export interface RequestTruth {
   preemptions: number;
   /** Model (pre-jitter) simulated ms of the steps that ran its prefill chunks. */
   prefillModelMs: number;
-  /** Engine clock (wall ms): arrival, first scheduled, first token sent, and that step's deadline. */
+  /** The server's name for it (the response id; null outside the HTTP server). */
+  name: string | null;
+  /** Engine clock (wall ms): arrival, queued (after the frontend), first scheduled, first token sent, and that step's deadline. */
   arrivalMs: number;
+  queuedMs: number;
   scheduledMs: number;
   firstTokenMs: number;
   firstTokenDueMs: number;
@@ -88,6 +91,8 @@ export class SimRequest implements KvHolder {
   stopText = "";
   /** Opaque slot for the server. */
   ctx: unknown = null;
+  /** The server's name for it (its response id, as vLLM's request id). */
+  name: string | null = null;
 
   constructor(o: {
     id: number;
@@ -151,6 +156,8 @@ export interface EngineOptions {
   onStepBegin?: (rec: StepRecord, meanMs: number) => void;
   /** Called when the engine finds no work: the next step starts from "now", not on the old schedule. */
   onIdle?: () => void;
+  /** Called once per request that finished (not aborted), at its last step's end (`nowMs`, the engine clock). */
+  onFinished?: (req: SimRequest, nowMs: number) => void;
 }
 
 interface Scheduled {
@@ -710,7 +717,9 @@ export class Engine {
       generatedTokens: req.generated,
       preemptions: req.preemptions,
       prefillModelMs: req.prefillModelMs,
+      name: req.name,
       arrivalMs: req.arrival,
+      queuedMs: req.queuedAt,
       scheduledMs: req.scheduledAt,
       firstTokenMs: req.firstTokenAt,
       firstTokenDueMs: req.firstTokenDue,
@@ -723,6 +732,7 @@ export class Engine {
     m.requestMaxGenTokens.observe(req.maxTokens);
     m.paramsN.observe(req.n);
     if (req.paramsMaxTokens !== null) m.paramsMaxTokens.observe(req.paramsMaxTokens);
+    this.opts.onFinished?.(req, now);
   }
 
   private publishGauges(): void {

@@ -7,6 +7,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import { plainReason, UsageError } from "../errors.ts";
+import type { SimRequest } from "./engine.ts";
 import { Engine, type StepRecord } from "./engine.ts";
 import { SimMetrics } from "./exposition.ts";
 import { FaultInjector, parseFaults } from "./faults.ts";
@@ -109,6 +110,11 @@ export interface SimOptions {
   enablePrefixCaching?: boolean;
   /** vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens. */
   enablePromptTokensDetails?: boolean;
+  /**
+   * vLLM's --otlp-traces-endpoint: one "llm_request" span per finished request, with vLLM's attribute
+   * names and the engine's own times, exported as OTLP/HTTP protobuf (a bare origin gets /v1/traces).
+   */
+  otlpTracesEndpoint?: string;
 }
 
 export interface SimHandle {
@@ -273,6 +279,18 @@ async function warmUp(model: StepModel, modelName: string, maxModelLen: number):
   engine.close();
 }
 
+function checkedOtlpEndpoint(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new UsageError(`--otlp-traces-endpoint ${url}: not a URL`, { hint: "e.g. http://127.0.0.1:4318" });
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:")
+    throw new UsageError(`--otlp-traces-endpoint ${url}: OTLP/HTTP needs http:// or https://`);
+  return url;
+}
+
 function isLoopbackIp(a: string): boolean {
   return a === "::1" || /^127\./.test(a) || /^::ffff:127\./i.test(a);
 }
@@ -384,6 +402,32 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     hostname: hostname(),
     startMs: performance.now(),
   });
+  // The SDK loads only when spans are asked for.
+  const spans = opts.otlpTracesEndpoint
+    ? (await import("./otlp.ts")).createSpanEmitter(checkedOtlpEndpoint(opts.otlpTracesEndpoint))
+    : null;
+  // Durations in the engine's (simulated) seconds, as its histograms observe them; times on the epoch.
+  const simS = (speedZero ? 1 : timeScale) / 1000;
+  const onFinished = spans
+    ? (req: SimRequest, now: number) => {
+        if (req.name === null) return;
+        spans.emit({
+          requestId: req.name,
+          arrivalUnixMs: performance.timeOrigin + req.arrival,
+          endUnixMs: performance.timeOrigin + now,
+          promptTokens: req.promptLen,
+          completionTokens: req.generated,
+          maxTokens: req.paramsMaxTokens,
+          n: req.n,
+          queue: (req.scheduledAt - req.queuedAt) * simS,
+          ttft: (req.firstTokenAt - req.arrival) * simS,
+          e2e: (now - req.arrival) * simS,
+          prefill: (req.firstTokenAt - req.scheduledAt) * simS,
+          decode: (now - req.firstTokenAt) * simS,
+          inference: (now - req.scheduledAt) * simS,
+        });
+      }
+    : undefined;
   const engine = new Engine({
     model,
     metrics,
@@ -397,6 +441,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     onStep,
     onStepBegin: (r, meanMs) => telemetry.onStepBegin(r.startMs, r.endMs, r.shape, meanMs, r.jitter),
     onIdle: () => telemetry.onIdle(),
+    onFinished,
   });
   // Like dcgm-exporter's collect interval: gauges are averages over the last closed interval.
   const collector = setInterval(
@@ -467,7 +512,10 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     exposure: LOOPBACK.has(host) || (isIP(host) ? isLoopbackIp(host) : loopbackName) ? null : exposureNote(host),
     close(drainMs = 60_000) {
       clearInterval(collector);
-      closing ??= server.shutdown(drainMs).then(() => engine.close());
+      closing ??= server
+        .shutdown(drainMs)
+        .then(() => engine.close())
+        .then(() => spans?.shutdown());
       return closing;
     },
   };

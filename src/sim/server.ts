@@ -167,14 +167,16 @@ class Exchange implements RequestSink {
       ? '},"logprobs":null,"finish_reason":null}]'
       : ',"logprobs":null,"finish_reason":null,"stop_reason":null}]';
     this.headPrefix = chat
-      ? `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${model},"choices":[`
-      : `data: {"id":"${id}","object":"text_completion","created":${created},"model":${model},"choices":[`;
+      ? `data: {"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${created},"model":${model},"choices":[`
+      : `data: {"id":${JSON.stringify(id)},"object":"text_completion","created":${created},"model":${model},"choices":[`;
   }
   private readonly headPrefix: string;
 
   add(req: SimRequest): void {
     const i = this.choices.length;
     this.choices.push(req);
+    // vLLM's request id: the response id, and with n > 1 each choice's child id.
+    req.name = req.n > 1 ? `${i}_${this.id}` : this.id;
     this.remaining++;
     this.pre[i] = this.chat
       ? `${this.headPrefix}{"index":${i},"delta":{"content":`
@@ -552,10 +554,10 @@ export class SimServer {
       if (method === "POST") {
         switch (path) {
           case "/v1/completions":
-            this.withBody(req, res, (b) => this.completion(res, b, false, receivedAt));
+            this.withBody(req, res, (b) => this.completion(res, b, false, receivedAt, req.headers["x-request-id"]));
             return;
           case "/v1/chat/completions":
-            this.withBody(req, res, (b) => this.completion(res, b, true, receivedAt));
+            this.withBody(req, res, (b) => this.completion(res, b, true, receivedAt, req.headers["x-request-id"]));
             return;
           case "/tokenize":
             this.withBody(req, res, (b) => this.tokenizeRoute(res, b));
@@ -751,7 +753,13 @@ export class SimServer {
     sendJson(res, 200, JSON.stringify({ prompt: detokenize(tokenIds(b.tokens as number[], "tokens")) }));
   }
 
-  private completion(res: ServerResponse, body: unknown, chat: boolean, receivedAt: number): void {
+  private completion(
+    res: ServerResponse,
+    body: unknown,
+    chat: boolean,
+    receivedAt: number,
+    headerId: string | string[] | undefined,
+  ): void {
     const b = this.checkedBody(body);
     const d = this.deps;
     let promptIds: Uint32Array;
@@ -835,7 +843,14 @@ export class SimServer {
       sendJson(res, faults.status, errorBody(faults.status, msg, type, null), headers);
       return;
     }
-    const id = `${chat ? "chatcmpl" : "cmpl"}-${uuidHex(reqNo, d.seed)}`;
+    // As vLLM names it: X-Request-Id, else the body's request_id, else a random id, behind the endpoint's prefix.
+    const given =
+      typeof headerId === "string" && headerId
+        ? headerId
+        : typeof b.request_id === "string" && b.request_id
+          ? b.request_id
+          : null;
+    const id = `${chat ? "chatcmpl" : "cmpl"}-${given ?? uuidHex(reqNo, d.seed)}`;
     const created = Math.floor(Date.now() / 1000);
     const reasoningTokens = chat && d.reasoning ? Math.floor(maxTokens * d.reasoningFraction) : 0;
     const ex = new Exchange(

@@ -24,6 +24,9 @@ import type {
   SessionSpec,
   Stats,
 } from "../../load/types.ts";
+import { benchWithSpans, type SpanJoinReport } from "../../otlp/bench.ts";
+import { parseOtlpListen } from "../../otlp/receiver.ts";
+import { formatSpanJoin, spanJoinJson } from "../../otlp/render.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import {
@@ -462,6 +465,19 @@ export function register(program: Command): void {
       "sampling interval of the telemetry source (e.g. 100ms, 1s)",
       durationArg("--telemetry-interval"),
     )
+    .option(
+      "--otlp-receiver <[host:]port>",
+      "receive the engine's request spans (OTLP/HTTP, protobuf or JSON; loopback unless a host is given) and join them to the requests: TTFT split into network, intake, queue, prefill, delivery",
+    )
+    .option(
+      "--otlp-grpc-receiver <[host:]port>",
+      "with --otlp-receiver, also take OTLP/gRPC here (vLLM's and SGLang's default protocol; 4317 by convention)",
+    )
+    .option(
+      "--otlp-wait <d>",
+      "after the run, wait up to this long for spans the engine has not sent yet (vLLM batches every 5 s)",
+      durationArg("--otlp-wait"),
+    )
     .option("--self-test", "measure this client's ceiling against `inferscope sim --speed zero`");
   // Too many options for extra-typings' inference; the parsers above do the validation.
   withCommon(cmd).action(async (...args: any[]) => {
@@ -505,6 +521,14 @@ export function register(program: Command): void {
       target = g.target;
     }
     if (o.slo) goodput = parseSlo(o.slo);
+    // Parsed before anything is sent; a sweep or search would mix several runs' spans.
+    const otlpListen = o.otlpReceiver !== undefined ? parseOtlpListen(String(o.otlpReceiver)) : null;
+    const otlpGrpc =
+      o.otlpGrpcReceiver !== undefined ? parseOtlpListen(String(o.otlpGrpcReceiver), "--otlp-grpc-receiver") : null;
+    if (otlpGrpc && !otlpListen)
+      throw new UsageError("--otlp-grpc-receiver goes with --otlp-receiver (the HTTP port), e.g. --otlp-receiver 4318");
+    if (otlpListen && (o.findCapacity || o.sweep || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1))
+      throw new UsageError("--otlp-receiver joins the spans of a single run: drop --sweep, --find-capacity and lists");
     if (o.findCapacity) {
       if (!goodput || Object.keys(goodput).length === 0)
         throw new UsageError(
@@ -747,25 +771,53 @@ export function register(program: Command): void {
       // same file makes this one refuse to start.
       if (opts.recordsPath) opts.recordsPath = claim(opts.recordsPath, "--records").tempPath;
       if (opts.saveResult) opts.saveResult = claim(opts.saveResult, "--save-result").tempPath;
-      const res = await runBench(opts, {
+      const benchDeps = {
         signal: ac.signal,
         onProgress: progress.onProgress,
-        onTelemetryNote: progressEnabled(o) ? (line) => process.stderr.write(`${safeLine(line)}\n`) : undefined,
-      });
+        onTelemetryNote: progressEnabled(o) ? (line: string) => process.stderr.write(`${safeLine(line)}\n`) : undefined,
+      };
+      let spans: SpanJoinReport | null = null;
+      let res: BenchResult;
+      if (otlpListen) {
+        const out = await benchWithSpans(opts, benchDeps, {
+          ...otlpListen,
+          grpc: otlpGrpc ?? undefined,
+          waitMs: o.otlpWait,
+          onListening: (endpoint, hint) => {
+            process.stderr.write(`OTLP receiver on ${endpoint}: ${hint}\n`);
+          },
+        });
+        res = out.result;
+        spans = out.spans;
+      } else res = await runBench(opts, benchDeps);
       progress.done();
       for (const c of claims) c.commit();
       opts.recordsPath = o.records;
       opts.saveResult = typeof o.saveResult === "string" ? o.saveResult : undefined;
-      const saved = store ? store.storeBenchRun(o.db, opts, res) : null;
+      const saved = store ? store.storeBenchRun(o.db, opts, res, spans ? { otlp: spanJoinJson(spans) } : {}) : null;
       if (saved && !o.json) process.stderr.write(`run ${saved.id} saved in ${saved.path}\n`);
       // Results are printed first, so a failed write (disk full) does not lose them.
       const sl = o.slice
         ? computeSlices(res.requests, { widthMs: o.slice, percentiles: res.percentiles, goodput: opts.goodput })
         : null;
-      if (o.json) emit({ ...toVllmJson(res, opts.saveDetailed ?? false), ...(sl ? sliceFields(sl) : {}) }, o, () => "");
+      if (o.json)
+        emit(
+          {
+            ...toVllmJson(res, opts.saveDetailed ?? false),
+            ...(sl ? sliceFields(sl) : {}),
+            ...(spans ? { otlp: spanJoinJson(spans) } : {}),
+          },
+          o,
+          () => "",
+        );
       else
         emit(res, o, (r) =>
-          [formatConsole(r), formatReplay(r), sl ? formatSlices(terminalSafe(sl), r.percentiles) : ""]
+          [
+            formatConsole(r),
+            formatReplay(r),
+            sl ? formatSlices(terminalSafe(sl), r.percentiles) : "",
+            spans ? formatSpanJoin(terminalSafe(spans)) : "",
+          ]
             .filter(Boolean)
             .join("\n"),
         );

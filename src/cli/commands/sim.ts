@@ -75,6 +75,10 @@ export function register(program: Command): void {
     .option("--no-enable-prefix-caching", "turn prefix caching off")
     .option("--enable-prompt-tokens-details", "report usage.prompt_tokens_details.cached_tokens")
     .option("--reasoning", "chat: stream reasoning_content before content")
+    .option(
+      "--otlp-traces-endpoint <url>",
+      "as vLLM: one llm_request span per request (vLLM's attribute names, the sim's own times), sent as OTLP/HTTP protobuf",
+    )
     .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
     .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")
     .option("--served-model-name <name>", "model name to serve (default: the profile's)")
@@ -123,6 +127,7 @@ export function register(program: Command): void {
         numGpuBlocks: o.numGpuBlocksOverride,
         enablePrefixCaching: o.enablePrefixCaching,
         enablePromptTokensDetails: o.enablePromptTokensDetails,
+        otlpTracesEndpoint: o.otlpTracesEndpoint,
       };
       if (o.explain) {
         emit(explainSim(opts), o, renderExplanation);

@@ -1,0 +1,120 @@
+// End to end: bench with its OTLP receiver against the sim in its own process, which sends its
+// request spans through the OpenTelemetry JS SDK's OTLP/HTTP exporter. The split is checked against
+// the engine's own per-request truth (/debug/prefix_cache_truth), which travels by another path.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { benchWithSpans, type SpanJoinReport } from "../../src/otlp/bench.ts";
+import { startOtlpReceiver } from "../../src/otlp/receiver.ts";
+import type { RequestTruth } from "../../src/sim/engine.ts";
+import { type SpawnedSim, spawnSim } from "../helpers/sim.ts";
+
+const within = (got: number, want: number) => Math.abs(got - want) <= Math.max(1, 0.02 * Math.abs(want));
+
+async function run(simArgs: string[], concurrency: number, numPrompts: number) {
+  const rx = await startOtlpReceiver({ port: 0 });
+  let sim: SpawnedSim | null = null;
+  try {
+    sim = await spawnSim(["--profile", "llama3-8b-1xh100", "--otlp-traces-endpoint", rx.endpoint, ...simArgs]);
+    const { spans } = await benchWithSpans(
+      {
+        baseUrl: sim.url,
+        numPrompts,
+        concurrency,
+        randomInputLen: 64,
+        randomOutputLen: 8,
+        ignoreEos: true,
+        noServerMetrics: true,
+        telemetry: "none",
+        seed: 5,
+      },
+      {},
+      { receiver: rx, waitMs: 30_000 },
+    );
+    const truthRes = await fetch(`${sim.url}/debug/prefix_cache_truth`);
+    const truth = ((await truthRes.json()) as { requestsRecent: RequestTruth[] }).requestsRecent;
+    return { spans, truth };
+  } finally {
+    await sim?.stop();
+    await rx.close();
+  }
+}
+
+function check(spans: SpanJoinReport, truth: RequestTruth[], n: number) {
+  const j = spans.join;
+  assert.equal(j.requests, n);
+  assert.ok(j.joinRate >= 0.99, `join rate ${j.joinRate}: ${JSON.stringify(j.findings)}`);
+  assert.deepEqual(spans.receiverFindings, []);
+  assert.deepEqual(j.unmatchedSpans, []);
+  const byName = new Map(truth.map((t) => [t.name, t]));
+  const tq: number[] = [];
+  const tp: number[] = [];
+  for (const r of j.perRequest) {
+    const t = byName.get(`cmpl-${r.id}`);
+    assert.ok(t, `no truth for ${r.id}`);
+    const queue = t.scheduledMs - t.queuedMs;
+    const prefill = t.firstTokenMs - t.scheduledMs;
+    assert.ok(within(r.queueMs, queue), `${r.id} queue ${r.queueMs} vs truth ${queue}`);
+    assert.ok(within(r.prefillMs, prefill), `${r.id} prefill ${r.prefillMs} vs truth ${prefill}`);
+    assert.ok(within(r.intakeMs, t.queuedMs - t.arrivalMs), `${r.id} intake ${r.intakeMs}`);
+    // The parts are the client's TTFT, exactly.
+    const sum = r.networkMs + r.intakeMs + r.queueMs + r.prefillMs + r.deliveryMs;
+    assert.ok(Math.abs(sum - r.clientTtftMs) < 1e-6, `${r.id} parts ${sum} vs TTFT ${r.clientTtftMs}`);
+    tq.push(queue);
+    tp.push(prefill);
+  }
+  const pct = (xs: number[], p: number) => {
+    const s = [...xs].sort((a, b) => a - b);
+    // numpy's linear interpolation, as the join's distributions.
+    const k = ((s.length - 1) * p) / 100;
+    const f = Math.floor(k);
+    return s[f]! + (s[Math.min(f + 1, s.length - 1)]! - s[f]!) * (k - f);
+  };
+  for (const p of [50, 99] as const) {
+    const key = p === 50 ? "p50" : "p99";
+    assert.ok(within(j.split.queueMs![key], pct(tq, p)), `queue ${key} ${j.split.queueMs![key]} vs ${pct(tq, p)}`);
+    assert.ok(
+      within(j.split.prefillMs![key], pct(tp, p)),
+      `prefill ${key} ${j.split.prefillMs![key]} vs ${pct(tp, p)}`,
+    );
+  }
+  return { tq };
+}
+
+describe("bench --otlp-receiver against the sim's spans", () => {
+  test("concurrency 1: every request joined; queue and prefill equal the engine's truth", async () => {
+    const { spans, truth } = await run([], 1, 12);
+    check(spans, truth, 12);
+    assert.equal(spans.complete, true);
+    assert.ok(spans.join.clock !== null);
+  });
+
+  test("a load that queues (8 users, 2 sequences at a time): the queue share is non-zero and still matches", async () => {
+    const { spans, truth } = await run(["--max-num-seqs", "2"], 8, 40);
+    const { tq } = check(spans, truth, 40);
+    assert.ok(Math.max(...tq) > 5, `the engine queued at most ${Math.max(...tq)} ms`);
+    assert.ok(spans.join.split.queueMs!.p99 > 5);
+  });
+});
+
+describe("the sim names requests as vLLM does", () => {
+  test("X-Request-Id wins over the body's request_id, which wins over a random id; any text stays valid JSON", async () => {
+    const { startSim } = await import("../../src/sim/index.ts");
+    const sim = await startSim({ port: 0, speed: "zero", warmup: false });
+    try {
+      const ask = async (headers: Record<string, string>, extra: Record<string, unknown>) => {
+        const r = await fetch(`${sim.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...headers },
+          body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 2, stream: true, ...extra }),
+        });
+        const first = (await r.text()).split("\n").find((l) => l.startsWith("data: {"))!;
+        return JSON.parse(first.slice(6)).id as string;
+      };
+      assert.equal(await ask({ "x-request-id": "hdr-1" }, { request_id: "body-1" }), "chatcmpl-hdr-1");
+      assert.equal(await ask({}, { request_id: 'body "2"' }), 'chatcmpl-body "2"');
+      assert.match(await ask({}, {}), /^chatcmpl-[0-9a-f]{32}$/);
+    } finally {
+      await sim.close();
+    }
+  });
+});
