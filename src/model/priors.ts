@@ -989,7 +989,7 @@ function solveMap(
   let logV = 0;
   for (const row of rows) logV += Math.log(varOf(row, evalCompiled(row, theta).extraVar));
   const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
-  const L = cholesky(H);
+  const L = cholesky(H)!; // clamped, never null
   let logDet = 0;
   for (let i = 0; i < K; i++) logDet += 2 * Math.log(L[i * K + i]);
   const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
@@ -997,7 +997,8 @@ function solveMap(
 }
 
 /** Cholesky factor of a symmetric positive-definite matrix, row-major lower triangle (tiny pivots floored). */
-function cholesky(A: number[][]): Float64Array {
+/** L with A = L Lᵀ (row-major n × n); `strict`: null where A is not positive definite, else pivots clamped. */
+function cholesky(A: number[][], strict = false): Float64Array | null {
   const n = A.length;
   const L = new Float64Array(n * n);
   for (let i = 0; i < n; i++) {
@@ -1007,8 +1008,9 @@ function cholesky(A: number[][]): Float64Array {
       const rj = j * n;
       let sum = Ai[j];
       for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
-      if (i === j) L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
-      else L[ri + j] = sum / L[rj + j];
+      if (i !== j) L[ri + j] = sum / L[rj + j];
+      else if (strict && !(sum > 0)) return null;
+      else L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
     }
   }
   return L;
@@ -1773,25 +1775,8 @@ export function leaveOneOut(c: Corpus = shippedCorpus(), only?: (r: CorpusRow) =
  * Cholesky factorisation on a flat array; falls back to pivoted elimination if A is not numerically SPD. */
 function solve(A: number[][], b: number[]): number[] {
   const n = b.length;
-  const L = new Float64Array(n * n);
-  let spd = true;
-  for (let i = 0; i < n && spd; i++) {
-    const Ai = A[i];
-    const ri = i * n;
-    for (let j = 0; j <= i; j++) {
-      const rj = j * n;
-      let sum = Ai[j];
-      for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
-      if (i === j) {
-        if (!(sum > 0)) {
-          spd = false;
-          break;
-        }
-        L[ri + i] = Math.sqrt(sum);
-      } else L[ri + j] = sum / L[rj + j];
-    }
-  }
-  if (!spd) return solvePivoted(A, b);
+  const L = cholesky(A, true);
+  if (!L) return solvePivoted(A, b);
   const y = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     let sum = b[i];
