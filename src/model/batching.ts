@@ -139,6 +139,17 @@ export const INTAKE_MS = { low: 1, high: 5 };
  * tokens of admitted requests in arrival order up to the token budget (chunked prefill, as vLLM V1's scheduler);
  * the step that finishes a prompt yields its first token. Deterministic for a seed.
  */
+/** N Poisson arrival times (ms from 0) at `rate` requests/s, drawn from u. */
+export function poissonArrivals(N: number, rate: number, u: () => number): number[] {
+  const out: number[] = [];
+  let t = 0;
+  for (let i = 0; i < N; i++) {
+    out.push(t);
+    t += (-Math.log(Math.max(1e-12, 1 - u())) / rate) * 1000;
+  }
+  return out;
+}
+
 export function simulateSchedule(spec: WorkloadSpec, budget: SchedulerDefaults, cost: StepCostFn): Schedule {
   const u = makeRng(spec.seed ?? 1);
   const C = spec.concurrency;
@@ -159,14 +170,7 @@ export function simulateSchedule(spec: WorkloadSpec, budget: SchedulerDefaults, 
   let sent = 0;
   let done = 0;
   // Open-loop arrival times (Poisson), or closed-loop clients.
-  const arrivals: number[] = [];
-  if (spec.requestRate) {
-    let t = 0;
-    for (let i = 0; i < N; i++) {
-      arrivals.push(t);
-      t += (-Math.log(Math.max(1e-12, 1 - u())) / spec.requestRate) * 1000;
-    }
-  }
+  const arrivals = spec.requestRate ? poissonArrivals(N, spec.requestRate, u) : [];
   let inFlight = 0;
   // The API server takes requests in one process, one after another: simultaneous sends reach the scheduler
   // staggered by the intake time (this is what spreads a closed loop's clients over different steps).

@@ -722,6 +722,9 @@ interface FitRow {
   moe?: boolean;
   /** A serving row (TPOT under load): its residual carries τ_rsrv² beyond σ² (the schedule is modelled). */
   serving?: boolean;
+  /** A direct measurement of parameters (a profiler trace): Gaussian, never down-weighted as an outlier by the
+   * Student-t reweighting (the rows it disagrees with are the ones to doubt). */
+  exact?: boolean;
   /** A burst row (every request sent at once): its TPOT is the engine's admission of a draining queue (KV capacity,
    * max-num-seqs, prefill chunking), which the schedule only approximates: its residual adds τ_rbst². */
   burst?: boolean;
@@ -774,6 +777,8 @@ interface Compiled {
   serving: number;
   /** 1 for a burst row (its residual adds τ_rbst²), else 0. */
   burst: number;
+  /** A Gaussian row (FitRow.exact). */
+  exact: boolean;
   /** Residual variance multiplier (rows repeating one configuration of one source). */
   rep: number;
   base: Float64Array;
@@ -846,6 +851,7 @@ function compile(row: FitRow, index: Map<string, number>): Compiled {
     moe: row.moe ? 1 : 0,
     serving: row.serving ? 1 : 0,
     burst: row.burst ? 1 : 0,
+    exact: !!row.exact,
     rep: row.repeats ?? 1,
     base: Float64Array.from(parts.map((p) => p.baseMs)),
     extraVar: Float64Array.from(parts.map(partExtraVar)),
@@ -925,7 +931,8 @@ function solveMap(
     for (const row of rows) {
       const e = evalCompiled(row, th);
       const r = row.y - Math.log(e.t);
-      s += (nu + 1) * Math.log1p((r * r) / (nu * varOf(row, e.extraVar)));
+      const v = varOf(row, e.extraVar);
+      s += row.exact ? (r * r) / v : (nu + 1) * Math.log1p((r * r) / (nu * v));
     }
     for (let j = 0; j < K; j++) s += (th[j] - pri[j].mean) ** 2 / pri[j].sd ** 2;
     return s;
@@ -945,7 +952,7 @@ function solveMap(
       const v0 = varOf(row, e.extraVar);
       const r = row.y - Math.log(e.t);
       // Iteratively reweighted: the t likelihood as a Gaussian of variance v/w at the current residual.
-      const v = v0 / ((nu + 1) / (nu + (r * r) / v0));
+      const v = row.exact ? v0 : v0 / ((nu + 1) / (nu + (r * r) / v0));
       touched.length = 0;
       const S = row.sigW.length;
       for (let s = 0; s < S; s++) {
@@ -989,7 +996,7 @@ function solveMap(
   let logV = 0;
   for (const row of rows) logV += Math.log(varOf(row, evalCompiled(row, theta).extraVar));
   const logDetP = pri.reduce((s, p) => s - 2 * Math.log(p.sd), 0);
-  const L = cholesky(H);
+  const L = cholesky(H)!; // clamped, never null
   let logDet = 0;
   for (let i = 0; i < K; i++) logDet += 2 * Math.log(L[i * K + i]);
   const logEvidence = -0.5 * obj - 0.5 * logV - 0.5 * logDet + 0.5 * logDetP;
@@ -997,7 +1004,8 @@ function solveMap(
 }
 
 /** Cholesky factor of a symmetric positive-definite matrix, row-major lower triangle (tiny pivots floored). */
-function cholesky(A: number[][]): Float64Array {
+/** L with A = L Lᵀ (row-major n × n); `strict`: null where A is not positive definite, else pivots clamped. */
+function cholesky(A: number[][], strict = false): Float64Array | null {
   const n = A.length;
   const L = new Float64Array(n * n);
   for (let i = 0; i < n; i++) {
@@ -1007,8 +1015,9 @@ function cholesky(A: number[][]): Float64Array {
       const rj = j * n;
       let sum = Ai[j];
       for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
-      if (i === j) L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
-      else L[ri + j] = sum / L[rj + j];
+      if (i !== j) L[ri + j] = sum / L[rj + j];
+      else if (strict && !(sum > 0)) return null;
+      else L[ri + i] = Math.sqrt(Math.max(sum, 1e-300));
     }
   }
   return L;
@@ -1237,6 +1246,7 @@ function traceFitRows(rows: TraceRow[]): FitRow[] {
         },
       ],
       maturityU: null,
+      exact: true,
     });
     if ((ENGINES as string[]).includes(t.engine)) {
       const n = kernelCount(r).perStep;
@@ -1257,6 +1267,7 @@ function traceFitRows(rows: TraceRow[]): FitRow[] {
           },
         ],
         maturityU: null,
+        exact: true,
       });
     }
   }
@@ -1773,25 +1784,8 @@ export function leaveOneOut(c: Corpus = shippedCorpus(), only?: (r: CorpusRow) =
  * Cholesky factorisation on a flat array; falls back to pivoted elimination if A is not numerically SPD. */
 function solve(A: number[][], b: number[]): number[] {
   const n = b.length;
-  const L = new Float64Array(n * n);
-  let spd = true;
-  for (let i = 0; i < n && spd; i++) {
-    const Ai = A[i];
-    const ri = i * n;
-    for (let j = 0; j <= i; j++) {
-      const rj = j * n;
-      let sum = Ai[j];
-      for (let k = 0; k < j; k++) sum -= L[ri + k] * L[rj + k];
-      if (i === j) {
-        if (!(sum > 0)) {
-          spd = false;
-          break;
-        }
-        L[ri + i] = Math.sqrt(sum);
-      } else L[ri + j] = sum / L[rj + j];
-    }
-  }
-  if (!spd) return solvePivoted(A, b);
+  const L = cholesky(A, true);
+  if (!L) return solvePivoted(A, b);
   const y = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     let sum = b[i];

@@ -7,7 +7,7 @@
 
 import { makeRng } from "../rng.ts";
 import type { LengthDist, SchedulerDefaults, WorkloadSpec } from "./batching.ts";
-import { drawLen, INTAKE_MS, schedulerDefaults } from "./batching.ts";
+import { drawLen, INTAKE_MS, poissonArrivals, schedulerDefaults } from "./batching.ts";
 import type { CorpusRow } from "./corpus.ts";
 import { expertsOnBusiestDevice } from "./moe.ts";
 import type { RowStep, StepParts } from "./priors.ts";
@@ -142,14 +142,7 @@ export function servingSegments(
   const queue: Live[] = [];
   const running: Live[] = [];
   const out: Segment[] = [];
-  const arrivals: number[] = [];
-  if (spec.requestRate) {
-    let t0 = 0;
-    for (let i = 0; i < N; i++) {
-      arrivals.push(t0);
-      t0 += (-Math.log(Math.max(1e-12, 1 - u())) / spec.requestRate) * 1000;
-    }
-  }
+  const arrivals = spec.requestRate ? poissonArrivals(N, spec.requestRate, u) : [];
   let sent = 0;
   let done = 0;
   let inFlight = 0;
