@@ -15,6 +15,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { createRequire } from "node:module";
@@ -51,6 +52,8 @@ if (argv.includes("--if-stale") && fresh()) process.exit(0);
 // One build at a time per output: two benches that find dist/ stale together must not build it over
 // each other (one emptied it while the other ran from it: ENOENT … dist/errors.js). The second waits,
 // then finds it fresh.
+// The lock lies beside the output, whose folder may not exist yet (the pack test's --out stage/dist).
+mkdirSync(dirname(out), { recursive: true });
 takeBuildLock(`${out}.build-lock`);
 if (argv.includes("--if-stale") && fresh()) process.exit(0);
 
@@ -83,9 +86,10 @@ for (const f of walk(src)) {
   cpSync(f, join(tmp, relative(src, f)));
   copied++;
 }
-// The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs. In a child
-// process with NODE_PATH at this checkout's node_modules: an --out outside the checkout (the pack test's
-// staging folder) cannot resolve the fit's one dependency (yaml, required lazily) from where it lies.
+// The compiled code fits its own copy of the corpus, so the stamp covers exactly what dist/ runs. An --out
+// outside the checkout (the pack test's staging folder) cannot resolve the fit's dependencies (yaml, required
+// lazily, through NODE_PATH; pure-rand, an ES import, which NODE_PATH does not reach) from where it lies: the
+// child runs with NODE_PATH and a node_modules link inside the temporary build, removed before the move.
 // The out-of-support inflations are a whole grouped cross-validation (some 80 refits, minutes): precomputedPriors()
 // stores the checked-in src/model/corpus/cv-inflations.json (copied beside the code; test/model/validation.test.ts
 // fails while it is stale for this corpus and code) instead of recomputing it.
@@ -99,10 +103,13 @@ const check = priors.readPrecomputedPriors();
 if (!check.ok) throw new Error("they do not load back: " + check.detail);
 console.log(pre.fit.rowsUsed.length);
 `;
+const modLink = join(tmp, "node_modules");
+symlinkSync(join(root, "node_modules"), modLink, "dir");
 const fr = spawnSync(process.execPath, ["--input-type=module", "-e", fit], {
   encoding: "utf8",
   env: { ...process.env, NODE_PATH: join(root, "node_modules") },
 });
+rmSync(modLink, { force: true });
 if (fr.status !== 0) {
   rmSync(tmp, { recursive: true, force: true });
   const why = (fr.stderr || "").split("\n").find((l) => /Error/.test(l)) ?? fr.stderr;
