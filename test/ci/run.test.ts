@@ -33,6 +33,8 @@ test(".ci/run: Node 20 runs the store on better-sqlite3, the package, the CLI's 
     "test/cli/main.test.ts",
     "test/experiment/sweep-resume.e2e.test.ts",
     "test/package/pack.test.ts",
+    "test/store/capacity-store.test.ts",
+    "test/store/concurrent-open.test.ts",
     "test/store/runs-cli.test.ts",
     "test/store/sqlite.test.ts",
     "test/store/store.test.ts",
