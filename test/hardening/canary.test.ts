@@ -278,7 +278,9 @@ for (const [i, c] of CASES.entries())
     const r: CliRun = await runCli(c.args(p), { limitMs: c.limitMs, env, cwd: c.cwd?.(p) });
     const during = watching.stop();
     assert.equal(r.killed, false, `ran past ${c.limitMs} ms\n${r.stderr}`);
-    assert.ok(r.code === 0 || r.code === 1, `exit ${r.code}\n${r.stderr}`);
+    // tune on a loaded host may end inconclusive (exit 2): the claim here is about secrets, not tune's verdict.
+    const okCodes = c.name.startsWith("tune") ? [0, 1, 2] : [0, 1];
+    assert.ok(okCodes.includes(r.code ?? -1), `exit ${r.code}\n${r.stderr}`);
     assert.doesNotMatch(r.stderr, STACK);
     assertNoCanary("stdout", r.stdout);
     assertNoCanary("stderr", r.stderr);

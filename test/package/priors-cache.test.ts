@@ -3,11 +3,11 @@
 // when it fits on the fly), and a corpus changed after the build is refitted rather than served stale.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { CORPUS_FILE, parseCorpus, supportDates } from "../../src/model/corpus.ts";
+import { shippedCorpus, supportDates } from "../../src/model/corpus.ts";
 import { fitCorpus } from "../../src/model/priors.ts";
 
 const root = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -24,7 +24,8 @@ test("the build's precomputed priors equal a fresh fit, load in the compiled CLI
     assert.ok(status.ok, status.detail);
 
     // The compiled process's shipped fit is the cached one, and it is exactly what the sources fit now.
-    const c = parseCorpus(readFileSync(CORPUS_FILE, "utf8"), CORPUS_FILE);
+    // The whole corpus: decode rows, serving files and trace rows.
+    const c = shippedCorpus();
     const fresh = fitCorpus(c);
     assert.deepStrictEqual(built.corpusFit(), fresh);
     assert.deepStrictEqual(status.value.supportDates, supportDates(c));
@@ -45,15 +46,22 @@ test("the build's precomputed priors equal a fresh fit, load in the compiled CLI
     const checkedIn = JSON.parse(readFileSync(join(root, "src", "model", "corpus", "cv-inflations.json"), "utf8"));
     assert.deepStrictEqual(status.value.inflations, checkedIn.inflations);
 
-    // A corpus edited after the build: the stamp no longer matches, the CLI fits the edited corpus.
-    const corpus = join(out, "model", "corpus", "validation-public.yaml");
-    const text = readFileSync(corpus, "utf8");
-    const edited = text.replace(
-      /value: ([\d.]+), unit: ms\/token/g,
-      (_m, v) => `value: ${Number(v) * 2}, unit: ms/token`,
-    );
-    assert.notEqual(edited, text);
-    writeFileSync(corpus, edited);
+    // A corpus edited after the build (every ms/token figure of the decode and serving files doubled): the stamp no
+    // longer matches, the CLI fits the edited corpus.
+    const dir = join(out, "model", "corpus");
+    const files = [
+      join(dir, "validation-public.yaml"),
+      ...readdirSync(join(dir, "serving")).map((f) => join(dir, "serving", f)),
+    ];
+    for (const corpus of files) {
+      const text = readFileSync(corpus, "utf8");
+      const edited = text.replace(
+        /value: ([\d.]+),(\s*)unit: ms\/token/g,
+        (_m, v, ws) => `value: ${Number(v) * 2},${ws}unit: ms/token`,
+      );
+      assert.ok(edited !== text, `${corpus}: no ms/token figure`);
+      writeFileSync(corpus, edited);
+    }
     // A fresh process sees the stale stamp and fits the edited corpus; its median step for the same deployment is
     // the prediction's centre (the fit alone: a whole prediction would also rerun the grouped CV for the edited
     // corpus's inflations, which only widen the interval — minutes on CI).
@@ -72,11 +80,11 @@ test("the build's precomputed priors equal a fresh fit, load in the compiled CLI
     const after = JSON.parse(r.stdout);
     assert.deepEqual({ ok: after.ok, reason: after.reason }, { ok: false, reason: "stale" });
     assert.equal(after.rows, fresh.rowsUsed.length);
-    // Every ms/token figure doubled: the refitted step is clearly slower than the cached fit's. Not 2×: the seed's
-    // groups (PCIe link kind, its device class, vLLM's kernels) are seen by few rows or none, so part of the doubling
-    // stays in the other groups' deviations and the priors hold the rest.
+    // Every ms/token figure doubled: the refitted step is slower than the cached fit's. Far from 2×: a doubling of
+    // every source is mostly taken by the sources' offsets (each source's own conditions), which a new deployment's
+    // prediction does not carry (measured 2026-12-07: 19.31 → 20.73 ms).
     const before = JSON.parse(cached).decode.stepMs.mid;
-    assert.ok(after.ms > 1.15 * before, `step ${after.ms} ms after the edit vs ${before} ms`);
+    assert.ok(after.ms > before * 1.02, `step ${after.ms} ms after the edit vs ${before} ms`);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
