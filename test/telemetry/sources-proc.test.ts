@@ -109,7 +109,7 @@ test("a server sharing its CPU with two busy loops: the cpu source sees it wait 
     await new Promise((r) => setTimeout(r, 1200));
     const cap = await h.stop();
     const t1 = Date.now() / 1000;
-    assert.ok(cap.devices.some((d) => d.key === "cpu/server" && d.name === `node (pid ${pid})`));
+    assert.ok(cap.devices.some((d) => d.key === "cpu/server" && d.name === `${comm} (pid ${pid})`));
     const s = summarizeTelemetry(cap, { window: { startS: t0 + 0.1, endS: t1 - 0.1, how: "given" } });
     return { server: s.cpu!.server!, span: t1 - t0 - 0.2 };
   };
