@@ -8,7 +8,7 @@ import { InferscopeError, InputError, UsageError } from "../errors.ts";
 import { processStart, sameProcessAlive } from "../process-id.ts";
 import { redact, redactString } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
-import { openDatabase, type SqlDatabase, type SqliteDriverName } from "./sqlite.ts";
+import { openDatabase, type SqlDatabase, type SqliteDriverName, sqliteErrorCode } from "./sqlite.ts";
 
 export type RunStatus = "running" | "complete" | "partial" | "failed";
 export type BlockStatus = "running" | "complete" | "failed" | "discarded";
@@ -154,6 +154,26 @@ export function migrate(db: SqlDatabase, target = SCHEMA_VERSION): number {
   return version();
 }
 
+/**
+ * The switch to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once (no busy handler)
+ * when another connection holds the file while it switches: several processes opening one new store
+ * together hit this. Retried with a short jittered pause until busy_timeout's 5 s have passed.
+ */
+function switchToWal(db: SqlDatabase, budgetMs = 5000): void {
+  const deadline = Date.now() + budgetMs;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      if (String(db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal") return;
+      db.pragma("journal_mode = WAL");
+      return;
+    } catch (err) {
+      if (sqliteErrorCode(err) !== "SQLITE_BUSY" || Date.now() >= deadline) throw err;
+      Atomics.wait(pause, 0, 0, 5 + Math.random() * 20); // synchronous: openStore is synchronous for its callers
+    }
+  }
+}
+
 export function openStore(path: string = defaultDbPath()): Store {
   const file = resolve(path);
   let db: SqlDatabase;
@@ -162,7 +182,7 @@ export function openStore(path: string = defaultDbPath()): Store {
     db = openDatabase(file);
     // First: every step after it (the switch to WAL, the schema) waits for another process's lock.
     db.pragma("busy_timeout = 5000");
-    db.pragma("journal_mode = WAL");
+    switchToWal(db);
     // In WAL mode NORMAL survives a killed process (not a power cut), at a fraction of FULL's cost.
     db.pragma("synchronous = NORMAL");
     db.pragma("foreign_keys = ON");

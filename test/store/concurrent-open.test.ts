@@ -13,7 +13,7 @@ const dir = mkdtempSync(join(tmpdir(), "inferscope-concurrent-open-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const CHILD = join("test", "store", "fixtures", "open-new-store.ts");
 const PROCESSES = 10;
-const ROUNDS = 2;
+const ROUNDS = 4;
 
 interface Exit {
   code: number | null;
