@@ -202,6 +202,19 @@ function dense(
 }
 
 /** DeepSeek-V3's MLA (q/kv LoRA ranks 1536/512, 128 + 64 q/k head dims, 128 v), which V3.2 and Kimi-K2 keep. */
+// The precision the official checkpoints ship in (their config.json quantization_config), used when --quant is not
+// given, as for a config.json the user points at; every alias of the entry ships the same.
+const OFFICIAL_MXFP4: DeclaredQuant = {
+  method: "mxfp4",
+  recipe: "mxfp4",
+  detail: "MXFP4 routed experts, other tensors BF16 (the official checkpoint's config.json: quantization_config mxfp4)",
+};
+const OFFICIAL_FP8_BLOCK: DeclaredQuant = {
+  method: "fp8",
+  recipe: "fp8-block",
+  detail:
+    "FP8 with a scale per 128×128 block (the official checkpoint's config.json: quantization_config fp8, weight_block_size)",
+};
 const DSV3_MLA: MlaDims = { qLoraRank: 1536, kvLoraRank: 512, qkNopeHeadDim: 128, qkRopeHeadDim: 64, vHeadDim: 128 };
 
 export const MODELS: CatalogEntry[] = [
@@ -398,11 +411,13 @@ export const MODELS: CatalogEntry[] = [
       201088,
       "openai/gpt-oss-20b config.json (validation-public.md V10)",
     ),
+    declaredQuant: OFFICIAL_MXFP4,
     moe: { experts: 32, topk: 4, shared: 0, expertFfn: 2880, sharedFfn: 2880, denseLayers: 0 },
     slidingWindow: { window: 128, layers: 12 },
   },
   {
     ...dense("gpt-oss-120b", ["gpt-oss"], 36, 2880, 64, 8, 64, 2880, 201088, "models.md §1 [cfg-gptoss]"),
+    declaredQuant: OFFICIAL_MXFP4,
     moe: { experts: 128, topk: 4, shared: 0, expertFfn: 2880, sharedFfn: 2880, denseLayers: 0 },
     slidingWindow: { window: 128, layers: 18 },
   },
@@ -421,6 +436,7 @@ export const MODELS: CatalogEntry[] = [
     ),
     attention: "mla",
     mla: DSV3_MLA,
+    declaredQuant: OFFICIAL_FP8_BLOCK,
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,
   },
@@ -505,6 +521,7 @@ export const MODELS: CatalogEntry[] = [
     ),
     attention: "mla",
     mla: DSV3_MLA,
+    declaredQuant: OFFICIAL_FP8_BLOCK,
     indexer: { heads: 64, headDim: 128, topk: 2048 },
     moe: { experts: 256, topk: 8, shared: 1, expertFfn: 2048, sharedFfn: 2048, denseLayers: 3 },
     mtpLayers: 1,
@@ -683,8 +700,12 @@ export function readQuantConfig(q: unknown): DeclaredQuant | undefined {
   const attnExcluded = excludes.some((s) => /attn|attention/.test(s));
   const sharedExcluded = excludes.some((s) => /shared_expert/.test(s));
   if (method === "fp8") {
-    const block = Array.isArray(o.weight_block_size) ? "block-scaled 128×128" : "per-tensor/channel";
-    return { method, recipe: "fp8", detail: `FP8 ${block}` };
+    const blocked = Array.isArray(o.weight_block_size);
+    return {
+      method,
+      recipe: blocked ? "fp8-block" : "fp8",
+      detail: `FP8 ${blocked ? "block-scaled 128×128" : "per-tensor/channel"}`,
+    };
   }
   if (method === "mxfp4") return { method, recipe: "mxfp4", detail: "MXFP4 experts, other tensors BF16" };
   if (method === "awq" || method === "gptq" || method === "awq_marlin" || method === "gptq_marlin") {

@@ -1182,7 +1182,15 @@ function buildAssumptions(
   const out: string[] = [];
   out.push(`architecture from ${a.source}`);
   out.push(
-    `quantization "${r.recipe.name}": ${r.recipe.description}${a.declaredQuant ? ` (checkpoint declares: ${a.declaredQuant.detail})` : ""}`,
+    `quantization "${r.recipe.name}": ${r.recipe.description}${
+      r.input.quant !== undefined
+        ? ""
+        : a.declaredQuant
+          ? ` (--quant not given: the checkpoint declares ${a.declaredQuant.detail})`
+          : a.ggufBytes
+            ? ""
+            : " (--quant not given and the checkpoint declares none: BF16 assumed)"
+    }`,
   );
   const ref = referenceBandwidthGBs(r);
   out.push(

@@ -67,6 +67,30 @@ test("config.json reader: gpt-oss sliding windows and MXFP4", () => {
   assert.equal(full, (18 * 4096 + 18 * 128) * 2 * 8 * 64 * 2);
 });
 
+test("catalog models default to their official checkpoint's precision, as a config.json does; --quant wins", () => {
+  // A user who names the model and not its precision gets what `--model deepseek-r1` downloads (FP8 blocks),
+  // not BF16 at twice the bytes; gpt-oss ships MXFP4 experts.
+  for (const [name, want] of [
+    ["deepseek-r1", "fp8-block"],
+    ["deepseek-v3.2", "fp8-block"],
+    ["gpt-oss-20b", "mxfp4"],
+    ["gpt-oss-120b", "mxfp4"],
+    ["qwen3-8b", "bf16"],
+  ] as const) {
+    assert.equal(resolve({ model: name, gpu: "h200" }).recipe.name, want, name);
+  }
+  assert.equal(resolve({ model: "deepseek-r1", gpu: "h200", quant: "nvfp4" }).recipe.name, "nvfp4");
+  // The same checkpoint read from its config.json gives the same recipe.
+  const dsv3 = fromHfConfig(
+    {
+      ...JSON.parse(readFileSync(fx("gpt-oss-120b-config.json"), "utf8")),
+      quantization_config: { quant_method: "fp8", weight_block_size: [128, 128] },
+    },
+    "fp8.json",
+  );
+  assert.equal(dsv3.declaredQuant?.recipe, "fp8-block");
+});
+
 test("a config.json missing a needed key names the key and the file", () => {
   assert.throws(
     () => loadModelArg(fx("qwen3-8b-missing-hidden.json")),
