@@ -32,6 +32,8 @@ export interface BenchSpansOptions {
   /** After the run, how long to wait for spans still unsent (engines batch them: vLLM every 5 s). */
   waitMs?: number;
   maxBodyBytes?: number;
+  /** With a receiver kept open: only spans it takes from now on are this run's (earlier ones were other work's). */
+  onlyLater?: boolean;
   /** Told once the receiver listens: the endpoint and the flags for the engine. */
   onListening?: (endpoint: string, hint: string) => void | Promise<void>;
 }
@@ -70,6 +72,7 @@ export async function benchWithSpans(
       grpcPort: o.grpc?.port,
     }));
   const unlisten = rx.listen(() => notify?.());
+  const from = o.onlyLater ? rx.spans.length : 0;
   try {
     await o.onListening?.(rx.endpoint, engineFlagHint(rx.endpoint, rx.grpcEndpoint));
     // A run tag keeps another client's (or an earlier run's) requests out of this join.
@@ -96,7 +99,7 @@ export async function benchWithSpans(
         if (cid !== null) outstanding.delete(cid);
       }
     };
-    seen(rx.spans);
+    seen(rx.spans.slice(from));
     const t0 = performance.now();
     if (outstanding.size > 0 && !deps.signal?.aborted) {
       let upTo = rx.spans.length;
@@ -119,19 +122,20 @@ export async function benchWithSpans(
     const waitedMs = performance.now() - t0;
     // Warm-up requests' spans are this run's too: not reported as strangers.
     const warm = new Set(result.requests.filter((r) => r.warmup).map((r) => `${prefix}${r.index}`));
+    const mine = from > 0 ? rx.spans.slice(from) : rx.spans;
     const spans = warm.size
-      ? rx.spans.filter((s) => {
+      ? mine.filter((s) => {
           const sid = s.attributes[VLLM_SPAN.requestId];
           return typeof sid !== "string" || clientIdOf(sid, warm) === null;
         })
-      : rx.spans;
+      : mine;
     return {
       result,
       spans: {
         endpoint: rx.endpoint,
         grpcEndpoint: rx.grpcEndpoint,
         exportRequests: rx.requests,
-        spansReceived: rx.spans.length,
+        spansReceived: rx.spans.length - from,
         waitedMs,
         complete: outstanding.size === 0,
         receiverFindings: rx.findings,

@@ -1,5 +1,6 @@
 // The span join as text (the bench console's banner layout) and as JSON. Pure.
 import { center } from "../load/console.ts";
+import type { RequestSplitSection } from "../report/types.ts";
 import type { SpanJoinReport } from "./bench.ts";
 import type { Distribution } from "./join.ts";
 
@@ -84,5 +85,47 @@ export function spanJoinJson(r: SpanJoinReport) {
     duplicate_spans: j.duplicateSpans,
     findings: [...r.receiverFindings.map((f) => ({ kind: f.kind, detail: `${f.status}: ${f.detail}` })), ...j.findings],
     per_request: j.perRequest,
+  };
+}
+
+/** The TTFT parts, in the order they add up (the report's stacked chart keeps it). */
+export const SPLIT_PARTS = ["networkMs", "intakeMs", "queueMs", "prefillMs", "deliveryMs"] as const;
+const PER_REQUEST_LISTED = 200;
+
+/** The join as a study report section: distributions in ROWS order, per-request parts, findings in words. */
+export function requestSplitSection(r: SpanJoinReport, source: string): RequestSplitSection {
+  const j = r.join;
+  const rows: RequestSplitSection["rows"] = [];
+  for (const [k, label] of ROWS) {
+    const d = j.split[k];
+    if (d) rows.push({ key: k, label, mean: d.mean, p50: d.p50, p90: d.p90, p99: d.p99, n: d.n });
+  }
+  const findings = [
+    ...r.receiverFindings.map((x) => `${x.kind} (${x.status}): ${x.detail}`),
+    ...j.findings.map((f) => `${f.kind}: ${f.detail}`),
+  ];
+  if (j.unmatchedRequests.length) findings.push(`unmatched requests: ${j.unmatchedRequests.join(", ")}`);
+  if (!r.complete && j.requests > 0)
+    findings.push(`waited ${(r.waitedMs / 1000).toFixed(1)} s after the bench for spans; some never came`);
+  return {
+    source,
+    requests: j.requests,
+    joined: j.joined,
+    joinRate: j.joinRate,
+    clock: j.clock && { offsetMs: j.clock.offsetMs, skewPpm: j.clock.skewPpm, pairs: j.clock.pairs },
+    rows,
+    perRequest: [...j.perRequest]
+      .sort((a, b) => a.index - b.index)
+      .slice(0, PER_REQUEST_LISTED)
+      .map((q) => ({
+        index: q.index,
+        networkMs: q.networkMs,
+        intakeMs: q.intakeMs,
+        queueMs: q.queueMs,
+        prefillMs: q.prefillMs,
+        deliveryMs: q.deliveryMs,
+        clientTtftMs: q.clientTtftMs,
+      })),
+    findings,
   };
 }

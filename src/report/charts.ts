@@ -340,6 +340,41 @@ export function chartSpecs(r: StudyResult): ChartSpec[] {
       },
     });
   }
+  const rs = r.requestSplit;
+  if (rs && rs.perRequest.length > 0) {
+    const parts = [
+      ["networkMs", "network + HTTP", "#9e9e9e"],
+      ["intakeMs", "server intake", "#7570b3"],
+      ["queueMs", "queue", "#d95f02"],
+      ["prefillMs", "prefill", "#1b9e77"],
+      ["deliveryMs", "first-token delivery", "#e7298a"],
+    ] as const;
+    const rows = rs.perRequest.flatMap((q) =>
+      parts.map(([k, label], order) => ({ request: q.index, part: label, ms: Math.max(0, q[k]), order })),
+    );
+    out.push({
+      id: "ttft-split",
+      section: "latency",
+      title: "Each request's TTFT, split by the engine's spans",
+      caption: `One bar per request (${rs.perRequest.length} of ${rs.joined} joined shown), stacked in the order the time passes; the bar's height is the client's TTFT.`,
+      spec: {
+        ...base(220, rows),
+        mark: { type: "bar" },
+        encoding: {
+          x: { field: "request", type: "ordinal", title: "request (send order)", axis: { labelOverlap: true } },
+          y: { field: "ms", type: "quantitative", stack: "zero", title: "ms" },
+          color: {
+            field: "part",
+            type: "nominal",
+            title: null,
+            scale: { domain: parts.map((p) => p[1]), range: parts.map((p) => p[2]) },
+          },
+          order: { field: "order", type: "quantitative" },
+          tooltip: [{ field: "request" }, { field: "part" }, { field: "ms", format: ".3f" }],
+        },
+      },
+    });
+  }
   if (r.ab && r.ab.arms.length > 0) {
     out.push({
       id: "ab-arms",

@@ -6,6 +6,7 @@ import type {
   ExperimentPlan,
   PhaseRecord,
   Quantity,
+  RequestSplitSection,
   ServerTimingSection,
   StudyResult,
   TelemetrySection,
@@ -203,6 +204,7 @@ ${qTable([
 ${L.server ? `<p class="how">Server's own view over the same window (from /metrics <code>_sum/_count</code> deltas): TTFT mean ${esc(fmt(L.server.ttftMeanMs))} ms, ITL mean ${esc(fmt(L.server.itlMeanMs))} ms${L.server.steps !== undefined ? `, ${esc(L.server.steps)} engine steps` : ""}. ${esc(L.server.note ?? "")}</p>` : ""}
 ${notes(L.notes)}
 ${r.serverTimings ? serverTimingsHtml(r.serverTimings) : ""}
+${r.requestSplit ? requestSplitHtml(r.requestSplit) : ""}
 ${charts(rendered, "latency")}
 </section>`);
   } else
@@ -387,6 +389,15 @@ ${qTable([
 ])}
 <p class="how">Client − server per token: median ${esc(fmt(t.diffPct))} % (median |Δ| ${esc(fmt(t.absDiffPct))} %) over ${esc(t.requests)} requests${t.ttftOverheadMs !== undefined ? `; client TTFT − server prompt time: median ${esc(fmt(t.ttftOverheadMs))} ms (transit, queueing, tokenisation and the client)` : ""}.</p>
 ${notes(t.notes)}`;
+}
+
+function requestSplitHtml(t: RequestSplitSection): string {
+  const row = (x: RequestSplitSection["rows"][number]) =>
+    `<tr><td>${esc(x.label)}</td>${[x.mean, x.p50, x.p90, x.p99].map((v) => `<td class="n">${esc(fmt(v, 3))}</td>`).join("")}</tr>`;
+  return `<h3 id="request-split">Where each TTFT went, per request (the engine's spans)</h3>
+<p class="how">${esc(t.source)}: ${esc(t.joined)} of ${esc(t.requests)} requests joined (${esc(fmt(t.joinRate * 100, 3))} %)${t.clock ? `; server clock − client clock ${esc(fmt(t.clock.offsetMs, 3))} ms (drift ${esc(fmt(t.clock.skewPpm, 2))} ppm, from ${esc(t.clock.pairs)} pairs)` : ""}. The first five rows add up to the client's TTFT.</p>
+<table><thead><tr><th>part (ms)</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody>${t.rows.map(row).join("")}</tbody></table>
+${notes(t.findings)}`;
 }
 
 function telemetryHtml(t: TelemetrySection, rendered: RenderedChart[]): string {

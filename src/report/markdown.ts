@@ -134,6 +134,18 @@ export function renderMarkdown(r: StudyResult): string {
       );
       for (const n of st.notes) out.push(`> ${mdEsc(n)}\n`);
     }
+    const rs = r.requestSplit;
+    if (rs) {
+      out.push("### Where each TTFT went, per request (the engine's spans)\n");
+      out.push(
+        `${mdEsc(rs.source)}: ${rs.joined} of ${rs.requests} requests joined (${fmt(rs.joinRate * 100, 3)} %)${rs.clock ? `; server clock − client clock ${fmt(rs.clock.offsetMs, 3)} ms (drift ${fmt(rs.clock.skewPpm, 2)} ppm, ${rs.clock.pairs} pairs)` : ""}. The first five rows add up to the client's TTFT.\n`,
+      );
+      out.push("| part (ms) | mean | p50 | p90 | p99 |\n|---|---:|---:|---:|---:|");
+      for (const x of rs.rows)
+        out.push(`| ${mdEsc(x.label)} | ${fmt(x.mean, 3)} | ${fmt(x.p50, 3)} | ${fmt(x.p90, 3)} | ${fmt(x.p99, 3)} |`);
+      out.push("");
+      for (const n of rs.findings) out.push(`> ${mdEsc(n)}\n`);
+    }
   } else out.push(missing(r, "bench", "The batch-1 benchmark"));
 
   out.push("## Hardware telemetry\n");

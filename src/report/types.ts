@@ -221,6 +221,29 @@ export interface ServerTimingSection {
   notes: string[];
 }
 
+/** Each batch-1 request's TTFT split by the engine's own OTLP request span, joined to the client's record by id. */
+export interface RequestSplitSection {
+  source: string;
+  requests: number;
+  joined: number;
+  joinRate: number;
+  /** Server clock − client clock from the pairs (ms), its drift (ppm) and how many pairs gave it. */
+  clock: { offsetMs: number; skewPpm: number; pairs: number } | null;
+  /** The TTFT parts in order (they add up to the client's TTFT), then the server's own figures. */
+  rows: Array<{ key: string; label: string; mean: number; p50: number; p90: number; p99: number; n: number }>;
+  /** Per request, ms (the first 200 joined, in send order). */
+  perRequest: Array<{
+    index: number;
+    networkMs: number;
+    intakeMs: number;
+    queueMs: number;
+    prefillMs: number;
+    deliveryMs: number;
+    clientTtftMs: number;
+  }>;
+  findings: string[];
+}
+
 export interface TraceSection {
   steps: number;
   decodeSteps: number;
@@ -360,6 +383,7 @@ export interface StudyResult {
   ab?: AbSection;
   experiments?: ExperimentPlan;
   serverTimings?: ServerTimingSection;
+  requestSplit?: RequestSplitSection;
   telemetry?: TelemetrySection;
   trace?: TraceSection;
   model?: ModelSection;

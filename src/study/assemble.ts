@@ -490,6 +490,7 @@ export function assemble(m: Measurements, meta: StudyMeta): StudyResult {
     meta,
     experiments: m.experiment?.plan,
     serverTimings: m.bench?.serverTimings,
+    requestSplit: m.bench?.requestSplit,
     summary: { headlines, decomposition, decompositionBasis, ceiling, findings },
     audit:
       m.audit && x !== 1

@@ -27,12 +27,16 @@ import {
   predict,
   whatif,
 } from "../model/index.ts";
+import { benchWithSpans } from "../otlp/bench.ts";
+import type { OtlpReceiver } from "../otlp/receiver.ts";
+import { requestSplitSection } from "../otlp/render.ts";
 import { fmt } from "../report/format.ts";
 import type {
   AuditSection,
   Ceiling,
   ModelSection,
   Quantity,
+  RequestSplitSection,
   ServerTimingSection,
   TraceLayers,
   TraceRoofline,
@@ -135,6 +139,7 @@ export interface BenchMeasure {
   clientOverheadMs: number;
   /** The server's own per-request timings beside the client's, when the engine reports them. */
   serverTimings?: ServerTimingSection;
+  requestSplit?: RequestSplitSection;
   /** The hardware's counters over the bench's measured window (null: none asked for or none available). */
   telemetry?: RunTelemetry | null;
   /** The bench in time slices (client wall clock; about 20 over the window). */
@@ -219,34 +224,39 @@ function firstFailure(rs: RequestRecord[]): string | undefined {
   return f ? `${f.errorClass}${f.errorMessage ? `: ${f.errorMessage}` : ""}` : undefined;
 }
 
+/** How long the bench waits after its last request for spans still on their way (the sim batches every 200 ms). */
+const SPAN_WAIT_MS = 5000;
+
 export async function phaseBench(
   url: string,
   plan: StudyPlan,
   m: Measurements,
-  o: Common & { telemetry?: string | TelemetrySpec },
+  o: Common & { telemetry?: string | TelemetrySpec; spans?: OtlpReceiver },
 ): Promise<BenchMeasure> {
   const x = m.timeScale;
-  const res = await runBench(
-    {
-      // The embedded sim's exporter collects every 100 ms; auto reads it every 50 ms (session.ts).
-      telemetry: o.telemetry ?? "auto",
-      embeddedSim: m.kind === "embedded-sim",
-      baseUrl: url,
-      model: m.servedModel,
-      numPrompts: plan.bench.requests,
-      warmup: plan.bench.warmup,
-      randomInputLen: plan.inputLen,
-      randomOutputLen: plan.bench.outputLen,
-      ignoreEos: true,
-      concurrency: 1,
-      seed: m.seed,
-      apiKey: o.apiKey,
-      // A server that streams nothing fails the bench at its first stall, not after every request's.
-      stallTimeoutMs: o.stallTimeoutMs,
-      stopOnStall: true,
-    },
-    { signal: o.signal },
-  );
+  const opts: Parameters<typeof runBench>[0] = {
+    // The embedded sim's exporter collects every 100 ms; auto reads it every 50 ms (session.ts).
+    telemetry: o.telemetry ?? "auto",
+    embeddedSim: m.kind === "embedded-sim",
+    baseUrl: url,
+    model: m.servedModel,
+    numPrompts: plan.bench.requests,
+    warmup: plan.bench.warmup,
+    randomInputLen: plan.inputLen,
+    randomOutputLen: plan.bench.outputLen,
+    ignoreEos: true,
+    concurrency: 1,
+    seed: m.seed,
+    apiKey: o.apiKey,
+    // A server that streams nothing fails the bench at its first stall, not after every request's.
+    stallTimeoutMs: o.stallTimeoutMs,
+    stopOnStall: true,
+  };
+  // With the engine's request spans coming to a receiver, each request is sent with an id its span names.
+  const withSpans = o.spans
+    ? await benchWithSpans(opts, { signal: o.signal }, { receiver: o.spans, waitMs: SPAN_WAIT_MS, onlyLater: true })
+    : null;
+  const res = withSpans ? withSpans.result : await runBench(opts, { signal: o.signal });
   const rs = measured(res.requests);
   if (rs.length === 0)
     throw new Error(
@@ -285,6 +295,12 @@ export async function phaseBench(
     warnings,
     clientSaturated: res.client.saturated,
     serverTimings: res.serverTimings ? serverTimingSection(res.serverTimings) : undefined,
+    requestSplit: withSpans
+      ? requestSplitSection(
+          withSpans.spans,
+          `the engine's OTLP request spans (${o.spans!.endpoint}), joined to the client's records by request id`,
+        )
+      : undefined,
     telemetry: res.telemetry,
     tokenRate: res.telemetry?.summary ? tokenRateSeries(res.requests) : undefined,
     // About 20 slices over the window, whatever its length: warm-up and drift show without a flag.

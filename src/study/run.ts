@@ -15,7 +15,7 @@ import {
   modelInputsFor,
 } from "../discover/index.ts";
 import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
-import { parseVariant, type ServerHandle, startServer } from "../experiment/variants.ts";
+import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { type Architecture, listModels, requireModel } from "../model/architecture.ts";
@@ -23,6 +23,7 @@ import { findGpu, parseInterconnect } from "../model/hardware.ts";
 import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
 import { recipe } from "../model/quantization.ts";
+import { type OtlpReceiver, startOtlpReceiver } from "../otlp/receiver.ts";
 import { claimOutputDir } from "../output-file.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
@@ -276,7 +277,12 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
   let baseUrl = opts.url?.replace(/\/+$/, "");
   let serverCommandShown = serverCmd ? redactSecrets(serverCmd) : undefined;
   let failure: unknown = null;
+  // The embedded sim sends vLLM's request spans here, so the bench splits each TTFT by the engine's own
+  // times. Only at time-scale 1: the spans carry the sim's clock, which the client's lines up with only then.
+  let spans: OtlpReceiver | null = null;
   try {
+    if (embedded && timeScale === 1 && wanted.has("bench"))
+      spans = await startOtlpReceiver({ host: "127.0.0.1", port: 0, maxSpans: 100_000 });
     if (serverCmd) {
       progress(
         "server",
@@ -284,7 +290,8 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
       );
       server = await startServer({
         name: "baseline",
-        cmd: serverCmd,
+        // The baseline only: the A/B's restarts send no spans (nothing would read them).
+        cmd: spans ? `${serverCmd} --otlp-traces-endpoint ${shellQuote(spans.endpoint)}` : serverCmd,
         // vLLM (before --profiler-config) and the sim enable /start_profile from this variable.
         env: { VLLM_TORCH_PROFILER_DIR: profilerDir! },
         apiKey: opts.apiKey,
@@ -346,6 +353,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
           signal: opts.signal,
           telemetry: opts.telemetry,
           stallTimeoutMs: opts.stallTimeoutMs,
+          spans: spans ?? undefined,
         }),
       ).finally(benchDone);
       // Telemetry rides on the bench's window: its own row says what was read, or why nothing was.
@@ -429,6 +437,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
     // Phases still running (the audit beside an interrupted bench) finish or fail before the report.
     await Promise.allSettled([...running]);
     if (server) await server.stop().catch(() => {});
+    await spans?.close().catch(() => {});
   }
   // Phases the interrupt never reached are in the report too, each with its status.
   if (failure && opts.signal?.aborted)

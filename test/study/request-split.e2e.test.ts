@@ -1,0 +1,46 @@
+// The study's per-request TTFT split on the embedded sim: the sim (a child process, as `npm start` runs it) sends
+// vLLM's request spans over OTLP to a receiver the study starts; the bench joins them to its records and the report
+// shows the split. At a time-scale other than 1 the spans are not on the client's clock, so no split is made.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { runStudy } from "../../src/study/index.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "inferscope-split-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const plan = { bench: { requests: 6, outputLen: 8, warmup: 1 } };
+
+test("study on the embedded sim at time-scale 1: every bench request joined to its span, the split adds up to the client's TTFT, in HTML, Markdown and JSON", async () => {
+  const out = join(dir, "real-time");
+  const { result } = await runStudy({ phases: ["bench"], plan, outDir: out, dbPath: null, telemetry: "none" });
+  const s = result.requestSplit;
+  assert.ok(s, "no requestSplit section");
+  assert.equal(s.requests, 6);
+  assert.equal(s.joined, 6, s.findings.join("; "));
+  assert.equal(s.perRequest.length, 6);
+  const step = result.latency!.itlMs.value;
+  for (const q of s.perRequest) {
+    const sum = q.networkMs + q.intakeMs + q.queueMs + q.prefillMs + q.deliveryMs;
+    assert.ok(Math.abs(sum - q.clientTtftMs) < 1e-6, `request ${q.index}: parts ${sum} vs TTFT ${q.clientTtftMs}`);
+    // One request at a time: it waits at most for the step under way to end; a 64-token prefill takes time.
+    assert.ok(q.queueMs >= 0 && q.queueMs < step + 1, `request ${q.index}: queue ${q.queueMs} ms, step ${step} ms`);
+    assert.ok(q.prefillMs > 0, `request ${q.index}: prefill ${q.prefillMs}`);
+  }
+  // The bench's own TTFT mean and the split's client TTFT are the same requests.
+  const ttft = s.rows.find((r) => r.key === "clientTtftMs")!;
+  assert.ok(Math.abs(ttft.mean - result.latency!.ttftMs.value) < 1e-6 * Math.max(1, ttft.mean));
+  const html = readFileSync(join(out, "index.html"), "utf8");
+  assert.match(html, /id="request-split"/);
+  assert.match(html, /data-chart="ttft-split"[\s\S]*<svg/);
+  assert.match(readFileSync(join(out, "report.md"), "utf8"), /### Where each TTFT went, per request/);
+  const json = JSON.parse(readFileSync(join(out, "results.json"), "utf8"));
+  assert.equal(json.requestSplit.joined, 6);
+});
+
+test("study at time-scale 10: no receiver, no split (the sim's spans are on its own clock)", async () => {
+  const { result } = await runStudy({ phases: ["bench"], plan, timeScale: 10, dbPath: null, telemetry: "none" });
+  assert.equal(result.requestSplit, undefined);
+  assert.ok(result.latency);
+});
