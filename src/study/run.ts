@@ -8,6 +8,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   chooseExperiment,
+  commandFacts,
   deploymentRecord,
   discover,
   type GivenDeployment,
@@ -17,6 +18,7 @@ import {
 import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
 import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
+import type { EngineCatalog } from "../metrics/engines/catalog.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { type Architecture, listModels, requireModel } from "../model/architecture.ts";
 import { findGpu, parseInterconnect } from "../model/hardware.ts";
@@ -279,10 +281,11 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
   let failure: unknown = null;
   // The embedded sim sends vLLM's request spans here, so the bench splits each TTFT by the engine's own
   // times. Only at time-scale 1: the spans carry the sim's clock, which the client's lines up with only then.
+  // A started vLLM gets the same flags from its catalog entry (requestSpans); the sim takes vLLM's.
+  const spanFlags = wanted.has("bench") && serverCmd ? requestSpanFlags(embedded, serverCmd, timeScale) : null;
   let spans: OtlpReceiver | null = null;
   try {
-    if (embedded && timeScale === 1 && wanted.has("bench"))
-      spans = await startOtlpReceiver({ host: "127.0.0.1", port: 0, maxSpans: 100_000 });
+    if (spanFlags) spans = await startOtlpReceiver({ host: "127.0.0.1", port: 0, maxSpans: 100_000 });
     if (serverCmd) {
       progress(
         "server",
@@ -291,9 +294,10 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
       server = await startServer({
         name: "baseline",
         // The baseline only: the A/B's restarts send no spans (nothing would read them).
-        cmd: spans ? `${serverCmd} --otlp-traces-endpoint ${shellQuote(spans.endpoint)}` : serverCmd,
+        cmd:
+          spans && spanFlags ? `${serverCmd} ${spanFlags.args(spans.endpoint).map(shellQuote).join(" ")}` : serverCmd,
         // vLLM (before --profiler-config) and the sim enable /start_profile from this variable.
-        env: { VLLM_TORCH_PROFILER_DIR: profilerDir! },
+        env: { VLLM_TORCH_PROFILER_DIR: profilerDir!, ...(spans && spanFlags ? spanFlags.env : {}) },
         apiKey: opts.apiKey,
         readyTimeoutMs: embedded ? 60_000 : 600_000,
         graceMs: embedded ? 3000 : 10_000,
@@ -682,4 +686,18 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
 function interruptWords(reason: unknown): string {
   const m = reason instanceof Error ? /^interrupted by SIG[A-Z]+/.exec(reason.message) : null;
   return m ? m[0] : "interrupted";
+}
+
+/**
+ * The flags that make a started server send its request spans, or null: the embedded sim at time-scale 1 (its spans
+ * are on another clock otherwise), or a --server-cmd whose engine's catalog entry says how (vLLM).
+ */
+function requestSpanFlags(
+  embedded: boolean,
+  serverCmd: string,
+  timeScale: number,
+): NonNullable<EngineCatalog["requestSpans"]> | null {
+  if (embedded) return timeScale === 1 ? (engineById("vllm")?.requestSpans ?? null) : null;
+  const engine = commandFacts(serverCmd).engine;
+  return (engine ? engineById(engine)?.requestSpans : undefined) ?? null;
 }

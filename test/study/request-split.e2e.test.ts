@@ -2,10 +2,12 @@
 // vLLM's request spans over OTLP to a receiver the study starts; the bench joins them to its records and the report
 // shows the split. At a time-scale other than 1 the spans are not on the client's clock, so no split is made.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { CLI_ENTRY } from "../../src/entry.ts";
+import { shellQuote } from "../../src/shell.ts";
 import { runStudy } from "../../src/study/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-split-"));
@@ -43,4 +45,33 @@ test("study at time-scale 10: no receiver, no split (the sim's spans are on its 
   const { result } = await runStudy({ phases: ["bench"], plan, timeScale: 10, dbPath: null, telemetry: "none" });
   assert.equal(result.requestSplit, undefined);
   assert.ok(result.latency);
+});
+
+test("study --server-cmd with a vLLM command: the catalog's span flags and environment reach the server, and its spans are joined", async () => {
+  // A program named vllm that checks it was given vLLM's OTLP protocol variable, drops `serve MODEL` and runs the
+  // sim with the rest (--port, --otlp-traces-endpoint …/v1/traces): vLLM's command line, the sim's spans.
+  const bin = join(dir, "bin");
+  const vllm = join(bin, "vllm");
+  rmSync(bin, { recursive: true, force: true });
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(
+    vllm,
+    `#!/bin/sh
+[ "$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" = http/protobuf ] || { echo "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL not set" >&2; exit 3; }
+shift 2
+exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1 --seed 3 "$@"
+`,
+  );
+  chmodSync(vllm, 0o755);
+  const { result } = await runStudy({
+    serverCmd: `${vllm} serve zai-org/GLM-5 --port {port}`,
+    phases: ["bench"],
+    plan,
+    dbPath: null,
+    telemetry: "none",
+    host: null,
+  });
+  const s = result.requestSplit;
+  assert.ok(s, "no requestSplit section");
+  assert.equal(s.joined, 6, s.findings.join("; "));
 });

@@ -92,6 +92,11 @@ export interface EngineCatalog {
   shardLabels: string[];
   /** How a profiler trace can be taken, when the engine has one behind HTTP. */
   profiler?: { enable: string };
+  /**
+   * How the engine sends one OpenTelemetry span per request with the attribute names src/otlp reads (vLLM's): the
+   * arguments and environment a started server gets to export to an OTLP/HTTP receiver (`endpoint` without a path).
+   */
+  requestSpans?: { args(endpoint: string): string[]; env: Record<string, string>; note: string };
   /** Whether its multi-device decode uses NCCL/RCCL collectives (llama.cpp's layer split does not). */
   usesNccl: boolean;
   /** Experiments worth running on this engine, best first (the study runs the first that applies). */

@@ -129,6 +129,13 @@ export const vllm: EngineCatalog = {
   replicaLabels: [],
   shardLabels: ["engine"],
   profiler: { enable: "start the server with --profiler-config (≥ v0.13) or VLLM_TORCH_PROFILER_DIR (older)" },
+  // vllm/tracing.py: one llm_request span per request; its exporter speaks gRPC unless told otherwise, and over
+  // HTTP posts to the endpoint exactly as given (so the path is ours to add).
+  requestSpans: {
+    args: (endpoint) => ["--otlp-traces-endpoint", `${endpoint}/v1/traces`],
+    env: { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf" },
+    note: "--otlp-traces-endpoint with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (vLLM ≥ 0.6; the opentelemetry packages must be installed in its environment)",
+  },
   missing: {
     step_time:
       "V1 has no per-step timing in Prometheus (newest main streams forward-pass times over ZMQ, not /metrics)",
