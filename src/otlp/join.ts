@@ -39,6 +39,13 @@ export interface RequestSplit {
   schedulerMs: number | null;
   forwardMs: number | null;
   executeMs: number | null;
+  /** First scheduled → last token (time_in_model_inference), ms. */
+  inferenceMs: number | null;
+  /**
+   * Of the inference time, what the model did not spend: inference − execute (or − forward without execute) — the
+   * scheduler, output processing and waiting between steps; null without detailed traces.
+   */
+  outsideModelMs: number | null;
 }
 
 export interface Distribution {
@@ -78,7 +85,11 @@ export interface JoinResult {
     | "deliveryMs"
     | "serverTtftMs"
     | "serverTpotMs"
-    | "clientTpotMs",
+    | "clientTpotMs"
+    | "forwardMs"
+    | "executeMs"
+    | "schedulerMs"
+    | "outsideModelMs",
     Distribution | null
   >;
   findings: JoinFinding[];
@@ -241,6 +252,10 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
     const decode = sec(a, VLLM_SPAN.timeInModelDecode);
     const spanTokens = a[VLLM_SPAN.completionTokens];
     const n = typeof spanTokens === "number" && spanTokens > 0 ? spanTokens : r.outputTokens;
+    const forward = sec(a, VLLM_SPAN.timeInModelForward);
+    const execute = sec(a, VLLM_SPAN.timeInModelExecute);
+    const inference = sec(a, VLLM_SPAN.timeInModelInference);
+    const model = execute ?? forward;
     perRequest.push({
       id: r.id,
       index: r.index,
@@ -255,8 +270,10 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
       clientTpotMs:
         r.outputTokens > 1 && Number.isFinite(r.lastChunkMs) ? (r.lastChunkMs - r.ttftMs) / (r.outputTokens - 1) : null,
       schedulerMs: sec(a, VLLM_SPAN.timeInScheduler),
-      forwardMs: sec(a, VLLM_SPAN.timeInModelForward),
-      executeMs: sec(a, VLLM_SPAN.timeInModelExecute),
+      forwardMs: forward,
+      executeMs: execute,
+      inferenceMs: inference,
+      outsideModelMs: inference !== null && model !== null ? inference - model : null,
     });
   }
   if (missing > 0)
@@ -293,6 +310,10 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
       serverTtftMs: distribution(col("serverTtftMs")),
       serverTpotMs: distribution(col("serverTpotMs")),
       clientTpotMs: distribution(col("clientTpotMs")),
+      forwardMs: distribution(col("forwardMs")),
+      executeMs: distribution(col("executeMs")),
+      schedulerMs: distribution(col("schedulerMs")),
+      outsideModelMs: distribution(col("outsideModelMs")),
     },
     findings,
   };

@@ -16,6 +16,10 @@ const ROWS: Array<[keyof SpanJoinReport["join"]["split"], string]> = [
   ["serverTtftMs", "server TTFT (its own)"],
   ["serverTpotMs", "server decode per output token"],
   ["clientTpotMs", "client TPOT (same requests)"],
+  ["forwardMs", "model forward, whole request (detailed traces)"],
+  ["executeMs", "model execute: forward + sampling, sync"],
+  ["schedulerMs", "scheduler, whole request"],
+  ["outsideModelMs", "inference outside the model (scheduler, output processing, waits)"],
 ];
 
 export function formatSpanJoin(r: SpanJoinReport): string {
@@ -36,6 +40,8 @@ export function formatSpanJoin(r: SpanJoinReport): string {
       const d: Distribution | null = j.split[k];
       if (k === "serverTtftMs") L.push(center(" The server's own figures (ms) ", "-"));
       if (!d) continue;
+      if (k === "forwardMs" || (k === "executeMs" && !j.split.forwardMs))
+        L.push(center(" Inside the engine, per request (ms; detailed traces) ", "-"));
       L.push(`${label.padEnd(36)}${f2(d.mean).padStart(10)}${f2(d.p50).padStart(10)}${f2(d.p99).padStart(10)}`);
     }
   }
@@ -79,6 +85,10 @@ export function spanJoinJson(r: SpanJoinReport) {
       server_ttft: j.split.serverTtftMs,
       server_tpot: j.split.serverTpotMs,
       client_tpot: j.split.clientTpotMs,
+      model_forward: j.split.forwardMs,
+      model_execute: j.split.executeMs,
+      scheduler: j.split.schedulerMs,
+      outside_model: j.split.outsideModelMs,
     },
     unmatched_requests: j.unmatchedRequests,
     unmatched_spans: j.unmatchedSpans,
@@ -88,8 +98,6 @@ export function spanJoinJson(r: SpanJoinReport) {
   };
 }
 
-/** The TTFT parts, in the order they add up (the report's stacked chart keeps it). */
-export const SPLIT_PARTS = ["networkMs", "intakeMs", "queueMs", "prefillMs", "deliveryMs"] as const;
 const PER_REQUEST_LISTED = 200;
 
 /** The join as a study report section: distributions in ROWS order, per-request parts, findings in words. */

@@ -6,7 +6,10 @@ import type { FinishReason, SimMetrics } from "./exposition.ts";
 import { blockHashes, chainHash, KvBlockPool, type KvHolder, type PrefixCacheTruth, ROOT_HASH } from "./kvcache.ts";
 import { mix32, Rng } from "./rng.ts";
 import { generatedTokenId, tokenText } from "./text.ts";
-import type { BatchShape, StepModel } from "./timing.ts";
+import { type BatchShape, COMPONENTS, type StepModel } from "./timing.ts";
+
+const SAMPLING = COMPONENTS.indexOf("sampling");
+const SCHEDULER = COMPONENTS.indexOf("scheduler");
 
 /** Receives a request's output as the engine produces it. */
 export interface RequestSink {
@@ -46,6 +49,13 @@ export interface RequestTruth {
   firstTokenDueMs: number;
   /** TTFT in simulated ms, as the TTFT histogram observed it. */
   ttftMs: number;
+  /**
+   * Simulated ms of the steps it rode in, split as vLLM's detailed traces split them: the model's forward pass (every
+   * step component but sampling and the scheduler), execute (forward + sampling) and the scheduler's part.
+   */
+  forwardMs: number;
+  executeMs: number;
+  schedulerMs: number;
 }
 
 const NO_BLOCKS: readonly number[] = [];
@@ -77,6 +87,10 @@ export class SimRequest implements KvHolder {
   cachedTokens = 0;
   preemptions = 0;
   prefillModelMs = 0;
+  /** Simulated ms of its steps' forward, execute (forward + sampling) and scheduler parts (RequestTruth). */
+  forwardMs = 0;
+  executeMs = 0;
+  schedulerMs = 0;
   firstTokenDue = -1;
   arrival = 0;
   queuedAt = 0;
@@ -235,7 +249,18 @@ export class Engine {
   private readonly specTokens: number;
   /** Simulated ms per wall ms: every duration observed into /metrics is wall × this. */
   private readonly simPerWall: number;
-  private inFlight: { batch: Scheduled[]; rec: StepRecord; meanMs: number; blocker: AdmissionBlocker } | null = null;
+  private inFlight: {
+    batch: Scheduled[];
+    rec: StepRecord;
+    meanMs: number;
+    blocker: AdmissionBlocker;
+    /** The step's shares of forward, sampling and scheduler in its model time, and when it was issued (wall ms). */
+    forwardShare: number;
+    samplingShare: number;
+    schedulerShare: number;
+    issuedMs: number;
+  } | null = null;
+  private readonly parts = new Float64Array(COMPONENTS.length);
   /** Why the last schedule() left requests waiting (null: it admitted all it could see). */
   private blocker: AdmissionBlocker = "none";
   private readonly limits: LimitTruth = emptyLimitTruth();
@@ -371,7 +396,8 @@ export class Engine {
         else if (this.idle) this.notifyDrained();
         return;
       }
-      const meanMs = this.model.stepMs(this.shape);
+      // The step's parts (stepMs() is their sum): the request spans' detailed times take the split.
+      const meanMs = this.model.componentsInto(this.shape, this.parts);
       const jitter = this.opts.speedZero ? 1 : this.rng.lognormalUnitMean(this.model.profile.cost.jitterSigma);
       const dur = this.opts.speedZero ? 0 : (meanMs * jitter) / this.opts.timeScale;
       // Chain steps on absolute deadlines so timer lateness (GC, CPU contention) does not accumulate:
@@ -389,7 +415,19 @@ export class Engine {
         shape: { ...this.shape },
         jitter,
       };
-      this.inFlight = { batch, rec, meanMs, blocker: this.blocker };
+      // The request spans' detailed times (vLLM --collect-detailed-traces) split the step's time in these shares.
+      const sampling = meanMs > 0 ? this.parts[SAMPLING]! / meanMs : 0;
+      const scheduler = meanMs > 0 ? this.parts[SCHEDULER]! / meanMs : 0;
+      this.inFlight = {
+        batch,
+        rec,
+        meanMs,
+        blocker: this.blocker,
+        forwardShare: 1 - sampling - scheduler,
+        samplingShare: sampling,
+        schedulerShare: scheduler,
+        issuedMs: now,
+      };
       this.opts.onStepBegin?.(rec, meanMs);
       if (end > clock()) {
         this.waitUntil(end, this.endStep);
@@ -598,8 +636,14 @@ export class Engine {
     // --speed zero leaves flushing to the sinks: a burst of steps in one macrotask goes out as one
     // write per stream.
     const sinks = this.opts.speedZero ? null : this.touched;
+    // The step as its requests lived it: issued → done on the wall clock (timer catch-up shortens a late step's wait,
+    // so its nominal time could exceed the span's own inference time), in simulated ms.
+    const stepSim = this.opts.speedZero ? f.meanMs : Math.max(0, now - f.issuedMs) * this.simPerWall;
     for (const { req, tokens, prefill } of f.batch) {
       if (req.aborted || req.finished) continue;
+      req.forwardMs += stepSim * f.forwardShare;
+      req.executeMs += stepSim * (f.forwardShare + f.samplingShare);
+      req.schedulerMs += stepSim * f.schedulerShare;
       let emit = 0;
       if (prefill) {
         req.computed += tokens;
@@ -724,6 +768,9 @@ export class Engine {
       firstTokenMs: req.firstTokenAt,
       firstTokenDueMs: req.firstTokenDue,
       ttftMs: (req.firstTokenAt - req.arrival) * this.simPerWall,
+      forwardMs: req.forwardMs,
+      executeMs: req.executeMs,
+      schedulerMs: req.schedulerMs,
     };
     if (this.recent.length < RECENT) this.recent.push(row);
     else this.recent[this.recentNext] = row;

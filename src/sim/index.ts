@@ -115,6 +115,8 @@ export interface SimOptions {
    * names and the engine's own times, exported as OTLP/HTTP protobuf (a bare origin gets /v1/traces).
    */
   otlpTracesEndpoint?: string;
+  /** vLLM's --collect-detailed-traces: "model" (forward time), "worker" (execute time), "all"; a comma list. */
+  collectDetailedTraces?: string;
 }
 
 export interface SimHandle {
@@ -406,6 +408,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
   const spans = opts.otlpTracesEndpoint
     ? (await import("./otlp.ts")).createSpanEmitter(checkedOtlpEndpoint(opts.otlpTracesEndpoint))
     : null;
+  const detailed = detailedTraces(opts.collectDetailedTraces, Boolean(opts.otlpTracesEndpoint));
   // Durations in the engine's (simulated) seconds, as its histograms observe them; times on the epoch.
   const simS = (speedZero ? 1 : timeScale) / 1000;
   const onFinished = spans
@@ -425,6 +428,13 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
           prefill: (req.firstTokenAt - req.scheduledAt) * simS,
           decode: (now - req.firstTokenAt) * simS,
           inference: (now - req.scheduledAt) * simS,
+          ...(detailed.size
+            ? {
+                scheduler: req.schedulerMs / 1000,
+                ...(detailed.has("model") ? { forward: req.forwardMs / 1000 } : {}),
+                ...(detailed.has("worker") ? { execute: req.executeMs / 1000 } : {}),
+              }
+            : {}),
         });
       }
     : undefined;
@@ -519,4 +529,19 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
       return closing;
     },
   };
+}
+
+/** vLLM's --collect-detailed-traces value as the modules it names ("all" = model and worker); needs the endpoint. */
+export function detailedTraces(value: string | undefined, endpoint: boolean): Set<"model" | "worker"> {
+  const out = new Set<"model" | "worker">();
+  if (value === undefined) return out;
+  if (!endpoint) throw new UsageError("--collect-detailed-traces needs --otlp-traces-endpoint (as in vLLM)");
+  for (const w of value.split(",").map((x) => x.trim())) {
+    if (w === "all") {
+      out.add("model");
+      out.add("worker");
+    } else if (w === "model" || w === "worker") out.add(w);
+    else throw new UsageError(`--collect-detailed-traces: unknown module "${w}" (model, worker or all, as vLLM)`);
+  }
+  return out;
 }

@@ -23,6 +23,10 @@ export interface SpanTruth {
   prefill: number;
   decode: number;
   inference: number;
+  /** With --collect-detailed-traces (seconds): the scheduler's part, the forward pass ("model"), forward + sampling ("worker"). */
+  scheduler?: number;
+  forward?: number;
+  execute?: number;
 }
 
 export interface SpanEmitter {
@@ -67,6 +71,9 @@ export function createSpanEmitter(endpoint: string, o: { scheduledDelayMillis?: 
           [VLLM_SPAN.timeInModelPrefill]: t.prefill,
           [VLLM_SPAN.timeInModelDecode]: t.decode,
           [VLLM_SPAN.timeInModelInference]: t.inference,
+          ...(t.scheduler !== undefined ? { [VLLM_SPAN.timeInScheduler]: t.scheduler } : {}),
+          ...(t.forward !== undefined ? { [VLLM_SPAN.timeInModelForward]: t.forward } : {}),
+          ...(t.execute !== undefined ? { [VLLM_SPAN.timeInModelExecute]: t.execute } : {}),
         },
       });
       span.end(hr(t.endUnixMs));

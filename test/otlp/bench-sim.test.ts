@@ -96,6 +96,46 @@ describe("bench --otlp-receiver against the sim's spans", () => {
   });
 });
 
+describe("detailed traces (vLLM --collect-detailed-traces all): each request's time inside the engine", () => {
+  test("forward, execute and scheduler per request equal the engine's truth; the rest of inference is outside the model", async () => {
+    const { spans, truth } = await run(["--collect-detailed-traces", "all"], 4, 16);
+    check(spans, truth, 16);
+    const byName = new Map(truth.map((t) => [t.name, t]));
+    for (const r of spans.join.perRequest) {
+      const t = byName.get(`cmpl-${r.id}`)!;
+      assert.ok(
+        r.forwardMs !== null && within(r.forwardMs, t.forwardMs),
+        `${r.id} forward ${r.forwardMs} vs ${t.forwardMs}`,
+      );
+      assert.ok(
+        r.executeMs !== null && within(r.executeMs, t.executeMs),
+        `${r.id} execute ${r.executeMs} vs ${t.executeMs}`,
+      );
+      assert.ok(r.schedulerMs !== null && within(r.schedulerMs, t.schedulerMs), `${r.id} scheduler ${r.schedulerMs}`);
+      // Sampling is inside execute, the scheduler outside it; what the model did not take is the rest of inference.
+      assert.ok(t.executeMs > t.forwardMs && t.schedulerMs > 0);
+      assert.ok(r.inferenceMs !== null && r.outsideModelMs !== null);
+      assert.ok(Math.abs(r.outsideModelMs - (r.inferenceMs - r.executeMs)) < 1e-9);
+      assert.ok(
+        r.outsideModelMs >= r.schedulerMs - 1,
+        `${r.id} outside ${r.outsideModelMs} < scheduler ${r.schedulerMs}`,
+      );
+    }
+    for (const k of ["forwardMs", "executeMs", "schedulerMs", "outsideModelMs"] as const)
+      assert.ok(spans.join.split[k], `no ${k} distribution`);
+  });
+
+  test("without the flag the spans carry none of them; the flag without an endpoint is refused", async () => {
+    const { spans } = await run([], 1, 3);
+    assert.equal(spans.join.split.forwardMs, null);
+    assert.equal(spans.join.split.outsideModelMs, null);
+    const { detailedTraces } = await import("../../src/sim/index.ts");
+    assert.throws(() => detailedTraces("all", false), /needs --otlp-traces-endpoint/);
+    assert.throws(() => detailedTraces("gpu", true), /unknown module "gpu"/);
+    assert.deepEqual([...detailedTraces("model", true)], ["model"]);
+  });
+});
+
 describe("the sim names requests as vLLM does", () => {
   test("X-Request-Id wins over the body's request_id, which wins over a random id; any text stays valid JSON", async () => {
     const { startSim } = await import("../../src/sim/index.ts");

@@ -79,6 +79,10 @@ export function register(program: Command): void {
       "--otlp-traces-endpoint <url>",
       "as vLLM: one llm_request span per request (vLLM's attribute names, the sim's own times), sent as OTLP/HTTP protobuf",
     )
+    .option(
+      "--collect-detailed-traces <modules>",
+      "as vLLM: add time_in_scheduler and, for model / worker / all, time_in_model_forward / _execute to each span",
+    )
     .option("--faults <spec>", "inject faults, e.g. http500:0.02,disconnect:0.01,stall:0.01")
     .option("--profiler-dir <dir>", "enable /start_profile and /stop_profile (default $VLLM_TORCH_PROFILER_DIR)")
     .option("--served-model-name <name>", "model name to serve (default: the profile's)")
@@ -128,6 +132,7 @@ export function register(program: Command): void {
         enablePrefixCaching: o.enablePrefixCaching,
         enablePromptTokensDetails: o.enablePromptTokensDetails,
         otlpTracesEndpoint: o.otlpTracesEndpoint,
+        collectDetailedTraces: o.collectDetailedTraces,
       };
       if (o.explain) {
         emit(explainSim(opts), o, renderExplanation);
