@@ -1,6 +1,7 @@
 // The binding-limit diagnosis (pure): each limit from its own evidence, and "unknown" naming what would decide it.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { clipToWindow } from "../../src/experiment/sweep-run.ts";
 import {
   batchCeilingFromCommand,
   diagnoseLevel,
@@ -263,4 +264,19 @@ test("ceilings and budgets from a server command: the last flag wins, = or space
   assert.equal(tokenBudgetFromCommand("vllm serve m --max-num-batched-tokens=2048"), 2048);
   assert.equal(tokenBudgetFromCommand("llama-server -b 512"), 512);
   assert.equal(tokenBudgetFromCommand(null), null);
+});
+
+test("a level's samples are clipped to its measured window; a window shorter than two scrapes keeps its neighbours", () => {
+  const at = (tMs: number, running: number) => ({ tMs, running, waiting: 0, kvUsage: null, preemptions: null });
+  // Idle scrapes during warm-up (0–200) and after the last request (900–1000) are left out.
+  const ss = [at(0, 0), at(100, 0), at(200, 2), at(500, 2), at(800, 2), at(900, 0), at(1000, 0)];
+  assert.deepEqual(
+    clipToWindow(ss, { startMs: 150, endMs: 850 }).map((s) => s.tMs),
+    [200, 500, 800],
+  );
+  assert.deepEqual(
+    clipToWindow(ss, { startMs: 450, endMs: 550 }).map((s) => s.tMs),
+    [200, 500, 800],
+  );
+  assert.equal(clipToWindow(ss, null).length, ss.length);
 });
