@@ -5,11 +5,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import type { BlockSample } from "../../src/experiment/blocks.ts";
-import { analyseLoadSweep, type LoadSweepConfig, type LoadSweepResult } from "../../src/experiment/sweep.ts";
-import type { LevelData } from "../../src/experiment/sweep-run.ts";
 import { ttftRatePoints } from "../../src/load/frontier.ts";
 import { pointLabel, writeSweepReport } from "../../src/report/sweep.ts";
+import { rateSweep } from "../helpers/sweep-sample.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-frontier-report-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -25,58 +23,6 @@ test("TTFT points: sorted by offered rate; a level with no TTFT has none", () =>
     { level: 4, ttftP90Ms: 900, completedRate: 3.1, limit: "max-num-seqs" },
   ]);
 });
-
-/** A level of `n` requests with TTFT `ttft + i` ms; a queue behind a batch pinned at 4 when `pinned`. */
-function level(n: number, ttft: number, pinned: boolean): LevelData {
-  const samples: BlockSample[] = Array.from({ length: n }, (_, i) => ({
-    index: i,
-    ok: true,
-    ttftMs: ttft + i,
-    e2elMs: ttft + 400,
-    tpotMs: 10 + (pinned ? 5 : 0),
-    outputTokens: 32,
-    promptTokens: 32,
-    error: null,
-  }));
-  const rows: NonNullable<LevelData["server"]>["rows"] = Array.from({ length: 10 }, (_, i) => [
-    i * 200,
-    pinned ? 4 : 1,
-    pinned ? 2 + i : 0,
-    null,
-    null,
-  ]);
-  return {
-    samples,
-    outputThroughput: 100,
-    requestThroughput: 3,
-    server: { engine: "llamacpp", error: null, rows },
-    achieved: { rate: 3, ratio: pinned ? 0.75 : 1 },
-  };
-}
-
-function rateSweep(mode: "rate" | "concurrency", runId = `sweep-${mode}-x`): LoadSweepResult {
-  const config: LoadSweepConfig = {
-    mode,
-    levels: [1, 2, 4],
-    numPrompts: 10,
-    randomInputLen: 32,
-    randomOutputLen: 32,
-    warmup: 0,
-    seed: 0,
-    url: "http://127.0.0.1:9",
-    serverCmd: null,
-    variant: null,
-    model: null,
-    gpus: 1,
-    maxNumSeqs: 4,
-  };
-  const results = new Map([
-    [1, level(10, 40, false)],
-    [2, level(10, 60, false)],
-    [4, level(10, 900, true)],
-  ]);
-  return analyseLoadSweep(runId, ":memory:", "http://127.0.0.1:9", config, results, { partial: false });
-}
 
 test("a rate sweep's --json has TTFT p90 per offered rate with its limit; a concurrency sweep has none", () => {
   const r = rateSweep("rate");
