@@ -265,7 +265,12 @@ export function diagnoseLevel(
   const growing = e.mode === "rate" && st.waiting !== null && st.waiting.growthPerS > 0 && queue;
   const lagging = e.achievedRatio !== null && e.achievedRatio < 0.9;
   const pinned = queue && st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
-  const saturated = queue || lagging || pinned || Boolean(e.client?.saturated);
+  // A closed loop keeps `level` requests out. With more users than a given ceiling and the batch at it,
+  // the rest queue even where the waiting gauge cannot see them (llama.cpp holds requests beyond its
+  // HTTP threads in the kernel's accept queue): the client's own count is the evidence.
+  const atCeiling = closedLoopPinnedShare(e, st);
+  const hiddenQueue = !pinned && atCeiling !== null && atCeiling >= PINNED_SHARE;
+  const saturated = queue || lagging || pinned || hiddenQueue || Boolean(e.client?.saturated);
 
   if (e.client?.saturated)
     bind(
@@ -299,6 +304,11 @@ export function diagnoseLevel(
       "token-budget",
       `token budget (chunked prefill): ${f2(st.stepTokensMean!)} tokens per step (step-tokens histogram) against a budget of ${st.tokenBudget}, ${queue ? `${f2(st.waiting!.mean)} waiting` : `completions at ${pct(e.achievedRatio ?? 0)} of arrivals`}, running mean ${f2(st.running?.mean ?? 0)} ${at}`,
     );
+  if (hiddenQueue && !binding.some((b) => b.limit === "max-num-seqs"))
+    bind(
+      "max-num-seqs",
+      `max-num-seqs: running pinned at ${st.ceiling} in ${pct(atCeiling!)} of the samples with ${f2(e.level)} users, ${f2(e.level - st.ceiling!)} beyond it waiting; the waiting gauge reads ${st.waiting ? `mean ${f2(st.waiting.mean)}` : "nothing"} (they queue before the engine's scheduler: for llama.cpp, raise --threads-http above the users to see them)`,
+    );
   let unknown: string | null = null;
   if (saturated && !binding.length) {
     if (!st.samples) unknown = `no server metrics were sampled: ${METRICS_HINT}`;
@@ -312,6 +322,19 @@ export function diagnoseLevel(
         ": step time against batch (a step-time histogram) would tell compute from the host or prefill interference";
   }
   return { level: e.level, server: st, saturated, binding, unknown };
+}
+
+/**
+ * A closed loop with more users than a given batch ceiling: the share of the samples with the batch
+ * within one of it; null otherwise (open loop, an observed ceiling, no running gauge, users ≤ ceiling).
+ */
+function closedLoopPinnedShare(e: LevelEvidence, st: ServerLoadStats): number | null {
+  if (e.mode !== "concurrency" || st.ceilingSource !== "given" || st.ceiling === null || e.level <= st.ceiling)
+    return null;
+  const run = e.samples.filter((s) => s.running !== null && Number.isFinite(s.running));
+  if (!run.length) return null;
+  const full = Math.max(1, st.ceiling - 1);
+  return run.filter((s) => s.running! >= full).length / run.length;
 }
 
 export interface SweepDiagnosis {
