@@ -96,6 +96,8 @@ export interface LevelData {
 export interface StoredServerSamples {
   engine: string | null;
   error: string | null;
+  /** The batch ceiling the server stated (llama.cpp /props total_slots), when it did. */
+  ceiling?: number | null;
   rows: Array<[number, number | null, number | null, number | null, number | null, (number | null)?, (number | null)?]>;
 }
 
@@ -132,6 +134,7 @@ function storeServerSamples(x: SampledServer, w?: { startMs: number; endMs: numb
   return {
     engine: x.engine,
     error: x.error,
+    ceiling: x.ceiling ?? null,
     rows: clipToWindow(x.samples, w).map((v) => [
       v.tMs,
       v.running,

@@ -497,6 +497,7 @@ export function analyseLoadSweep(
   const cmd = `${config.serverCmd ?? ""} ${variantArgs}`;
   const diag = diagnoseSweep(evidence, {
     maxNumSeqs: config.maxNumSeqs ?? batchCeilingFromCommand(cmd),
+    serverMaxNumSeqs: sorted.find(([, r]) => r.server?.ceiling)?.[1].server?.ceiling ?? null,
     maxNumBatchedTokens: config.maxNumBatchedTokens ?? tokenBudgetFromCommand(cmd),
   });
   const points: LoadPoint[] = sorted.map(([level, r], i) => {

@@ -11,7 +11,7 @@ import { after, test } from "node:test";
 import type { LoadSweepResult } from "../../src/experiment/sweep.ts";
 import { pointLabel } from "../../src/report/sweep.ts";
 import { runCli } from "../helpers/cli.ts";
-import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason } from "../helpers/llamacpp.ts";
+import { LLAMA_SERVER, LLAMA_SMALL, llamaSkipReason, startLlamaServer } from "../helpers/llamacpp.ts";
 
 const SKIP = llamaSkipReason();
 const dir = mkdtempSync(join(tmpdir(), "inferscope-limits-llama-"));
@@ -93,4 +93,37 @@ test("llama-server -np 4 at 2, 4 and 8 users: max-num-seqs (the 4 slots) binds a
     assert.ok(chart.includes(`>${label}<`), `the chart labels ${label}`);
   }
   assert.match(pointLabel(r.frontier.points[2]!, "concurrency"), /^8 users · (client\+)?max-num-seqs$/);
+});
+
+test("--url against llama-server -np 4 (default HTTP pool): the ceiling from its /props total_slots, max-num-seqs named at 8 users", {
+  skip: SKIP,
+  timeout: 120_000,
+}, async () => {
+  const server = await startLlamaServer("small-random-llama");
+  try {
+    const sweep = await runCli(
+      ["sweep", "concurrency", "--url", server.url, "--levels", "8", "--num-prompts", "24"].concat([
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "32",
+        "--server-sample",
+        "50ms",
+        "--db",
+        join(dir, "url.db"),
+        "--json",
+      ]),
+      { limitMs: 100_000 },
+    );
+    assert.equal(sweep.code, 0, sweep.stderr);
+    const d = (JSON.parse(sweep.stdout) as LoadSweepResult).points[0]!.diagnosis;
+    // No command to read -np from: the server said it has 4 slots.
+    assert.equal(d.server.ceiling, 4);
+    assert.equal(d.server.ceilingSource, "server");
+    const b = d.binding.find((x) => x.limit === "max-num-seqs");
+    assert.ok(b, JSON.stringify(d));
+    assert.match(b.evidence, /^max-num-seqs: running pinned at 4 \(the server's stated slots\) in /);
+  } finally {
+    server.stop();
+  }
 });
