@@ -16,6 +16,21 @@ export function pointLabel(p: { level: number; limit: string | null }, mode: "ra
   return `${fmtRate(p.level)}${mode === "rate" ? " req/s" : " users"}${p.limit ? ` · ${p.limit}` : ""}`;
 }
 
+/** The sweep charts' shared frame: size, font, white background, legend below. */
+function chartFrame(height: number): Record<string, unknown> {
+  return {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    width: 620,
+    height,
+    config: {
+      font: "system-ui, sans-serif",
+      view: { stroke: null },
+      background: "white",
+      legend: { orient: "bottom" },
+    },
+  };
+}
+
 /** Vega-Lite: every level as a point (colour = run, for overlays), the Pareto frontier as a line, labels beside. */
 export function frontierChartSpec(
   points: readonly FrontierPoint[],
@@ -33,15 +48,7 @@ export function frontierChartSpec(
   const x = { field: "x", type: "quantitative", title: "tok/s per user (1000 ÷ TPOT p50)" };
   const y = { field: "y", type: "quantitative", title: "output tok/s per GPU" };
   return {
-    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    width: 620,
-    height: 320,
-    config: {
-      font: "system-ui, sans-serif",
-      view: { stroke: null },
-      background: "white",
-      legend: { orient: "bottom" },
-    },
+    ...chartFrame(320),
     layer: [
       {
         data: { values: frontier },
@@ -80,15 +87,7 @@ export function ttftRateChartSpec(points: readonly TtftRatePoint[]): Record<stri
   const y = { field: "y", type: "quantitative", title: "TTFT p90 (ms)" };
   const color = { field: "run", type: "nominal", title: null, legend: runs > 1 ? { labelLimit: 400 } : null };
   return {
-    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    width: 620,
-    height: 260,
-    config: {
-      font: "system-ui, sans-serif",
-      view: { stroke: null },
-      background: "white",
-      legend: { orient: "bottom" },
-    },
+    ...chartFrame(260),
     data: { values },
     layer: [
       { mark: { type: "line", point: { filled: true, size: 60 } }, encoding: { x, y, color, order: { field: "x" } } },
