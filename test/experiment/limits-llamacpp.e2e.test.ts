@@ -21,25 +21,27 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 // beyond it waits in the kernel's accept queue, where no gauge sees it (docs/metrics.md "Binding limit").
 const CMD = `${LLAMA_SERVER} -m ${LLAMA_SMALL} --alias small-random-llama --host 127.0.0.1 --port {port} --metrics --threads 1 -c 2048 -np 4 --threads-http 16`;
 
+/** `sweep concurrency` on `target` at `levels`: 24 requests of 16 → 32 tokens per level, /metrics every 50 ms. */
+function sweepArgs(target: string[], levels: string, db: string): string[] {
+  return ["sweep", "concurrency", ...target, "--levels", levels, "--num-prompts", "24"].concat([
+    "--random-input-len",
+    "16",
+    "--random-output-len",
+    "32",
+    "--server-sample",
+    "50ms",
+    "--db",
+    db,
+    "--json",
+  ]);
+}
+
 test("llama-server -np 4 at 2, 4 and 8 users: max-num-seqs (the 4 slots) binds at 8 only; the frontier is drawn from the run", {
   skip: SKIP,
   timeout: 180_000,
 }, async () => {
   const db = join(dir, "runs.db");
-  const sweep = await runCli(
-    ["sweep", "concurrency", "--server-cmd", CMD, "--levels", "2,4,8", "--num-prompts", "24"].concat([
-      "--random-input-len",
-      "16",
-      "--random-output-len",
-      "32",
-      "--server-sample",
-      "50ms",
-      "--db",
-      db,
-      "--json",
-    ]),
-    { limitMs: 150_000 },
-  );
+  const sweep = await runCli(sweepArgs(["--server-cmd", CMD], "2,4,8", db), { limitMs: 150_000 });
   assert.equal(sweep.code, 0, sweep.stderr);
   const r = JSON.parse(sweep.stdout) as LoadSweepResult;
   assert.deepEqual(
@@ -101,20 +103,7 @@ test("--url against llama-server -np 4 (default HTTP pool): the ceiling from its
 }, async () => {
   const server = await startLlamaServer("small-random-llama");
   try {
-    const sweep = await runCli(
-      ["sweep", "concurrency", "--url", server.url, "--levels", "8", "--num-prompts", "24"].concat([
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "32",
-        "--server-sample",
-        "50ms",
-        "--db",
-        join(dir, "url.db"),
-        "--json",
-      ]),
-      { limitMs: 100_000 },
-    );
+    const sweep = await runCli(sweepArgs(["--url", server.url], "8", join(dir, "url.db")), { limitMs: 100_000 });
     assert.equal(sweep.code, 0, sweep.stderr);
     const d = (JSON.parse(sweep.stdout) as LoadSweepResult).points[0]!.diagnosis;
     // No command to read -np from: the server said it has 4 slots.

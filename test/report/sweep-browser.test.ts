@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { pointLabel, writeSweepReport } from "../../src/report/sweep.ts";
+import { CHROMIUM, launchChromium, reportPage } from "../helpers/chromium.ts";
 import { rateSweep } from "../helpers/sweep-sample.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const dir = mkdtempSync(join(tmpdir(), "inferscope-sweep-browser-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -44,13 +44,9 @@ test("headless Chromium: the frontier chart is visible, each point labelled, and
   }
   const r = rateSweep("rate");
   const rep = await writeSweepReport(r, join(dir, "report"));
-  const { chromium } = await import("playwright-core");
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  });
+  const browser = await launchChromium();
   try {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const page = await reportPage(browser);
     const problems: string[] = [];
     page.on("console", (m) => {
       if (m.type() === "error") problems.push(m.text());
