@@ -75,6 +75,8 @@ export interface BlockResult {
   client?: { saturated: boolean; eldP99Ms: number | null; reason?: string } | null;
   /** Achieved ÷ scheduled request rate over their own spans (open loop; load/sweep.ts achievedRate). */
   achieved?: { rate: number; ratio: number } | null;
+  /** The measured phase's edges, epoch ms (performance.timeOrigin + now), for clipping samples taken beside it. */
+  window?: { startMs: number; endMs: number } | null;
 }
 
 export interface BlockContext {
@@ -104,6 +106,9 @@ export function sampleFromRecord(r: RequestRecord): BlockSample {
 
 /** The default block runner: inferscope's bench engine (src/load). */
 export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
+  const now = () => performance.timeOrigin + performance.now();
+  let startMs: number | null = null;
+  let endMs: number | null = null;
   const res = await runBench(
     {
       baseUrl,
@@ -123,7 +128,14 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
       label: `${ctx.variant}#${ctx.blockIndex}`,
       telemetry: w.telemetry,
     },
-    { signal: ctx.signal, graceMs: 2000 },
+    {
+      signal: ctx.signal,
+      graceMs: 2000,
+      onMeasureEdge: (e) => {
+        if (e === "start") startMs = now();
+        else endMs = now();
+      },
+    },
   );
   const s = res.summary;
   return {
@@ -141,6 +153,7 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
       ...(res.client.reason ? { reason: res.client.reason } : {}),
     },
     achieved: w.requestRate === undefined ? null : achievedRate(res),
+    window: startMs === null ? null : { startMs, endMs: endMs ?? now() },
   };
 };
 

@@ -96,6 +96,8 @@ export interface LevelData {
 export interface StoredServerSamples {
   engine: string | null;
   error: string | null;
+  /** The batch ceiling the server stated (llama.cpp /props total_slots), when it did. */
+  ceiling?: number | null;
   rows: Array<[number, number | null, number | null, number | null, number | null, (number | null)?, (number | null)?]>;
 }
 
@@ -111,11 +113,29 @@ export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
   }));
 }
 
-function storeServerSamples(x: SampledServer): StoredServerSamples {
+/**
+ * The samples within the measured window: idle scrapes during warm-up, connection set-up and after
+ * the last request would dilute the level's running and waiting means. A window too short for two
+ * scrapes keeps the one either side of it.
+ */
+export function clipToWindow(
+  samples: readonly ServerSample[],
+  w: { startMs: number; endMs: number } | null | undefined,
+): ServerSample[] {
+  if (!w) return [...samples];
+  const inside = samples.filter((s) => s.tMs >= w.startMs && s.tMs <= w.endMs);
+  if (inside.length >= 2) return inside;
+  const before = samples.findLast((s) => s.tMs < w.startMs);
+  const after = samples.find((s) => s.tMs > w.endMs);
+  return [...(before ? [before] : []), ...inside, ...(after ? [after] : [])];
+}
+
+function storeServerSamples(x: SampledServer, w?: { startMs: number; endMs: number } | null): StoredServerSamples {
   return {
     engine: x.engine,
     error: x.error,
-    rows: x.samples.map((v) => [
+    ceiling: x.ceiling ?? null,
+    rows: clipToWindow(x.samples, w).map((v) => [
       v.tMs,
       v.running,
       v.waiting,
@@ -482,7 +502,7 @@ async function session<C extends Record<string, unknown>>(
             outputThroughput: res.outputThroughput,
             requestThroughput: res.requestThroughput,
             meanE2elMs: mean(ok.map((r) => r.e2elMs)),
-            ...(sampled ? { server: storeServerSamples(sampled) } : {}),
+            ...(sampled ? { server: storeServerSamples(sampled, res.window) } : {}),
             ...(res.client ? { client: res.client } : {}),
             ...(res.achieved !== undefined ? { achieved: res.achieved } : {}),
           },

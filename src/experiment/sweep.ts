@@ -11,7 +11,7 @@ import {
   type SweepDiagnosis,
   tokenBudgetFromCommand,
 } from "../load/diagnose.ts";
-import { type FrontierPoint, frontierPoints } from "../load/frontier.ts";
+import { type FrontierPoint, frontierPoints, type TtftRatePoint, ttftRatePoints } from "../load/frontier.ts";
 import { type BlockSample, variantTelemetry } from "./blocks.ts";
 import { bootstrapCI, type Interval, mean, quantile, theilSen, theilSenBootstrap } from "./stats.ts";
 import {
@@ -137,6 +137,8 @@ export interface LoadSweepResult {
   knee: SweepDiagnosis["knee"];
   /** Tokens/s per GPU against tokens/s per user, per level, with the Pareto-optimal points marked. */
   frontier: { gpus: number; points: FrontierPoint[] };
+  /** Rate sweeps: TTFT p90 against the offered rate, per level, labelled with its limit; null for concurrency. */
+  ttftRate?: { points: TtftRatePoint[] } | null;
   /** Set by finishSweep from the stored telemetry. */
   warnings?: string[];
 }
@@ -446,6 +448,26 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
   }
 }
 
+const limitOf = (p: LoadPoint) => p.diagnosis.binding.map((b) => b.limit).join("+") || null;
+
+/** A rate sweep's TTFT p90 against the offered rate (null for a concurrency sweep); also rebuilds it for runs stored without it. */
+export function ttftRateOf(
+  mode: "concurrency" | "rate",
+  points: readonly LoadPoint[],
+): { points: TtftRatePoint[] } | null {
+  if (mode !== "rate") return null;
+  return {
+    points: ttftRatePoints(
+      points.map((p) => ({
+        level: p.level,
+        ttftP90Ms: p.ttftMs.p90,
+        completedRate: p.requestThroughput,
+        limit: limitOf(p),
+      })),
+    ),
+  };
+}
+
 /** Pure analysis of a concurrency or rate sweep: percentiles per level, sorted by level. */
 export function analyseLoadSweep(
   runId: string,
@@ -475,6 +497,7 @@ export function analyseLoadSweep(
   const cmd = `${config.serverCmd ?? ""} ${variantArgs}`;
   const diag = diagnoseSweep(evidence, {
     maxNumSeqs: config.maxNumSeqs ?? batchCeilingFromCommand(cmd),
+    serverMaxNumSeqs: sorted.find(([, r]) => r.server?.ceiling)?.[1].server?.ceiling ?? null,
     maxNumBatchedTokens: config.maxNumBatchedTokens ?? tokenBudgetFromCommand(cmd),
   });
   const points: LoadPoint[] = sorted.map(([level, r], i) => {
@@ -510,10 +533,11 @@ export function analyseLoadSweep(
           level: p.level,
           outputThroughput: p.outputThroughput,
           tpotP50Ms: p.tpotMs.p50,
-          limit: p.diagnosis.binding.map((b) => b.limit).join("+") || null,
+          limit: limitOf(p),
         })),
         gpus,
       ),
     },
+    ttftRate: ttftRateOf(config.mode, points),
   };
 }

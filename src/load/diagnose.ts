@@ -79,9 +79,12 @@ export interface ServerLoadStats {
   /** Seconds between the first and last sample (wall clock). */
   spanS: number;
   running: Spread | null;
-  /** The running batch's ceiling (max-num-seqs, slots) and where it came from. */
+  /**
+   * The running batch's ceiling (max-num-seqs, slots) and where it came from: the flag or the server
+   * command ("given"), the server's own statement (llama.cpp /props total_slots), or the sweep's highest.
+   */
   ceiling: number | null;
-  ceilingSource: "given" | "observed" | null;
+  ceilingSource: CeilingSource | null;
   /** Of the samples with requests waiting, the share with the batch at its ceiling; null without a queue or a ceiling. */
   pinnedShare: number | null;
   waiting: (Spread & { growthPerS: number }) | null;
@@ -116,9 +119,11 @@ function present<K extends keyof ServerSample>(ss: readonly ServerSample[], k: K
   return ss.filter((s) => s[k] !== null && Number.isFinite(s[k] as number));
 }
 
+export type CeilingSource = "given" | "server" | "observed";
+
 export function summarizeServerSamples(
   samples: readonly ServerSample[],
-  ceiling: { value: number; source: "given" | "observed" } | null,
+  ceiling: { value: number; source: CeilingSource } | null,
   tokenBudget: number | null = null,
 ): ServerLoadStats {
   const ss = [...samples].sort((a, b) => a.tMs - b.tMs);
@@ -248,7 +253,7 @@ const METRICS_HINT =
 /** Names the limit(s) binding at one level. `ceiling` is the batch ceiling (given, or the sweep's observed maximum). */
 export function diagnoseLevel(
   e: LevelEvidence,
-  ceiling: { value: number; source: "given" | "observed" } | null,
+  ceiling: { value: number; source: CeilingSource } | null,
   tokenBudget: number | null = null,
 ): LevelDiagnosis {
   const st = summarizeServerSamples(e.samples, ceiling, tokenBudget);
@@ -265,7 +270,12 @@ export function diagnoseLevel(
   const growing = e.mode === "rate" && st.waiting !== null && st.waiting.growthPerS > 0 && queue;
   const lagging = e.achievedRatio !== null && e.achievedRatio < 0.9;
   const pinned = queue && st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
-  const saturated = queue || lagging || pinned || Boolean(e.client?.saturated);
+  // A closed loop keeps `level` requests out. With more users than a given ceiling and the batch at it,
+  // the rest queue even where the waiting gauge cannot see them (llama.cpp holds requests beyond its
+  // HTTP threads in the kernel's accept queue): the client's own count is the evidence.
+  const atCeiling = closedLoopPinnedShare(e, st);
+  const hiddenQueue = !pinned && atCeiling !== null && atCeiling >= PINNED_SHARE;
+  const saturated = queue || lagging || pinned || hiddenQueue || Boolean(e.client?.saturated);
 
   if (e.client?.saturated)
     bind(
@@ -289,7 +299,7 @@ export function diagnoseLevel(
   if (pinned && !((kvFull || budgetFull) && st.ceilingSource === "observed"))
     bind(
       "max-num-seqs",
-      `max-num-seqs: running pinned at ${st.ceiling}${st.ceilingSource === "observed" ? " (the sweep's highest; the ceiling was not given)" : ""} in ${pct(st.pinnedShare!)} of the samples with a queue, waiting ${growing ? `grows ${f2(st.waiting!.growthPerS)} req/s` : `mean ${f2(st.waiting!.mean)}`} ${at}`,
+      `max-num-seqs: running pinned at ${st.ceiling}${ceilingNote(st)} in ${pct(st.pinnedShare!)} of the samples with a queue, waiting ${growing ? `grows ${f2(st.waiting!.growthPerS)} req/s` : `mean ${f2(st.waiting!.mean)}`} ${at}`,
     );
   // Steps filled to their token budget while requests wait or the rate lags: prompts are chunked
   // through a budget the decode steps share (prefill interference). vLLM admits a request while any
@@ -298,6 +308,11 @@ export function diagnoseLevel(
     bind(
       "token-budget",
       `token budget (chunked prefill): ${f2(st.stepTokensMean!)} tokens per step (step-tokens histogram) against a budget of ${st.tokenBudget}, ${queue ? `${f2(st.waiting!.mean)} waiting` : `completions at ${pct(e.achievedRatio ?? 0)} of arrivals`}, running mean ${f2(st.running?.mean ?? 0)} ${at}`,
+    );
+  if (hiddenQueue && !binding.some((b) => b.limit === "max-num-seqs"))
+    bind(
+      "max-num-seqs",
+      `max-num-seqs: running pinned at ${st.ceiling}${ceilingNote(st)} in ${pct(atCeiling!)} of the samples with ${f2(e.level)} users, ${f2(e.level - st.ceiling!)} beyond it waiting; the waiting gauge reads ${st.waiting ? `mean ${f2(st.waiting.mean)}` : "nothing"} (they queue before the engine's scheduler: for llama.cpp, raise --threads-http above the users to see them)`,
     );
   let unknown: string | null = null;
   if (saturated && !binding.length) {
@@ -312,6 +327,25 @@ export function diagnoseLevel(
         ": step time against batch (a step-time histogram) would tell compute from the host or prefill interference";
   }
   return { level: e.level, server: st, saturated, binding, unknown };
+}
+
+/** Where the ceiling in an evidence line came from, unless the user or the command gave it. */
+function ceilingNote(st: ServerLoadStats): string {
+  if (st.ceilingSource === "observed") return " (the sweep's highest; the ceiling was not given)";
+  return st.ceilingSource === "server" ? " (the server's stated slots)" : "";
+}
+
+/**
+ * A closed loop with more users than a given or server-stated batch ceiling: the share of the samples with the batch
+ * within one of it; null otherwise (open loop, an observed ceiling, no running gauge, users ≤ ceiling).
+ */
+function closedLoopPinnedShare(e: LevelEvidence, st: ServerLoadStats): number | null {
+  if (e.mode !== "concurrency" || st.ceilingSource === "observed" || st.ceiling === null || e.level <= st.ceiling)
+    return null;
+  const run = e.samples.filter((s) => s.running !== null && Number.isFinite(s.running));
+  if (!run.length) return null;
+  const full = Math.max(1, st.ceiling - 1);
+  return run.filter((s) => s.running! >= full).length / run.length;
 }
 
 export interface SweepDiagnosis {
@@ -329,10 +363,11 @@ export interface SweepDiagnosis {
  */
 export function diagnoseSweep(
   levels: readonly LevelEvidence[],
-  o: { maxNumSeqs?: number | null; maxNumBatchedTokens?: number | null } = {},
+  o: { maxNumSeqs?: number | null; serverMaxNumSeqs?: number | null; maxNumBatchedTokens?: number | null } = {},
 ): SweepDiagnosis {
-  let ceiling: { value: number; source: "given" | "observed" } | null = null;
+  let ceiling: { value: number; source: CeilingSource } | null = null;
   if (o.maxNumSeqs) ceiling = { value: o.maxNumSeqs, source: "given" };
+  else if (o.serverMaxNumSeqs) ceiling = { value: o.serverMaxNumSeqs, source: "server" };
   else {
     let max = 0;
     for (const l of levels) for (const s of l.samples) if (s.running !== null && s.running > max) max = s.running;

@@ -61,3 +61,36 @@ export function overlayFrontiers(
     all[i]!.pareto = true;
   return all;
 }
+
+/** TTFT p90 against the offered request rate, per level of a rate sweep (the curve beside the frontier). */
+export interface TtftRatePoint {
+  /** The offered rate (req/s): the level. */
+  level: number;
+  run?: string;
+  ttftP90Ms: number;
+  /** Requests completed per second at that level. */
+  completedRate: number;
+  limit: string | null;
+}
+
+/** TTFT points from rate-sweep levels, sorted by rate; a level with no TTFT (nothing finished) has none. */
+export function ttftRatePoints(
+  levels: ReadonlyArray<{
+    level: number;
+    run?: string;
+    ttftP90Ms: number;
+    completedRate: number;
+    limit: string | null;
+  }>,
+): TtftRatePoint[] {
+  return levels
+    .filter((l) => Number.isFinite(l.ttftP90Ms) && l.ttftP90Ms >= 0 && l.level > 0)
+    .map((l) => ({
+      level: l.level,
+      ...(l.run !== undefined ? { run: l.run } : {}),
+      ttftP90Ms: l.ttftP90Ms,
+      completedRate: l.completedRate,
+      limit: l.limit,
+    }))
+    .sort((a, b) => a.level - b.level);
+}

@@ -2,6 +2,7 @@
 // load level, for the binding-limit diagnosis (diagnose.ts). One scrape in flight at a time, one
 // Agent for the whole level; a failed scrape is skipped, and the first failure's message is kept.
 import { undici } from "../lazy.ts";
+import { engineById } from "../metrics/engines/index.ts";
 import { fetchRaw, metricsPath, parseRaw } from "../metrics/scrape.ts";
 import { abortableSleep } from "../sleep.ts";
 import { readServerSample, type ServerSample } from "./diagnose.ts";
@@ -11,11 +12,33 @@ export interface SampledServer {
   engine: string | null;
   /** Why scrapes failed (the first failure), when any did. */
   error: string | null;
+  /** The running batch's ceiling the server states (llama.cpp /props total_slots), when its catalog says where. */
+  ceiling?: number | null;
 }
 
 export interface ServerSampler {
   /** Stops after the scrape in flight and returns what was sampled. */
   stop(): Promise<SampledServer>;
+}
+
+/** The integer `where.field` of the JSON at `where.path` on the server (≥ 1), or null. */
+async function statedCeiling(
+  baseUrl: string,
+  where: { path: string; field: string },
+  dispatcher: NonNullable<Parameters<typeof fetchRaw>[1]>["dispatcher"],
+  headers: Record<string, string> | undefined,
+): Promise<number | null> {
+  try {
+    const raw = await fetchRaw(new URL(where.path, baseUrl).toString(), {
+      timeoutMs: 3000,
+      dispatcher,
+      headers,
+    });
+    const v = (JSON.parse(raw.body.toString("utf8")) as Record<string, unknown>)[where.field];
+    return typeof v === "number" && Number.isInteger(v) && v >= 1 ? v : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Scrapes `${baseUrl}/metrics` every `intervalMs` until stopped (or `signal` aborts). */
@@ -42,6 +65,12 @@ export function startServerSampler(
           const r = readServerSample(parseRaw(raw).exposition, raw.atMs);
           out.samples.push(r.sample);
           out.engine ??= r.engine;
+          // Once, when the engine is known: its stated batch ceiling; none is kept when the probe fails.
+          if (out.ceiling === undefined && out.engine) {
+            out.ceiling = null;
+            const where = engineById(out.engine)?.batchCeiling;
+            if (where) out.ceiling = await statedCeiling(baseUrl, where, dispatcher, o.headers);
+          }
         } catch (e) {
           out.error ??= (e as Error).message;
         }

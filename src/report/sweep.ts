@@ -2,8 +2,8 @@
 // point per level labelled with its load and binding limit, the Pareto frontier drawn), the levels'
 // table with their binding limits, and the knee. One self-contained HTML page, a Markdown twin and the JSON.
 import { UsageError } from "../errors.ts";
-import type { LoadSweepResult } from "../experiment/sweep.ts";
-import { type FrontierPoint, overlayFrontiers } from "../load/frontier.ts";
+import { type LoadSweepResult, ttftRateOf } from "../experiment/sweep.ts";
+import { type FrontierPoint, overlayFrontiers, type TtftRatePoint } from "../load/frontier.ts";
 import { fmtRate } from "../load/sweep.ts";
 import { redact } from "../secrets.ts";
 import { renderSvg } from "./charts.ts";
@@ -11,9 +11,24 @@ import { storedSummary, type WrittenReportFiles, writeReportFiles } from "./file
 import { esc, fmt } from "./format.ts";
 import { REPORT_CSS } from "./html.ts";
 
-/** A point's label on the chart: its load, and its binding limit when one binds. */
-export function pointLabel(p: FrontierPoint, mode: "rate" | "concurrency"): string {
+/** A point's label on the charts: its load, and its binding limit when one binds. */
+export function pointLabel(p: { level: number; limit: string | null }, mode: "rate" | "concurrency"): string {
   return `${fmtRate(p.level)}${mode === "rate" ? " req/s" : " users"}${p.limit ? ` · ${p.limit}` : ""}`;
+}
+
+/** The sweep charts' shared frame: size, font, white background, legend below. */
+function chartFrame(height: number): Record<string, unknown> {
+  return {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    width: 620,
+    height,
+    config: {
+      font: "system-ui, sans-serif",
+      view: { stroke: null },
+      background: "white",
+      legend: { orient: "bottom" },
+    },
+  };
 }
 
 /** Vega-Lite: every level as a point (colour = run, for overlays), the Pareto frontier as a line, labels beside. */
@@ -33,15 +48,7 @@ export function frontierChartSpec(
   const x = { field: "x", type: "quantitative", title: "tok/s per user (1000 ÷ TPOT p50)" };
   const y = { field: "y", type: "quantitative", title: "output tok/s per GPU" };
   return {
-    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    width: 620,
-    height: 320,
-    config: {
-      font: "system-ui, sans-serif",
-      view: { stroke: null },
-      background: "white",
-      legend: { orient: "bottom" },
-    },
+    ...chartFrame(320),
     layer: [
       {
         data: { values: frontier },
@@ -67,10 +74,35 @@ export function frontierChartSpec(
   };
 }
 
+/** Vega-Lite: TTFT p90 against the offered rate, one line per run, each point labelled with its rate and limit. */
+export function ttftRateChartSpec(points: readonly TtftRatePoint[]): Record<string, unknown> {
+  const values = points.map((p) => ({
+    x: p.level,
+    y: p.ttftP90Ms,
+    run: p.run ?? "this run",
+    label: pointLabel(p, "rate"),
+  }));
+  const runs = new Set(values.map((v) => v.run)).size;
+  const x = { field: "x", type: "quantitative", title: "offered request rate (req/s)" };
+  const y = { field: "y", type: "quantitative", title: "TTFT p90 (ms)" };
+  const color = { field: "run", type: "nominal", title: null, legend: runs > 1 ? { labelLimit: 400 } : null };
+  return {
+    ...chartFrame(260),
+    data: { values },
+    layer: [
+      { mark: { type: "line", point: { filled: true, size: 60 } }, encoding: { x, y, color, order: { field: "x" } } },
+      {
+        mark: { type: "text", align: "left", dx: 7, dy: -7, fontSize: 10 },
+        encoding: { x, y, text: { field: "label" } },
+      },
+    ],
+  };
+}
+
 const limitsOf = (p: LoadSweepResult["points"][number]) =>
   p.diagnosis.binding.map((b) => b.limit).join(" + ") || (p.diagnosis.unknown ? "unknown" : "none");
 
-export function sweepHtml(r: LoadSweepResult, svg: string): string {
+export function sweepHtml(r: LoadSweepResult, svg: string, ttftSvg: string | null = null): string {
   const unit = r.mode === "rate" ? "req/s" : "users";
   const rows = r.points
     .map(
@@ -93,6 +125,11 @@ export function sweepHtml(r: LoadSweepResult, svg: string): string {
 <main>
 <section id="frontier"><h2>Throughput against interactivity</h2>
 <figure class="chart" id="chart-frontier" data-chart="frontier">${svg}<figcaption>One point per level (${esc(unit)}), labelled with its binding limit; dashed: the Pareto frontier. ${esc(r.frontier.gpus)} GPU${r.frontier.gpus > 1 ? "s" : ""}.</figcaption></figure>
+${
+  ttftSvg
+    ? `<figure class="chart" id="chart-ttft-rate" data-chart="ttft-rate">${ttftSvg}<figcaption>TTFT p90 against the offered request rate, one point per level, labelled with its binding limit.</figcaption></figure>`
+    : ""
+}
 ${kneeHtml}
 <h3>Levels</h3>
 <table id="sweep-levels"><thead><tr><th>${esc(unit)}</th><th>completed req/s</th><th>output tok/s</th><th>TPOT p50 (ms)</th><th>TTFT p90 (ms)</th><th>binding limit</th><th>evidence</th></tr></thead><tbody>${rows}</tbody></table>
@@ -102,10 +139,13 @@ ${kneeHtml}
 
 export function sweepMarkdown(r: LoadSweepResult): string {
   const out = [`# inferscope ${r.mode} sweep`, "", `Run ${r.runId} (${r.status}) against ${r.target}.`, ""];
-  out.push("| level | req/s | output tok/s | TPOT p50 (ms) | binding limit | evidence |", "|---|---|---|---|---|---|");
+  out.push(
+    "| level | req/s | output tok/s | TPOT p50 (ms) | TTFT p90 (ms) | binding limit | evidence |",
+    "|---|---|---|---|---|---|---|",
+  );
   for (const p of r.points)
     out.push(
-      `| ${fmt(p.level)} | ${fmt(p.requestThroughput)} | ${fmt(p.outputThroughput)} | ${fmt(p.tpotMs.p50)} | ${limitsOf(p)} | ${p.diagnosis.binding
+      `| ${fmt(p.level)} | ${fmt(p.requestThroughput)} | ${fmt(p.outputThroughput)} | ${fmt(p.tpotMs.p50)} | ${fmt(p.ttftMs.p90)} | ${limitsOf(p)} | ${p.diagnosis.binding
         .map((b) => b.evidence)
         .join("; ")
         .replace(/\|/g, "\\|")} |`,
@@ -132,7 +172,17 @@ export async function writeSweepReport(
     ? overlayFrontiers([r, ...overlay].map((x) => ({ run: x.runId, points: x.frontier.points })))
     : r.frontier.points;
   const svg = await renderSvg(frontierChartSpec(points, r.mode));
-  return writeReportFiles(dir, { html: sweepHtml(r, svg), markdown: sweepMarkdown(r), json: r });
+  // Rate sweeps: TTFT p90 against the offered rate beside it (overlaid runs tagged with their ids).
+  const ttft =
+    r.mode === "rate"
+      ? [r, ...overlay].flatMap((x) =>
+          (x.ttftRate ?? ttftRateOf(x.mode, x.points))!.points.map((p) =>
+            overlay.length ? { ...p, run: x.runId } : p,
+          ),
+        )
+      : null;
+  const ttftSvg = ttft ? await renderSvg(ttftRateChartSpec(ttft)) : null;
+  return writeReportFiles(dir, { html: sweepHtml(r, svg, ttftSvg), markdown: sweepMarkdown(r), json: r });
 }
 
 /** Rewrites a stored rate or concurrency sweep's report (for `inferscope report ID`). */
@@ -152,6 +202,8 @@ export async function rebuildSweepReport(
         }),
     });
   const result = read(id);
+  // Runs stored before the TTFT curve existed get it from their levels.
+  if (result.ttftRate === undefined) result.ttftRate = ttftRateOf(result.mode, result.points);
   const others = (opts.overlay ?? []).map((o) => {
     const x = read(o);
     if (x.mode !== result.mode)

@@ -141,9 +141,13 @@ test("KV capacity: 40 blocks of 16 tokens run out, with preemptions; onset withi
     "--json",
   ]);
   assert.equal(both.code, 0, both.stderr);
-  const chart = readFileSync(join(dir, "overlay", "index.html"), "utf8");
-  for (const id of [r.runId, seqsRun]) assert.ok(chart.includes(`>${id}<`), `legend names ${id}`);
-  assert.equal((chart.match(/ req\/s( · [a-z+-]+)?<\/text>/g) ?? []).length, 4, "four labelled points");
+  const html = readFileSync(join(dir, "overlay", "index.html"), "utf8");
+  // Both charts (the frontier, then TTFT p90 against rate) have every point of both runs.
+  for (const id of ["chart-frontier", "chart-ttft-rate"]) {
+    const chart = html.slice(html.indexOf(`id="${id}"`), html.indexOf("</figure>", html.indexOf(`id="${id}"`)));
+    for (const run of [r.runId, seqsRun]) assert.ok(chart.includes(`>${run}<`), `${id}: legend names ${run}`);
+    assert.equal((chart.match(/ req\/s( · [a-z+-]+)?<\/text>/g) ?? []).length, 4, `${id}: four labelled points`);
+  }
 });
 
 test("token budget: 1024-token prompts chunked through 128-token steps; onset within 10 % of the sim's own rate", async () => {

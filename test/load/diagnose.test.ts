@@ -1,6 +1,7 @@
 // The binding-limit diagnosis (pure): each limit from its own evidence, and "unknown" naming what would decide it.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { clipToWindow } from "../../src/experiment/sweep-run.ts";
 import {
   batchCeilingFromCommand,
   diagnoseLevel,
@@ -263,4 +264,45 @@ test("ceilings and budgets from a server command: the last flag wins, = or space
   assert.equal(tokenBudgetFromCommand("vllm serve m --max-num-batched-tokens=2048"), 2048);
   assert.equal(tokenBudgetFromCommand("llama-server -b 512"), 512);
   assert.equal(tokenBudgetFromCommand(null), null);
+});
+
+test("a level's samples are clipped to its measured window; a window shorter than two scrapes keeps its neighbours", () => {
+  const at = (tMs: number, running: number) => ({ tMs, running, waiting: 0, kvUsage: null, preemptions: null });
+  // Idle scrapes during warm-up (0–200) and after the last request (900–1000) are left out.
+  const ss = [at(0, 0), at(100, 0), at(200, 2), at(500, 2), at(800, 2), at(900, 0), at(1000, 0)];
+  assert.deepEqual(
+    clipToWindow(ss, { startMs: 150, endMs: 850 }).map((s) => s.tMs),
+    [200, 500, 800],
+  );
+  assert.deepEqual(
+    clipToWindow(ss, { startMs: 450, endMs: 550 }).map((s) => s.tMs),
+    [200, 500, 800],
+  );
+  assert.equal(clipToWindow(ss, null).length, ss.length);
+});
+
+test("closed loop, more users than a given ceiling, batch at it, waiting gauge blind: max-num-seqs from the client's count", () => {
+  // llama.cpp with its default HTTP pool: requests beyond it wait in the accept queue, deferred reads 0.
+  const s = series((i) => ({ running: i % 5 === 0 ? 3 : 4, waiting: 0 }));
+  const conc = (users: number) =>
+    level(s, { level: users, mode: "concurrency", engine: "llamacpp", achievedRatio: null });
+  const d = diagnoseLevel(conc(8), { value: 4, source: "given" });
+  assert.deepEqual(
+    d.binding.map((b) => b.limit),
+    ["max-num-seqs"],
+  );
+  assert.match(
+    d.binding[0]!.evidence,
+    /^max-num-seqs: running pinned at 4 in 100 % of the samples with 8\.0 users, 4\.0 beyond it waiting; the waiting gauge reads mean 0\.00 .*--threads-http/,
+  );
+  assert.ok(d.binding[0]!.knobs.some((k) => k.startsWith("--parallel")));
+  assert.equal(d.saturated, true);
+  // As many users as slots: nobody waits. An observed ceiling or an open loop: the users' count proves nothing.
+  assert.deepEqual(diagnoseLevel(conc(4), { value: 4, source: "given" }).binding, []);
+  assert.deepEqual(diagnoseLevel(conc(8), { value: 4, source: "observed" }).binding, []);
+  assert.deepEqual(diagnoseLevel(level(s, { level: 8, achievedRatio: 1 }), { value: 4, source: "given" }).binding, []);
+  // The batch mostly below the ceiling (a client that cannot keep its users busy): nothing named.
+  const low = series((i) => ({ running: i % 3 ? 2 : 4, waiting: 0 }));
+  const l = level(low, { level: 8, mode: "concurrency", engine: "llamacpp", achievedRatio: null });
+  assert.deepEqual(diagnoseLevel(l, { value: 4, source: "given" }).binding, []);
 });

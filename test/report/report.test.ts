@@ -8,9 +8,9 @@ import { pathToFileURL } from "node:url";
 import { binSamples, chartSpecs } from "../../src/report/charts.ts";
 import { esc, fmtQ, mdEsc, redactSecrets } from "../../src/report/format.ts";
 import { parseStudyResult, renderMarkdown, renderTerminal, writeReport } from "../../src/report/index.ts";
+import { CHROMIUM, launchChromium, reportPage } from "../helpers/chromium.ts";
 import { sampleResult } from "./sample.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>"'&`;
 
 test("esc and mdEsc neutralise markup", () => {
@@ -121,14 +121,6 @@ test("an XSS payload in labels, model names and kernel names is escaped everywhe
   assert.ok(!md.includes("<img"), "raw img tag in markdown");
 });
 
-async function launch() {
-  const { chromium } = await import("playwright-core");
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  });
-}
-
 test("headless Chromium: loads without console errors, every chart has marks, XSS inert, screenshot", async (t) => {
   if (!existsSync(CHROMIUM)) {
     if (process.env.INFERSCOPE_REQUIRE_E2E) assert.fail(`${CHROMIUM} is missing and INFERSCOPE_REQUIRE_E2E is set`);
@@ -138,9 +130,9 @@ test("headless Chromium: loads without console errors, every chart has marks, XS
   const dir = await mkdtemp(join(tmpdir(), "inferscope-report-"));
   const r = sampleResult(XSS);
   const w = await writeReport(r, dir);
-  const browser = await launch();
+  const browser = await launchChromium();
   try {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const page = await reportPage(browser);
     const problems: string[] = [];
     const requests: string[] = [];
     let dialogs = 0;

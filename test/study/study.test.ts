@@ -11,10 +11,10 @@ import { pathToFileURL } from "node:url";
 import type { StudyResult } from "../../src/report/types.ts";
 import { startSim } from "../../src/sim/index.ts";
 import { defaultTimeScale, runStudy } from "../../src/study/index.ts";
+import { CHROMIUM, launchChromium, reportPage } from "../helpers/chromium.ts";
 import { cannotRun } from "../helpers/skip.ts";
 import { endSlackMs, SIM_CATCH_UP_MS } from "../helpers/timing.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SECRET = "sk-inferscopeTestSecret0123456789";
 
 function cli(
@@ -161,13 +161,9 @@ test("study --quick: every phase runs on the embedded sim, the report reads in C
     cannotRun(t, `the Chromium part: ${CHROMIUM} not installed`);
     return;
   }
-  const { chromium } = await import("playwright-core");
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  });
+  const browser = await launchChromium();
   try {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const page = await reportPage(browser);
     const errors: string[] = [];
     page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
     page.on("pageerror", (e) => errors.push(e.message));

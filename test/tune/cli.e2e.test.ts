@@ -8,11 +8,11 @@ import { after, type TestContext, test } from "node:test";
 import { pathToFileURL } from "node:url";
 import { processGroupMembers } from "../../src/experiment/variants.ts";
 import { openStore } from "../../src/store/index.ts";
+import { CHROMIUM, launchChromium, reportPage } from "../helpers/chromium.ts";
 import { runCli, STACK, waitFor } from "../helpers/cli.ts";
 import { cannotRun } from "../helpers/skip.ts";
 import { type Hidden, trueTpotMs } from "../helpers/tune-sim.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const dir = mkdtempSync(join(tmpdir(), "inferscope-tune-cli-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -102,13 +102,9 @@ async function checkReportInChromium(t: TestContext, html: string, candidates: n
     cannotRun(t, `the browser check: ${CHROMIUM} not installed`);
     return;
   }
-  const { chromium } = await import("playwright-core");
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  });
+  const browser = await launchChromium();
   try {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const page = await reportPage(browser);
     const problems: string[] = [];
     const requests: string[] = [];
     page.on("console", (m) => {

@@ -106,6 +106,8 @@ export interface EngineCatalog {
   serverTimings?: ServerTimingSpec;
   /** Engine-specific info endpoints beyond /version and /v1/models. */
   info?: InfoEndpoint[];
+  /** Where the server states its running batch's ceiling (JSON, a top-level integer field), for the binding-limit diagnosis. */
+  batchCeiling?: { path: string; field: string };
   /** Where a concept is missing, what the engine offers instead (shown in the audit). */
   missing?: Partial<Record<Concept, string>>;
   quirks: Quirk[];

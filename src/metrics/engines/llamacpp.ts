@@ -113,6 +113,7 @@ export const llamacpp: EngineCatalog = {
     },
   ],
   info: [{ path: "/props", gives: "build_info (version), model_path, total_slots, n_ctx" }],
+  batchCeiling: { path: "/props", field: "total_slots" },
   serverTimings: {
     kind: "llamacpp-timings",
     note: "timings.prompt_ms, predicted_ms, predicted_n, predicted_per_token_ms in the last stream chunk",
