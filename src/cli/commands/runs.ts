@@ -5,8 +5,16 @@ import Table from "cli-table3";
 import { UsageError } from "../../errors.ts";
 import { fmt } from "../../experiment/ab.ts";
 import { checkRunStore } from "../../input-file.ts";
-import { claimOutput } from "../../output-file.ts";
-import { compareRuns, listRunsView, openStore, type Store, showRun } from "../../store/index.ts";
+import { claimOutput, type OutputClaim } from "../../output-file.ts";
+import {
+  checkExportFormat,
+  compareRuns,
+  exportFiles,
+  listRunsView,
+  openStore,
+  type Store,
+  showRun,
+} from "../../store/index.ts";
 import { emit, withCommon } from "../common.ts";
 import { countArg } from "./experiment-args.ts";
 
@@ -139,26 +147,39 @@ export function register(program: Command): void {
   dbOpt(
     runs
       .command("export")
-      .description("a run's configuration, blocks and per-request records as JSON or CSV")
+      .description("a run's per-request records and summary as json, jsonl, csv or parquet (schema: docs/export.md)")
       .argument("<id>")
-      .option("--format <fmt>", "json or csv (default json)")
-      .option("-o, --output <file>", "write here instead of stdout"),
+      .option("--format <fmt>", "json, jsonl, csv or parquet (default json)")
+      .option(
+        "-o, --out <file>",
+        "write here instead of stdout; csv and parquet write FILE.requests.EXT and FILE.summary.EXT",
+      )
+      .option("--output <file>", "the same as --out"),
   ).action((...args: any[]) => {
     const id = args[0] as string;
     const o = args.at(-2);
-    const format = o.format ?? "json";
-    if (format !== "json" && format !== "csv") throw new UsageError(`--format must be json or csv, got "${format}"`);
-    const text = withStore(o.db, (s) => s.exportRun(id, format));
-    if (o.output) {
-      // Claimed like every output file: a directory is refused, a reader never sees half a file.
-      const c = claimOutput(o.output, "--output");
-      try {
-        writeFileSync(c.tempPath, text);
-        c.commit();
-      } catch (e) {
-        c.abort();
-        throw e;
+    const format = checkExportFormat(o.format ?? "json");
+    const files = withStore(o.db, (s) => exportFiles(s, id, format, o.out ?? o.output));
+    const written: string[] = [];
+    const claims: OutputClaim[] = [];
+    try {
+      for (const f of files) {
+        if (f.path === null) {
+          process.stdout.write(f.data);
+          continue;
+        }
+        // Claimed like every output file: a directory is refused, a reader never sees half a file.
+        const c = claimOutput(f.path, "--out");
+        claims.push(c);
+        writeFileSync(c.tempPath, f.data);
+        written.push(f.path);
       }
-    } else process.stdout.write(text);
+      for (const c of claims) c.commit();
+    } catch (e) {
+      for (const c of claims) c.abort();
+      throw e;
+    }
+    if (o.json && written.length) process.stdout.write(`${JSON.stringify({ files: written })}\n`);
+    else for (const w of written) process.stderr.write(`wrote ${w}\n`);
   });
 }
