@@ -15,6 +15,16 @@ export {
   tableToCsv,
   tableToParquet,
 } from "./export.ts";
+export type { PromSample } from "./push.ts";
+export {
+  encodeRemoteWrite,
+  OTLP_METRICS,
+  otlpMetrics,
+  PROM_SERIES,
+  promSamples,
+  pushOtlpMetrics,
+  pushRemoteWrite,
+} from "./push.ts";
 export { addSecret, redact, redactString } from "./redact.ts";
 export { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
 export type { OpenOptions, SqlDatabase, SqliteDriverName, SqlStatement, SqlTransaction } from "./sqlite.ts";

@@ -1,4 +1,4 @@
-// `inferscope runs list | show ID | compare ID ID | export ID`: the run store from the command line.
+// `inferscope runs list | show ID | compare ID ID | export ID | push ID`: the run store from the command line.
 import { writeFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import Table from "cli-table3";
@@ -10,8 +10,11 @@ import {
   checkExportFormat,
   compareRuns,
   exportFiles,
+  exportTables,
   listRunsView,
   openStore,
+  pushOtlpMetrics,
+  pushRemoteWrite,
   type Store,
   showRun,
 } from "../../store/index.ts";
@@ -36,7 +39,7 @@ const dbOpt = <C extends Command<any, any, any>>(c: C) =>
   withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
 
 export function register(program: Command): void {
-  const runs = program.command("runs").description("list, show, compare and export saved runs");
+  const runs = program.command("runs").description("list, show, compare, export and push saved runs");
   dbOpt(
     runs
       .command("list")
@@ -181,5 +184,33 @@ export function register(program: Command): void {
     }
     if (o.json && written.length) process.stdout.write(`${JSON.stringify({ files: written })}\n`);
     else for (const w of written) process.stderr.write(`wrote ${w}\n`);
+  });
+  dbOpt(
+    runs
+      .command("push")
+      .description("send a run's summary to Prometheus (remote write) or an OTLP collector (docs/export.md)")
+      .argument("<id>")
+      .option("--prometheus-remote-write <url>", "a remote-write receiver, e.g. http://127.0.0.1:9090/api/v1/write")
+      .option("--otlp-metrics <url>", "an OTLP/HTTP metrics endpoint (a bare origin gets /v1/metrics)")
+      .option("--timeout <s>", "seconds to wait for each receiver (default 10)", countArg("--timeout", 1, 3600)),
+  ).action(async (...args: any[]) => {
+    const id = args[0] as string;
+    const o = args.at(-2);
+    if (!o.prometheusRemoteWrite && !o.otlpMetrics)
+      throw new UsageError("runs push needs --prometheus-remote-write URL, --otlp-metrics URL, or both");
+    const timeoutMs = (o.timeout ?? 10) * 1000;
+    const tables = withStore(o.db, (s) => exportTables(s, id));
+    const out: Record<string, unknown> = { runId: tables.runId };
+    if (o.prometheusRemoteWrite)
+      out.prometheusRemoteWrite = await pushRemoteWrite(o.prometheusRemoteWrite, tables, { timeoutMs });
+    if (o.otlpMetrics) out.otlpMetrics = await pushOtlpMetrics(o.otlpMetrics, tables, { timeoutMs });
+    emit(out, o, (x) => {
+      const lines: string[] = [];
+      const rw = x.prometheusRemoteWrite as { url: string; series: number } | undefined;
+      const ot = x.otlpMetrics as { url: string; points: number } | undefined;
+      if (rw) lines.push(`${x.runId}: ${rw.series} series sent to ${rw.url}`);
+      if (ot) lines.push(`${x.runId}: ${ot.points} histogram points sent to ${ot.url}`);
+      return lines.join("\n");
+    });
   });
 }
