@@ -2,13 +2,20 @@
 // and into a loopback OTLP/HTTP collector that decodes with the OpenTelemetry project's generated codec.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { type ExportTables, exportTables, openStore, pushOtlpMetrics, pushRemoteWrite } from "../../src/store/index.ts";
+import {
+  type ExportTables,
+  exportTables,
+  openStore,
+  PROM_SERIES,
+  pushOtlpMetrics,
+  pushRemoteWrite,
+} from "../../src/store/index.ts";
 import { freePort, prometheusSkipReason, startPrometheus } from "../helpers/prometheus.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-push-"));
@@ -76,6 +83,20 @@ const tables = (id: string): ExportTables => {
   }
 };
 
+/** The dashboard's PromQL: each panel target's expression and each variable's label_values query. */
+function dashboard(): { targets: Array<{ panel: string; expr: string }>; variables: string[] } {
+  const d = JSON.parse(readFileSync("grafana/inferscope-runs.json", "utf8"));
+  const targets = d.panels.flatMap((p: any) => {
+    assert.ok(p.targets?.length, `panel ${p.title} has a query`);
+    return p.targets.map((t: any) => ({ panel: p.title, expr: t.expr as string }));
+  });
+  const variables = d.templating.list.filter((v: any) => v.type === "query").map((v: any) => v.query.query as string);
+  return { targets, variables };
+}
+/** Grafana's variables as one run id, every kind and a 1 h range. */
+const substitute = (expr: string, run: string) =>
+  expr.replaceAll("$run", run).replaceAll("$kind", ".*").replaceAll("$__range", "1h");
+
 const cli = (args: string[]) =>
   spawnSync(process.execPath, ["bin/inferscope.mjs", "runs", "push", ...args, "--db", db], { encoding: "utf8" });
 
@@ -142,6 +163,32 @@ test("runs push --prometheus-remote-write: a real Prometheus holds the run's sum
       }
       // Every summary column of every row arrived: 3 counts, 3 latencies × 4 stats, 2 token totals (none null here).
       assert.equal(checked, want.summary.length * (3 + 3 * 4 + 2), id);
+    }
+    // The shipped Grafana dashboard: every panel's query, and every variable's, finds the pushed series.
+    const query = async (expr: string, at: number) => {
+      const q = new URL(`${prom.url}/api/v1/query`);
+      q.searchParams.set("query", expr);
+      q.searchParams.set("time", String(at / 1000));
+      const body = (await (await fetch(q)).json()) as { status: string; error?: string; data?: { result: unknown[] } };
+      assert.equal(body.status, "success", `${expr}: ${body.error}`);
+      return body.data!.result;
+    };
+    const d = dashboard();
+    for (const { panel, expr } of d.targets) {
+      const want = /scope="block"/.test(expr) ? [ids.ab] : [ids.ab, ids.bench];
+      for (const id of want)
+        assert.ok((await query(substitute(expr, id), sentBench.timestampMs)).length > 0, `${panel}: ${expr} for ${id}`);
+    }
+    for (const v of d.variables) {
+      const m = /^label_values\((.+), (\w+)\)$/.exec(v);
+      assert.ok(m, v);
+      const got = (await query(substitute(m[1]!, ".*"), sentBench.timestampMs)) as Array<{
+        metric: Record<string, string>;
+      }>;
+      assert.ok(
+        got.some((x) => x.metric[m[2]!] === (m[2] === "run_id" ? ids.ab : "ab")),
+        v,
+      );
     }
   } finally {
     await prom.stop();
@@ -251,5 +298,26 @@ test("runs push: no target, a bad URL, a closed port and a receiver's error are 
     assert.notEqual(r.status, 0);
     assert.match(r.stderr, msg);
     assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
+  }
+});
+
+test("the Grafana dashboard ships in the package and its PromQL names only series and labels the push writes", () => {
+  const files = JSON.parse(readFileSync("package.json", "utf8")).files as string[];
+  assert.ok(files.includes("grafana"), "package.json files lists grafana/");
+  const series = new Set([
+    ...PROM_SERIES.map((s) => s.name),
+    "inferscope_run_start_timestamp_seconds",
+    "inferscope_run_end_timestamp_seconds",
+  ]);
+  const labels = new Set(["run_id", "kind", "status", "model", "engine", "scope", "block", "variant", "stat"]);
+  const { targets, variables } = dashboard();
+  assert.ok(targets.length >= 6);
+  for (const expr of [...targets.map((t) => t.expr), ...variables]) {
+    const names = [...expr.matchAll(/\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{/g)].map((m) => m[1]!);
+    assert.ok(names.length > 0 || /^label_values\(inferscope_run_requests,/.test(expr), `${expr} names a series`);
+    for (const n of names) assert.ok(series.has(n), `${expr}: ${n} is not a series the push writes`);
+    for (const sel of expr.matchAll(/\{([^}]*)\}/g))
+      for (const m of sel[1]!.matchAll(/(\w+)\s*(?:=~|!~|!=|=)/g))
+        assert.ok(labels.has(m[1]!), `${expr}: label ${m[1]} is not one the push writes`);
   }
 });
