@@ -1,7 +1,6 @@
 // `runs export`: a run's per-request records and its summary as two flat tables with one documented
 // schema (docs/export.md), written as CSV, JSON Lines or Parquet. The tables are built here from the
 // store alone (pure); writing files is the CLI's.
-import { parquetWriteBuffer } from "hyparquet-writer";
 import { UsageError } from "../errors.ts";
 import { quantileSorted } from "../experiment/stats.ts";
 import { npMean } from "../load/npstats.ts";
@@ -195,8 +194,12 @@ const PARQUET_TYPE = {
   boolean: "BOOLEAN",
 } as const;
 
-/** One table as a Parquet file (snappy-compressed, every column nullable). */
-export function tableToParquet(columns: readonly ExportColumn[], rows: readonly ExportRow[]): Uint8Array {
+/** One table as a Parquet file (snappy-compressed, every column nullable). The writer loads on first use. */
+export async function tableToParquet(
+  columns: readonly ExportColumn[],
+  rows: readonly ExportRow[],
+): Promise<Uint8Array> {
+  const { parquetWriteBuffer } = await import("hyparquet-writer");
   const columnData = columns.map((c) => ({
     name: c.name,
     type: PARQUET_TYPE[c.type],
@@ -214,12 +217,12 @@ export function tableToParquet(columns: readonly ExportColumn[], rows: readonly 
  * `base` is --out; without it csv and jsonl go to stdout (csv: the requests table, as before) and
  * parquet to `<run id>.requests.parquet` and `<run id>.summary.parquet` in the working folder.
  */
-export function exportFiles(
+export async function exportFiles(
   store: Store,
   id: string,
   format: ExportFormat,
   base?: string,
-): Array<{ path: string | null; table: "run" | "requests" | "summary"; data: string | Uint8Array }> {
+): Promise<Array<{ path: string | null; table: "run" | "requests" | "summary"; data: string | Uint8Array }>> {
   checkExportFormat(format);
   if (format === "json") return [{ path: base ?? null, table: "run", data: store.exportRun(id, "json") }];
   const t = exportTables(store, id);
@@ -229,7 +232,7 @@ export function exportFiles(
   const stem = (base ?? t.runId).replace(new RegExp(`\\.${format}$`), "");
   const encode = format === "csv" ? tableToCsv : tableToParquet;
   return [
-    { path: `${stem}.requests.${format}`, table: "requests", data: encode(REQUEST_COLUMNS, t.requests) },
-    { path: `${stem}.summary.${format}`, table: "summary", data: encode(SUMMARY_COLUMNS, t.summary) },
+    { path: `${stem}.requests.${format}`, table: "requests", data: await encode(REQUEST_COLUMNS, t.requests) },
+    { path: `${stem}.summary.${format}`, table: "summary", data: await encode(SUMMARY_COLUMNS, t.summary) },
   ];
 }

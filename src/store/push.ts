@@ -2,12 +2,10 @@
 // encoded by protobufjs from prompb's message definitions, snappy block-compressed by snappyjs) and
 // OTLP/HTTP metrics (the OpenTelemetry SDK's histograms, serialized by @opentelemetry/otlp-transformer).
 // Series names and labels: docs/export.md.
+// Each library loads on first use (together ~1 s of start-up on a loaded host), not with the CLI.
 import type { Attributes } from "@opentelemetry/api";
-import { ProtobufMetricsSerializer } from "@opentelemetry/otlp-transformer";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { AggregationType, MeterProvider, MetricReader } from "@opentelemetry/sdk-metrics";
-import protobuf from "protobufjs";
-import snappy from "snappyjs";
+import type { ResourceMetrics } from "@opentelemetry/sdk-metrics";
+import type protobuf from "protobufjs";
 import { TargetError, UsageError } from "../errors.ts";
 import { type ExportRow, type ExportTables, SUMMARY_STATS } from "./export.ts";
 
@@ -71,7 +69,8 @@ message Sample { double value = 1; int64 timestamp = 2; }`;
 let writeRequest: protobuf.Type | null = null;
 
 /** The snappy-compressed WriteRequest body for these samples, each at `timestampMs`. */
-export function encodeRemoteWrite(samples: readonly PromSample[], timestampMs: number): Uint8Array {
+export async function encodeRemoteWrite(samples: readonly PromSample[], timestampMs: number): Promise<Uint8Array> {
+  const [{ default: protobuf }, { default: snappy }] = await Promise.all([import("protobufjs"), import("snappyjs")]);
   writeRequest ??= protobuf.parse(PROMPB).root.lookupType("WriteRequest");
   const msg = writeRequest.fromObject({
     timeseries: samples.map((s) => ({
@@ -126,7 +125,7 @@ export async function pushRemoteWrite(
   await post(
     url,
     "--prometheus-remote-write",
-    encodeRemoteWrite(samples, timestampMs),
+    await encodeRemoteWrite(samples, timestampMs),
     {
       "content-type": "application/x-protobuf",
       "content-encoding": "snappy",
@@ -162,14 +161,17 @@ export const OTLP_METRICS = {
   },
 } as const;
 
-/** Hands the SDK's collected metrics to whoever asks (one collection, then a push). */
-class OnceReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
-
 /** The run as OTLP ResourceMetrics: one histogram point set per block (or the run), recorded per request. */
-export async function otlpMetrics(t: ExportTables) {
+export async function otlpMetrics(t: ExportTables): Promise<ResourceMetrics> {
+  const [{ resourceFromAttributes }, { AggregationType, MeterProvider, MetricReader }] = await Promise.all([
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/sdk-metrics"),
+  ]);
+  // Hands the SDK's collected metrics to whoever asks: one collection, then a push.
+  class OnceReader extends MetricReader {
+    protected async onShutdown(): Promise<void> {}
+    protected async onForceFlush(): Promise<void> {}
+  }
   const run = t.summary[0]!;
   const reader = new OnceReader();
   const provider = new MeterProvider({
@@ -218,6 +220,7 @@ export async function pushOtlpMetrics(
   checkUrl(url, "--otlp-metrics");
   const target = /^https?:\/\/[^/]+\/?$/.test(url) ? `${url.replace(/\/$/, "")}/v1/metrics` : url;
   const rm = await otlpMetrics(t);
+  const { ProtobufMetricsSerializer } = await import("@opentelemetry/otlp-transformer");
   const body = ProtobufMetricsSerializer.serializeRequest(rm);
   if (!body) throw new Error("the OTLP serializer gave no body");
   await post(

@@ -25,11 +25,17 @@ function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
   // Reading commands never create a store, nor turn some other file (even an empty one) into one.
   checkRunStore("--db", db, { mustExist: true });
   const s = openStore(db);
+  let result: T;
   try {
-    return fn(s);
-  } finally {
+    result = fn(s);
+  } catch (e) {
     s.close();
+    throw e;
   }
+  // An async reader keeps the store open until it settles.
+  if (result instanceof Promise) return result.finally(() => s.close()) as T;
+  s.close();
+  return result;
 }
 
 // Every kind a command saves (saveRun): ab, sweep (three), bench, bench --find-capacity, study, tune.
@@ -158,11 +164,11 @@ export function register(program: Command): void {
         "write here instead of stdout; csv and parquet write FILE.requests.EXT and FILE.summary.EXT",
       )
       .option("--output <file>", "the same as --out"),
-  ).action((...args: any[]) => {
+  ).action(async (...args: any[]) => {
     const id = args[0] as string;
     const o = args.at(-2);
     const format = checkExportFormat(o.format ?? "json");
-    const files = withStore(o.db, (s) => exportFiles(s, id, format, o.out ?? o.output));
+    const files = await withStore(o.db, (s) => exportFiles(s, id, format, o.out ?? o.output));
     const written: string[] = [];
     const claims: OutputClaim[] = [];
     try {
