@@ -2,10 +2,9 @@
 // DuckDB (an independent reader: the writer is hyparquet-writer), every value equal to the store's.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { DuckDBInstance } from "@duckdb/node-api";
 import {
   exportTables,
@@ -15,65 +14,9 @@ import {
   tablesToJsonl,
   tableToCsv,
 } from "../../src/store/index.ts";
+import { exportRunsFixture } from "../helpers/export-runs.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "inferscope-export-"));
-after(() => rmSync(dir, { recursive: true, force: true }));
-const db = join(dir, "runs.db");
-
-const TTFT = [10, 20, 30, 40, 50, 60, 70];
-
-function fill(): { bench: string; ab: string } {
-  const s = openStore(db);
-  const bench = s.saveRun({ kind: "bench", config: { baseUrl: "http://127.0.0.1:1" } }).id;
-  s.addRequests(bench, null, [
-    ...TTFT.map((t, i) => ({
-      index: i,
-      ok: true,
-      ttftMs: t,
-      e2elMs: t + 1000 + i / 3, // not a short binary fraction: a float that must survive as written
-      tpotMs: 7.25 + i * 0.1,
-      outputTokens: 100 + i,
-      promptTokens: 2_000_000_000, // the totals need 64 bits
-    })),
-    {
-      index: 7,
-      ok: false,
-      ttftMs: null,
-      e2elMs: 5.5,
-      tpotMs: null,
-      outputTokens: 0,
-      promptTokens: 12,
-      error: 'http: 500 "overloaded", retry\nlater — ünïcode',
-    },
-  ]);
-  s.setSummary(bench, "bench", { setup: { model_id: "meta/llama-3-8b", backend: "vllm" } });
-  s.finishRun(bench);
-  const ab = s.saveRun({ kind: "ab", config: { model: "m2", variants: [{ name: "base" }, { name: "ll" }] } }).id;
-  for (const [index, variant] of [
-    [0, "base"],
-    [1, "ll"],
-  ] as const) {
-    const blk = s.addBlock(ab, { index, variant });
-    s.addRequests(
-      ab,
-      blk,
-      Array.from({ length: 4 }, (_, i) => ({
-        index: i,
-        ok: true,
-        ttftMs: 50 + index * 10 + i,
-        e2elMs: 900 + i,
-        tpotMs: 20 - index,
-        outputTokens: 32,
-        promptTokens: 16,
-      })),
-    );
-    s.updateBlock(blk, { status: "complete" });
-  }
-  s.finishRun(ab);
-  s.close();
-  return { bench, ab };
-}
-const ids = fill();
+const { dir, db, ids } = exportRunsFixture("inferscope-export-");
 
 const cli = (args: string[]) =>
   spawnSync(process.execPath, ["bin/inferscope.mjs", "runs", "export", ...args, "--db", db], { encoding: "utf8" });

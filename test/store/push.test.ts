@@ -2,12 +2,10 @@
 // and into a loopback OTLP/HTTP collector that decodes with the OpenTelemetry project's generated codec.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import {
   type ExportTables,
   exportTables,
@@ -16,64 +14,10 @@ import {
   pushOtlpMetrics,
   pushRemoteWrite,
 } from "../../src/store/index.ts";
+import { exportRunsFixture } from "../helpers/export-runs.ts";
 import { freePort, prometheusSkipReason, startPrometheus } from "../helpers/prometheus.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "inferscope-push-"));
-after(() => rmSync(dir, { recursive: true, force: true }));
-const db = join(dir, "runs.db");
-
-function fill(): { bench: string; ab: string } {
-  const s = openStore(db);
-  const bench = s.saveRun({ kind: "bench", config: {} }).id;
-  s.addRequests(bench, null, [
-    ...[12.5, 20.25, 31.125, 47, 55.5].map((t, i) => ({
-      index: i,
-      ok: true,
-      ttftMs: t,
-      e2elMs: 800 + t * 3.3,
-      tpotMs: 6.1 + i / 7,
-      outputTokens: 128 + i,
-      promptTokens: 512,
-    })),
-    {
-      index: 5,
-      ok: false,
-      ttftMs: null,
-      e2elMs: 3.25,
-      tpotMs: null,
-      outputTokens: 0,
-      promptTokens: 512,
-      error: "http: 503",
-    },
-  ]);
-  s.setSummary(bench, "bench", { setup: { model_id: "meta/llama-3-8b", backend: "vllm" } });
-  s.finishRun(bench);
-  const ab = s.saveRun({ kind: "ab", config: { model: "m2" } }).id;
-  for (const [index, variant] of [
-    [0, "base"],
-    [1, "ll"],
-  ] as const) {
-    const blk = s.addBlock(ab, { index, variant });
-    s.addRequests(
-      ab,
-      blk,
-      Array.from({ length: 3 }, (_, i) => ({
-        index: i,
-        ok: true,
-        ttftMs: 40 + index * 9 + i * 1.5,
-        e2elMs: 700 + i,
-        tpotMs: 21 - index,
-        outputTokens: 64,
-        promptTokens: 32,
-      })),
-    );
-    s.updateBlock(blk, { status: "complete" });
-  }
-  s.finishRun(ab);
-  s.close();
-  return { bench, ab };
-}
-const ids = fill();
+const { db, ids } = exportRunsFixture("inferscope-push-");
 const tables = (id: string): ExportTables => {
   const s = openStore(db);
   try {
