@@ -6,6 +6,7 @@ import { homedir, hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { InferscopeError, InputError, UsageError } from "../errors.ts";
 import { processStart, sameProcessAlive } from "../process-id.ts";
+import { exportTables, REQUEST_COLUMNS, tableToCsv } from "./export.ts";
 import { redact, redactString } from "./redact.ts";
 import { MIGRATIONS, SCHEMA_VERSION } from "./schema.ts";
 import { openDatabase, type SqlDatabase, type SqliteDriverName, sqliteErrorCode } from "./sqlite.ts";
@@ -397,42 +398,7 @@ export function openStore(path: string = defaultDbPath()): Store {
         return `${JSON.stringify({ ...detail, requests, ...(telemetry.length ? { telemetry } : {}) }, null, 2)}\n`;
       }
       if (format !== "csv") throw new UsageError(`unknown export format "${format}" (json or csv)`);
-      const blockById = new Map(detail.blocks.map((b) => [b.id, b]));
-      const header = [
-        "run_id",
-        "block",
-        "variant",
-        "request",
-        "ok",
-        "ttft_ms",
-        "e2el_ms",
-        "tpot_ms",
-        "output_tokens",
-        "prompt_tokens",
-        "error",
-      ];
-      const lines = [header.join(",")];
-      for (const r of requests) {
-        const b = r.blockId == null ? undefined : blockById.get(r.blockId);
-        lines.push(
-          [
-            detail.run.id,
-            b?.index ?? "",
-            b?.variant ?? "",
-            r.index,
-            r.ok ? 1 : 0,
-            r.ttftMs ?? "",
-            r.e2elMs ?? "",
-            r.tpotMs ?? "",
-            r.outputTokens ?? "",
-            r.promptTokens ?? "",
-            r.error ?? "",
-          ]
-            .map(csvCell)
-            .join(","),
-        );
-      }
-      return `${lines.join("\n")}\n`;
+      return tableToCsv(REQUEST_COLUMNS, exportTables(store, id).requests);
     },
     close() {
       db.close();
@@ -457,9 +423,4 @@ class Update {
 
 function num(v: number | null | undefined): number | null {
   return v == null || !Number.isFinite(v) ? null : v;
-}
-
-function csvCell(v: unknown): string {
-  const s = String(v);
-  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }

@@ -51,6 +51,8 @@ export async function startPrometheus(opts: {
   scrapeInterval?: string;
   /** How long to wait for /-/ready (ms); default 15000. */
   readyTimeoutMs?: number;
+  /** More flags, e.g. --web.enable-remote-write-receiver. */
+  extraArgs?: string[];
 }): Promise<PrometheusHandle> {
   const interval = opts.scrapeInterval ?? "1s";
   const dataDir = mkdtempSync(join(tmpdir(), "inferscope-prom-"));
@@ -86,6 +88,7 @@ export async function startPrometheus(opts: {
         `--web.listen-address=127.0.0.1:${port}`,
         "--log.level=warn",
         "--storage.tsdb.retention.time=1h",
+        ...(opts.extraArgs ?? []),
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );

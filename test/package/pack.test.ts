@@ -22,7 +22,7 @@ test("npm pack → install in an empty folder, scripts skipped: --version, model
   try {
     const stage = join(dir, "stage");
     execFileSync(process.execPath, ["scripts/build.mjs", "--out", join(stage, "dist")], { stdio: "pipe" });
-    for (const f of ["package.json", "README.md", "docs"]) cpSync(f, join(stage, f), { recursive: true });
+    for (const f of ["package.json", "README.md", "docs", "grafana"]) cpSync(f, join(stage, f), { recursive: true });
     const tgz = execFileSync(npm, ["pack", "--ignore-scripts", "--silent", "--pack-destination", dir], {
       cwd: stage,
       encoding: "utf8",
@@ -43,6 +43,7 @@ test("npm pack → install in an empty folder, scripts skipped: --version, model
     assert.ok(!existsSync(join(app, "node_modules/tsx")), "tsx must not be a runtime dependency");
     assert.ok(existsSync(join(app, "node_modules/inferscope/dist/index.d.ts")), "declarations shipped");
     assert.ok(!existsSync(join(app, "node_modules/inferscope/src")), "sources are not shipped");
+    assert.ok(existsSync(join(app, "node_modules/inferscope/grafana/inferscope-runs.json")), "the dashboard ships");
 
     // The serving corpus ships beside the decode corpus, and the compiled loader reads every file of it.
     const servingDir = join(app, "node_modules/inferscope/dist/model/corpus/serving");
@@ -120,10 +121,19 @@ test("npm pack → install in an empty folder, scripts skipped: --version, model
     assert.equal(w.stdout.trim(), expectedSqliteDriver());
     const runs = spawnSync(process.execPath, [bin, "runs", "list", "--db", db, "--json"], { encoding: "utf8" });
     assert.equal(runs.status, 0, runs.stderr);
+    const listed = JSON.parse(runs.stdout) as Array<{ id: string; kind: string }>;
     assert.deepEqual(
-      (JSON.parse(runs.stdout) as Array<{ kind: string }>).map((r) => r.kind),
+      listed.map((r) => r.kind),
       ["bench"],
     );
+    // The Parquet writer (a runtime dependency) resolves in the installed package.
+    const pq = spawnSync(
+      process.execPath,
+      [bin, "runs", "export", listed[0]!.id, "--db", db, "--format", "parquet", "--out", join(dir, "x"), "--json"],
+      { encoding: "utf8" },
+    );
+    assert.equal(pq.status, 0, pq.stderr);
+    assert.deepEqual(JSON.parse(pq.stdout).files, [join(dir, "x.requests.parquet"), join(dir, "x.summary.parquet")]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

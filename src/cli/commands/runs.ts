@@ -1,12 +1,23 @@
-// `inferscope runs list | show ID | compare ID ID | export ID`: the run store from the command line.
+// `inferscope runs list | show ID | compare ID ID | export ID | push ID`: the run store from the command line.
 import { writeFileSync } from "node:fs";
 import type { Command } from "@commander-js/extra-typings";
 import Table from "cli-table3";
 import { UsageError } from "../../errors.ts";
 import { fmt } from "../../experiment/ab.ts";
 import { checkRunStore } from "../../input-file.ts";
-import { claimOutput } from "../../output-file.ts";
-import { compareRuns, listRunsView, openStore, type Store, showRun } from "../../store/index.ts";
+import { claimOutput, type OutputClaim } from "../../output-file.ts";
+import {
+  checkExportFormat,
+  compareRuns,
+  exportFiles,
+  exportTables,
+  listRunsView,
+  openStore,
+  pushOtlpMetrics,
+  pushRemoteWrite,
+  type Store,
+  showRun,
+} from "../../store/index.ts";
 import { emit, withCommon } from "../common.ts";
 import { countArg } from "./experiment-args.ts";
 
@@ -14,11 +25,17 @@ function withStore<T>(db: string | undefined, fn: (s: Store) => T): T {
   // Reading commands never create a store, nor turn some other file (even an empty one) into one.
   checkRunStore("--db", db, { mustExist: true });
   const s = openStore(db);
+  let result: T;
   try {
-    return fn(s);
-  } finally {
+    result = fn(s);
+  } catch (e) {
     s.close();
+    throw e;
   }
+  // An async reader keeps the store open until it settles.
+  if (result instanceof Promise) return result.finally(() => s.close()) as T;
+  s.close();
+  return result;
 }
 
 // Every kind a command saves (saveRun): ab, sweep (three), bench, bench --find-capacity, study, tune.
@@ -28,7 +45,7 @@ const dbOpt = <C extends Command<any, any, any>>(c: C) =>
   withCommon(c).option("--db <path>", "run store (default ~/.inferscope/runs.db)");
 
 export function register(program: Command): void {
-  const runs = program.command("runs").description("list, show, compare and export saved runs");
+  const runs = program.command("runs").description("list, show, compare, export and push saved runs");
   dbOpt(
     runs
       .command("list")
@@ -139,26 +156,67 @@ export function register(program: Command): void {
   dbOpt(
     runs
       .command("export")
-      .description("a run's configuration, blocks and per-request records as JSON or CSV")
+      .description("a run's per-request records and summary as json, jsonl, csv or parquet (schema: docs/export.md)")
       .argument("<id>")
-      .option("--format <fmt>", "json or csv (default json)")
-      .option("-o, --output <file>", "write here instead of stdout"),
-  ).action((...args: any[]) => {
+      .option("--format <fmt>", "json, jsonl, csv or parquet (default json)")
+      .option(
+        "-o, --out <file>",
+        "write here instead of stdout; csv and parquet write FILE.requests.EXT and FILE.summary.EXT",
+      )
+      .option("--output <file>", "the same as --out"),
+  ).action(async (...args: any[]) => {
     const id = args[0] as string;
     const o = args.at(-2);
-    const format = o.format ?? "json";
-    if (format !== "json" && format !== "csv") throw new UsageError(`--format must be json or csv, got "${format}"`);
-    const text = withStore(o.db, (s) => s.exportRun(id, format));
-    if (o.output) {
-      // Claimed like every output file: a directory is refused, a reader never sees half a file.
-      const c = claimOutput(o.output, "--output");
-      try {
-        writeFileSync(c.tempPath, text);
-        c.commit();
-      } catch (e) {
-        c.abort();
-        throw e;
+    const format = checkExportFormat(o.format ?? "json");
+    const files = await withStore(o.db, (s) => exportFiles(s, id, format, o.out ?? o.output));
+    const written: string[] = [];
+    const claims: OutputClaim[] = [];
+    try {
+      for (const f of files) {
+        if (f.path === null) {
+          process.stdout.write(f.data);
+          continue;
+        }
+        // Claimed like every output file: a directory is refused, a reader never sees half a file.
+        const c = claimOutput(f.path, "--out");
+        claims.push(c);
+        writeFileSync(c.tempPath, f.data);
+        written.push(f.path);
       }
-    } else process.stdout.write(text);
+      for (const c of claims) c.commit();
+    } catch (e) {
+      for (const c of claims) c.abort();
+      throw e;
+    }
+    if (o.json && written.length) process.stdout.write(`${JSON.stringify({ files: written })}\n`);
+    else for (const w of written) process.stderr.write(`wrote ${w}\n`);
+  });
+  dbOpt(
+    runs
+      .command("push")
+      .description("send a run's summary to Prometheus (remote write) or an OTLP collector (docs/export.md)")
+      .argument("<id>")
+      .option("--prometheus-remote-write <url>", "a remote-write receiver, e.g. http://127.0.0.1:9090/api/v1/write")
+      .option("--otlp-metrics <url>", "an OTLP/HTTP metrics endpoint (a bare origin gets /v1/metrics)")
+      .option("--timeout <s>", "seconds to wait for each receiver (default 10)", countArg("--timeout", 1, 3600)),
+  ).action(async (...args: any[]) => {
+    const id = args[0] as string;
+    const o = args.at(-2);
+    if (!o.prometheusRemoteWrite && !o.otlpMetrics)
+      throw new UsageError("runs push needs --prometheus-remote-write URL, --otlp-metrics URL, or both");
+    const timeoutMs = (o.timeout ?? 10) * 1000;
+    const tables = withStore(o.db, (s) => exportTables(s, id));
+    const out: Record<string, unknown> = { runId: tables.runId };
+    if (o.prometheusRemoteWrite)
+      out.prometheusRemoteWrite = await pushRemoteWrite(o.prometheusRemoteWrite, tables, { timeoutMs });
+    if (o.otlpMetrics) out.otlpMetrics = await pushOtlpMetrics(o.otlpMetrics, tables, { timeoutMs });
+    emit(out, o, (x) => {
+      const lines: string[] = [];
+      const rw = x.prometheusRemoteWrite as { url: string; series: number } | undefined;
+      const ot = x.otlpMetrics as { url: string; points: number } | undefined;
+      if (rw) lines.push(`${x.runId}: ${rw.series} series sent to ${rw.url}`);
+      if (ot) lines.push(`${x.runId}: ${ot.points} histogram points sent to ${ot.url}`);
+      return lines.join("\n");
+    });
   });
 }
