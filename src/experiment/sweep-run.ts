@@ -6,8 +6,11 @@ import { homedir, hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { InputError, InterruptedError, TargetError, UsageError } from "../errors.ts";
 import type { ServerSample } from "../load/diagnose.ts";
-import { type SampledServer, startServerSampler } from "../load/server-sampler.ts";
+import { clipToWindow, type SampledServer, startServerSampler } from "../load/server-sampler.ts";
 import { claimRun, type HeldLock } from "../output-file.ts";
+
+export { clipToWindow };
+
 import { sameProcessAlive } from "../process-id.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { collectEnvironment, defaultDbPath, openStore, type RunRecord, type Store } from "../store/index.ts";
@@ -111,23 +114,6 @@ export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
     stepTokens: stepTokens ?? null,
     steps: steps ?? null,
   }));
-}
-
-/**
- * The samples within the measured window: idle scrapes during warm-up, connection set-up and after
- * the last request would dilute the level's running and waiting means. A window too short for two
- * scrapes keeps the one either side of it.
- */
-export function clipToWindow(
-  samples: readonly ServerSample[],
-  w: { startMs: number; endMs: number } | null | undefined,
-): ServerSample[] {
-  if (!w) return [...samples];
-  const inside = samples.filter((s) => s.tMs >= w.startMs && s.tMs <= w.endMs);
-  if (inside.length >= 2) return inside;
-  const before = samples.findLast((s) => s.tMs < w.startMs);
-  const after = samples.find((s) => s.tMs > w.endMs);
-  return [...(before ? [before] : []), ...inside, ...(after ? [after] : [])];
 }
 
 function storeServerSamples(x: SampledServer, w?: { startMs: number; endMs: number } | null): StoredServerSamples {

@@ -89,3 +89,20 @@ export function startServerSampler(
     },
   };
 }
+
+/**
+ * The samples within the measured window: idle scrapes during warm-up, connection set-up and after
+ * the last request would dilute the level's running and waiting means. A window too short for two
+ * scrapes keeps the one either side of it.
+ */
+export function clipToWindow(
+  samples: readonly ServerSample[],
+  w: { startMs: number; endMs: number } | null | undefined,
+): ServerSample[] {
+  if (!w) return [...samples];
+  const inside = samples.filter((s) => s.tMs >= w.startMs && s.tMs <= w.endMs);
+  if (inside.length >= 2) return inside;
+  const before = samples.findLast((s) => s.tMs < w.startMs);
+  const after = samples.find((s) => s.tMs > w.endMs);
+  return [...(before ? [before] : []), ...inside, ...(after ? [after] : [])];
+}

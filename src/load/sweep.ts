@@ -1,8 +1,10 @@
 // Sweeps: one benchmark per concurrency or rate, or `auto` (GuideLLM's shape: synchronous, then
 // maximum throughput, then rates between them), stopping once the server (or client) saturates.
 import { UsageError } from "../errors.ts";
+import { diagnoseSweep, type LevelDiagnosis, type LevelEvidence, type SweepDiagnosis } from "./diagnose.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { sweepRates } from "./schedule.ts";
+import { clipToWindow, type SampledServer, startServerSampler } from "./server-sampler.ts";
 import type { BenchOptions } from "./types.ts";
 
 export interface SweepSpec {
@@ -21,6 +23,10 @@ export interface SweepPoint {
   achievedRatio: number | null;
   /** Requests completed per second over the span they completed in (open loop only). */
   achievedRate: number | null;
+  /** The server's gauges scraped through the point's measured window (null or absent with no /metrics sampling). */
+  server?: SampledServer | null;
+  /** Which limit binds at this point, from those gauges (diagnose.ts); set once the sweep ends. */
+  diagnosis?: LevelDiagnosis;
 }
 
 /**
@@ -62,6 +68,37 @@ export interface SweepResult {
   points: SweepPoint[];
   stoppedEarly: string | null;
   partial: boolean;
+  /** The knee: the lowest point where a server-side limit binds (null when none does or nothing was sampled). */
+  knee: SweepDiagnosis["knee"];
+}
+
+/** How often the server's /metrics is scraped through each point (ms); 0 turns it off. */
+export const SWEEP_SERVER_SAMPLE_MS = 200;
+
+/** Names the binding limit per point from its samples, as `inferscope sweep` does per level. */
+export function diagnosePoints(points: SweepPoint[], mode: "rate" | "concurrency"): SweepDiagnosis {
+  const evidence: LevelEvidence[] = points.map((p) => ({
+    level: p.kind === "throughput" ? Number.POSITIVE_INFINITY : p.value,
+    mode,
+    engine: p.server?.engine ?? null,
+    samples: p.server?.samples ?? [],
+    requestThroughput: p.achievedRate ?? p.result.summary.request_throughput,
+    achievedRatio: p.achievedRatio,
+    client: {
+      saturated: p.result.client.saturated,
+      eldP99Ms: p.result.client.eventLoopDelayMs.p99,
+      ...(p.result.client.reason ? { reason: p.result.client.reason } : {}),
+    },
+    powerCappedShare: null,
+  }));
+  const stated = points.find((p) => p.server?.ceiling)?.server?.ceiling ?? null;
+  const d = diagnoseSweep(evidence, { serverMaxNumSeqs: stated });
+  // diagnoseSweep sorts by level; the points keep their own order.
+  const order = evidence.map((e, i) => ({ e, i })).sort((a, b) => a.e.level - b.e.level);
+  order.forEach(({ i }, k) => {
+    points[i]!.diagnosis = d.levels[k]!;
+  });
+  return d;
 }
 
 /** A point is saturated when the achieved rate falls below 90 % of the target, failures exceed 10 %, or the client saturated. */
@@ -75,12 +112,63 @@ export function saturationReason(p: SweepPoint): string | null {
   return null;
 }
 
-export async function runSweep(base: BenchOptions, spec: SweepSpec, deps: BenchDeps = {}): Promise<SweepResult> {
+export async function runSweep(
+  base: BenchOptions,
+  spec: SweepSpec,
+  deps: BenchDeps = {},
+  o: { serverSampleMs?: number } = {},
+): Promise<SweepResult> {
+  const r = await sweepPoints(base, spec, deps, o.serverSampleMs ?? SWEEP_SERVER_SAMPLE_MS);
+  const d = diagnosePoints(r.points, spec.concurrency ? "concurrency" : "rate");
+  return { ...r, knee: d.knee };
+}
+
+async function sweepPoints(
+  base: BenchOptions,
+  spec: SweepSpec,
+  deps: BenchDeps,
+  sampleMs: number,
+): Promise<Omit<SweepResult, "knee">> {
   const points: SweepPoint[] = [];
   const one = async (kind: SweepPoint["kind"], value: number, o: BenchOptions): Promise<SweepPoint> => {
-    const result = await runBench({ ...o, saveResult: undefined, recordsPath: undefined }, deps);
+    // The server's gauges through the point, cut to its measured window (warm-up and the drain left out).
+    const sampler =
+      sampleMs > 0 && !o.noServerMetrics
+        ? startServerSampler(o.baseUrl, {
+            intervalMs: sampleMs,
+            headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : undefined,
+            signal: deps.signal,
+          })
+        : null;
+    const now = () => performance.timeOrigin + performance.now();
+    let startMs: number | null = null;
+    let endMs: number | null = null;
+    let server: SampledServer | null = null;
+    const result = await runBench(
+      { ...o, saveResult: undefined, recordsPath: undefined },
+      {
+        ...deps,
+        onMeasureEdge: (e) => {
+          if (e === "start") startMs = now();
+          else endMs = now();
+          deps.onMeasureEdge?.(e);
+        },
+      },
+    ).finally(async () => {
+      server = sampler ? await sampler.stop() : null;
+    });
+    const sampled = server as SampledServer | null;
+    if (sampled && startMs !== null)
+      sampled.samples = clipToWindow(sampled.samples, { startMs, endMs: endMs ?? now() });
     const a = kind === "rate" ? achievedRate(result) : null;
-    const p = { kind, value, result, achievedRatio: a?.ratio ?? null, achievedRate: a?.rate ?? null };
+    const p: SweepPoint = {
+      kind,
+      value,
+      result,
+      achievedRatio: a?.ratio ?? null,
+      achievedRate: a?.rate ?? null,
+      server: sampled,
+    };
     points.push(p);
     return p;
   };

@@ -235,16 +235,39 @@ export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s")
   return L.join("\n");
 }
 
+const pointName = (p: SweepResult["points"][number]) =>
+  p.kind === "throughput" ? "max throughput" : `${p.kind} ${p.kind === "rate" ? fmtRate(p.value) : p.value}`;
+
+/** The point's binding limit(s), "unknown" when saturated with none named, "-" when nothing binds or was sampled. */
+function limitCell(p: SweepResult["points"][number]): string {
+  const d = p.diagnosis;
+  if (!d) return "-";
+  if (d.binding.length) return d.binding.map((b) => b.limit).join(", ");
+  return d.unknown ? "unknown" : "-";
+}
+
 export function sweepTable(s: SweepResult): string {
   const t = new Table({
-    head: ["point", "ok", "fail", "req/s", "out tok/s", "TTFT mean", "TPOT mean", "ITL mean", "ITL p99", "client"],
+    head: [
+      "point",
+      "ok",
+      "fail",
+      "req/s",
+      "out tok/s",
+      "TTFT mean",
+      "TPOT mean",
+      "ITL mean",
+      "ITL p99",
+      "client",
+      "limit",
+    ],
     style: { head: [], border: [] },
   });
   for (const p of s.points) {
     const m = p.result.summary;
     const ins = m.inferscope;
     t.push([
-      p.kind === "throughput" ? "max throughput" : `${p.kind} ${p.kind === "rate" ? fmtRate(p.value) : p.value}`,
+      pointName(p),
       m.completed,
       m.failed,
       m.request_throughput.toFixed(2),
@@ -255,10 +278,14 @@ export function sweepTable(s: SweepResult): string {
       ms(ins.itl_ms, ins.itl_ms.mean),
       ms(ins.itl_ms, ins.itl_ms.percentiles.p99 ?? ins.itl_ms.max),
       p.result.client.saturated ? "SATURATED" : "ok",
+      limitCell(p),
     ]);
   }
   let out = t.toString();
   if (s.stoppedEarly) out += `\nstopped: ${s.stoppedEarly}`;
+  if (s.knee) out += `\nknee: ${s.knee.evidence.join("; ")}`;
+  for (const p of s.points)
+    if (p.diagnosis?.unknown) out += `\n${pointName(p)}: saturated, limit unknown: ${p.diagnosis.unknown}`;
   return out;
 }
 
@@ -746,9 +773,11 @@ export function register(program: Command): void {
             achievedRate: p.achievedRate,
             ...toVllmJson(p.result, false),
             ...(o.slice ? { slices: sliceJson(p.result, o.slice, opts) } : {}),
+            diagnosis: p.diagnosis ?? null,
           })),
           stoppedEarly: s.stoppedEarly,
           partial: s.partial,
+          knee: s.knee,
         };
         if (o.json) process.stdout.write(`${JSON.stringify(json, jsonReplacer, 2)}\n`);
         else process.stdout.write(`${sweepTable(terminalSafe(s))}\n`);
