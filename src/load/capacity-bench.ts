@@ -3,8 +3,11 @@
 
 import { MAX_TIMER_MS } from "../sleep.ts";
 import { ALL_FAILED_MIN, type LoadTrial } from "./capacity.ts";
+import type { LevelEvidence, SweepDiagnosis } from "./diagnose.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
+import type { SampledServer } from "./server-sampler.ts";
 import { meetsSlo } from "./summarize.ts";
+import { achievedRate, diagnoseRuns, runEvidence, runSampled } from "./sweep.ts";
 import type { BenchOptions, GoodputSlo } from "./types.ts";
 
 /** What the search keeps of each run (the --json `capacity.runs[].detail`). */
@@ -17,6 +20,29 @@ export interface BenchTrialDetail {
   ttft_p_ms: number | null;
   tpot_p_ms: number | null;
   duration_s: number;
+  /** The limit(s) binding at this run, from the server's gauges through it (set after the search; see diagnoseTrials). */
+  limits?: string[];
+}
+
+/** A trial that also keeps, per run in call order, what the binding-limit diagnosis reads. */
+export type SampledTrial = LoadTrial<BenchTrialDetail> & {
+  runs: Array<{ evidence: LevelEvidence; server: SampledServer | null }>;
+};
+
+/**
+ * Names the binding limit of each of the search's runs (in the order they ran, as `runs` holds them) and the knee:
+ * the lowest load where a server-side limit binds. Writes each run's limits into its detail.
+ */
+export function diagnoseTrials(
+  trial: SampledTrial,
+  runs: ReadonlyArray<{ detail?: BenchTrialDetail }>,
+): SweepDiagnosis["knee"] {
+  if (trial.runs.length !== runs.length || !trial.runs.some((r) => r.server)) return null;
+  const d = diagnoseRuns(trial.runs);
+  runs.forEach((r, i) => {
+    if (r.detail) r.detail.limits = d.levels[i]!.binding.map((b) => b.limit);
+  });
+  return d.knee;
 }
 
 /**
@@ -54,8 +80,11 @@ export function benchTrial(
   slo: GoodputSlo,
   deps: BenchDeps = {},
   run: (o: BenchOptions, d: BenchDeps) => Promise<BenchResult> = runBench,
-): LoadTrial<BenchTrialDetail> {
-  return async (load, replicate, limit) => {
+  /** Scrape the server's /metrics this often through each run, for the binding limit (0: not at all). */
+  sampleMs = 0,
+): SampledTrial {
+  const runs: SampledTrial["runs"] = [];
+  const trial: LoadTrial<BenchTrialDetail> = async (load, replicate, limit) => {
     const o: BenchOptions = { ...base, saveResult: undefined, recordsPath: undefined, goodput: slo };
     if (knob.kind === "rate") o.requestRate = load;
     else if (knob.kind === "replay") o.replaySpeed = load;
@@ -88,7 +117,12 @@ export function benchTrial(
     let res: BenchResult;
     try {
       // An unfinished run is not counted: its in-flight requests are cut at once, not after a grace.
-      res = await run(o, { graceMs: 0, ...deps, signal: ac.signal });
+      const sampled = await runSampled(o, { graceMs: 0, ...deps, signal: ac.signal }, sampleMs, run);
+      res = sampled.result;
+      runs.push({
+        evidence: runEvidence(load, "rate", res, sampled.server, achievedRate(res)),
+        server: sampled.server,
+      });
     } finally {
       clearTimeout(timer);
       user?.removeEventListener("abort", onUser);
@@ -116,4 +150,5 @@ export function benchTrial(
       },
     };
   };
+  return Object.assign(trial, { runs });
 }

@@ -75,30 +75,105 @@ export interface SweepResult {
 /** How often the server's /metrics is scraped through each point (ms); 0 turns it off. */
 export const SWEEP_SERVER_SAMPLE_MS = 200;
 
-/** Names the binding limit per point from its samples, as `inferscope sweep` does per level. */
-export function diagnosePoints(points: SweepPoint[], mode: "rate" | "concurrency"): SweepDiagnosis {
-  const evidence: LevelEvidence[] = points.map((p) => ({
-    level: p.kind === "throughput" ? Number.POSITIVE_INFINITY : p.value,
+/** One bench run's evidence for the binding-limit diagnosis: its sampled gauges, rate and client self-check. */
+export function runEvidence(
+  level: number,
+  mode: "rate" | "concurrency",
+  result: BenchResult,
+  server: SampledServer | null | undefined,
+  achieved: { rate: number; ratio: number } | null,
+): LevelEvidence {
+  return {
+    level,
     mode,
-    engine: p.server?.engine ?? null,
-    samples: p.server?.samples ?? [],
-    requestThroughput: p.achievedRate ?? p.result.summary.request_throughput,
-    achievedRatio: p.achievedRatio,
+    engine: server?.engine ?? null,
+    samples: server?.samples ?? [],
+    requestThroughput: achieved?.rate ?? result.summary.request_throughput,
+    achievedRatio: achieved?.ratio ?? null,
     client: {
-      saturated: p.result.client.saturated,
-      eldP99Ms: p.result.client.eventLoopDelayMs.p99,
-      ...(p.result.client.reason ? { reason: p.result.client.reason } : {}),
+      saturated: result.client.saturated,
+      eldP99Ms: result.client.eventLoopDelayMs.p99,
+      ...(result.client.reason ? { reason: result.client.reason } : {}),
     },
     powerCappedShare: null,
-  }));
-  const stated = points.find((p) => p.server?.ceiling)?.server?.ceiling ?? null;
-  const d = diagnoseSweep(evidence, { serverMaxNumSeqs: stated });
-  // diagnoseSweep sorts by level; the points keep their own order.
-  const order = evidence.map((e, i) => ({ e, i })).sort((a, b) => a.e.level - b.e.level);
+  };
+}
+
+/**
+ * The diagnosis of runs in the order given (diagnoseSweep sorts by level), with the knee; the batch ceiling is the
+ * one a server states (llama.cpp /props) where any run read it, else the highest running count seen.
+ */
+export function diagnoseRuns(
+  runs: ReadonlyArray<{ evidence: LevelEvidence; server: SampledServer | null | undefined }>,
+): { levels: LevelDiagnosis[]; knee: SweepDiagnosis["knee"] } {
+  const stated = runs.find((r) => r.server?.ceiling)?.server?.ceiling ?? null;
+  const d = diagnoseSweep(
+    runs.map((r) => r.evidence),
+    { serverMaxNumSeqs: stated },
+  );
+  const levels: LevelDiagnosis[] = new Array(runs.length);
+  const order = runs.map((r, i) => ({ l: r.evidence.level, i })).sort((a, b) => a.l - b.l);
   order.forEach(({ i }, k) => {
-    points[i]!.diagnosis = d.levels[k]!;
+    levels[i] = d.levels[k]!;
   });
-  return d;
+  return { levels, knee: d.knee };
+}
+
+/** Names the binding limit per point from its samples, as `inferscope sweep` does per level. */
+export function diagnosePoints(points: SweepPoint[], mode: "rate" | "concurrency"): { knee: SweepDiagnosis["knee"] } {
+  const d = diagnoseRuns(
+    points.map((p) => ({
+      server: p.server,
+      evidence: runEvidence(
+        p.kind === "throughput" ? Number.POSITIVE_INFINITY : p.value,
+        mode,
+        p.result,
+        p.server,
+        p.achievedRate !== null && p.achievedRatio !== null ? { rate: p.achievedRate, ratio: p.achievedRatio } : null,
+      ),
+    })),
+  );
+  points.forEach((p, i) => {
+    p.diagnosis = d.levels[i]!;
+  });
+  return { knee: d.knee };
+}
+
+/**
+ * One bench run with the server's gauges scraped through it, cut to its measured window (warm-up and the drain left
+ * out); no sampling when `sampleMs` is 0 or the run is told not to touch /metrics.
+ */
+export async function runSampled(
+  o: BenchOptions,
+  deps: BenchDeps,
+  sampleMs: number,
+  run: (o: BenchOptions, d: BenchDeps) => Promise<BenchResult> = runBench,
+): Promise<{ result: BenchResult; server: SampledServer | null }> {
+  const sampler =
+    sampleMs > 0 && !o.noServerMetrics
+      ? startServerSampler(o.baseUrl, {
+          intervalMs: sampleMs,
+          headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : undefined,
+          signal: deps.signal,
+        })
+      : null;
+  const now = () => performance.timeOrigin + performance.now();
+  let startMs: number | null = null;
+  let endMs: number | null = null;
+  let server: SampledServer | null = null;
+  const result = await run(o, {
+    ...deps,
+    onMeasureEdge: (e) => {
+      if (e === "start") startMs = now();
+      else endMs = now();
+      deps.onMeasureEdge?.(e);
+    },
+  }).finally(async () => {
+    server = sampler ? await sampler.stop() : null;
+  });
+  const sampled = server as SampledServer | null;
+  if (sampled && startMs !== null) sampled.samples = clipToWindow(sampled.samples, { startMs, endMs: endMs ?? now() });
+  return { result, server: sampled };
 }
 
 /** A point is saturated when the achieved rate falls below 90 % of the target, failures exceed 10 %, or the client saturated. */
@@ -131,35 +206,11 @@ async function sweepPoints(
 ): Promise<Omit<SweepResult, "knee">> {
   const points: SweepPoint[] = [];
   const one = async (kind: SweepPoint["kind"], value: number, o: BenchOptions): Promise<SweepPoint> => {
-    // The server's gauges through the point, cut to its measured window (warm-up and the drain left out).
-    const sampler =
-      sampleMs > 0 && !o.noServerMetrics
-        ? startServerSampler(o.baseUrl, {
-            intervalMs: sampleMs,
-            headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : undefined,
-            signal: deps.signal,
-          })
-        : null;
-    const now = () => performance.timeOrigin + performance.now();
-    let startMs: number | null = null;
-    let endMs: number | null = null;
-    let server: SampledServer | null = null;
-    const result = await runBench(
+    const { result, server } = await runSampled(
       { ...o, saveResult: undefined, recordsPath: undefined },
-      {
-        ...deps,
-        onMeasureEdge: (e) => {
-          if (e === "start") startMs = now();
-          else endMs = now();
-          deps.onMeasureEdge?.(e);
-        },
-      },
-    ).finally(async () => {
-      server = sampler ? await sampler.stop() : null;
-    });
-    const sampled = server as SampledServer | null;
-    if (sampled && startMs !== null)
-      sampled.samples = clipToWindow(sampled.samples, { startMs, endMs: endMs ?? now() });
+      deps,
+      sampleMs,
+    );
     const a = kind === "rate" ? achievedRate(result) : null;
     const p: SweepPoint = {
       kind,
@@ -167,7 +218,7 @@ async function sweepPoints(
       result,
       achievedRatio: a?.ratio ?? null,
       achievedRate: a?.rate ?? null,
-      server: sampled,
+      server,
     };
     points.push(p);
     return p;

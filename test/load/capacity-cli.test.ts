@@ -93,7 +93,8 @@ describe("against the sim", { timeout: 120_000 }, () => {
     const r = await cli([
       "--base-url",
       sim.url,
-      ...common,
+      // The server's gauges are read here: each run names its binding limit.
+      ...common.filter((a) => a !== "--no-server-metrics"),
       "--find-capacity",
       "--slo",
       "ttft:100",
@@ -123,5 +124,21 @@ describe("against the sim", { timeout: 120_000 }, () => {
     assert.equal(c.minRunRequests, 35);
     for (const run of c.runs) assert.ok(run.total === 40 && run.detail.completed <= 40);
     assert.match(c.method, /bootstrap/);
+    // Each run says which limit bound it, from the sim's gauges through it: a server running 4 at a time, pushed past
+    // its SLO, is held by its batch ceiling; the knee is the lowest such load.
+    for (const run of c.runs) assert.ok(Array.isArray(run.detail.limits), JSON.stringify(run.detail));
+    const failing = c.runs.filter((x: { share: number }) => x.share < 0.9);
+    assert.ok(failing.length > 0, "no run failed the SLO: the search never crossed the knee");
+    assert.ok(
+      failing.some((x: { detail: { limits: string[] } }) => x.detail.limits.includes("max-num-seqs")),
+      JSON.stringify(
+        c.runs.map((x: { load: number; share: number; detail: { limits: string[] } }) => [
+          x.load,
+          x.share,
+          x.detail.limits,
+        ]),
+      ),
+    );
+    assert.ok(c.knee?.limits.includes("max-num-seqs"), JSON.stringify(c.knee));
   });
 });

@@ -13,7 +13,7 @@ import { formatReplay } from "../../load/replay.ts";
 import { type BenchResult, checkWritable, isTimedReplay, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
 import { computeSlices, formatSlices, type SliceResult } from "../../load/slices.ts";
-import { fmtRate, runSweep, type SweepResult } from "../../load/sweep.ts";
+import { fmtRate, runSweep, SWEEP_SERVER_SAMPLE_MS, type SweepResult } from "../../load/sweep.ts";
 import type {
   BenchOptions,
   BenchProgress,
@@ -184,7 +184,12 @@ const sloText = (slo: GoodputSlo) =>
     .join(", ");
 
 /** The capacity search's result and runs as text. */
-export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s"): string {
+export function capacityText(
+  c: CapacityResult,
+  slo: GoodputSlo,
+  unit = "req/s",
+  knee: SweepResult["knee"] = null,
+): string {
   const L: string[] = [];
   const what = unit === "req/s" ? "rate" : "speed";
   const share = `${(100 * c.target).toFixed(c.target >= 0.999 ? 2 : 1)} %`;
@@ -213,7 +218,7 @@ export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s")
     `Bracket: pass ${c.bracket.pass === null ? "none" : fmtRate(c.bracket.pass)}, fail ${c.bracket.fail === null ? "none" : fmtRate(c.bracket.fail)}; ${c.runs.length} runs, stopped: ${c.stopped}`,
   );
   const t = new Table({
-    head: ["run", "phase", `${unit} asked`, "good/total", "good %", "req/s done", "TTFT p", "TPOT p"],
+    head: ["run", "phase", `${unit} asked`, "good/total", "good %", "req/s done", "TTFT p", "TPOT p", "limit"],
     style: { head: [], border: [] },
   });
   for (const r of c.runs) {
@@ -227,9 +232,11 @@ export function capacityText(c: CapacityResult, slo: GoodputSlo, unit = "req/s")
       d ? d.request_throughput.toFixed(2) : "n/a",
       d?.ttft_p_ms != null ? d.ttft_p_ms.toFixed(1) : "n/a",
       d?.tpot_p_ms != null ? d.tpot_p_ms.toFixed(1) : "n/a",
+      d?.limits === undefined ? "-" : d.limits.length ? d.limits.join(", ") : "none",
     ]);
   }
   L.push(t.toString());
+  if (knee) L.push(`Binding limit from ${fmtRate(knee.level)} ${unit}: ${knee.evidence.join("; ")}`);
   L.push(`Method: ${c.method}.`);
   for (const n of c.notes) L.push(`note: ${n}`);
   return L.join("\n");
@@ -654,7 +661,7 @@ export function register(program: Command): void {
     try {
       if (o.findCapacity) {
         const { findCapacity } = await import("../../load/capacity.ts");
-        const { benchTrial } = await import("../../load/capacity-bench.ts");
+        const { benchTrial, diagnoseTrials } = await import("../../load/capacity-bench.ts");
         // A trace replay searches its own speed (× the trace's arrival rate); anything else the request rate.
         const replay = isTimedReplay(opts);
         const unit = replay ? "× trace speed" : "req/s";
@@ -686,15 +693,18 @@ export function register(program: Command): void {
             })
           : null;
         let cap: Awaited<ReturnType<typeof findCapacity>>;
+        // Each run also scrapes the server's gauges, so the search can say which limit bent it.
+        const trial = benchTrial(
+          { ...sized, requestRate: undefined },
+          replay ? { kind: "replay" } : { kind: "rate" },
+          goodput!,
+          { signal: ac.signal, onProgress: progress.onProgress },
+          rec?.run,
+          SWEEP_SERVER_SAMPLE_MS,
+        );
         try {
           cap = await findCapacity(
-            benchTrial(
-              { ...sized, requestRate: undefined },
-              replay ? { kind: "replay" } : { kind: "rate" },
-              goodput!,
-              { signal: ac.signal, onProgress: progress.onProgress },
-              rec?.run,
-            ),
+            trial,
             {
               target: share,
               start,
@@ -722,10 +732,11 @@ export function register(program: Command): void {
           cap.notes.push(
             "the runs had no warm-up requests: each run's first requests include a cold start (see --warmup)",
           );
-        const json = { capacity: { knob, unit, slo: goodput, ...cap } };
+        const knee = diagnoseTrials(trial, cap.runs as Array<{ detail?: BenchTrialDetail }>);
+        const json = { capacity: { knob, unit, slo: goodput, ...cap, knee } };
         rec?.finish(json.capacity);
         if (rec && !o.json) process.stderr.write(`run ${rec.id} saved in ${rec.path}\n`);
-        emit(json, o, () => capacityText(cap, goodput!, unit));
+        emit(json, o, () => capacityText(cap, goodput!, unit, knee));
         if (cap.stopped === "interrupted")
           throw new InterruptedError("interrupted: the capacity search so far is printed above");
         if (cap.stopped === "all-failed" && cap.failure) {
