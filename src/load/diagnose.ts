@@ -160,7 +160,7 @@ export function summarizeServerSamples(
   };
 }
 
-export type LimitId = "kv-capacity" | "max-num-seqs" | "token-budget" | "client" | "power";
+export type LimitId = "kv-capacity" | "max-num-seqs" | "token-budget" | "compute" | "host" | "client" | "power";
 
 export interface BindingLimit {
   limit: LimitId;
@@ -184,6 +184,22 @@ export interface LevelEvidence {
   client: { saturated: boolean; eldP99Ms: number | null; reason?: string } | null;
   /** Share of the window with the GPU clock held by its power limit (telemetry), null without telemetry. */
   powerCappedShare: number | null;
+  /** The level's step time, ms: its client TPOT p50 (one decode step of the level's running batch); null without one. */
+  stepMs?: number | null;
+  /** The GPU's busy share over the level's window, 0–1 (telemetry: DCGM_FI_DEV_GPU_UTIL), null without telemetry. */
+  gpuBusy?: number | null;
+}
+
+/** Step time against the running batch: this level's against the lowest level's (the step at the smallest batch). */
+export interface StepTrend {
+  baseBatch: number;
+  baseStepMs: number;
+  batch: number;
+  stepMs: number;
+  /** stepMs ÷ baseStepMs − 1. */
+  growth: number;
+  /** (stepMs − baseStepMs) ÷ (batch − baseBatch); 0 where the batch did not grow. */
+  msPerSeq: number;
 }
 
 export interface LevelDiagnosis {
@@ -192,6 +208,8 @@ export interface LevelDiagnosis {
   /** Whether the server (or client) ran out of room at this level: a queue that stays or grows, or a lagging rate. */
   saturated: boolean;
   binding: BindingLimit[];
+  /** Step time against batch from the lowest level to this one; null without a step time or a running batch at either. */
+  stepTrend: StepTrend | null;
   /** Saturated with no limit named: what is missing and which metric would decide it; null otherwise. */
   unknown: string | null;
 }
@@ -204,6 +222,18 @@ export const PINNED_SHARE = 0.5;
 export const BUDGET_SHARE = 0.9;
 /** The GPU held at its power limit for at least this share of the window binds. */
 export const POWER_SHARE = 0.5;
+/**
+ * A step this much longer than the lowest level's: the batch's per-sequence work sets the pace, not the step's
+ * fixed cost. A memory-bound decode step (weights read once per step) grows a few % from B = 1 to B = 64,
+ * so past this share each sequence costs about as much step time as it brings throughput.
+ */
+export const STEP_GROWTH = 0.5;
+/**
+ * GPU busy (DCGM_FI_DEV_GPU_UTIL: the share of time any kernel runs) at or above this in a saturated window:
+ * the GPU is the bottleneck (compute). Below it, the GPU waits on the host between kernels and steps: an engine
+ * that does not overlap its scheduler and sampling with the GPU reads the host's share of each step as idle.
+ */
+export const GPU_BUSY = 0.7;
 
 /** Per engine: the server flags that relieve each limit (a flag the engine lacks is left out). */
 export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
@@ -219,6 +249,17 @@ export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
       "--max-num-batched-tokens (raise: fewer, larger prefill chunks)",
       "disaggregated prefill (prefill and decode on separate instances)",
     ],
+    compute: [
+      "--tensor-parallel-size (raise) or more replicas (--data-parallel-size)",
+      "--quantization fp8",
+      "speculative decoding off at high batch (drop --speculative-config)",
+    ],
+    host: [
+      "--async-scheduling",
+      "CUDA graphs (drop --enforce-eager; raise --max-cudagraph-capture-size)",
+      "--api-server-count (raise)",
+      "a faster CPU",
+    ],
   },
   sglang: {
     "max-num-seqs": ["--max-running-requests (raise)", "more replicas (--dp-size)"],
@@ -233,6 +274,12 @@ export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
   "*": {
     client: ["inferscope --workers N (more event loops)", "a second client host"],
     power: ["the board power limit (nvidia-smi -pl)", "cooling / clocks", "a lower batch ceiling"],
+    compute: [
+      "more GPUs (tensor parallel or replicas)",
+      "a quantized model (fp8)",
+      "speculative decoding off at high batch",
+    ],
+    host: ["CUDA graphs", "overlapped (async) scheduling", "more API-server processes", "a faster CPU"],
   },
 };
 
@@ -245,13 +292,39 @@ const pct = (x: number) => `${Math.round(x * 100)} %`;
 const METRICS_HINT =
   "the running and waiting gauges and KV usage (vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc) would decide it";
 
-/** Names the limit(s) binding at one level. `ceiling` is the batch ceiling (given, or the sweep's observed maximum). */
+/** This level's step against the base (the lowest level's step and running batch); null without either. */
+function stepTrendOf(st: ServerLoadStats, stepMs: number | null | undefined, base: StepBase | null): StepTrend | null {
+  if (!base || stepMs == null || !(stepMs > 0) || !st.running) return null;
+  const batch = st.running.mean;
+  const dB = batch - base.batch;
+  return {
+    baseBatch: base.batch,
+    baseStepMs: base.stepMs,
+    batch,
+    stepMs,
+    growth: stepMs / base.stepMs - 1,
+    msPerSeq: dB > 0 ? (stepMs - base.stepMs) / dB : 0,
+  };
+}
+
+/** The step at the smallest batch: the lowest level's step time and running mean. */
+export interface StepBase {
+  batch: number;
+  stepMs: number;
+}
+
+/**
+ * Names the limit(s) binding at one level. `ceiling` is the batch ceiling (given, or the sweep's observed
+ * maximum); `base` the lowest level's step time and batch, against which step-time growth is read.
+ */
 export function diagnoseLevel(
   e: LevelEvidence,
   ceiling: { value: number; source: "given" | "observed" } | null,
   tokenBudget: number | null = null,
+  base: StepBase | null = null,
 ): LevelDiagnosis {
   const st = summarizeServerSamples(e.samples, ceiling, tokenBudget);
+  const trend = stepTrendOf(st, e.stepMs, base);
   const binding: BindingLimit[] = [];
   const bind = (limit: LimitId, evidence: string) =>
     binding.push({
@@ -265,7 +338,8 @@ export function diagnoseLevel(
   const growing = e.mode === "rate" && st.waiting !== null && st.waiting.growthPerS > 0 && queue;
   const lagging = e.achievedRatio !== null && e.achievedRatio < 0.9;
   const pinned = queue && st.pinnedShare !== null && st.pinnedShare >= PINNED_SHARE;
-  const saturated = queue || lagging || pinned || Boolean(e.client?.saturated);
+  const serverSaturated = queue || lagging || pinned;
+  const saturated = serverSaturated || Boolean(e.client?.saturated);
 
   if (e.client?.saturated)
     bind(
@@ -299,8 +373,28 @@ export function diagnoseLevel(
       "token-budget",
       `token budget (chunked prefill): ${f2(st.stepTokensMean!)} tokens per step (step-tokens histogram) against a budget of ${st.tokenBudget}, ${queue ? `${f2(st.waiting!.mean)} waiting` : `completions at ${pct(e.achievedRatio ?? 0)} of arrivals`}, running mean ${f2(st.running?.mean ?? 0)} ${at}`,
     );
+  // Nothing holds the queue back at admission, yet the rate lags: the batch grows and its step with it.
+  // GPU busy tells whose work the step is: the GPU's (compute) or the host's between kernels.
+  let undecided: string | null = null;
+  const admitted = !binding.some(
+    (b) => b.limit === "max-num-seqs" || b.limit === "kv-capacity" || b.limit === "token-budget",
+  );
+  // The server's own saturation only: a client that lags its schedule says nothing about the step.
+  if (serverSaturated && admitted && trend) {
+    const grew = trend.growth > STEP_GROWTH;
+    const steps = `step time ${f2(trend.baseStepMs)} ms at B = ${f2(trend.baseBatch)} → ${f2(trend.stepMs)} ms at B = ${f2(trend.batch)}`;
+    const slopeText = grew
+      ? `step time grows ${f2(trend.msPerSeq)} ms per sequence past B = ${f2(trend.baseBatch)} (${steps})`
+      : `step time flat in B (${steps})`;
+    const busy = e.gpuBusy ?? null;
+    if (busy !== null && busy < GPU_BUSY) bind("host", `host: ${slopeText} and GPU busy ${pct(busy)} ${at}`);
+    else if (busy !== null && grew) bind("compute", `compute: ${slopeText}, GPU busy ${pct(busy)} ${at}`);
+    else if (grew)
+      undecided = `compute or host: ${slopeText} ${at}; GPU busy would decide (telemetry: DCGM_FI_DEV_GPU_UTIL)`;
+  }
   let unknown: string | null = null;
-  if (saturated && !binding.length) {
+  if (saturated && !binding.length && undecided) unknown = undecided;
+  else if (saturated && !binding.length) {
     if (!st.samples) unknown = `no server metrics were sampled: ${METRICS_HINT}`;
     else if (st.running === null || st.waiting === null)
       unknown = `the engine exports no running/waiting gauge: ${METRICS_HINT}`;
@@ -311,7 +405,7 @@ export function diagnoseLevel(
         `${st.stepTokensMean !== null ? `, ${f2(st.stepTokensMean)} tokens per step${st.tokenBudget === null ? " (the token budget, --max-num-batched-tokens, was not given)" : ` of ${st.tokenBudget}`}` : ""}` +
         ": step time against batch (a step-time histogram) would tell compute from the host or prefill interference";
   }
-  return { level: e.level, server: st, saturated, binding, unknown };
+  return { level: e.level, server: st, saturated, binding, stepTrend: trend, unknown };
 }
 
 export interface SweepDiagnosis {
@@ -339,7 +433,16 @@ export function diagnoseSweep(
     if (max > 0) ceiling = { value: max, source: "observed" };
   }
   const sorted = [...levels].sort((a, b) => a.level - b.level);
-  const out = sorted.map((l) => diagnoseLevel(l, ceiling, o.maxNumBatchedTokens ?? null));
+  // The step at the smallest batch: the lowest level with a step time and a running batch.
+  let base: StepBase | null = null;
+  for (const l of sorted) {
+    const run = present(l.samples, "running");
+    if (l.stepMs != null && l.stepMs > 0 && run.length) {
+      base = { batch: npMean(run.map((s) => s.running!)), stepMs: l.stepMs };
+      break;
+    }
+  }
+  const out = sorted.map((l) => diagnoseLevel(l, ceiling, o.maxNumBatchedTokens ?? null, base));
   // The client's limit is a caveat on the measurement, not the server's knee: it is named per level.
   const k = out.findIndex((d) => d.binding.some((b) => b.limit !== "client"));
   return {
