@@ -3,7 +3,7 @@
 // self-check and the hardware's telemetry, name the binding limit(s) with their evidence, or say
 // "unknown" and which metric would decide it. Rules and thresholds: docs/metrics.md "Binding limit".
 
-import type { Concept } from "../metrics/concepts.ts";
+import type { Concept, Source } from "../metrics/concepts.ts";
 import { detectEngines, NameIndex } from "../metrics/engines/index.ts";
 import type { Exposition } from "../metrics/types.ts";
 import { npMean, npPercentile } from "./npstats.ts";
@@ -21,6 +21,9 @@ export interface ServerSample {
   /** The step-tokens histogram's cumulative _sum and _count (tokens, steps); absent where not exported. */
   stepTokens?: number | null;
   steps?: number | null;
+  /** The step-time histogram's cumulative _sum (seconds) and _count; absent where not exported (vLLM V1). */
+  stepSeconds?: number | null;
+  stepTimeCount?: number | null;
 }
 
 const SAMPLED: ReadonlyArray<[Concept, keyof Omit<ServerSample, "tMs">]> = [
@@ -50,21 +53,33 @@ export function readServerSample(exp: Exposition, tMs: number): { sample: Server
       break;
     }
   }
-  for (const b of engine.concepts.step_tokens ?? []) {
-    if (b.source.kind !== "histogram") continue;
-    const metric = b.source.metric;
-    const family = exp.families.find((f) => f.name === metric);
+  const tokens = histogramTotals(exp, engine.concepts.step_tokens);
+  if (tokens) [sample.stepTokens, sample.steps] = tokens;
+  const time = histogramTotals(exp, engine.concepts.step_time);
+  if (time) [sample.stepSeconds, sample.stepTimeCount] = time;
+  return { sample, engine: engine.id };
+}
+
+/** The first histogram binding's cumulative [_sum × scale, _count] over its matching children; null where none is exported. */
+function histogramTotals(
+  exp: Exposition,
+  bindings: ReadonlyArray<{ source: Source }> | undefined,
+): [number, number] | null {
+  for (const b of bindings ?? []) {
+    const src = b.source;
+    if (src.kind !== "histogram") continue;
+    const family = exp.families.find((f) => f.name === src.metric);
     if (!family) continue;
     let sum = 0;
     let count = 0;
-    for (const x of family.samples)
+    for (const x of family.samples) {
+      if (src.match && Object.entries(src.match).some(([k, v]) => x.labels[k] !== v)) continue;
       if (x.name.endsWith("_sum")) sum += x.value;
       else if (x.name.endsWith("_count")) count += x.value;
-    sample.stepTokens = sum;
-    sample.steps = count;
-    break;
+    }
+    return [sum * (src.scale ?? 1), count];
   }
-  return { sample, engine: engine.id };
+  return null;
 }
 
 export interface Spread {
@@ -90,6 +105,8 @@ export interface ServerLoadStats {
   /** Tokens per engine step over the level (the step-tokens histogram's deltas), and the step budget when known. */
   stepTokensMean: number | null;
   tokenBudget: number | null;
+  /** Mean step time over the level, ms (the engine's step-time histogram's deltas); null where not exported. */
+  stepTimeMeanMs: number | null;
 }
 
 function spread(xs: number[]): Spread | null {
@@ -137,6 +154,8 @@ export function summarizeServerSamples(
   const preSpan = pre.length > 1 ? (pre.at(-1)!.tMs - pre[0]!.tMs) / 1000 : 0;
   const st = ss.filter((s) => s.stepTokens != null && s.steps != null);
   const dSteps = st.length > 1 ? st.at(-1)!.steps! - st[0]!.steps! : 0;
+  const sh = ss.filter((s) => s.stepSeconds != null && s.stepTimeCount != null);
+  const dTimed = sh.length > 1 ? sh.at(-1)!.stepTimeCount! - sh[0]!.stepTimeCount! : 0;
   return {
     samples: ss.length,
     spanS,
@@ -157,6 +176,7 @@ export function summarizeServerSamples(
     preemptionsPerS: preSpan > 0 ? Math.max(0, pre.at(-1)!.preemptions! - pre[0]!.preemptions!) / preSpan : null,
     stepTokensMean: dSteps > 0 ? (st.at(-1)!.stepTokens! - st[0]!.stepTokens!) / dSteps : null,
     tokenBudget,
+    stepTimeMeanMs: dTimed > 0 ? ((sh.at(-1)!.stepSeconds! - sh[0]!.stepSeconds!) * 1000) / dTimed : null,
   };
 }
 
@@ -307,6 +327,11 @@ function stepTrendOf(st: ServerLoadStats, stepMs: number | null | undefined, bas
   };
 }
 
+/** A level's step time: the engine's step-time histogram where exported, else the client's TPOT p50. */
+function levelStepMs(e: LevelEvidence, st: ServerLoadStats): number | null {
+  return st.stepTimeMeanMs ?? e.stepMs ?? null;
+}
+
 /** The step at the smallest batch: the lowest level's step time and running mean. */
 export interface StepBase {
   batch: number;
@@ -324,7 +349,7 @@ export function diagnoseLevel(
   base: StepBase | null = null,
 ): LevelDiagnosis {
   const st = summarizeServerSamples(e.samples, ceiling, tokenBudget);
-  const trend = stepTrendOf(st, e.stepMs, base);
+  const trend = stepTrendOf(st, levelStepMs(e, st), base);
   const binding: BindingLimit[] = [];
   const bind = (limit: LimitId, evidence: string) =>
     binding.push({
@@ -436,9 +461,10 @@ export function diagnoseSweep(
   // The step at the smallest batch: the lowest level with a step time and a running batch.
   let base: StepBase | null = null;
   for (const l of sorted) {
-    const run = present(l.samples, "running");
-    if (l.stepMs != null && l.stepMs > 0 && run.length) {
-      base = { batch: npMean(run.map((s) => s.running!)), stepMs: l.stepMs };
+    const st = summarizeServerSamples(l.samples, null);
+    const stepMs = levelStepMs(l, st);
+    if (stepMs !== null && stepMs > 0 && st.running) {
+      base = { batch: st.running.mean, stepMs };
       break;
     }
   }

@@ -353,3 +353,43 @@ test("compute and host: a lagging rate with nothing held back at admission, read
   );
   assert.deepEqual(limits(client), [[], ["client"]]);
 });
+
+test("step time from the engine's step-time histogram where exported (vLLM V0's, in ms), over the client's TPOT", () => {
+  const exp = parseExposition(
+    [
+      "# TYPE vllm:num_requests_running gauge",
+      "vllm:num_requests_running 4",
+      "# TYPE vllm:num_requests_waiting gauge",
+      "vllm:num_requests_waiting 0",
+      "# TYPE vllm:model_execute_time_milliseconds histogram",
+      'vllm:model_execute_time_milliseconds_bucket{le="+Inf"} 50',
+      "vllm:model_execute_time_milliseconds_sum 400",
+      "vllm:model_execute_time_milliseconds_count 50",
+    ].join("\n"),
+  );
+  const { sample } = readServerSample(exp, 0);
+  assert.deepEqual([sample.stepSeconds, sample.stepTimeCount], [0.4, 50]);
+  // 10 steps of 8 ms, then of 20 ms: the histogram's deltas over each level, not the client's TPOT.
+  const timed = (running: number, stepMs: number) =>
+    series((i) => ({
+      running,
+      waiting: 0,
+      kvUsage: 0.1,
+      preemptions: 0,
+      stepSeconds: (i * 10 * stepMs) / 1000,
+      stepTimeCount: i * 10,
+    }));
+  const d = diagnoseSweep(
+    [
+      level(timed(2, 8), { level: 5, stepMs: 30, achievedRatio: 1 }),
+      level(timed(20, 20), { level: 40, stepMs: 30, achievedRatio: 0.7, gpuBusy: 0.95 }),
+    ],
+    { maxNumSeqs: 256 },
+  );
+  assert.equal(d.levels[0]!.server.stepTimeMeanMs, 8);
+  assert.ok(Math.abs(d.levels[1]!.stepTrend!.stepMs - 20) < 1e-9);
+  assert.deepEqual(
+    d.levels.map((l) => l.binding.map((b) => b.limit)),
+    [[], ["compute"]],
+  );
+});
