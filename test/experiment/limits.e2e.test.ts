@@ -191,6 +191,31 @@ test("token budget: 1024-token prompts chunked through 128-token steps; onset wi
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
 });
 
+/**
+ * A compute or host sweep: the sim's truth and the diagnosis name `limit` alone, at the top level only, the
+ * evidence reads the step's growth per sequence, and the onset is within 10 % of the sim's work rate.
+ * Returns the GPU busy % the evidence names.
+ */
+function checkStepBound(
+  limit: "compute" | "host",
+  r: Awaited<ReturnType<typeof runLoadSweep>>,
+  sim: ReturnType<typeof truthOf>,
+): number {
+  assert.equal(sim.limit, limit);
+  assert.deepEqual(serverLimits(r), [[], [limit]]);
+  assert.ok(r.knee);
+  assert.deepEqual(r.knee.limits, [limit]);
+  const m = new RegExp(`^${limit}: step time grows [\\d.]+ ms per sequence past B = [\\d.]+ .*GPU busy (\\d+) %`).exec(
+    r.knee.evidence[0]!,
+  );
+  assert.ok(m, r.knee.evidence[0]);
+  assert.ok(
+    Math.abs(r.knee.onsetRate - sim.workRate) / sim.workRate < 0.1,
+    `onset ${r.knee.onsetRate} vs sim ${sim.workRate}`,
+  );
+  return Number(m[1]);
+}
+
 test("host: a 10 ms per-sequence scheduler cost; step time grows with the batch, GPU busy low; onset within 10 % of the sim's", async () => {
   const ts = 20;
   const perSeqMs = 10;
@@ -203,21 +228,8 @@ test("host: a 10 ms per-sequence scheduler cost; step time grows with the batch,
     join(dir, "host.db"),
     { timeScale: ts, numPrompts: 100, dcgm: true },
   );
-  const sim = truthOf(t, ts);
-  assert.equal(sim.limit, "host");
-  assert.deepEqual(serverLimits(r), [[], ["host"]]);
-  assert.ok(r.knee);
-  assert.deepEqual(r.knee.limits, ["host"]);
-  const busy = Number(
-    /^host: step time grows [\d.]+ ms per sequence past B = [\d.]+ .* and GPU busy (\d+) %/.exec(
-      r.knee.evidence[0]!,
-    )?.[1],
-  );
-  assert.ok(busy < 70, r.knee.evidence[0]);
-  assert.ok(
-    Math.abs(r.knee.onsetRate - sim.workRate) / sim.workRate < 0.1,
-    `onset ${r.knee.onsetRate} vs sim ${sim.workRate}`,
-  );
+  const busy = checkStepBound("host", r, truthOf(t, ts));
+  assert.ok(busy < 70, r.knee!.evidence[0]);
 });
 
 test("compute: a 10-TFLOPS GEMM; step time grows with the batch, GPU busy high; onset within 10 % of the sim's", async () => {
@@ -234,21 +246,8 @@ test("compute: a 10-TFLOPS GEMM; step time grows with the batch, GPU busy high; 
     join(dir, "compute.db"),
     { timeScale: ts, numPrompts: 60, dcgm: true, inLen },
   );
-  const sim = truthOf(t, ts);
-  assert.equal(sim.limit, "compute");
-  assert.deepEqual(serverLimits(r), [[], ["compute"]]);
-  assert.ok(r.knee);
-  assert.deepEqual(r.knee.limits, ["compute"]);
-  const busy = Number(
-    /^compute: step time grows [\d.]+ ms per sequence past B = [\d.]+ .*, GPU busy (\d+) %/.exec(
-      r.knee.evidence[0]!,
-    )?.[1],
-  );
-  assert.ok(busy >= 70, r.knee.evidence[0]);
-  assert.ok(
-    Math.abs(r.knee.onsetRate - sim.workRate) / sim.workRate < 0.1,
-    `onset ${r.knee.onsetRate} vs sim ${sim.workRate}`,
-  );
+  const busy = checkStepBound("compute", r, truthOf(t, ts));
+  assert.ok(busy >= 70, r.knee!.evidence[0]);
 });
 
 test("CLI: a bad --server-sample, --gpus or --max-num-batched-tokens is refused before any work (exit 2)", async () => {
