@@ -178,6 +178,8 @@ export interface VariantTelemetry {
   powerCappedBlocks: number;
   smClockMedianMHz: number | null;
   smClockMaxMHz: number | null;
+  /** Mean over blocks of the GPU busy share (utilization.gpuBusy, 0–1); null where no block has it. */
+  gpuBusy: number | null;
 }
 
 /** Summarises stored block telemetry per variant (blocks with no summary are left out). */
@@ -211,6 +213,7 @@ export function variantTelemetry(
       powerCappedBlocks: ss.filter((s) => s.throttle?.powerCapped).length,
       smClockMedianMHz: mean(ss.map((s) => s.smClockMHz?.median)),
       smClockMaxMHz: mean(ss.map((s) => s.smClockMHz?.max)),
+      gpuBusy: mean(ss.map((s) => s.utilization?.gpuBusy)),
     });
   }
   return out;

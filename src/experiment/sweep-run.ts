@@ -95,17 +95,32 @@ export interface LevelData {
   achieved?: BlockResult["achieved"];
 }
 
-/** A level's sampled gauges as stored in its block summary: rows of [tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]. */
+/**
+ * A level's sampled gauges as stored in its block summary: rows of [tMs, running, waiting, kvUsage,
+ * preemptions, stepTokens, steps, stepSeconds, stepTimeCount] (the last four absent in older runs).
+ */
 export interface StoredServerSamples {
   engine: string | null;
   error: string | null;
   /** The batch ceiling the server stated (llama.cpp /props total_slots), when it did. */
   ceiling?: number | null;
-  rows: Array<[number, number | null, number | null, number | null, number | null, (number | null)?, (number | null)?]>;
+  rows: Array<
+    [
+      number,
+      number | null,
+      number | null,
+      number | null,
+      number | null,
+      (number | null)?,
+      (number | null)?,
+      (number | null)?,
+      (number | null)?,
+    ]
+  >;
 }
 
 export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
-  return s.rows.map(([tMs, running, waiting, kvUsage, preemptions, stepTokens, steps]) => ({
+  return s.rows.map(([tMs, running, waiting, kvUsage, preemptions, stepTokens, steps, stepSeconds, stepTimeCount]) => ({
     tMs,
     running,
     waiting,
@@ -113,6 +128,8 @@ export function serverSamplesOf(s: StoredServerSamples): ServerSample[] {
     preemptions,
     stepTokens: stepTokens ?? null,
     steps: steps ?? null,
+    stepSeconds: stepSeconds ?? null,
+    stepTimeCount: stepTimeCount ?? null,
   }));
 }
 
@@ -129,6 +146,8 @@ function storeServerSamples(x: SampledServer, w?: { startMs: number; endMs: numb
       v.preemptions,
       v.stepTokens ?? null,
       v.steps ?? null,
+      v.stepSeconds ?? null,
+      v.stepTimeCount ?? null,
     ]),
   };
 }

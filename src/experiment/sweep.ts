@@ -432,20 +432,29 @@ export async function runLoadSweep(opts: LoadSweepOptions, deps: SweepDeps = {})
   // The stored kind decides the mode; asking for the other one is refused with the right command.
   const s = await runSweepSession(plan, [kind], opts, deps);
   try {
-    // Per level, the share of the window the GPU ran power-capped (telemetry), for the diagnosis.
+    // Per level, the share of the window the GPU ran power-capped and its busy share (telemetry), for the diagnosis.
     const capped = new Map<string, number>();
-    for (const v of variantTelemetry(s.store, s.runId, s.store.getRun(s.runId).blocks))
+    const busy = new Map<string, number>();
+    for (const v of variantTelemetry(s.store, s.runId, s.store.getRun(s.runId).blocks)) {
       if (v.powerCappedBlocks > 0) capped.set(v.variant, v.limitedShare);
+      if (v.gpuBusy !== null) busy.set(v.variant, v.gpuBusy);
+    }
     const result = analyseLoadSweep(s.runId, s.store.path, s.target, s.config, s.results, {
       partial: s.interrupted !== null || s.results.size < s.total,
       resumed: s.resumed,
       powerCappedShare: (level) => capped.get(plan.label(s.config, level)) ?? null,
+      gpuBusy: (level) => busy.get(plan.label(s.config, level)) ?? null,
     });
     return finishSweep(s, result, "levels");
   } finally {
     s.lock?.release();
     if (s.owned) s.store.close();
   }
+}
+
+function quantileOrNull(xs: number[]): number | null {
+  const ok = xs.filter(Number.isFinite);
+  return ok.length ? quantile(ok, 0.5) : null;
 }
 
 const limitOf = (p: LoadPoint) => p.diagnosis.binding.map((b) => b.limit).join("+") || null;
@@ -475,7 +484,12 @@ export function analyseLoadSweep(
   target: string,
   config: LoadSweepConfig,
   results: Map<number, LevelData>,
-  o: { partial: boolean; resumed?: boolean; powerCappedShare?: (level: number) => number | null },
+  o: {
+    partial: boolean;
+    resumed?: boolean;
+    powerCappedShare?: (level: number) => number | null;
+    gpuBusy?: (level: number) => number | null;
+  },
 ): LoadSweepResult {
   const pct = (xs: number[]): Percentiles =>
     xs.length
@@ -491,6 +505,9 @@ export function analyseLoadSweep(
     achievedRatio: r.achieved?.ratio ?? null,
     client: r.client ?? null,
     powerCappedShare: o.powerCappedShare?.(level) ?? null,
+    // A decode step of the level's running batch: the client's TPOT p50.
+    stepMs: quantileOrNull(r.samples.filter((x) => x.ok).map((x) => x.tpotMs)),
+    gpuBusy: o.gpuBusy?.(level) ?? null,
   }));
   const v = config.variant;
   const variantArgs = v ? (typeof v === "string" ? parseVariant(v) : v).args.join(" ") : "";

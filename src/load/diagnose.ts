@@ -3,7 +3,7 @@
 // self-check and the hardware's telemetry, name the binding limit(s) with their evidence, or say
 // "unknown" and which metric would decide it. Rules and thresholds: docs/metrics.md "Binding limit".
 
-import type { Concept } from "../metrics/concepts.ts";
+import type { Concept, Source } from "../metrics/concepts.ts";
 import { detectEngines, NameIndex } from "../metrics/engines/index.ts";
 import type { Exposition } from "../metrics/types.ts";
 import { npMean, npPercentile } from "./npstats.ts";
@@ -21,6 +21,9 @@ export interface ServerSample {
   /** The step-tokens histogram's cumulative _sum and _count (tokens, steps); absent where not exported. */
   stepTokens?: number | null;
   steps?: number | null;
+  /** The step-time histogram's cumulative _sum (seconds) and _count; absent where not exported (vLLM V1). */
+  stepSeconds?: number | null;
+  stepTimeCount?: number | null;
 }
 
 const SAMPLED: ReadonlyArray<[Concept, keyof Omit<ServerSample, "tMs">]> = [
@@ -50,21 +53,33 @@ export function readServerSample(exp: Exposition, tMs: number): { sample: Server
       break;
     }
   }
-  for (const b of engine.concepts.step_tokens ?? []) {
-    if (b.source.kind !== "histogram") continue;
-    const metric = b.source.metric;
-    const family = exp.families.find((f) => f.name === metric);
+  const tokens = histogramTotals(exp, engine.concepts.step_tokens);
+  if (tokens) [sample.stepTokens, sample.steps] = tokens;
+  const time = histogramTotals(exp, engine.concepts.step_time);
+  if (time) [sample.stepSeconds, sample.stepTimeCount] = time;
+  return { sample, engine: engine.id };
+}
+
+/** The first histogram binding's cumulative [_sum × scale, _count] over its matching children; null where none is exported. */
+function histogramTotals(
+  exp: Exposition,
+  bindings: ReadonlyArray<{ source: Source }> | undefined,
+): [number, number] | null {
+  for (const b of bindings ?? []) {
+    const src = b.source;
+    if (src.kind !== "histogram") continue;
+    const family = exp.families.find((f) => f.name === src.metric);
     if (!family) continue;
     let sum = 0;
     let count = 0;
-    for (const x of family.samples)
+    for (const x of family.samples) {
+      if (src.match && Object.entries(src.match).some(([k, v]) => x.labels[k] !== v)) continue;
       if (x.name.endsWith("_sum")) sum += x.value;
       else if (x.name.endsWith("_count")) count += x.value;
-    sample.stepTokens = sum;
-    sample.steps = count;
-    break;
+    }
+    return [sum * (src.scale ?? 1), count];
   }
-  return { sample, engine: engine.id };
+  return null;
 }
 
 export interface Spread {
@@ -93,6 +108,8 @@ export interface ServerLoadStats {
   /** Tokens per engine step over the level (the step-tokens histogram's deltas), and the step budget when known. */
   stepTokensMean: number | null;
   tokenBudget: number | null;
+  /** Mean step time over the level, ms (the engine's step-time histogram's deltas); null where not exported. */
+  stepTimeMeanMs: number | null;
 }
 
 function spread(xs: number[]): Spread | null {
@@ -142,6 +159,8 @@ export function summarizeServerSamples(
   const preSpan = pre.length > 1 ? (pre.at(-1)!.tMs - pre[0]!.tMs) / 1000 : 0;
   const st = ss.filter((s) => s.stepTokens != null && s.steps != null);
   const dSteps = st.length > 1 ? st.at(-1)!.steps! - st[0]!.steps! : 0;
+  const sh = ss.filter((s) => s.stepSeconds != null && s.stepTimeCount != null);
+  const dTimed = sh.length > 1 ? sh.at(-1)!.stepTimeCount! - sh[0]!.stepTimeCount! : 0;
   return {
     samples: ss.length,
     spanS,
@@ -162,10 +181,11 @@ export function summarizeServerSamples(
     preemptionsPerS: preSpan > 0 ? Math.max(0, pre.at(-1)!.preemptions! - pre[0]!.preemptions!) / preSpan : null,
     stepTokensMean: dSteps > 0 ? (st.at(-1)!.stepTokens! - st[0]!.stepTokens!) / dSteps : null,
     tokenBudget,
+    stepTimeMeanMs: dTimed > 0 ? ((sh.at(-1)!.stepSeconds! - sh[0]!.stepSeconds!) * 1000) / dTimed : null,
   };
 }
 
-export type LimitId = "kv-capacity" | "max-num-seqs" | "token-budget" | "client" | "power";
+export type LimitId = "kv-capacity" | "max-num-seqs" | "token-budget" | "compute" | "host" | "client" | "power";
 
 export interface BindingLimit {
   limit: LimitId;
@@ -189,6 +209,22 @@ export interface LevelEvidence {
   client: { saturated: boolean; eldP99Ms: number | null; reason?: string } | null;
   /** Share of the window with the GPU clock held by its power limit (telemetry), null without telemetry. */
   powerCappedShare: number | null;
+  /** The level's step time, ms: its client TPOT p50 (one decode step of the level's running batch); null without one. */
+  stepMs?: number | null;
+  /** The GPU's busy share over the level's window, 0–1 (telemetry: DCGM_FI_DEV_GPU_UTIL), null without telemetry. */
+  gpuBusy?: number | null;
+}
+
+/** Step time against the running batch: this level's against the lowest level's (the step at the smallest batch). */
+export interface StepTrend {
+  baseBatch: number;
+  baseStepMs: number;
+  batch: number;
+  stepMs: number;
+  /** stepMs ÷ baseStepMs − 1. */
+  growth: number;
+  /** (stepMs − baseStepMs) ÷ (batch − baseBatch); 0 where the batch did not grow. */
+  msPerSeq: number;
 }
 
 export interface LevelDiagnosis {
@@ -197,6 +233,8 @@ export interface LevelDiagnosis {
   /** Whether the server (or client) ran out of room at this level: a queue that stays or grows, or a lagging rate. */
   saturated: boolean;
   binding: BindingLimit[];
+  /** Step time against batch from the lowest level to this one; null without a step time or a running batch at either. */
+  stepTrend: StepTrend | null;
   /** Saturated with no limit named: what is missing and which metric would decide it; null otherwise. */
   unknown: string | null;
 }
@@ -209,6 +247,18 @@ export const PINNED_SHARE = 0.5;
 export const BUDGET_SHARE = 0.9;
 /** The GPU held at its power limit for at least this share of the window binds. */
 export const POWER_SHARE = 0.5;
+/**
+ * A step this much longer than the lowest level's: the batch's per-sequence work sets the pace, not the step's
+ * fixed cost. A memory-bound decode step (weights read once per step) grows a few % from B = 1 to B = 64,
+ * so past this share each sequence costs about as much step time as it brings throughput.
+ */
+export const STEP_GROWTH = 0.5;
+/**
+ * GPU busy (DCGM_FI_DEV_GPU_UTIL: the share of time any kernel runs) at or above this in a saturated window:
+ * the GPU is the bottleneck (compute). Below it, the GPU waits on the host between kernels and steps: an engine
+ * that does not overlap its scheduler and sampling with the GPU reads the host's share of each step as idle.
+ */
+export const GPU_BUSY = 0.7;
 
 /** Per engine: the server flags that relieve each limit (a flag the engine lacks is left out). */
 export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
@@ -224,6 +274,17 @@ export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
       "--max-num-batched-tokens (raise: fewer, larger prefill chunks)",
       "disaggregated prefill (prefill and decode on separate instances)",
     ],
+    compute: [
+      "--tensor-parallel-size (raise) or more replicas (--data-parallel-size)",
+      "--quantization fp8",
+      "speculative decoding off at high batch (drop --speculative-config)",
+    ],
+    host: [
+      "--async-scheduling",
+      "CUDA graphs (drop --enforce-eager; raise --max-cudagraph-capture-size)",
+      "--api-server-count (raise)",
+      "a faster CPU",
+    ],
   },
   sglang: {
     "max-num-seqs": ["--max-running-requests (raise)", "more replicas (--dp-size)"],
@@ -238,6 +299,12 @@ export const LIMIT_KNOBS: Record<string, Partial<Record<LimitId, string[]>>> = {
   "*": {
     client: ["inferscope --workers N (more event loops)", "a second client host"],
     power: ["the board power limit (nvidia-smi -pl)", "cooling / clocks", "a lower batch ceiling"],
+    compute: [
+      "more GPUs (tensor parallel or replicas)",
+      "a quantized model (fp8)",
+      "speculative decoding off at high batch",
+    ],
+    host: ["CUDA graphs", "overlapped (async) scheduling", "more API-server processes", "a faster CPU"],
   },
 };
 
@@ -250,13 +317,44 @@ const pct = (x: number) => `${Math.round(x * 100)} %`;
 const METRICS_HINT =
   "the running and waiting gauges and KV usage (vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc) would decide it";
 
-/** Names the limit(s) binding at one level. `ceiling` is the batch ceiling (given, or the sweep's observed maximum). */
+/** This level's step against the base (the lowest level's step and running batch); null without either. */
+function stepTrendOf(st: ServerLoadStats, stepMs: number | null | undefined, base: StepBase | null): StepTrend | null {
+  if (!base || stepMs == null || !(stepMs > 0) || !st.running) return null;
+  const batch = st.running.mean;
+  const dB = batch - base.batch;
+  return {
+    baseBatch: base.batch,
+    baseStepMs: base.stepMs,
+    batch,
+    stepMs,
+    growth: stepMs / base.stepMs - 1,
+    msPerSeq: dB > 0 ? (stepMs - base.stepMs) / dB : 0,
+  };
+}
+
+/** A level's step time: the engine's step-time histogram where exported, else the client's TPOT p50. */
+function levelStepMs(e: LevelEvidence, st: ServerLoadStats): number | null {
+  return st.stepTimeMeanMs ?? e.stepMs ?? null;
+}
+
+/** The step at the smallest batch: the lowest level's step time and running mean. */
+export interface StepBase {
+  batch: number;
+  stepMs: number;
+}
+
+/**
+ * Names the limit(s) binding at one level. `ceiling` is the batch ceiling (given, or the sweep's observed
+ * maximum); `base` the lowest level's step time and batch, against which step-time growth is read.
+ */
 export function diagnoseLevel(
   e: LevelEvidence,
   ceiling: { value: number; source: CeilingSource } | null,
   tokenBudget: number | null = null,
+  base: StepBase | null = null,
 ): LevelDiagnosis {
   const st = summarizeServerSamples(e.samples, ceiling, tokenBudget);
+  const trend = stepTrendOf(st, levelStepMs(e, st), base);
   const binding: BindingLimit[] = [];
   const bind = (limit: LimitId, evidence: string) =>
     binding.push({
@@ -275,7 +373,8 @@ export function diagnoseLevel(
   // HTTP threads in the kernel's accept queue): the client's own count is the evidence.
   const atCeiling = closedLoopPinnedShare(e, st);
   const hiddenQueue = !pinned && atCeiling !== null && atCeiling >= PINNED_SHARE;
-  const saturated = queue || lagging || pinned || hiddenQueue || Boolean(e.client?.saturated);
+  const serverSaturated = queue || lagging || pinned || hiddenQueue;
+  const saturated = serverSaturated || Boolean(e.client?.saturated);
 
   if (e.client?.saturated)
     bind(
@@ -314,8 +413,28 @@ export function diagnoseLevel(
       "max-num-seqs",
       `max-num-seqs: running pinned at ${st.ceiling}${ceilingNote(st)} in ${pct(atCeiling!)} of the samples with ${f2(e.level)} users, ${f2(e.level - st.ceiling!)} beyond it waiting; the waiting gauge reads ${st.waiting ? `mean ${f2(st.waiting.mean)}` : "nothing"} (they queue before the engine's scheduler: for llama.cpp, raise --threads-http above the users to see them)`,
     );
+  // Nothing holds the queue back at admission, yet the rate lags: the batch grows and its step with it.
+  // GPU busy tells whose work the step is: the GPU's (compute) or the host's between kernels.
+  let undecided: string | null = null;
+  const admitted = !binding.some(
+    (b) => b.limit === "max-num-seqs" || b.limit === "kv-capacity" || b.limit === "token-budget",
+  );
+  // The server's own saturation only: a client that lags its schedule says nothing about the step.
+  if (serverSaturated && admitted && trend) {
+    const grew = trend.growth > STEP_GROWTH;
+    const steps = `step time ${f2(trend.baseStepMs)} ms at B = ${f2(trend.baseBatch)} → ${f2(trend.stepMs)} ms at B = ${f2(trend.batch)}`;
+    const slopeText = grew
+      ? `step time grows ${f2(trend.msPerSeq)} ms per sequence past B = ${f2(trend.baseBatch)} (${steps})`
+      : `step time flat in B (${steps})`;
+    const busy = e.gpuBusy ?? null;
+    if (busy !== null && busy < GPU_BUSY) bind("host", `host: ${slopeText} and GPU busy ${pct(busy)} ${at}`);
+    else if (busy !== null && grew) bind("compute", `compute: ${slopeText}, GPU busy ${pct(busy)} ${at}`);
+    else if (grew)
+      undecided = `compute or host: ${slopeText} ${at}; GPU busy would decide (telemetry: DCGM_FI_DEV_GPU_UTIL)`;
+  }
   let unknown: string | null = null;
-  if (saturated && !binding.length) {
+  if (saturated && !binding.length && undecided) unknown = undecided;
+  else if (saturated && !binding.length) {
     if (!st.samples) unknown = `no server metrics were sampled: ${METRICS_HINT}`;
     else if (st.running === null || st.waiting === null)
       unknown = `the engine exports no running/waiting gauge: ${METRICS_HINT}`;
@@ -326,7 +445,7 @@ export function diagnoseLevel(
         `${st.stepTokensMean !== null ? `, ${f2(st.stepTokensMean)} tokens per step${st.tokenBudget === null ? " (the token budget, --max-num-batched-tokens, was not given)" : ` of ${st.tokenBudget}`}` : ""}` +
         ": step time against batch (a step-time histogram) would tell compute from the host or prefill interference";
   }
-  return { level: e.level, server: st, saturated, binding, unknown };
+  return { level: e.level, server: st, saturated, binding, stepTrend: trend, unknown };
 }
 
 /** Where the ceiling in an evidence line came from, unless the user or the command gave it. */
@@ -374,7 +493,17 @@ export function diagnoseSweep(
     if (max > 0) ceiling = { value: max, source: "observed" };
   }
   const sorted = [...levels].sort((a, b) => a.level - b.level);
-  const out = sorted.map((l) => diagnoseLevel(l, ceiling, o.maxNumBatchedTokens ?? null));
+  // The step at the smallest batch: the lowest level with a step time and a running batch.
+  let base: StepBase | null = null;
+  for (const l of sorted) {
+    const st = summarizeServerSamples(l.samples, null);
+    const stepMs = levelStepMs(l, st);
+    if (stepMs !== null && stepMs > 0 && st.running) {
+      base = { batch: st.running.mean, stepMs };
+      break;
+    }
+  }
+  const out = sorted.map((l) => diagnoseLevel(l, ceiling, o.maxNumBatchedTokens ?? null, base));
   // The client's limit is a caveat on the measurement, not the server's knee: it is named per level.
   const k = out.findIndex((d) => d.binding.some((b) => b.limit !== "client"));
   return {

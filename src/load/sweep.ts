@@ -2,9 +2,11 @@
 // maximum throughput, then rates between them), stopping once the server (or client) saturates.
 import { UsageError } from "../errors.ts";
 import { diagnoseSweep, type LevelDiagnosis, type LevelEvidence, type SweepDiagnosis } from "./diagnose.ts";
+import { npPercentile } from "./npstats.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { sweepRates } from "./schedule.ts";
 import { clipToWindow, type SampledServer, startServerSampler } from "./server-sampler.ts";
+import { requestTpot } from "./summarize.ts";
 import type { BenchOptions } from "./types.ts";
 
 export interface SweepSpec {
@@ -96,7 +98,15 @@ export function runEvidence(
       ...(result.client.reason ? { reason: result.client.reason } : {}),
     },
     powerCappedShare: null,
+    // One decode step of the running batch: the requests' TPOT median; the GPU's busy share where telemetry ran.
+    stepMs: median(result.requests.filter((r) => !r.warmup && r.errorClass === null).map(requestTpot)),
+    gpuBusy: result.telemetry?.summary?.utilization?.gpuBusy ?? null,
   };
+}
+
+function median(xs: Array<number | null>): number | null {
+  const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));
+  return v.length ? npPercentile(v, 50) : null;
 }
 
 /**

@@ -20,14 +20,25 @@ export interface RequestSink {
 }
 
 /** One finished request as the engine saw it (the prefix-cache truth's per-request rows). */
-/** What held the waiting queue back in a step: nothing, the batch ceiling, the KV blocks, or the token budget. */
-export type AdmissionBlocker = "none" | "max-num-seqs" | "kv-capacity" | "token-budget";
+/**
+ * What held the waiting queue back in a step: nothing, the batch ceiling, the KV blocks, or the token budget;
+ * with nothing held back by admission, a per-sequence cost that outweighs the rest of the step (compute or
+ * the host), past which the queue forms inside the batch.
+ */
+export type AdmissionBlocker = "none" | "max-num-seqs" | "kv-capacity" | "token-budget" | "compute" | "host";
 
-export type LimitTruth = Record<AdmissionBlocker, { steps: number; simMs: number; finished: number }>;
+/**
+ * Per blocker: steps, their simulated ms, the requests finished in them, and the work they ran: tokens (prompt
+ * chunks + decodes, what compute costs) and sequence-steps (what the host's per-sequence work costs).
+ */
+export type LimitTruth = Record<
+  AdmissionBlocker,
+  { steps: number; simMs: number; finished: number; tokens: number; seqs: number }
+>;
 
 function emptyLimitTruth(): LimitTruth {
-  const z = () => ({ steps: 0, simMs: 0, finished: 0 });
-  return { none: z(), "max-num-seqs": z(), "kv-capacity": z(), "token-budget": z() };
+  const z = () => ({ steps: 0, simMs: 0, finished: 0, tokens: 0, seqs: 0 });
+  return { none: z(), "max-num-seqs": z(), "kv-capacity": z(), "token-budget": z(), compute: z(), host: z() };
 }
 
 export interface RequestTruth {
@@ -398,6 +409,7 @@ export class Engine {
       }
       // The step's parts (stepMs() is their sum): the request spans' detailed times take the split.
       const meanMs = this.model.componentsInto(this.shape, this.parts);
+      if (this.blocker === "none") this.blocker = this.model.perSeqBound(this.shape) ?? "none";
       const jitter = this.opts.speedZero ? 1 : this.rng.lognormalUnitMean(this.model.profile.cost.jitterSigma);
       const dur = this.opts.speedZero ? 0 : (meanMs * jitter) / this.opts.timeScale;
       // Chain steps on absolute deadlines so timer lateness (GC, CPU contention) does not accumulate:
@@ -407,6 +419,8 @@ export class Engine {
       this.lastEnd = end;
       const lt = this.limits[this.blocker];
       lt.steps++;
+      lt.tokens += this.model.tokens(this.shape);
+      lt.seqs += this.shape.prefillSeqs + this.shape.decodeSeqs;
       lt.simMs += this.opts.speedZero ? 0 : meanMs * jitter;
       const rec: StepRecord = {
         index: this.stepIndex++,

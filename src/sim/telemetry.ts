@@ -117,6 +117,11 @@ export interface StepEffect {
   kernelMs: number;
   /** Sim ms streaming weights and KV. */
   memMs: number;
+  /**
+   * Sim ms the GPU is busy: the step minus its host work (launch, scheduler, per-step sampling). The sim's
+   * engine does not overlap host work with the GPU's (no async scheduling), so that time reads idle.
+   */
+  gpuMs: number;
 }
 
 const I = Object.fromEntries(COMPONENTS.map((c, i) => [c, i])) as Record<(typeof COMPONENTS)[number], number>;
@@ -150,6 +155,7 @@ export function stepEffect(
   const smMs = (c[I.weights]! + c[I.kv]! + c[I.compute]! + c[I.sampling]! + c[I.draft]!) * k;
   const kernelMs = simMs - (c[I.launch]! + c[I.scheduler]!) * k;
   const memMs = (c[I.weights]! + c[I.kv]!) * k;
+  const gpuMs = Math.max(0, simMs - (c[I.launch]! + c[I.scheduler]! + c[I.sampling]!) * k);
   if (simMs <= 0)
     return {
       simMs: 0,
@@ -164,6 +170,7 @@ export function stepEffect(
       smMs: 0,
       kernelMs: 0,
       memMs: 0,
+      gpuMs: 0,
     };
   const dram = Math.min(1, dramBytes / (spec.peakBandwidthGBs * 1e6 * simMs));
   const sm = Math.min(1, smMs / simMs);
@@ -189,6 +196,7 @@ export function stepEffect(
     smMs,
     kernelMs,
     memMs,
+    gpuMs,
   };
 }
 
@@ -212,11 +220,13 @@ export function expectedJoulesPerToken(
 }
 
 /** The step effect's additive quantities: a total sums each, times the share of the step it counts. */
-const SUMMED = ["energyJ", "simMs", "dramBytes", "flops", "txBytes", "smMs", "kernelMs", "memMs"] as const;
+const SUMMED = ["energyJ", "simMs", "dramBytes", "flops", "txBytes", "smMs", "kernelMs", "memMs", "gpuMs"] as const;
 
 /** Cumulative per-GPU quantities (the serving GPUs share one set: TP ranks do the same work). */
 interface Totals extends Pick<StepEffect, (typeof SUMMED)[number]> {
   wallMs: number;
+  /** Wall ms with the GPU busy (each step's wall span × its gpuMs share). */
+  gpuWallMs: number;
   cappedWallMs: number;
   /** ∫ SM clock d(wall ms) over step time. */
   clockWallMs: number;
@@ -232,6 +242,8 @@ const zeroTotals = (): Totals => ({
   smMs: 0,
   kernelMs: 0,
   memMs: 0,
+  gpuMs: 0,
+  gpuWallMs: 0,
   cappedWallMs: 0,
   clockWallMs: 0,
 });
@@ -251,6 +263,8 @@ export interface GpuTruth {
   /** Simulated ms with a step running, and the same in wall ms. */
   busySimMs: number;
   busyWallMs: number;
+  /** Of busyWallMs, the wall ms the GPU itself was busy (host work left out): what DCGM_FI_DEV_GPU_UTIL reads. */
+  gpuBusyWallMs: number;
   powerCappedWallMs: number;
 }
 
@@ -408,6 +422,7 @@ export class SimTelemetry {
         nvlinkRxBytes: this.link === "nvlink" ? tx : 0,
         busySimMs: on ? tot.simMs : 0,
         busyWallMs: on ? tot.wallMs : 0,
+        gpuBusyWallMs: on ? tot.gpuWallMs : 0,
         powerCappedWallMs: on ? tot.cappedWallMs : 0,
       };
     });
@@ -479,7 +494,8 @@ export class SimTelemetry {
       const capped = tot.cappedWallMs - prevTot.cappedWallMs;
       return {
         ...g0,
-        gpuUtil: Math.min(1, busyWall / dWall),
+        // DCGM's GPU_UTIL: the share of the interval with a kernel running; the host's part of a step is idle.
+        gpuUtil: Math.min(1, (tot.gpuWallMs - prevTot.gpuWallMs) / dWall),
         memCopyUtil: ratio(tot.memMs - prevTot.memMs),
         // Idle time runs at the max clock: a serving process keeps clocks up between steps.
         smClockMHz: (tot.clockWallMs - prevTot.clockWallMs + (dWall - busyWall) * spec.smClockMaxMHz) / dWall,
@@ -527,6 +543,7 @@ function addStep(out: Totals, s: Step, f: number): void {
   const wall = (s.endMs - s.startMs) * f;
   for (const k of SUMMED) out[k] += e[k] * f;
   out.wallMs += wall;
+  if (e.simMs > 0) out.gpuWallMs += (wall * e.gpuMs) / e.simMs;
   if (e.capped) out.cappedWallMs += wall;
   out.clockWallMs += e.smClockMHz * wall;
 }

@@ -60,6 +60,12 @@ export interface StepExplanation {
   allGather: { calls: number; perCallUs: number };
 }
 
+/**
+ * A step this many times a lone decode's, bound by a per-sequence cost, counts as the batch holding requests
+ * back (the limit truth's compute / host): each sequence then costs the step about as much as it adds.
+ */
+export const BATCH_BOUND_GROWTH = 2;
+
 /** Component names, in the order explain() lists them. */
 export const COMPONENTS = [
   "weights",
@@ -347,6 +353,24 @@ export class StepModel {
   }
 
   private scratch = new Float64Array(COMPONENTS.length);
+
+  /**
+   * What bounds this step, if a per-sequence cost does: `compute` (the GEMM past the roofline's ridge, plus
+   * prefill attention) or `host` (the per-sequence sampling and scheduler work) outweighs the rest of the
+   * step, and the step takes at least BATCH_BOUND_GROWTH × a lone decode's. Past that batch a sequence adds
+   * about as much step time as it brings throughput: a queue forms inside the batch (docs/sim.md "Limit truth").
+   */
+  perSeqBound(b: BatchShape): "compute" | "host" | null {
+    const c = this.scratch;
+    const step = this.componentsInto(b, c);
+    if (step <= 0) return null;
+    const cost = this.profile.cost;
+    const host = ((cost.samplingUsPerSeq + cost.schedulerUsPerSeq) * (b.prefillSeqs + b.decodeSeqs)) / 1000;
+    const bound = c[2]! > step / 2 ? "compute" : host > step / 2 ? "host" : null;
+    if (!bound) return null;
+    const ctx = b.decodeSeqs ? b.decodeContextTokens / b.decodeSeqs : 0;
+    return step >= BATCH_BOUND_GROWTH * this.componentsInto(decodeBatch(1, ctx), c) ? bound : null;
+  }
 
   /** Mean step time (ms) for this batch, before jitter. */
   stepMs(b: BatchShape): number {

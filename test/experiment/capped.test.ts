@@ -12,6 +12,7 @@ const arm = (variant: string, powerCappedBlocks: number): VariantTelemetry => ({
   powerCappedBlocks,
   smClockMedianMHz: powerCappedBlocks ? 1695 : 1980,
   smClockMaxMHz: 1980,
+  gpuBusy: null,
 });
 
 test("cappedFinding: none without a capped block; every arm capped vs some; the compared things named", () => {

@@ -46,27 +46,45 @@ function serverLimits(r: Awaited<ReturnType<typeof runLoadSweep>>): string[][] {
  * The sim's truth: the limit that held its queue back in most steps, and the rate (wall req/s) at
  * which it completed requests in those steps — the throughput that limit allows.
  */
-function truthOf(t: LimitTruth): { limit: string; rate: number } {
-  const [limit, b] = (["max-num-seqs", "kv-capacity", "token-budget"] as const)
+function truthOf(t: LimitTruth, timeScale = TIME_SCALE): { limit: string; rate: number; workRate: number } {
+  const kinds = ["none", "max-num-seqs", "kv-capacity", "token-budget", "compute", "host"] as const;
+  const [limit, b] = kinds
+    .slice(1)
     .map((k) => [k, t[k]] as const)
     .sort((x, y) => y[1].steps - x[1].steps)[0]!;
-  return { limit, rate: (b.finished * 1000 * TIME_SCALE) / b.simMs };
+  // The work those steps did, in requests: in the unit the limit costs (tokens for compute, sequence-steps
+  // for the host) ÷ that unit per finished request over the run. A batch that grows without a ceiling
+  // finishes requests in bursts; its work rate is steadier than its finish count.
+  const unit = limit === "host" ? "seqs" : "tokens";
+  const perRequest = kinds.reduce((a, k) => a + t[k][unit], 0) / kinds.reduce((a, k) => a + t[k].finished, 0);
+  return {
+    limit,
+    rate: (b.finished * 1000 * timeScale) / b.simMs,
+    workRate: (b[unit] * 1000 * timeScale) / (perRequest * b.simMs),
+  };
 }
 
-async function sweep(simArgs: string[], levels: number[], db: string, o: { inLen?: number; budget?: number } = {}) {
-  const sim = await spawnSim(["--profile", PROFILE, "--time-scale", String(TIME_SCALE), ...simArgs]);
+async function sweep(
+  simArgs: string[],
+  levels: number[],
+  db: string,
+  o: { inLen?: number; budget?: number; timeScale?: number; numPrompts?: number; dcgm?: boolean } = {},
+) {
+  const sim = await spawnSim(["--profile", PROFILE, "--time-scale", String(o.timeScale ?? TIME_SCALE), ...simArgs]);
   try {
     const r = await runLoadSweep({
       url: sim.url,
       mode: "rate",
       levels,
-      numPrompts: 120,
+      numPrompts: o.numPrompts ?? 120,
       randomInputLen: o.inLen ?? IN,
       maxNumBatchedTokens: o.budget,
       randomOutputLen: OUT,
       warmup: 1,
       db,
-      telemetry: { kind: "none" } as never,
+      telemetry: (o.dcgm
+        ? { kind: "dcgm", url: `${sim.url}/dcgm/metrics`, intervalMs: 100 }
+        : { kind: "none" }) as never,
       serverSampleMs: 25,
     });
     const truth = (await (await fetch(`${sim.url}/debug/limit_truth`)).json()) as LimitTruth;
@@ -171,6 +189,65 @@ test("token budget: 1024-token prompts chunked through 128-token steps; onset wi
     /token budget \(chunked prefill\): \d+ tokens per step \(step-tokens histogram\) against a budget of 128/,
   );
   assert.ok(Math.abs(r.knee.onsetRate - sim.rate) / sim.rate < 0.1, `onset ${r.knee.onsetRate} vs sim ${sim.rate}`);
+});
+
+/**
+ * A compute or host sweep: the sim's truth and the diagnosis name `limit` alone, at the top level only, the
+ * evidence reads the step's growth per sequence, and the onset is within 10 % of the sim's work rate.
+ * Returns the GPU busy % the evidence names.
+ */
+function checkStepBound(
+  limit: "compute" | "host",
+  r: Awaited<ReturnType<typeof runLoadSweep>>,
+  sim: ReturnType<typeof truthOf>,
+): number {
+  assert.equal(sim.limit, limit);
+  assert.deepEqual(serverLimits(r), [[], [limit]]);
+  assert.ok(r.knee);
+  assert.deepEqual(r.knee.limits, [limit]);
+  const m = new RegExp(`^${limit}: step time grows [\\d.]+ ms per sequence past B = [\\d.]+ .*GPU busy (\\d+) %`).exec(
+    r.knee.evidence[0]!,
+  );
+  assert.ok(m, r.knee.evidence[0]);
+  assert.ok(
+    Math.abs(r.knee.onsetRate - sim.workRate) / sim.workRate < 0.1,
+    `onset ${r.knee.onsetRate} vs sim ${sim.workRate}`,
+  );
+  return Number(m[1]);
+}
+
+test("host: a 10 ms per-sequence scheduler cost; step time grows with the batch, GPU busy low; onset within 10 % of the sim's", async () => {
+  const ts = 20;
+  const perSeqMs = 10;
+  // Each request is in OUT steps, each costing it perSeqMs of host time: the rate the host allows (levels
+  // either side of it; the sim's truth is what it completed while the host held it).
+  const asym = (1000 * ts) / (OUT * perSeqMs);
+  const { r, truth: t } = await sweep(
+    ["--set", `cost.schedulerUsPerSeq=${perSeqMs * 1000 - 1.5}`],
+    [0.4 * asym, 1.3 * asym].map((x) => Number(x.toFixed(2))),
+    join(dir, "host.db"),
+    { timeScale: ts, numPrompts: 100, dcgm: true },
+  );
+  const busy = checkStepBound("host", r, truthOf(t, ts));
+  assert.ok(busy < 70, r.knee!.evidence[0]);
+});
+
+test("compute: a 10-TFLOPS GEMM; step time grows with the batch, GPU busy high; onset within 10 % of the sim's", async () => {
+  const ts = 5;
+  const tflops = 10;
+  // Short prompts: a lone prompt's prefill is not compute-bound by itself; the batch's tokens are.
+  const inLen = 4;
+  // Past the roofline's ridge every token costs its GEMM time: the rate the GEMMs allow.
+  const msPerToken = resolveSim({ profile: PROFILE, env: {} }).profile.cost.flopsPerToken / (tflops * 1e9);
+  const asym = (1000 * ts) / ((inLen + OUT) * msPerToken);
+  const { r, truth: t } = await sweep(
+    ["--set", `hardware.gemmTflops=${tflops}`],
+    [0.3 * asym, 1.3 * asym].map((x) => Number(x.toFixed(2))),
+    join(dir, "compute.db"),
+    { timeScale: ts, numPrompts: 60, dcgm: true, inLen },
+  );
+  const busy = checkStepBound("compute", r, truthOf(t, ts));
+  assert.ok(busy >= 70, r.knee!.evidence[0]);
 });
 
 test("CLI: a bad --server-sample, --gpus or --max-num-batched-tokens is refused before any work (exit 2)", async () => {

@@ -306,3 +306,116 @@ test("closed loop, more users than a given ceiling, batch at it, waiting gauge b
   const l = level(low, { level: 8, mode: "concurrency", engine: "llamacpp", achievedRatio: null });
   assert.deepEqual(diagnoseLevel(l, { value: 4, source: "given" }).binding, []);
 });
+
+test("compute and host: a lagging rate with nothing held back at admission, read from step time against batch and GPU busy", () => {
+  // Lowest level: 2 running, a 10 ms step. Top level: 20 running, the rate lagging, a 20.8 ms step.
+  const low = (extra: Partial<LevelEvidence>) =>
+    level(
+      series(() => ({ running: 2, waiting: 0, kvUsage: 0.05, preemptions: 0 })),
+      { level: 5, stepMs: 10, achievedRatio: 1, ...extra },
+    );
+  const high = (extra: Partial<LevelEvidence>) =>
+    level(
+      series(() => ({ running: 20, waiting: 0, kvUsage: 0.3, preemptions: 0 })),
+      { level: 40, stepMs: 20.8, achievedRatio: 0.7, ...extra },
+    );
+  const limits = (d: ReturnType<typeof diagnoseSweep>) => d.levels.map((l) => l.binding.map((b) => b.limit));
+  const compute = diagnoseSweep([low({ gpuBusy: 0.5 }), high({ gpuBusy: 0.96 })], { maxNumSeqs: 256 });
+  assert.deepEqual(limits(compute), [[], ["compute"]]);
+  assert.equal(
+    compute.levels[1]!.binding[0]!.evidence,
+    "compute: step time grows 0.60 ms per sequence past B = 2.0 (step time 10 ms at B = 2.0 → 21 ms at B = 20), GPU busy 96 % at 40 req/s",
+  );
+  assert.match(
+    compute.levels[1]!.binding[0]!.knobs.join(";"),
+    /--tensor-parallel-size.*--quantization fp8.*speculative/,
+  );
+  assert.deepEqual(compute.knee?.limits, ["compute"]);
+  assert.deepEqual(compute.levels[1]!.stepTrend, {
+    baseBatch: 2,
+    baseStepMs: 10,
+    batch: 20,
+    stepMs: 20.8,
+    growth: 20.8 / 10 - 1,
+    msPerSeq: (20.8 - 10) / 18,
+  });
+
+  const host = diagnoseSweep([low({ gpuBusy: 0.5 }), high({ gpuBusy: 0.41 })], { maxNumSeqs: 256 });
+  assert.deepEqual(limits(host), [[], ["host"]]);
+  assert.match(
+    host.levels[1]!.binding[0]!.evidence,
+    /^host: step time grows 0\.60 ms per sequence .* and GPU busy 41 %/,
+  );
+  assert.match(host.levels[1]!.binding[0]!.knobs.join(";"), /--async-scheduling.*CUDA graphs.*--api-server-count/);
+  // A flat step with the GPU mostly idle is the host's too.
+  const flat = diagnoseSweep([low({}), high({ stepMs: 10.5, gpuBusy: 0.41 })], { maxNumSeqs: 256 });
+  assert.match(flat.levels[1]!.binding[0]!.evidence, /^host: step time flat in B .* and GPU busy 41 %/);
+  // A grown step with the GPU busy but a flat one is not compute's: nothing decides, so unknown says what would.
+  const busyFlat = diagnoseSweep([low({}), high({ stepMs: 10.5, gpuBusy: 0.95 })], { maxNumSeqs: 256 });
+  assert.deepEqual(limits(busyFlat), [[], []]);
+  // Without telemetry: compute or host, and GPU busy would decide.
+  const blind = diagnoseSweep([low({}), high({})], { maxNumSeqs: 256 });
+  assert.deepEqual(limits(blind), [[], []]);
+  assert.match(
+    blind.levels[1]!.unknown!,
+    /^compute or host: step time grows 0\.60 ms per sequence .*GPU busy would decide/,
+  );
+  // A batch limit at admission is the limit: the step's growth is not named beside it.
+  const pinned = diagnoseSweep(
+    [
+      low({ gpuBusy: 0.5 }),
+      level(
+        series(() => ({ running: 20, waiting: 6, kvUsage: 0.3, preemptions: 0 })),
+        { level: 40, stepMs: 20.8, achievedRatio: 0.7, gpuBusy: 0.96 },
+      ),
+    ],
+    { maxNumSeqs: 20 },
+  );
+  assert.deepEqual(limits(pinned), [[], ["max-num-seqs"]]);
+  // A client that lags its own schedule, the server keeping up: nothing of the server's is named.
+  const client = diagnoseSweep(
+    [low({}), high({ achievedRatio: 1, gpuBusy: 0.3, client: { saturated: true, eldP99Ms: 40 } })],
+    { maxNumSeqs: 256 },
+  );
+  assert.deepEqual(limits(client), [[], ["client"]]);
+});
+
+test("step time from the engine's step-time histogram where exported (vLLM V0's, in ms), over the client's TPOT", () => {
+  const exp = parseExposition(
+    [
+      "# TYPE vllm:num_requests_running gauge",
+      "vllm:num_requests_running 4",
+      "# TYPE vllm:num_requests_waiting gauge",
+      "vllm:num_requests_waiting 0",
+      "# TYPE vllm:model_execute_time_milliseconds histogram",
+      'vllm:model_execute_time_milliseconds_bucket{le="+Inf"} 50',
+      "vllm:model_execute_time_milliseconds_sum 400",
+      "vllm:model_execute_time_milliseconds_count 50",
+    ].join("\n"),
+  );
+  const { sample } = readServerSample(exp, 0);
+  assert.deepEqual([sample.stepSeconds, sample.stepTimeCount], [0.4, 50]);
+  // 10 steps of 8 ms, then of 20 ms: the histogram's deltas over each level, not the client's TPOT.
+  const timed = (running: number, stepMs: number) =>
+    series((i) => ({
+      running,
+      waiting: 0,
+      kvUsage: 0.1,
+      preemptions: 0,
+      stepSeconds: (i * 10 * stepMs) / 1000,
+      stepTimeCount: i * 10,
+    }));
+  const d = diagnoseSweep(
+    [
+      level(timed(2, 8), { level: 5, stepMs: 30, achievedRatio: 1 }),
+      level(timed(20, 20), { level: 40, stepMs: 30, achievedRatio: 0.7, gpuBusy: 0.95 }),
+    ],
+    { maxNumSeqs: 256 },
+  );
+  assert.equal(d.levels[0]!.server.stepTimeMeanMs, 8);
+  assert.ok(Math.abs(d.levels[1]!.stepTrend!.stepMs - 20) < 1e-9);
+  assert.deepEqual(
+    d.levels.map((l) => l.binding.map((b) => b.limit)),
+    [[], ["compute"]],
+  );
+});

@@ -352,6 +352,38 @@ describe("sim telemetry: the pure model", () => {
     assert.ok(e.smClockMHz < gpuPowerSpec(capped).smClockMaxMHz);
   });
 
+  test("GPU busy leaves the host's share of a step out; a per-sequence cost past twice a lone decode bounds the step", () => {
+    const host = loadProfile("llama3-8b-1xh100", { "cost.schedulerUsPerSeq": 9998.5 });
+    const plain = loadProfile("llama3-8b-1xh100");
+    const compute = loadProfile("llama3-8b-1xh100", { "hardware.gemmTflops": 10 });
+    const shape = decodeBatch(10, 48);
+    for (const p of [host, plain]) {
+      const model = new StepModel(p, {});
+      const x = model.explain(shape);
+      const ms = (n: string) => x.components.find((c) => c.name === n)!.ms;
+      // A jittered step: every component scales with it.
+      const e = stepEffect(model, gpuPowerSpec(p), shape, x.stepMs * 1.1);
+      const hostMs = ms("launch") + ms("sampling") + ms("scheduler");
+      assert.ok(Math.abs(e.gpuMs - (x.stepMs - hostMs) * 1.1) < 1e-9, `${e.gpuMs}`);
+    }
+    const busy = (p: typeof host) => {
+      const model = new StepModel(p, {});
+      const e = stepEffect(model, gpuPowerSpec(p), shape, model.stepMs(shape));
+      return e.gpuMs / e.simMs;
+    };
+    assert.ok(busy(host) < 0.1, `host-bound: ${busy(host)}`);
+    assert.ok(busy(plain) > 0.8, `plain: ${busy(plain)}`);
+    assert.ok(busy(compute) > 0.9, `compute-bound: ${busy(compute)}`);
+
+    const bound = (p: typeof host, b: number) => new StepModel(p, {}).perSeqBound(decodeBatch(b, 48));
+    // 10 ms per sequence of host work over a ~6.5 ms step: one sequence is not yet twice a lone decode.
+    assert.deepEqual([bound(host, 1), bound(host, 2), bound(host, 3), bound(host, 10)], [null, null, "host", "host"]);
+    // 1.6 ms of GEMM per token at 10 TFLOPS: past the ridge (~3.5 tokens), and twice a lone decode by 8.
+    assert.deepEqual([bound(compute, 1), bound(compute, 4), bound(compute, 8)], [null, null, "compute"]);
+    // The stock H100: memory-bound to the batch the tests reach.
+    assert.equal(bound(plain, 64), null);
+  });
+
   test("allReduceTxBytesPerGpu: ring and tree 2(n−1)/n·S, one-shot (n−1)·S, nothing alone", () => {
     assert.equal(allReduceTxBytesPerGpu(1000, 4, "ring"), 1500);
     assert.equal(allReduceTxBytesPerGpu(1000, 4, "tree"), 1500);
