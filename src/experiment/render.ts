@@ -146,6 +146,8 @@ export function renderLoadSweep(r: LoadSweepResult): string {
       `Knee at ${r.mode === "rate" ? `${r.knee.level} req/s` : `${r.knee.level} users`}: onset ${fmt(r.knee.onsetRate)} req/s completed`,
     );
     for (const b of at.diagnosis.binding) out.push(`  ${b.evidence}\n    relieve with: ${b.knobs.join("; ") || "—"}`);
+    if (r.tune?.command) out.push(`Search them with restarts: ${r.tune.command}`);
+    for (const n of r.tune?.notes ?? []) out.push(`  note: ${n}`);
   } else if (r.points.some((p) => p.diagnosis.unknown))
     out.push(`Binding limit unknown: ${r.points.find((p) => p.diagnosis.unknown)!.diagnosis.unknown}`);
   else out.push("No limit binds at any level.");

@@ -12,6 +12,7 @@ import {
   tokenBudgetFromCommand,
 } from "../load/diagnose.ts";
 import { type FrontierPoint, frontierPoints, type TtftRatePoint, ttftRatePoints } from "../load/frontier.ts";
+import { type TuneHandoff, tuneHandoff } from "../load/relieve.ts";
 import { type BlockSample, variantTelemetry } from "./blocks.ts";
 import { bootstrapCI, type Interval, mean, quantile, theilSen, theilSenBootstrap } from "./stats.ts";
 import {
@@ -135,6 +136,8 @@ export interface LoadSweepResult {
   points: LoadPoint[];
   /** The lowest level at which a limit binds, and the request rate completed there (the onset). */
   knee: SweepDiagnosis["knee"];
+  /** The knee's relieving knobs as `inferscope tune`'s search space, and the command (null without a knee). */
+  tune: TuneHandoff | null;
   /** Tokens/s per GPU against tokens/s per user, per level, with the Pareto-optimal points marked. */
   frontier: { gpus: number; points: FrontierPoint[] };
   /** Rate sweeps: TTFT p90 against the offered rate, per level, labelled with its limit; null for concurrency. */
@@ -543,6 +546,15 @@ export function analyseLoadSweep(
     config,
     points,
     knee: diag.knee,
+    tune: diag.knee
+      ? tuneHandoff({
+          engine: evidence.find((e) => e.engine)?.engine ?? null,
+          limits: diag.knee.limits,
+          serverCmd: config.serverCmd ? cmd.trim() : null,
+          ceiling: diag.levels.find((l) => l.level === diag.knee!.level)?.server.ceiling ?? null,
+          tokenBudget: config.maxNumBatchedTokens ?? tokenBudgetFromCommand(cmd),
+        })
+      : null,
     frontier: {
       gpus,
       points: frontierPoints(

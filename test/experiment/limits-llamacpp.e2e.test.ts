@@ -72,6 +72,12 @@ test("llama-server -np 4 at 2, 4 and 8 users: max-num-seqs (the 4 slots) binds a
   assert.ok(r.knee);
   assert.equal(r.knee.level, 8);
   assert.deepEqual(r.knee.limits, ["max-num-seqs"]);
+  // Handed to tune: the slot count around the server's own, and the command that restarts it per candidate.
+  assert.deepEqual(r.tune?.knobs, ["--parallel=4,8,16"]);
+  assert.match(
+    r.tune?.command ?? "",
+    /^inferscope tune --server-cmd '.*llama-server.*-np 4.*' --knob --parallel=4,8,16$/,
+  );
 
   // The frontier's data: every level, its limit in the label, tokens per second on both axes.
   assert.equal(r.frontier.points.length, 3);
