@@ -56,6 +56,8 @@ export interface SliceResult {
   rule: string;
   slices: SliceRow[];
   notes: string[];
+  /** Where slice 0 starts, on the records' clock (ms from the run's origin); absent with no measured record. */
+  start_ms?: number;
 }
 
 export const SLICE_RULE =
@@ -167,7 +169,7 @@ export function computeSlices(records: readonly RequestRecord[], opts: SliceOpti
       e2el_ms: stats(e2el[i]!, percentiles),
     });
   }
-  return { width_ms: w, rule: SLICE_RULE, slices, notes };
+  return { width_ms: w, rule: SLICE_RULE, slices, notes, start_ms: t0 };
 }
 
 const cell = (s: Stats, x: number | undefined) => (s.count === 0 || x === undefined ? "n/a" : x.toFixed(1));

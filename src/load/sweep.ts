@@ -6,6 +6,7 @@ import { npPercentile } from "./npstats.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { sweepRates } from "./schedule.ts";
 import { clipToWindow, type SampledServer, startServerSampler } from "./server-sampler.ts";
+import type { SliceResult } from "./slices.ts";
 import { requestTpot } from "./summarize.ts";
 import type { BenchOptions } from "./types.ts";
 
@@ -278,4 +279,31 @@ async function sweepPoints(
     if (why) return { points, stoppedEarly: why, partial: false };
   }
   return { points, stoppedEarly: null, partial: false };
+}
+
+/**
+ * A replay's (or any run's) time slices diagnosed as a rate sweep's levels: each slice's offered rate, its
+ * completions against its arrivals, its TPOT median and the server's gauges scraped inside it. Rows in slice order;
+ * `originUnixMs` is the records' origin on the sampler's clock (performance.timeOrigin + the run's origin).
+ */
+export function diagnoseSlices(
+  sl: SliceResult,
+  result: BenchResult,
+  server: SampledServer,
+  originUnixMs: number,
+): { levels: LevelDiagnosis[]; knee: SweepDiagnosis["knee"] } {
+  const t0 = originUnixMs + (sl.start_ms ?? 0);
+  return diagnoseRuns(
+    sl.slices.map((x) => ({
+      server,
+      evidence: {
+        ...runEvidence(x.arrival_rate, "rate", result, null, null),
+        engine: server.engine,
+        samples: clipToWindow(server.samples, { startMs: t0 + x.start_s * 1000, endMs: t0 + x.end_s * 1000 }),
+        requestThroughput: x.request_throughput,
+        achievedRatio: x.arrivals >= 3 ? x.completed / x.arrivals : null,
+        stepMs: x.tpot_ms.count > 0 ? x.tpot_ms.median : null,
+      },
+    })),
+  );
 }

@@ -89,6 +89,43 @@ describe("against the sim", { timeout: 120_000 }, () => {
     assert.equal(d.slices[0].good, null);
   });
 
+  test("--slice with the server's gauges: each slice that saturated names its binding limit (4 at a time, pushed hard)", async () => {
+    const r = await cli([
+      "--base-url",
+      sim.url,
+      ...common.filter((a) => a !== "--no-server-metrics"),
+      "--request-rate",
+      "400",
+      "--num-prompts",
+      "300",
+      "--slice",
+      "250ms",
+      "--json",
+    ]);
+    assert.equal(r.status, 0, r.stderr);
+    const d = JSON.parse(r.stdout);
+    assert.equal(d.slice_diagnosis.length, d.slices.length);
+    const named = d.slice_diagnosis.filter((x: { binding: Array<{ limit: string }> }) =>
+      x.binding.some((b) => b.limit === "max-num-seqs"),
+    );
+    assert.ok(named.length > 0, JSON.stringify(d.slice_diagnosis.map((x: { binding: unknown[] }) => x.binding)));
+    assert.deepEqual(d.slice_knee.limits, ["max-num-seqs"]);
+    // Without the gauges (--no-server-metrics) the slices are printed and nothing is diagnosed.
+    const off = await cli([
+      "--base-url",
+      sim.url,
+      ...common,
+      "--request-rate",
+      "400",
+      "--num-prompts",
+      "40",
+      "--slice",
+      "250ms",
+      "--json",
+    ]);
+    assert.equal(JSON.parse(off.stdout).slice_diagnosis, undefined);
+  });
+
   test("--find-capacity --json holds the search's runs and its result", async () => {
     const r = await cli([
       "--base-url",

@@ -12,8 +12,16 @@ import { checkWorkers, MAX_PREFIX_GROUPS, MAX_REQUESTS, MAX_TOKENS } from "../..
 import { formatReplay } from "../../load/replay.ts";
 import { type BenchResult, checkWritable, isTimedReplay, runBench, toVllmJson } from "../../load/runner.ts";
 import { formatSelfTest, runSelfTest } from "../../load/selftest.ts";
+import type { SampledServer } from "../../load/server-sampler.ts";
 import { computeSlices, formatSlices, type SliceResult } from "../../load/slices.ts";
-import { fmtRate, runSweep, SWEEP_SERVER_SAMPLE_MS, type SweepResult } from "../../load/sweep.ts";
+import {
+  diagnoseSlices,
+  fmtRate,
+  runSampled,
+  runSweep,
+  SWEEP_SERVER_SAMPLE_MS,
+  type SweepResult,
+} from "../../load/sweep.ts";
 import type {
   BenchOptions,
   BenchProgress,
@@ -176,6 +184,25 @@ function sliceFields(sl: SliceResult): Record<string, unknown> {
 
 function sliceJson(res: BenchResult, widthMs: number, opts: BenchOptions): Record<string, unknown> {
   return sliceFields(computeSlices(res.requests, { widthMs, percentiles: res.percentiles, goodput: opts.goodput }));
+}
+
+/** Which limit bound each slice (only the ones that saturated), and the lowest offered rate where one did. */
+function sliceLimitsText(sl: SliceResult, d: ReturnType<typeof diagnoseSlices>): string {
+  const rows = d.levels.flatMap((l, i) => {
+    const x = sl.slices[i]!;
+    const what = l.binding.length
+      ? l.binding.map((b) => b.evidence).join("; ")
+      : l.unknown
+        ? `unknown: ${l.unknown}`
+        : null;
+    return what
+      ? [
+          `  slice ${i} (${x.start_s.toFixed(1)}–${x.end_s.toFixed(1)} s, ${fmtRate(x.arrival_rate)} req/s offered): ${what}`,
+        ]
+      : [];
+  });
+  if (!rows.length) return "Binding limit per slice: none saturated.";
+  return ["Binding limit per slice (the server's /metrics inside each):", ...rows].join("\n");
 }
 
 const sloText = (slo: GoodputSlo) =>
@@ -818,6 +845,8 @@ export function register(program: Command): void {
       };
       let spans: SpanJoinReport | null = null;
       let res: BenchResult;
+      let sampledServer: SampledServer | null = null;
+      let originPerf = Number.NaN;
       if (otlpListen) {
         const out = await benchWithSpans(opts, benchDeps, {
           ...otlpListen,
@@ -829,6 +858,11 @@ export function register(program: Command): void {
         });
         res = out.result;
         spans = out.spans;
+      } else if (o.slice && !opts.noServerMetrics) {
+        // Slices (a replay's bursts, drift) each say which limit bound them: the server's gauges through the run.
+        const r = await runSampled(opts, { ...benchDeps, onOrigin: (p) => (originPerf = p) }, SWEEP_SERVER_SAMPLE_MS);
+        res = r.result;
+        sampledServer = r.server;
       } else res = await runBench(opts, benchDeps);
       progress.done();
       for (const c of claims) c.commit();
@@ -840,11 +874,21 @@ export function register(program: Command): void {
       const sl = o.slice
         ? computeSlices(res.requests, { widthMs: o.slice, percentiles: res.percentiles, goodput: opts.goodput })
         : null;
+      const sliceDiag =
+        sl && sampledServer && Number.isFinite(originPerf)
+          ? diagnoseSlices(sl, res, sampledServer, performance.timeOrigin + originPerf)
+          : null;
       if (o.json)
         emit(
           {
             ...toVllmJson(res, opts.saveDetailed ?? false),
             ...(sl ? sliceFields(sl) : {}),
+            ...(sliceDiag
+              ? {
+                  slice_diagnosis: sliceDiag.levels.map((d, i) => ({ index: i, ...d })),
+                  slice_knee: sliceDiag.knee,
+                }
+              : {}),
             ...(spans ? { otlp: spanJoinJson(spans) } : {}),
           },
           o,
@@ -856,6 +900,7 @@ export function register(program: Command): void {
             formatConsole(r),
             formatReplay(r),
             sl ? formatSlices(terminalSafe(sl), r.percentiles) : "",
+            sl && sliceDiag ? sliceLimitsText(sl, sliceDiag) : "",
             spans ? formatSpanJoin(terminalSafe(spans)) : "",
           ]
             .filter(Boolean)
