@@ -4,10 +4,11 @@
 import { MAX_TIMER_MS } from "../sleep.ts";
 import { ALL_FAILED_MIN, type LoadTrial } from "./capacity.ts";
 import type { LevelEvidence, SweepDiagnosis } from "./diagnose.ts";
+import { type FrontierPoint, frontierPoints } from "./frontier.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import type { SampledServer } from "./server-sampler.ts";
 import { meetsSlo } from "./summarize.ts";
-import { achievedRate, diagnoseRuns, runEvidence, runSampled } from "./sweep.ts";
+import { achievedRate, diagnoseRuns, frontierOf, runEvidence, runSampled } from "./sweep.ts";
 import type { BenchOptions, GoodputSlo } from "./types.ts";
 
 /** What the search keeps of each run (the --json `capacity.runs[].detail`). */
@@ -26,7 +27,7 @@ export interface BenchTrialDetail {
 
 /** A trial that also keeps, per run in call order, what the binding-limit diagnosis reads. */
 export type SampledTrial = LoadTrial<BenchTrialDetail> & {
-  runs: Array<{ evidence: LevelEvidence; server: SampledServer | null }>;
+  runs: Array<{ evidence: LevelEvidence; server: SampledServer | null; result: BenchResult }>;
 };
 
 /**
@@ -36,13 +37,19 @@ export type SampledTrial = LoadTrial<BenchTrialDetail> & {
 export function diagnoseTrials(
   trial: SampledTrial,
   runs: ReadonlyArray<{ detail?: BenchTrialDetail }>,
-): SweepDiagnosis["knee"] {
-  if (trial.runs.length !== runs.length || !trial.runs.some((r) => r.server)) return null;
-  const d = diagnoseRuns(trial.runs);
-  runs.forEach((r, i) => {
-    if (r.detail) r.detail.limits = d.levels[i]!.binding.map((b) => b.limit);
-  });
-  return d.knee;
+): { knee: SweepDiagnosis["knee"]; frontier: FrontierPoint[] } {
+  const aligned = trial.runs.length === runs.length;
+  const d = aligned && trial.runs.some((r) => r.server) ? diagnoseRuns(trial.runs) : null;
+  if (d)
+    runs.forEach((r, i) => {
+      if (r.detail) r.detail.limits = d.levels[i]!.binding.map((b) => b.limit);
+    });
+  // Each run a point: the search's loads trace the throughput–interactivity curve too.
+  const frontier = frontierPoints(
+    trial.runs.map((r, i) => frontierOf(r.evidence.level, r.result, d?.levels[i])),
+    1,
+  );
+  return { knee: d?.knee ?? null, frontier };
 }
 
 /**
@@ -122,6 +129,7 @@ export function benchTrial(
       runs.push({
         evidence: runEvidence(load, "rate", res, sampled.server, achievedRate(res)),
         server: sampled.server,
+        result: res,
       });
     } finally {
       clearTimeout(timer);

@@ -2,6 +2,7 @@
 // maximum throughput, then rates between them), stopping once the server (or client) saturates.
 import { UsageError } from "../errors.ts";
 import { diagnoseSweep, type LevelDiagnosis, type LevelEvidence, type SweepDiagnosis } from "./diagnose.ts";
+import { type FrontierPoint, frontierPoints } from "./frontier.ts";
 import { npPercentile } from "./npstats.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { sweepRates } from "./schedule.ts";
@@ -73,6 +74,18 @@ export interface SweepResult {
   partial: boolean;
   /** The knee: the lowest point where a server-side limit binds (null when none does or nothing was sampled). */
   knee: SweepDiagnosis["knee"];
+  /** Output tok/s (per GPU: bench knows one server, so per server) against 1000 ÷ TPOT p50, Pareto set marked. */
+  frontier: FrontierPoint[];
+}
+
+/** One run as a frontier point: its output throughput against its requests' TPOT median, labelled with its limit. */
+export function frontierOf(level: number, result: BenchResult, d: LevelDiagnosis | undefined) {
+  return {
+    level,
+    outputThroughput: result.summary.output_throughput,
+    tpotP50Ms: median(result.requests.filter((r) => !r.warmup && r.errorClass === null).map(requestTpot)) ?? Number.NaN,
+    limit: d?.binding.map((b) => b.limit).join("+") || null,
+  };
 }
 
 /** How often the server's /metrics is scraped through each point (ms); 0 turns it off. */
@@ -206,7 +219,13 @@ export async function runSweep(
 ): Promise<SweepResult> {
   const r = await sweepPoints(base, spec, deps, o.serverSampleMs ?? SWEEP_SERVER_SAMPLE_MS);
   const d = diagnosePoints(r.points, spec.concurrency ? "concurrency" : "rate");
-  return { ...r, knee: d.knee };
+  const frontier = frontierPoints(
+    r.points.map((p) =>
+      frontierOf(p.kind === "throughput" ? Number.POSITIVE_INFINITY : p.value, p.result, p.diagnosis),
+    ),
+    1,
+  );
+  return { ...r, knee: d.knee, frontier };
 }
 
 async function sweepPoints(
@@ -214,7 +233,7 @@ async function sweepPoints(
   spec: SweepSpec,
   deps: BenchDeps,
   sampleMs: number,
-): Promise<Omit<SweepResult, "knee">> {
+): Promise<Omit<SweepResult, "knee" | "frontier">> {
   const points: SweepPoint[] = [];
   const one = async (kind: SweepPoint["kind"], value: number, o: BenchOptions): Promise<SweepPoint> => {
     const { result, server } = await runSampled(

@@ -177,5 +177,9 @@ describe("against the sim", { timeout: 120_000 }, () => {
       ),
     );
     assert.ok(c.knee?.limits.includes("max-num-seqs"), JSON.stringify(c.knee));
+    // Every run is a frontier point (output tok/s against 1000 ÷ TPOT p50), labelled with its limit.
+    assert.equal(c.frontier.length, c.runs.length);
+    assert.ok(c.frontier.some((p: { pareto: boolean }) => p.pareto));
+    assert.ok(c.frontier.some((p: { limit: string | null }) => p.limit === "max-num-seqs"));
   });
 });

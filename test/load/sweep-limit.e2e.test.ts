@@ -26,6 +26,13 @@ test("bench --concurrency 1,8 against a server that runs 2 at a time: max-num-se
   assert.equal(eight!.diagnosis!.server.running!.max, 2);
   assert.equal(s.knee?.level, 8);
   assert.deepEqual(s.knee?.limits, ["max-num-seqs"]);
+  assert.deepEqual(
+    s.frontier.map((p) => [p.level, p.limit]),
+    [
+      [1, null],
+      [8, "max-num-seqs"],
+    ],
+  );
   const table = sweepTable(s);
   assert.match(table, /max-num-seqs/);
   assert.match(table, /knee: max-num-seqs: running pinned at 2/);

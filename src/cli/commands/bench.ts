@@ -759,8 +759,8 @@ export function register(program: Command): void {
           cap.notes.push(
             "the runs had no warm-up requests: each run's first requests include a cold start (see --warmup)",
           );
-        const knee = diagnoseTrials(trial, cap.runs as Array<{ detail?: BenchTrialDetail }>);
-        const json = { capacity: { knob, unit, slo: goodput, ...cap, knee } };
+        const { knee, frontier } = diagnoseTrials(trial, cap.runs as Array<{ detail?: BenchTrialDetail }>);
+        const json = { capacity: { knob, unit, slo: goodput, ...cap, knee, frontier } };
         rec?.finish(json.capacity);
         if (rec && !o.json) process.stderr.write(`run ${rec.id} saved in ${rec.path}\n`);
         emit(json, o, () => capacityText(cap, goodput!, unit, knee));
@@ -816,6 +816,7 @@ export function register(program: Command): void {
           stoppedEarly: s.stoppedEarly,
           partial: s.partial,
           knee: s.knee,
+          frontier: s.frontier,
         };
         if (o.json) process.stdout.write(`${JSON.stringify(json, jsonReplacer, 2)}\n`);
         else process.stdout.write(`${sweepTable(terminalSafe(s))}\n`);
