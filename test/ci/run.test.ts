@@ -35,6 +35,8 @@ test(".ci/run: Node 20 runs the store on better-sqlite3, the package, the CLI's 
     "test/package/pack.test.ts",
     "test/store/capacity-store.test.ts",
     "test/store/concurrent-open.test.ts",
+    "test/store/export.test.ts",
+    "test/store/push.test.ts",
     "test/store/runs-cli.test.ts",
     "test/store/sqlite.test.ts",
     "test/store/store.test.ts",
