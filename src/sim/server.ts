@@ -112,6 +112,10 @@ function errorBody(status: number, message: string, type: string, param: string 
   return JSON.stringify({ error: { message, type, param, code: status } });
 }
 
+/** How much of a refused (413) request body is read and dropped, and for how long, before the connection is cut. */
+const DRAIN_MAX_BYTES = 256 * 1024 * 1024;
+const DRAIN_MAX_MS = 30_000;
+
 function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
   if (res.destroyed) return;
   res.writeHead(status, {
@@ -656,21 +660,39 @@ export class SimServer {
   private withBody(req: IncomingMessage, res: ServerResponse, fn: (body: unknown) => void): void {
     const limit = maxBodyBytes(this.deps.maxModelLen);
     const tooLarge = () => {
-      // Answered at once; the rest of the body is read and dropped, not kept (closing the connection
-      // instead would reset a client still sending, and it would never see the answer).
-      sendJson(
-        res,
+      // Answered at once (status, headers and the whole error body); the rest of the request is read and dropped,
+      // not kept. The response ends only once the request has been read: ending it first lets Node close the
+      // connection of a client that asked for close, which then fails its write with EPIPE before it reads the
+      // answer. A request that keeps sending past DRAIN_MAX_BYTES or DRAIN_MAX_MS is cut off.
+      if (res.destroyed) return;
+      const text = errorBody(
         413,
-        errorBody(
-          413,
-          `Request body is larger than ${limit} bytes (64 bytes per token of max_model_len ${this.deps.maxModelLen})`,
-          "BadRequestError",
-          null,
-        ),
+        `Request body is larger than ${limit} bytes (64 bytes per token of max_model_len ${this.deps.maxModelLen})`,
+        "BadRequestError",
+        null,
       );
+      res.writeHead(413, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+      res.write(text);
       req.removeAllListeners("data");
       req.removeAllListeners("end");
-      req.resume();
+      let drained = 0;
+      const finish = () => {
+        clearTimeout(timer);
+        if (!res.writableEnded) res.end();
+      };
+      const timer = setTimeout(() => {
+        finish();
+        req.socket.destroy();
+      }, DRAIN_MAX_MS);
+      req.on("data", (c: Buffer) => {
+        drained += c.length;
+        if (drained > DRAIN_MAX_BYTES) {
+          finish();
+          req.socket.destroy();
+        }
+      });
+      req.on("end", finish);
+      req.on("close", finish);
     };
     if (Number(req.headers["content-length"] ?? 0) > limit) {
       tooLarge();
