@@ -3,12 +3,10 @@
 import { UsageError } from "../errors.ts";
 import { diagnoseSweep, type LevelDiagnosis, type LevelEvidence, type SweepDiagnosis } from "./diagnose.ts";
 import { type FrontierPoint, frontierPoints } from "./frontier.ts";
-import { npPercentile } from "./npstats.ts";
 import { type BenchDeps, type BenchResult, runBench } from "./runner.ts";
 import { sweepRates } from "./schedule.ts";
 import { clipToWindow, type SampledServer, startServerSampler } from "./server-sampler.ts";
 import type { SliceResult } from "./slices.ts";
-import { requestTpot } from "./summarize.ts";
 import type { BenchOptions } from "./types.ts";
 
 export interface SweepSpec {
@@ -83,7 +81,7 @@ export function frontierOf(level: number, result: BenchResult, d: LevelDiagnosis
   return {
     level,
     outputThroughput: result.summary.output_throughput,
-    tpotP50Ms: median(result.requests.filter((r) => !r.warmup && r.errorClass === null).map(requestTpot)) ?? Number.NaN,
+    tpotP50Ms: tpotMedian(result) ?? Number.NaN,
     limit: d?.binding.map((b) => b.limit).join("+") || null,
   };
 }
@@ -113,14 +111,15 @@ export function runEvidence(
     },
     powerCappedShare: null,
     // One decode step of the running batch: the requests' TPOT median; the GPU's busy share where telemetry ran.
-    stepMs: median(result.requests.filter((r) => !r.warmup && r.errorClass === null).map(requestTpot)),
+    stepMs: tpotMedian(result),
     gpuBusy: result.telemetry?.summary?.utilization?.gpuBusy ?? null,
   };
 }
 
-function median(xs: Array<number | null>): number | null {
-  const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));
-  return v.length ? npPercentile(v, 50) : null;
+/** The run's own TPOT median (summarize.ts, over its measured successful requests), null when none had one. */
+function tpotMedian(result: BenchResult): number | null {
+  const t = result.summary.inferscope.tpot_ms;
+  return t.count > 0 ? t.median : null;
 }
 
 /**
