@@ -265,11 +265,10 @@ export class Engine {
     rec: StepRecord;
     meanMs: number;
     blocker: AdmissionBlocker;
-    /** The step's shares of forward, sampling and scheduler in its model time, and when it was issued (wall ms). */
+    /** The step's shares of forward, sampling and scheduler in its model time. */
     forwardShare: number;
     samplingShare: number;
     schedulerShare: number;
-    issuedMs: number;
   } | null = null;
   private readonly parts = new Float64Array(COMPONENTS.length);
   /** Why the last schedule() left requests waiting (null: it admitted all it could see). */
@@ -277,6 +276,8 @@ export class Engine {
   private readonly limits: LimitTruth = emptyLimitTruth();
   private timerArmed = false;
   private lastEnd = Number.NEGATIVE_INFINITY;
+  /** When the last step actually completed (wall ms). */
+  private lastDone = Number.NEGATIVE_INFINITY;
   private stepIndex = 0;
   private closed = false;
   private drainWaiters: Array<() => void> = [];
@@ -440,7 +441,6 @@ export class Engine {
         forwardShare: 1 - sampling - scheduler,
         samplingShare: sampling,
         schedulerShare: scheduler,
-        issuedMs: now,
       };
       this.opts.onStepBegin?.(rec, meanMs);
       if (end > clock()) {
@@ -650,11 +650,17 @@ export class Engine {
     // --speed zero leaves flushing to the sinks: a burst of steps in one macrotask goes out as one
     // write per stream.
     const sinks = this.opts.speedZero ? null : this.touched;
-    // The step as its requests lived it: issued → done on the wall clock (timer catch-up shortens a late step's wait,
-    // so its nominal time could exceed the span's own inference time), in simulated ms.
-    const stepSim = this.opts.speedZero ? f.meanMs : Math.max(0, now - f.issuedMs) * this.simPerWall;
+    // The step as its requests lived it, on the wall clock in simulated ms: from its place on the deadline chain (or the
+    // previous step's actual end, if later; or the request's scheduling) to done. That is the period the decode time
+    // sees: a timer's lateness before the step was issued is absorbed by the chain, not time outside the model (issued
+    // → done left it there: ~0.6 ms a step on a busy host, read as host time). Never more than the span's inference.
+    const stepFrom = Math.max(f.rec.startMs, this.lastDone);
+    this.lastDone = now;
     for (const { req, tokens, prefill } of f.batch) {
       if (req.aborted || req.finished) continue;
+      const stepSim = this.opts.speedZero
+        ? f.meanMs
+        : Math.max(0, now - Math.max(stepFrom, req.scheduledAt)) * this.simPerWall;
       req.forwardMs += stepSim * f.forwardShare;
       req.executeMs += stepSim * (f.forwardShare + f.samplingShare);
       req.schedulerMs += stepSim * f.schedulerShare;
