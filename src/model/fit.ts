@@ -25,6 +25,7 @@ import {
   kvReadPerGpu,
   referenceBandwidthGBs,
 } from "./step.ts";
+import { predictWorkload } from "./workload.ts";
 
 export interface FitParam {
   name: string;
@@ -58,6 +59,8 @@ export interface Derived {
 
 export interface FullCalibration extends Calibration {
   baseline: { arModelUs: number; arKey: string };
+  /** The engine's host time per step, when measured (engine spans): predict() splits fixedMs into kernels + this. */
+  hostMs?: { mean: number; sd: number };
   arVariants: { key: string; variant: Variant; deltaUs: { mean: number; sd: number } }[];
 }
 
@@ -168,6 +171,12 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
   // MoE: routed-expert reads have their own fitted 1/η (small-M expert GEMMs, engine maturity).
   const iExp = cp.invEtaExperts ? names.push("invEtaExperts") - 1 : -1;
   if (cp.invEtaExperts) prior.push(cp.invEtaExperts);
+  // Engine spans with detailed traces measure the host part of the step: it becomes its own parameter, fixedMs the
+  // kernel part (the corpus prior above sums only the kernel parts). Its prior is the model's engine term: zero where
+  // the engine overlaps its host work with the device, else the engine's reference host time.
+  const hostPrior = hostTermPrior(r);
+  const iHost = measurements.some((m) => m.kind === "server-split" && m.hostMs) ? names.push("hostMs") - 1 : -1;
+  if (iHost >= 0) prior.push({ mean: hostPrior.mean, sd: hostPrior.sd });
   const baseKey = arKey(r);
   const arModelBase = ar?.latencyUs.mid ?? 0;
   const variantIndex = new Map<string, { idx: number; variant: Variant }>();
@@ -223,6 +232,7 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     coef[2] = ((nAll / 1000) * ccb.bytesEach) / 1024;
     coef[3] = nAll / 1000;
     coef[4] = 1;
+    if (iHost >= 0) coef[iHost] = 1;
     const vi = variantParam(variant);
     if (vi !== null) coef[vi] = nAll / 1000;
     // Constant: compute beyond bandwidth, all-to-all, p2p — from the central model.
@@ -438,8 +448,9 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       }
       case "trace-fixed": {
         // The trace's fixed time (kernels outside the streaming GEMMs and attention, and the gaps between them) is the
-        // kernel part of fixedMs; the engine's host part stays at its prior (a trace under the profiler slows the host).
-        const hostPart = ec.engineMs.mid;
+        // kernel part of fixedMs; the engine's host part stays at its prior (a trace under the profiler slows the host),
+        // or is its own parameter when engine spans measured it.
+        const hostPart = iHost >= 0 ? 0 : ec.engineMs.mid;
         const coef = zeros();
         coef[4] = 1;
         rows.push({
@@ -470,6 +481,40 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
             r.contextLen,
             undefined,
           );
+        used++;
+        break;
+      }
+      case "server-split": {
+        const from = `engine spans, ${m.requests} requests${m.hostMs ? ", detailed traces" : ""}`;
+        const batch = m.concurrency ?? 1;
+        if (m.stepMs) {
+          // The server's own decode step: an ITL row without the client's delivery.
+          const sd = sdFromCi(m.stepMs.ci) ?? Math.max(0.05, 0.02 * m.stepMs.value);
+          itlRow(
+            m.label ?? `server decode step at batch ${batch} (${from})`,
+            m.stepMs.value,
+            sd,
+            batch,
+            m.contextLen ?? r.contextLen,
+            undefined,
+          );
+          if (batch === 1) facts.itlMs ??= m.stepMs.value;
+        }
+        if (m.hostMs && iHost >= 0) {
+          const coef = zeros();
+          coef[iHost] = 1;
+          // The parameter itself, measured: no model-discrepancy term.
+          const sd = sdFromCi(m.hostMs.ci) ?? Math.max(0.01, 0.1 * m.hostMs.value);
+          rows.push({
+            label: `engine host time per step (${from})`,
+            y: m.hostMs.value,
+            sigma: Math.max(sd, 0.002),
+            coef,
+            c: 0,
+            unit: "ms",
+          });
+        }
+        if (m.queueMs) consistency.push(queueConsistency(input, r, m, from));
         used++;
         break;
       }
@@ -572,7 +617,15 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     arLatUs: { label: "all-reduce latency per call, isolated", unit: "µs", digits: 1 },
     arUsPerKB: { label: "all-reduce bandwidth term", unit: "µs/KiB", digits: 3 },
     skewUs: { label: "in-loop skew/sync per all-reduce", unit: "µs", digits: 1 },
-    fixedMs: { label: "fixed per-step overhead (kernels + engine)", unit: "ms", digits: 2 },
+    fixedMs: {
+      label:
+        iHost >= 0
+          ? "fixed per-step overhead, kernels (the host part is hostMs)"
+          : "fixed per-step overhead (kernels + engine)",
+      unit: "ms",
+      digits: 2,
+    },
+    hostMs: { label: "engine host time per step (scheduler, output processing, gaps)", unit: "ms", digits: 3 },
     prefillScale: { label: "prefill time scale", unit: "×", digits: 2 },
   };
   const parameters: FitParam[] = names.map((name, j) => {
@@ -623,11 +676,13 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       prior: prior[j],
       priorFrom: ["invEta", "invEtaExperts", "fixedMs"].includes(name)
         ? cp.source
-        : ["arLatUs", "skewUs"].includes(name) && ar
-          ? `collectives model × the corpus's fitted link factor ×${cp.arFactor.mean.toFixed(2)} (${cp.source})`
-          : name.startsWith("dAR:")
-            ? "the collectives model's difference for this variant"
-            : "reference range",
+        : name === "hostMs"
+          ? hostPrior.from
+          : ["arLatUs", "skewUs"].includes(name) && ar
+            ? `collectives model × the corpus's fitted link factor ×${cp.arFactor.mean.toFixed(2)} (${cp.source})`
+            : name.startsWith("dAR:")
+              ? "the collectives model's difference for this variant"
+              : "reference range",
       posterior: { mean: theta[j], sd },
       pinned,
       why,
@@ -647,9 +702,10 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
       arLatUs: par("arLatUs"),
       arUsPerKB: par("arUsPerKB"),
       skewUs: par("skewUs"),
-      fixedMs: par("fixedMs"),
+      fixedMs: iHost >= 0 ? sumOf(cov, theta, names.indexOf("fixedMs"), iHost) : par("fixedMs"),
       prefillScale: par("prefillScale"),
     },
+    ...(iHost >= 0 ? { hostMs: { mean: theta[iHost], sd: Math.sqrt(Math.max(0, cov[iHost][iHost])) } } : {}),
     source: `model fit on ${used} measurement(s)`,
     measuredBandwidthGBs: ref.measured ? ref.gbs : undefined,
     baseline: { arModelUs: arModelBase, arKey: baseKey },
@@ -834,6 +890,52 @@ export function fit(inputIn: ModelInput, measurements: Measurement[]): FitResult
     facts,
     prediction,
   };
+}
+
+/** Mean and sd of θ_a + θ_b under the posterior covariance. */
+function sumOf(cov: number[][], theta: number[], a: number, b: number): { mean: number; sd: number } {
+  return { mean: theta[a] + theta[b], sd: Math.sqrt(Math.max(0, cov[a][a] + cov[b][b] + 2 * cov[a][b])) };
+}
+
+/**
+ * The engine's host time per step as the uncalibrated model has it (its `engine` term, 80 % range), as a prior: an
+ * engine that overlaps its host work with the device has none in the step; the sd is at least half the engine's
+ * reference high, so a measurement can move it.
+ */
+function hostTermPrior(r: Resolved): { mean: number; sd: number; from: string } {
+  const ec = ENGINE_CONSTANTS[r.engine];
+  const t = predictResolved(r).decode.terms.find((x) => x.name === "engine");
+  const ms = t?.ms ?? { low: 0, mid: 0, high: 0 };
+  return {
+    mean: ms.mid,
+    sd: Math.max((ms.high - ms.low) / 2.563, ec.engineMs.high / 2),
+    from: `the model's engine term for ${r.engine} (${r.hostOverlap.overlap ? `host overlapped: ${r.hostOverlap.why}` : "host serial"}; reference ${ec.engineMs.low}–${ec.engineMs.high} ms)`,
+  };
+}
+
+/** The spans' queue wait beside the workload schedule's at the same concurrency (no parameter moves the queue). */
+function queueConsistency(
+  input: ModelInput,
+  r: Resolved,
+  m: Measurement & { kind: "server-split" },
+  from: string,
+): string {
+  const q = m.queueMs!;
+  const c = m.concurrency ?? 1;
+  const inLen = m.inputLen ?? r.inputLen;
+  const outLen = m.outputLen ?? r.outputLen;
+  const len = (mean: number) => ({ mean, sd: 0, source: "the measurement" });
+  const ci = q.ci ? ` [${q.ci[0].toFixed(3)}, ${q.ci[1].toFixed(3)}]` : "";
+  try {
+    const w = predictWorkload(
+      { ...input, calibration: undefined },
+      { concurrency: c, inputLen: len(inLen), outputLen: len(outLen), requests: Math.max(50, 10 * c) },
+    );
+    const d = q.value - w.meanQueueMs;
+    return `Queue (${from}): ${q.value.toFixed(3)} ms${ci} per request at concurrency ${c}; the model's workload schedule (${inLen} → ${outLen} tokens) puts it at ${w.meanQueueMs.toFixed(3)} ms: the engine queued ${Math.abs(d).toFixed(3)} ms ${d >= 0 ? "more" : "less"} than modelled (no fitted parameter carries the queue).`;
+  } catch (err) {
+    return `Queue (${from}): ${q.value.toFixed(3)} ms${ci} per request at concurrency ${c}; the workload schedule could not be run: ${(err as Error).message}`;
+  }
 }
 
 function round3(x: number): number {

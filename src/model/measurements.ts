@@ -78,6 +78,25 @@ export type Measurement =
       batch?: number;
       file?: string;
     })
+  | (Base & {
+      kind: "server-split";
+      /**
+       * What the engine's request spans say (otlp/join.ts), means over the joined requests with their CIs: the decode
+       * step the server timed (time_in_model_decode ÷ (tokens − 1), no client delivery), with detailed traces the
+       * engine's host part per step ((inference − execute) ÷ steps) and the execute part (step − host), and the queue
+       * wait per request at the run's concurrency. Needs stepMs or hostMs.
+       */
+      requests: number;
+      stepMs?: { value: number; ci?: [number, number] };
+      hostMs?: { value: number; ci?: [number, number] };
+      executeMs?: { value: number; ci?: [number, number] };
+      queueMs?: { value: number; ci?: [number, number] };
+      /** Clients in flight during the run (the decode batch; default 1). */
+      concurrency?: number;
+      inputLen?: number;
+      outputLen?: number;
+      contextLen?: number;
+    })
   | (Base & { kind: "bandwidth"; gbs: number })
   | (Base & { kind: "estimate"; name: "allreduce-share" | "compute-ms" | "ceiling-tps"; low: number; high: number });
 
@@ -286,6 +305,8 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
         stepMs: n("stepMs")!,
         batch: n("batch", false),
       };
+    case "server-split":
+      return serverSplitMeasurement(o, where, base);
     case "bandwidth":
       return { ...base, kind: "bandwidth", gbs: n("gbs")! };
     case "estimate": {
@@ -296,7 +317,7 @@ function checkMeasurement(m: unknown, file: string, i: number): Measurement {
     }
     default:
       throw new InputError(
-        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, trace, trace-fixed, bandwidth, estimate)`,
+        `${where}: unknown kind "${String(o.kind)}" (itl, ttft, rate, ab, length-sweep, context-slope, nccl-tests, trace, trace-fixed, server-split, bandwidth, estimate)`,
       );
   }
 }
@@ -306,6 +327,7 @@ function valueCi(
   o: Record<string, unknown>,
   k: string,
   where: string,
+  kind = "trace",
 ): { value: number; ci?: [number, number] } | undefined {
   const v = o[k];
   if (v === undefined) return undefined;
@@ -317,7 +339,44 @@ function valueCi(
     if (typeof x.value === "number" && Number.isFinite(x.value) && (ci === undefined || okCi))
       return { value: x.value, ci: okCi ? [Math.min(...(ci as number[])), Math.max(...(ci as number[]))] : undefined };
   }
-  throw new InputError(`${where} (trace): "${k}" must be a number or {value, ci: [low, high]}`);
+  throw new InputError(`${where} (${kind}): "${k}" must be a number or {value, ci: [low, high]}`);
+}
+
+/** The engine spans' split: each figure a number or {value, ci}; the host part within the step. */
+function serverSplitMeasurement(o: Record<string, unknown>, where: string, base: Base): Measurement {
+  const w = `${where} (server-split)`;
+  const v = (k: string) => valueCi(o, k, where, "server-split");
+  const count = (k: string, required: boolean): number | undefined => {
+    const x = o[k];
+    if (x === undefined && !required) return undefined;
+    if (typeof x === "number" && Number.isInteger(x) && x >= 1) return x;
+    throw new InputError(`${w}: "${k}" must be a whole number ≥ 1${x === undefined ? " (missing)" : ""}`);
+  };
+  const requests = count("requests", true)!;
+  const stepMs = v("stepMs");
+  const hostMs = v("hostMs");
+  const executeMs = v("executeMs");
+  const queueMs = v("queueMs");
+  if (!stepMs && !hostMs) throw new InputError(`${w}: needs "stepMs" (the server's decode step) or "hostMs"`);
+  if (stepMs && !(stepMs.value > 0)) throw new InputError(`${w}: "stepMs" must be positive`);
+  if (executeMs && !(executeMs.value > 0)) throw new InputError(`${w}: "executeMs" must be positive`);
+  if (hostMs && hostMs.value < 0) throw new InputError(`${w}: "hostMs" must not be negative`);
+  if (hostMs && stepMs && hostMs.value >= stepMs.value)
+    throw new InputError(`${w}: "hostMs" (${hostMs.value}) must be less than "stepMs" (${stepMs.value})`);
+  if (queueMs && queueMs.value < 0) throw new InputError(`${w}: "queueMs" must not be negative`);
+  return {
+    ...base,
+    kind: "server-split",
+    requests,
+    stepMs,
+    hostMs,
+    executeMs,
+    queueMs,
+    concurrency: count("concurrency", false),
+    inputLen: count("inputLen", false),
+    outputLen: count("outputLen", false),
+    contextLen: count("contextLen", false),
+  };
 }
 
 /**

@@ -245,6 +245,14 @@ function paramSet(r: Resolved, which: Which, ar: AllReduceChoice | null, a2a: Ra
     }
     const fixed = v("fixedMs");
     if (fixed !== undefined) P.fixedMs = Math.max(0, fixed);
+    // A measured host part (engine spans, fit.ts hostMs): the fixed time splits into it and the kernels, not in the
+    // reference ratio (evalDecode keeps kernels : engine, so the kernels get fixed − host).
+    const host = (r.input.calibration as { hostMs?: { mean: number; sd: number } }).hostMs;
+    const perStep = kernelCount(r).perStep;
+    if (host && P.fixedMs !== undefined && perStep > 0) {
+      P.engineMs = Math.min(P.fixedMs, Math.max(0, host.mean + k * host.sd));
+      P.kernelUs = ((P.fixedMs - P.engineMs) * 1000) / perStep;
+    }
   }
   return P;
 }

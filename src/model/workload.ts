@@ -100,6 +100,22 @@ export function scheduleMetrics(s: Schedule, which: keyof Range | "pure"): Sched
   return { tpot, itl, ttft };
 }
 
+/**
+ * Each request's engine queue wait on the mid timeline (vLLM's time_in_queue: ready → first scheduled): from its
+ * arrival at the scheduler (send + intake, as the TTFT above) to the start of the first step that carried its prompt,
+ * a prompt over the token budget taking ⌈length ÷ budget⌉ steps before its first token.
+ */
+export function queueWaits(s: Schedule, budget: number): number[] {
+  const out: number[] = [];
+  for (const r of s.requests) {
+    if (!r.tokenSteps.length) continue;
+    const first = Math.max(0, r.tokenSteps[0] - (Math.ceil(r.inputLen / Math.max(1, budget)) - 1));
+    const start = s.stepEndMs[first] - s.steps[first].ms.mid;
+    out.push(Math.max(0, start - (r.sentMs + r.intakeMs)));
+  }
+  return out;
+}
+
 export interface WorkloadPrediction {
   mode: "concurrency" | "request-rate";
   concurrency?: number;
@@ -116,6 +132,8 @@ export interface WorkloadPrediction {
   p99ItlMs: Range;
   ttftMs: Range;
   p99TtftMs: Range;
+  /** Mean engine queue wait per request (queueWaits), ms, on the mid timeline. */
+  meanQueueMs: number;
   /** Mean TPOT on the same schedule with every prefill chunk removed from the decode steps. */
   pureDecodeTpotMs: number;
   /** Mean decodes per decode step. */
@@ -190,6 +208,7 @@ export function predictWorkload(input: ModelInput, spec: WorkloadSpec): Workload
       range3((w) => percentile(m[w].ttft, 99)),
       4,
     ),
+    meanQueueMs: round(mean(queueWaits(s, chunk)), 4),
     pureDecodeTpotMs: round(pureTpot, 4),
     steadyBatch: round(mean(decodeSteps.map((x) => x.decodes)), 3),
     decodeSteps: decodeSteps.length,

@@ -284,3 +284,112 @@ test("prior–data conflict: a step far outside the corpus prior is fitted by lo
   assert.ok(s.low <= slow && slow <= s.high, `calibrated ${s.low}–${s.high} vs measured ${slow}`);
   assert.ok(Math.abs(f.residuals[0]!.z) < 2, `fitted z ${f.residuals[0]!.z}`);
 });
+
+test("engine spans (server-split): the measured host part sets the host term within its CI, fixedMs keeps the kernels, the queue is compared with the workload's", () => {
+  const input: ModelInput = { ...SEED_DEPLOYMENT, batch: 1, inputLen: 64, outputLen: 16, contextLen: 72 };
+  const host = { value: 0.9, ci: [0.88, 0.92] as [number, number] };
+  const split = {
+    kind: "server-split" as const,
+    requests: 12,
+    stepMs: { value: 21.5, ci: [21.4, 21.6] as [number, number] },
+    hostMs: host,
+    queueMs: { value: 0.5, ci: [0.1, 0.9] as [number, number] },
+    concurrency: 1,
+  };
+  const f = fit(input, [split]);
+  const p = f.parameters.find((x) => x.name === "hostMs");
+  assert.ok(p, "no hostMs parameter");
+  // The prior is the model's engine term: vLLM overlaps its host work, so none of it is in the modelled step.
+  assert.equal(p.prior.mean, 0);
+  assert.match(p.priorFrom!, /engine term for vllm \(host overlapped/);
+  assert.ok(p.posterior.mean >= host.ci[0] && p.posterior.mean <= host.ci[1], `host ${p.posterior.mean}`);
+  assert.equal(p.pinned, true);
+  assert.deepEqual(f.calibration.hostMs, { mean: p.posterior.mean, sd: p.posterior.sd });
+  // fixedMs for predict() is kernels + host; the calibrated prediction shows the host part as its engine term.
+  const kern = f.parameters.find((x) => x.name === "fixedMs")!;
+  assert.match(kern.label, /kernels \(the host part is hostMs\)/);
+  assert.ok(Math.abs(f.calibration.params.fixedMs!.mean - (kern.posterior.mean + p.posterior.mean)) < 1e-9);
+  const engine = f.prediction.decode.terms.find((t) => t.name === "engine")!;
+  assert.ok(Math.abs(engine.ms.mid - p.posterior.mean) < 1e-3, `engine term ${engine.ms.mid}`);
+  assert.ok(Math.abs(f.prediction.decode.stepMs.mid - 21.5) < 0.3, `step ${f.prediction.decode.stepMs.mid}`);
+  // Every row says where it came from.
+  const labels = f.residuals.map((r) => r.label);
+  assert.ok(labels.includes("engine host time per step (engine spans, 12 requests, detailed traces)"), labels.join());
+  assert.ok(labels.includes("server decode step at batch 1 (engine spans, 12 requests, detailed traces)"));
+  // One request at a time arrives at an idle engine in the model's schedule: no queue.
+  assert.ok(
+    f.consistency.some((c) =>
+      /^Queue \(engine spans, 12 requests, detailed traces\): 0\.500 ms \[0\.100, 0\.900\] per request at concurrency 1; the model's workload schedule \(64 → 16 tokens\) puts it at 0\.000 ms: the engine queued 0\.500 ms more/.test(
+        c,
+      ),
+    ),
+    f.consistency.join("\n"),
+  );
+  // Without detailed traces: the step row only, the host term stays inside fixedMs at its prior.
+  const plain = fit(input, [{ ...split, hostMs: undefined, queueMs: undefined }]);
+  assert.ok(!plain.parameters.some((x) => x.name === "hostMs"));
+  assert.deepEqual(
+    plain.residuals.map((r) => r.label),
+    ["server decode step at batch 1 (engine spans, 12 requests)"],
+  );
+  assert.equal(plain.calibration.hostMs, undefined);
+});
+
+test("the workload's queue wait: from arrival at the scheduler to the first step that carried the prompt", async () => {
+  const { queueWaits } = await import("../../src/model/workload.ts");
+  const r = { low: 10, mid: 10, high: 10 };
+  const step = { decodes: 0, prefillTokens: 2048, ctx: 0, prefix: 0, ms: r, pureMs: r };
+  // Sent at 0, 3 ms intake; the engine is busy until 10 ms; a 3,000-token prompt takes two 2,048-token steps (10–20,
+  // 20–30), the first token at the end of the second: it queued 10 − 3 = 7 ms.
+  const s = {
+    steps: [step, step, step],
+    stepEndMs: [10, 20, 30],
+    requests: [{ inputLen: 3000, outputLen: 1, sentMs: 0, intakeMs: 3, tokenSteps: [2] }],
+  };
+  assert.deepEqual(queueWaits(s, 2048), [7]);
+  // A prompt within the budget starts in its first token's step.
+  assert.deepEqual(queueWaits({ ...s, requests: [{ ...s.requests[0]!, inputLen: 100, tokenSteps: [1] }] }, 2048), [7]);
+});
+
+test("server-split measurement files: parsed, and malformed ones name the file, the measurement and the field", () => {
+  const [m] = parseMeasurementsText(
+    JSON.stringify({
+      measurements: [
+        {
+          kind: "server-split",
+          requests: 12,
+          stepMs: { value: 21.5, ci: [21.6, 21.4] },
+          hostMs: 0.9,
+          queueMs: { value: 0.4 },
+          concurrency: 2,
+        },
+      ],
+    }),
+    "split.json",
+  );
+  assert.equal(m.kind, "server-split");
+  if (m.kind !== "server-split") return;
+  assert.deepEqual(m.stepMs, { value: 21.5, ci: [21.4, 21.6] });
+  assert.deepEqual(m.hostMs, { value: 0.9 });
+  assert.equal(m.concurrency, 2);
+  const bad = (o: Record<string, unknown>, re: RegExp) =>
+    assert.throws(() => parseMeasurementsText(JSON.stringify([{ kind: "server-split", ...o }]), "split.json"), re);
+  bad(
+    { stepMs: 21 },
+    /split\.json: measurement #1 \(server-split\): "requests" must be a whole number ≥ 1 \(missing\)/,
+  );
+  bad({ requests: 2.5, stepMs: 21 }, /\(server-split\): "requests" must be a whole number ≥ 1$/);
+  bad(
+    { requests: 12 },
+    /split\.json: measurement #1 \(server-split\): needs "stepMs" \(the server's decode step\) or "hostMs"/,
+  );
+  bad(
+    { requests: 12, stepMs: "21" },
+    /split\.json: measurement #1 \(server-split\): "stepMs" must be a number or \{value, ci/,
+  );
+  bad({ requests: 12, stepMs: { value: 21, ci: [1] } }, /\(server-split\): "stepMs" must be a number or/);
+  bad({ requests: 12, stepMs: 1, hostMs: 2 }, /\(server-split\): "hostMs" \(2\) must be less than "stepMs" \(1\)/);
+  bad({ requests: 12, hostMs: -0.1 }, /\(server-split\): "hostMs" must not be negative/);
+  bad({ requests: 12, stepMs: 21, queueMs: -1 }, /\(server-split\): "queueMs" must not be negative/);
+  bad({ requests: 12, stepMs: 21, concurrency: 0 }, /\(server-split\): "concurrency" must be a whole number ≥ 1/);
+});
