@@ -32,6 +32,8 @@ export interface RequestSplit {
   /** Server first token → the client reading it: detokenise, stream, network. */
   deliveryMs: number;
   serverTtftMs: number;
+  /** Output tokens (the span's completion tokens, else the client's count). */
+  outputTokens: number;
   /** Server decode ÷ (tokens − 1) and the client's TPOT over the same request (null with < 2 tokens). */
   serverTpotMs: number | null;
   clientTpotMs: number | null;
@@ -266,6 +268,7 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
       prefillMs: prefill,
       deliveryMs: r.ttftMs - network - ttft,
       serverTtftMs: ttft,
+      outputTokens: n,
       serverTpotMs: decode !== null && n > 1 ? decode / (n - 1) : null,
       clientTpotMs:
         r.outputTokens > 1 && Number.isFinite(r.lastChunkMs) ? (r.lastChunkMs - r.ttftMs) / (r.outputTokens - 1) : null,

@@ -299,6 +299,7 @@ ${qTable([
   ["predicted decode step (catalog inputs)", md.predictedStepMs],
   ["calibrated decode step", md.calibratedStepMs],
   ["host contention (run-queue wait per token, measured)", md.hostContentionMs],
+  ["engine host time per step (engine spans, measured)", md.hostFromSpansMs],
   ...md.fittedParams.map((p) => [p.name, p.value] as [string, Quantity]),
 ])}
 ${md.collectives ? `<p>Collectives per token: <b>${esc(md.collectives.countPerToken)}</b> all-reduces of ${esc(md.collectives.bytesEach.toLocaleString("en-US"))} B${md.collectives.algorithm ? `, ${esc(md.collectives.algorithm)}` : ""}${md.collectives.protocol ? `/${esc(md.collectives.protocol)}` : ""}${md.collectives.latencyUs !== undefined ? `, ${esc(fmt(md.collectives.latencyUs))} µs each (modelled)` : ""}. ${esc(md.collectives.note ?? "")}</p>` : ""}

@@ -291,6 +291,7 @@ export function renderMarkdown(r: StudyResult): string {
         ["predicted step", md.predictedStepMs],
         ["calibrated step", md.calibratedStepMs],
         ["host contention per token", md.hostContentionMs],
+        ["engine host time per step (spans)", md.hostFromSpansMs],
         ...md.fittedParams.map((p) => [p.name, p.value] as [string, Quantity]),
       ]),
     );

@@ -332,6 +332,8 @@ export interface ModelSection {
   calibratedStepMs?: Quantity;
   /** A CPU server on a contended host: per-token time its threads waited for a CPU (measured), beside the step it fitted. */
   hostContentionMs?: Quantity;
+  /** The engine's host time per step from its request spans (detailed traces), which calibrated the model's host term. */
+  hostFromSpansMs?: Quantity;
   terms: Array<{ name: string; ms: number; share: number; detail?: string }>;
   collectives?: {
     countPerToken: number;

@@ -28,6 +28,7 @@ import {
   whatif,
 } from "../model/index.ts";
 import { benchWithSpans } from "../otlp/bench.ts";
+import { type SpanEvidence, spanEvidence } from "../otlp/evidence.ts";
 import type { OtlpReceiver } from "../otlp/receiver.ts";
 import { requestSplitSection } from "../otlp/render.ts";
 import { fmt } from "../report/format.ts";
@@ -140,6 +141,8 @@ export interface BenchMeasure {
   /** The server's own per-request timings beside the client's, when the engine reports them. */
   serverTimings?: ServerTimingSection;
   requestSplit?: RequestSplitSection;
+  /** The joined spans as a `server-split` measurement for the model, or why not (time-scale 1 with spans only). */
+  spanEvidence?: SpanEvidence;
   /** The hardware's counters over the bench's measured window (null: none asked for or none available). */
   telemetry?: RunTelemetry | null;
   /** The bench in time slices (client wall clock; about 20 over the window). */
@@ -300,6 +303,14 @@ export async function phaseBench(
           withSpans.spans,
           `the engine's OTLP request spans (${o.spans!.endpoint}), joined to the client's records by request id`,
         )
+      : undefined,
+    spanEvidence: withSpans
+      ? spanEvidence(withSpans.spans.join, {
+          concurrency: 1,
+          inputLen: plan.inputLen,
+          outputLen: plan.bench.outputLen,
+          source: "inferscope study (engine spans)",
+        })
       : undefined,
     telemetry: res.telemetry,
     tokenRate: res.telemetry?.summary ? tokenRateSeries(res.requests) : undefined,
@@ -788,6 +799,9 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
   }
   const tr = m.trace?.steps.length ? estimateFromTrace(m.trace.steps, m.seed + 7) : undefined;
   const tok = m.bench ? pooledMeanCI(m.bench.itlGroups, m.seed) : undefined;
+  // The engine's spans (time-scale 1, join ≥ 90 % of ≥ 10 requests): its decode step, host part and queue.
+  const split = m.bench?.spanEvidence?.measurement ?? undefined;
+  let splitStep = false;
   // With a trace: the server's own step period (immune to time-scaled client delay) and the measured
   // per-call all-reduce time, which pins the collective cost the what-ifs remove.
   if (tr)
@@ -809,15 +823,20 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
     );
     if (cpuHost && lost) contention = { ...lost, itlMs: tok.estimate };
     const d = cpuHost && lost ? lost.ms : 0;
-    meas.push({
-      kind: "itl",
-      ms: tok.estimate - d,
-      batch: 1,
-      ci: [tok.lo - d, tok.hi - d],
-      label: d ? "ITL batch 1 (client), less the server's run-queue wait" : "ITL batch 1 (client)",
-      source: src,
-    });
+    // The server's own decode step (spans) stands for the client's ITL: it has no delivery in it.
+    if (split?.stepMs && !d) splitStep = true;
+    else
+      meas.push({
+        kind: "itl",
+        ms: tok.estimate - d,
+        batch: 1,
+        ci: [tok.lo - d, tok.hi - d],
+        label: d ? "ITL batch 1 (client), less the server's run-queue wait" : "ITL batch 1 (client)",
+        source: src,
+      });
   }
+  // A trace's step (or a contention-corrected ITL) already stands for the step: the spans add the host part and queue.
+  if (split) meas.push(splitStep ? split : { ...split, stepMs: undefined });
   if (m.bench?.ttftMs.length) {
     const t = m.bench.ttftMs;
     meas.push({
@@ -900,6 +919,27 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
       notes.push(`calibration failed: ${(err as Error).message}; what-ifs use the uncalibrated model`);
     }
   } else notes.push("no measurements to calibrate on: the model is uncalibrated");
+  const ev = m.bench?.spanEvidence;
+  const hostP = fitted?.parameters.find((p) => p.name === "hostMs");
+  let hostFromSpansMs: Quantity | undefined;
+  if (ev && !ev.measurement) notes.push(`The engine's spans were not used for calibration: ${ev.why}.`);
+  else if (ev) notes.push(`Calibrated on the engine's spans (${ev.why}).`);
+  if (split?.hostMs && hostP) {
+    const h = split.hostMs;
+    const ci = h.ci ?? [h.value, h.value];
+    const prior = `prior ${fmt(hostP.prior.mean)} ± ${fmt(hostP.prior.sd)} ms: ${hostP.priorFrom}`;
+    notes.push(
+      `Host term measured from the engine's spans: ${fmt(h.value)} ms/step [${fmt(ci[0])}, ${fmt(ci[1])}] (${prior}); fitted ${fmt(hostP.posterior.mean)} ± ${fmt(hostP.posterior.sd)} ms.`,
+    );
+    hostFromSpansMs = {
+      value: h.value,
+      low: ci[0],
+      high: ci[1],
+      unit: "ms",
+      method: "measured",
+      how: `engine spans, ${split.requests} requests, detailed traces: (inference − execute) ÷ steps, mean with 95 % CI; ${prior}; fitted ${fmt(hostP.posterior.mean)} ± ${fmt(hostP.posterior.sd)} ms`,
+    };
+  }
   const calibrated: ModelInput = fitted ? { ...input, calibration: fitted.calibration } : input;
   const cp = fitted?.prediction ?? pred;
   const c = pred.collectives;
@@ -927,6 +967,7 @@ export async function phaseModel(m: Measurements): Promise<ModelMeasure> {
           how: `the server's threads waited for a CPU ${(100 * contention.share).toFixed(0)} % of their runnable time during the bench (/proc schedstat): ${contention.ms.toFixed(2)} of the ${contention.itlMs.toFixed(2)} ms per token`,
         }
       : undefined,
+    hostFromSpansMs,
     terms: cp.decode.terms.map((t) => ({ name: t.label, ms: t.ms.mid, share: t.share, detail: t.formula })),
     collectives: {
       countPerToken: c.countPerToken,

@@ -690,14 +690,19 @@ function interruptWords(reason: unknown): string {
 
 /**
  * The flags that make a started server send its request spans, or null: the embedded sim at time-scale 1 (its spans
- * are on another clock otherwise), or a --server-cmd whose engine's catalog entry says how (vLLM).
+ * are on another clock otherwise; with detailed traces), or a --server-cmd whose engine's catalog entry says how (vLLM;
+ * detailed traces only if the command asks for them).
  */
 function requestSpanFlags(
   embedded: boolean,
   serverCmd: string,
   timeScale: number,
 ): NonNullable<EngineCatalog["requestSpans"]> | null {
-  if (embedded) return timeScale === 1 ? (engineById("vllm")?.requestSpans ?? null) : null;
+  if (embedded) {
+    const v = timeScale === 1 ? engineById("vllm")?.requestSpans : undefined;
+    // The sim's detailed traces cost it nothing (vLLM's do): with them its spans measure the host part of each step.
+    return v ? { ...v, args: (e) => [...v.args(e), "--collect-detailed-traces", "all"] } : null;
+  }
   const engine = commandFacts(serverCmd).engine;
   return (engine ? engineById(engine)?.requestSpans : undefined) ?? null;
 }

@@ -153,3 +153,50 @@ describe("joining client records with request spans", () => {
     );
   });
 });
+
+describe("the join as evidence for the model (server-split)", () => {
+  /** n requests of 11 tokens with a 200 ms decode (20 ms a step); detailed traces put 0.5 ms a step outside the model. */
+  function detailed(n: number, hostMs = 0.5) {
+    const w = world(n, { theta: 3 });
+    for (const s of w.spans) {
+      const inference = (s.attributes["gen_ai.latency.time_in_model_prefill"] as number) * 1000 + 200;
+      s.attributes["gen_ai.latency.time_in_model_inference"] = inference / 1000;
+      // 11 steps: one prefill step + 10 decode steps.
+      s.attributes["gen_ai.latency.time_in_model_execute"] = (inference - 11 * hostMs) / 1000;
+    }
+    return w;
+  }
+
+  test("server step, host part per step and queue as means with CIs; every figure from the spans", async () => {
+    const { spanEvidence } = await import("../../src/otlp/evidence.ts");
+    const { records, spans, truth } = detailed(12);
+    const e = spanEvidence(joinSpans(records, spans), { concurrency: 1, inputLen: 64, outputLen: 11 });
+    const m = e.measurement!;
+    assert.ok(m, e.why);
+    assert.equal(m.requests, 12);
+    close(m.stepMs!.value, 20, 1e-9, "step");
+    close(m.hostMs!.value, 0.5, 1e-9, "host");
+    close(m.executeMs!.value, 19.5, 1e-9, "execute");
+    const q = [...truth.values()].map((t) => t.queue);
+    close(m.queueMs!.value, q.reduce((a, b) => a + b, 0) / q.length, 1e-9, "queue");
+    assert.ok(m.queueMs!.ci![0] < m.queueMs!.value && m.queueMs!.value < m.queueMs!.ci![1]);
+    assert.match(e.why, /^engine spans, 12 requests, detailed traces: .*÷ \(1 \+ tokens − 1\)/);
+  });
+
+  test("not used below 10 joined requests or a 90 % join rate; without detailed traces, no host part", async () => {
+    const { spanEvidence } = await import("../../src/otlp/evidence.ts");
+    const few = detailed(9);
+    const e9 = spanEvidence(joinSpans(few.records, few.spans), { concurrency: 1 });
+    assert.equal(e9.measurement, null);
+    assert.match(e9.why, /9 requests joined with their timings \(< 10\)/);
+    const lossy = detailed(20);
+    const e = spanEvidence(joinSpans(lossy.records, lossy.spans.slice(3)), { concurrency: 1 });
+    assert.equal(e.measurement, null);
+    assert.match(e.why, /the join matched 17 of 20 requests \(85 % < 90 %\)/);
+    const plain = world(12, { theta: 3 });
+    const p = spanEvidence(joinSpans(plain.records, plain.spans), { concurrency: 1 })!;
+    assert.equal(p.measurement!.hostMs, undefined);
+    close(p.measurement!.stepMs!.value, 20, 1e-9, "step");
+    assert.match(p.why, /^engine spans, 12 requests: .*no detailed traces, so no host part/);
+  });
+});

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { CLI_ENTRY } from "../../src/entry.ts";
 import { shellQuote } from "../../src/shell.ts";
+import { DEFAULT_PROFILE, loadProfile } from "../../src/sim/profile.ts";
 import { runStudy } from "../../src/study/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "inferscope-split-"));
@@ -41,10 +42,61 @@ test("study on the embedded sim at time-scale 1: every bench request joined to i
   assert.equal(json.requestSplit.joined, 6);
 });
 
-test("study at time-scale 10: no receiver, no split (the sim's spans are on its own clock)", async () => {
-  const { result } = await runStudy({ phases: ["bench"], plan, timeScale: 10, dbPath: null, telemetry: "none" });
+test("study on the embedded sim: the engine's spans (detailed traces) calibrate the model's host term to the sim's own host time per step", async () => {
+  // The profile's scheduler cost raised past vLLM's reference host range (0.1–0.8 ms), so only the spans can put it there.
+  const set = { "cost.schedulerUs": 900 };
+  const cost = loadProfile(DEFAULT_PROFILE, set).cost;
+  const truth = (cost.schedulerUs + cost.schedulerUsPerSeq) / 1000;
+  const out = join(dir, "host");
+  const { result } = await runStudy({
+    phases: ["bench", "model"],
+    plan: { bench: { requests: 12, outputLen: 12, warmup: 1 } },
+    simSet: set,
+    outDir: out,
+    dbPath: null,
+    telemetry: "none",
+  });
+  assert.equal(result.requestSplit?.joined, 12);
+  const md = result.model!;
+  const h = md.hostFromSpansMs;
+  assert.ok(h, md.notes.join("\n"));
+  // The sim's step jitter is 2 % (lognormal); the mean over 12 × 12 steps is far tighter than that.
+  assert.ok(Math.abs(h.value - truth) <= 0.02 * truth, `measured ${h.value} vs the sim's ${truth}`);
+  const note = md.notes.find((n) => n.startsWith("Host term measured from the engine's spans:"));
+  assert.ok(note, md.notes.join("\n"));
+  const fitted = Number(/fitted ([\d.]+) ±/.exec(note)![1]);
+  assert.ok(Math.abs(fitted - truth) <= 0.02 * truth, `fitted host ${fitted} vs the sim's ${truth}: ${note}`);
+  assert.match(note, /\(prior 0 ± [\d.]+ ms: the model's engine term for vllm/);
+  // The server's step replaced the client's ITL; each row names its origin.
+  const rows = md.residuals.map((r) => r.what);
+  assert.ok(rows.includes("engine host time per step (engine spans, 12 requests, detailed traces)"), rows.join("; "));
+  assert.ok(rows.includes("server decode step at batch 1 (engine spans, 12 requests, detailed traces)"));
+  assert.ok(!rows.some((r) => r.startsWith("ITL batch 1 (client)")));
+  assert.ok(md.notes.some((n) => /^Queue \(engine spans, 12 requests, detailed traces\): [\d.]+ ms/.test(n)));
+  // The calibrated model carries it as its engine term; the report and results.json say so.
+  const engine = md.terms.find((t) => t.name === "engine overhead")!;
+  assert.ok(Math.abs(engine.ms - fitted) < 0.01, `engine term ${engine.ms}`);
+  const json = JSON.parse(readFileSync(join(out, "results.json"), "utf8"));
+  assert.equal(json.model.hostFromSpansMs.value, h.value);
+  assert.match(readFileSync(join(out, "report.md"), "utf8"), /Host term measured from the engine's spans: /);
+});
+
+test("study at time-scale 10: no receiver, no split (the sim's spans are on its own clock), the model calibrated on the client's ITL as before", async () => {
+  const { result } = await runStudy({
+    phases: ["bench", "model"],
+    plan,
+    timeScale: 10,
+    dbPath: null,
+    telemetry: "none",
+  });
   assert.equal(result.requestSplit, undefined);
   assert.ok(result.latency);
+  assert.equal(result.model?.hostFromSpansMs, undefined);
+  assert.deepEqual(
+    result.model?.residuals.map((r) => r.what),
+    ["ITL batch 1 (client)", "TTFT"],
+  );
+  assert.ok(!result.model?.notes.some((n) => /engine's spans/.test(n)));
 });
 
 test("study --server-cmd with a vLLM command: the catalog's span flags and environment reach the server, and its spans are joined", async () => {
