@@ -75,3 +75,35 @@ exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1
   assert.ok(s, "no requestSplit section");
   assert.equal(s.joined, 6, s.findings.join("; "));
 });
+
+test("study --server-cmd with an SGLang command: --enable-trace and the endpoint reach it, each request carries its rid, and its traces are joined", async () => {
+  // A program named sglang that checks SGLang's flags and variable, drops --enable-trace and runs the sim with the
+  // rest in SGLang's span layout, which names requests by the body's rid only.
+  const bin = join(dir, "bin-sglang");
+  const sglang = join(bin, "sglang");
+  rmSync(bin, { recursive: true, force: true });
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(
+    sglang,
+    `#!/bin/sh
+[ "$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" = http/protobuf ] || { echo "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL not set" >&2; exit 3; }
+traced=
+for a in "$@"; do shift; if [ "$a" = --enable-trace ]; then traced=1; else set -- "$@" "$a"; fi; done
+[ -n "$traced" ] || { echo "no --enable-trace" >&2; exit 3; }
+exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1 --seed 3 --otlp-layout sglang "$@"
+`,
+  );
+  chmodSync(sglang, 0o755);
+  const { result } = await runStudy({
+    serverCmd: `${sglang} --port {port}`,
+    phases: ["bench"],
+    plan,
+    dbPath: null,
+    telemetry: "none",
+    host: null,
+  });
+  const s = result.requestSplit;
+  assert.ok(s, "no requestSplit section");
+  assert.equal(s.joined, 6, s.findings.join("; "));
+  assert.ok(s.findings.some((f) => /not sent by SGLang/.test(f)));
+});
