@@ -573,6 +573,7 @@ export async function runBench(opts: BenchOptions, deps: BenchDeps = {}): Promis
       continuousUsage: opts.continuousUsage,
       extraBody: opts.extraBody,
       requestIdPrefix: opts.requestIdPrefix,
+      requestIdFields: opts.requestIdFields,
     };
     const setup: BenchSetup = {
       date: stamp(new Date()),

@@ -170,8 +170,10 @@ export interface BenchOptions {
   continuousUsage?: boolean;
   /** Extra JSON merged into every request body (vLLM --extra-body). */
   extraBody?: Record<string, unknown>;
-  /** Send request_id = prefix + index in each body (vLLM's request id): what joins engine spans to records. */
+  /** Send prefix + index as each body's request id (vLLM's request_id, SGLang's rid): what joins engine spans to records. */
   requestIdPrefix?: string;
+  /** Which body fields carry it (default both: each engine ignores the other's). */
+  requestIdFields?: readonly ("request_id" | "rid")[];
   /** Abort a request when no bytes arrive for this long. Default 60 s. */
   stallTimeoutMs?: number;
   /**

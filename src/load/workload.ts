@@ -45,9 +45,15 @@ export interface BodyOptions {
   ignoreEos?: boolean;
   continuousUsage?: boolean;
   extraBody?: Record<string, unknown>;
-  /** Each body carries request_id = this + the request's index (vLLM names the request after it). */
+  /** Each body carries this + the request's index in requestIdFields (the engine names the request after it). */
   requestIdPrefix?: string;
+  requestIdFields?: readonly RequestIdField[];
 }
+
+/** The body field each engine names a request by: vLLM's request_id, SGLang's rid (both echo it in the response id). */
+export type RequestIdField = "request_id" | "rid";
+/** Both, where the engine is not known: each ignores the other's field (vLLM logs it as ignored). */
+export const ALL_REQUEST_ID_FIELDS: readonly RequestIdField[] = ["request_id", "rid"];
 
 function randomText(rng: Rng, tokens: number): string {
   const parts = new Array<string>(tokens);
@@ -254,6 +260,7 @@ export function requestBody(p: Prompt, o: BodyOptions, index?: number): string {
   }
   if (o.ignoreEos) body.ignore_eos = true;
   if (o.extraBody) Object.assign(body, o.extraBody);
-  if (o.requestIdPrefix !== undefined && index !== undefined) body.request_id = `${o.requestIdPrefix}${index}`;
+  if (o.requestIdPrefix !== undefined && index !== undefined)
+    for (const f of o.requestIdFields ?? ALL_REQUEST_ID_FIELDS) body[f] = `${o.requestIdPrefix}${index}`;
   return JSON.stringify(body);
 }

@@ -25,3 +25,37 @@ export const VLLM_SPAN = {
 
 /** The span name vLLM gives each request. */
 export const VLLM_REQUEST_SPAN = "llm_request";
+
+/**
+ * SGLang's request trace (python/sglang/srt/tracing|observability/trace.py, req_time_stats.py RequestStage): a root
+ * span "[role ]Req <rid[:8]>" carrying `rid`, under it one thread span per process (tokenizer; each scheduler with
+ * its tp_rank), and under each thread the slices named by stage. Times are the spans' own (epoch ns).
+ */
+export const SGLANG_SPAN = {
+  /** Root span attribute: the request's rid (the part after the last "_", which multi-tokenizer mode prepends). */
+  rid: "rid",
+  /** Thread span attributes. */
+  tpRank: "tp_rank",
+  threadLabel: "thread_label",
+  pid: "pid",
+} as const;
+
+export const SGLANG_SLICE = {
+  tokenize: "tokenize",
+  dispatch: "dispatch",
+  requestProcess: "request_process",
+  /** Waiting queue entry → first scheduled (SGLang's queue time). */
+  prefillWaiting: "prefill_waiting",
+  /** First scheduled → the prefill's output (first token) processed; holds the chunks in newer releases. */
+  prefillForward: "prefill_forward",
+  /** One per prefill chunk but the last: under prefill_forward (newer) or its siblings before it (older). */
+  chunkedPrefill: "chunked_prefill",
+  /** First token → first decode scheduled (newer releases). */
+  decodeWaiting: "decode_waiting",
+  /** All decode steps (newer releases; level 1) and one slice per decode step (level 2 or 3). */
+  decodeForward: "decode_forward",
+  decodeLoop: "decode_loop",
+} as const;
+
+/** A root span's name: "Req 3f2a…", "prefill Req …", "decode Req …". */
+export const SGLANG_ROOT_NAME = /(^|\s)Req \S/;

@@ -4,9 +4,9 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type BenchDeps, type BenchResult, runBench } from "../load/runner.ts";
 import type { BenchOptions } from "../load/types.ts";
-import { VLLM_SPAN } from "./attributes.ts";
-import { clientIdOf, type JoinRecord, type JoinResult, joinSpans } from "./join.ts";
+import { clientIdOf, type JoinRecord, type JoinResult, joinSpans, vllmRequestId } from "./join.ts";
 import { engineFlagHint, type OtlpFinding, type OtlpReceiver, startOtlpReceiver } from "./receiver.ts";
+import { SglangProgress } from "./sglang.ts";
 import type { OtlpSpan } from "./spans.ts";
 
 export interface SpanJoinReport {
@@ -91,13 +91,18 @@ export async function benchWithSpans(
     const records = joinRecords(result, prefix, performance.timeOrigin + originPerf);
     const known = new Map(records.map((r) => [r.id, r]));
     const outstanding = new Set(records.filter((r) => r.ok).map((r) => r.id));
+    // SGLang's request is whole once its root and rank-0 scheduler thread came (they come from different processes).
+    const sglang = new SglangProgress();
+    const done = (sid: string) => {
+      const cid = clientIdOf(sid, known);
+      if (cid !== null) outstanding.delete(cid);
+    };
     const seen = (spans: readonly OtlpSpan[]) => {
       for (const s of spans) {
-        const sid = s.attributes[VLLM_SPAN.requestId];
-        if (typeof sid !== "string") continue;
-        const cid = clientIdOf(sid, known);
-        if (cid !== null) outstanding.delete(cid);
+        const sid = vllmRequestId(s);
+        if (sid !== null) done(sid);
       }
+      for (const rid of sglang.feed(spans)) done(rid);
     };
     seen(rx.spans.slice(from));
     const t0 = performance.now();
@@ -122,13 +127,7 @@ export async function benchWithSpans(
     const waitedMs = performance.now() - t0;
     // Warm-up requests' spans are this run's too: not reported as strangers.
     const warm = new Set(result.requests.filter((r) => r.warmup).map((r) => `${prefix}${r.index}`));
-    const mine = from > 0 ? rx.spans.slice(from) : rx.spans;
-    const spans = warm.size
-      ? mine.filter((s) => {
-          const sid = s.attributes[VLLM_SPAN.requestId];
-          return typeof sid !== "string" || clientIdOf(sid, warm) === null;
-        })
-      : mine;
+    const spans = from > 0 ? rx.spans.slice(from) : rx.spans;
     return {
       result,
       spans: {
@@ -139,7 +138,7 @@ export async function benchWithSpans(
         waitedMs,
         complete: outstanding.size === 0,
         receiverFindings: rx.findings,
-        join: joinSpans(records, spans),
+        join: joinSpans(records, spans, warm),
       },
     };
   } finally {

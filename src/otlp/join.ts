@@ -1,8 +1,10 @@
 // The client's per-request records joined with the engine's request spans (pure). Each request
-// carries an id the engine puts in gen_ai.request.id; the clocks are aligned from the pairs, and
-// each TTFT is split into what happened on the way up, in the server, and on the way back.
+// carries an id the engine names its request by (vLLM: gen_ai.request.id of its llm_request span;
+// SGLang: the root span's rid, see sglang.ts); the clocks are aligned from the pairs, and each TTFT
+// is split into what happened on the way up, in the server, and on the way back.
 import { npMean, npPercentile } from "../load/npstats.ts";
 import { VLLM_REQUEST_SPAN, VLLM_SPAN } from "./attributes.ts";
+import { RANK_BOUND_MS, sglangRequests } from "./sglang.ts";
 import type { OtlpSpan } from "./spans.ts";
 
 /** One client request, on the client's clock (epoch ms), with times relative to its send. */
@@ -59,13 +61,52 @@ export interface Distribution {
 }
 
 export interface JoinFinding {
-  kind: "unmatched-request" | "unmatched-span" | "duplicate-span" | "missing-attribute" | "clock" | "no-spans";
+  kind:
+    | "unmatched-request"
+    | "unmatched-span"
+    | "duplicate-span"
+    | "missing-attribute"
+    | "clock"
+    | "no-spans"
+    | "rank-disagreement";
   detail: string;
 }
 
+/** One request as the engine timed it, whatever its span layout: epoch ms; durations in ms, null when not sent. */
+export interface EngineRequest {
+  /** The engine's id for it (vLLM's gen_ai.request.id, SGLang's rid). */
+  engineId: string;
+  /** Arrival and finish on the server's clock. */
+  startUnixMs: number;
+  endUnixMs: number;
+  queueMs: number | null;
+  prefillMs: number | null;
+  /** Arrival → first token. */
+  ttftMs: number | null;
+  /** First token → last token. */
+  decodeMs: number | null;
+  /** First scheduled → last token. */
+  inferenceMs: number | null;
+  completionTokens: number | null;
+  schedulerMs: number | null;
+  forwardMs: number | null;
+  executeMs: number | null;
+  /** What the split needs and this request's spans lack. */
+  missing: string[];
+}
+
+/** The span layouts the join reads. */
+export type SpanLayout = "vllm" | "sglang";
+
 export interface JoinResult {
-  /** Which id joined them. */
+  /** Which id joined them (per layout seen). */
   key: string;
+  /** The layouts the request spans came in. */
+  layouts: SpanLayout[];
+  /** Parts the engine's layout has no equivalent for, in words (not invented). */
+  notSent: string[];
+  /** How the layout was read (e.g. which TP rank), in words. */
+  notes: string[];
   requests: number;
   spans: number;
   joined: number;
@@ -99,7 +140,11 @@ export interface JoinResult {
 
 /** Listed in full up to this many; the counts stay exact. */
 const MAX_LISTED = 50;
-const REQUIRED = [VLLM_SPAN.timeInQueue, VLLM_SPAN.timeToFirstToken, VLLM_SPAN.timeInModelPrefill] as const;
+
+/** SGLang's traces have no per-request split of the engine's time into forward, execute and scheduler. */
+const SGLANG_NOT_SENT = [
+  "model forward / execute / scheduler per request (vLLM's --collect-detailed-traces): not sent by SGLang",
+];
 
 /**
  * The client id a span's gen_ai.request.id stands for. vLLM names a request `chatcmpl-<id>` or
@@ -162,54 +207,119 @@ function estimateClock(pairs: Array<{ send: number; up: number; down: number }>)
   return { offsetMs: all, skewPpm, refUnixMs: npMean(usable.map((p) => p.send)), pairs: usable.length };
 }
 
-export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSpan[]): JoinResult {
+/** vLLM's llm_request span → the engine's request (its latencies are attributes, in seconds). */
+function vllmRequest(s: OtlpSpan, sid: string): EngineRequest {
+  const a = s.attributes;
+  const missing = [VLLM_SPAN.timeInQueue, VLLM_SPAN.timeToFirstToken, VLLM_SPAN.timeInModelPrefill].filter(
+    (k) => sec(a, k) === null,
+  );
+  const tokens = a[VLLM_SPAN.completionTokens];
+  return {
+    engineId: sid,
+    startUnixMs: s.startUnixMs,
+    endUnixMs: s.endUnixMs,
+    queueMs: sec(a, VLLM_SPAN.timeInQueue),
+    prefillMs: sec(a, VLLM_SPAN.timeInModelPrefill),
+    ttftMs: sec(a, VLLM_SPAN.timeToFirstToken),
+    decodeMs: sec(a, VLLM_SPAN.timeInModelDecode),
+    inferenceMs: sec(a, VLLM_SPAN.timeInModelInference),
+    completionTokens: typeof tokens === "number" ? tokens : null,
+    schedulerMs: sec(a, VLLM_SPAN.timeInScheduler),
+    forwardMs: sec(a, VLLM_SPAN.timeInModelForward),
+    executeMs: sec(a, VLLM_SPAN.timeInModelExecute),
+    missing,
+  };
+}
+
+/** vLLM's request span's id, or null for any other span (HTTP server spans; SGLang's roots, which newer releases give the id too). */
+export function vllmRequestId(s: OtlpSpan): string | null {
+  const sid = s.attributes[VLLM_SPAN.requestId];
+  return typeof sid === "string" && (s.name === VLLM_REQUEST_SPAN || VLLM_SPAN.timeInQueue in s.attributes)
+    ? sid
+    : null;
+}
+
+/** The requests among the spans, in every layout the join reads. */
+function engineRequests(spans: readonly OtlpSpan[]): {
+  requests: Array<EngineRequest & { layout: SpanLayout }>;
+  sglang: ReturnType<typeof sglangRequests>;
+} {
+  const requests: Array<EngineRequest & { layout: SpanLayout }> = [];
+  for (const s of spans) {
+    const sid = vllmRequestId(s);
+    if (sid === null) continue;
+    requests.push({ ...vllmRequest(s, sid), layout: "vllm" });
+  }
+  const sglang = sglangRequests(spans);
+  for (const r of sglang.requests) requests.push({ ...r, layout: "sglang" });
+  return { requests, sglang };
+}
+
+/** `ignore`: client ids whose spans are this run's but not measured (warm-up): neither joined nor strangers. */
+export function joinSpans(
+  records: readonly JoinRecord[],
+  spans: readonly OtlpSpan[],
+  ignore: { has(id: string): boolean } = new Set<string>(),
+): JoinResult {
   const byId = new Map<string, JoinRecord>();
   for (const r of records) byId.set(r.id, r);
   const findings: JoinFinding[] = [];
-  const matched = new Map<string, OtlpSpan>();
+  const matched = new Map<string, EngineRequest & { layout: SpanLayout }>();
   const unmatchedSpans: string[] = [];
   const duplicateSpans: string[] = [];
   let unmatchedSpanCount = 0;
   let duplicateCount = 0;
   let requestSpans = 0;
-  for (const s of spans) {
-    const sid = s.attributes[VLLM_SPAN.requestId];
-    // Other spans an engine sends (HTTP server spans, scheduler spans) are not requests.
-    if (typeof sid !== "string" || (s.name !== VLLM_REQUEST_SPAN && !(VLLM_SPAN.timeInQueue in s.attributes))) continue;
+  const { requests, sglang } = engineRequests(spans);
+  const layouts = new Set<SpanLayout>();
+  for (const q of requests) {
+    if (clientIdOf(q.engineId, ignore) !== null) continue;
     requestSpans++;
-    const cid = clientIdOf(sid, byId);
+    layouts.add(q.layout);
+    const cid = clientIdOf(q.engineId, byId);
     if (cid === null) {
-      if (unmatchedSpanCount++ < MAX_LISTED) unmatchedSpans.push(sid);
+      if (unmatchedSpanCount++ < MAX_LISTED) unmatchedSpans.push(q.engineId);
       continue;
     }
     if (matched.has(cid)) {
-      if (duplicateCount++ < MAX_LISTED) duplicateSpans.push(sid);
+      if (duplicateCount++ < MAX_LISTED) duplicateSpans.push(q.engineId);
       continue;
     }
-    matched.set(cid, s);
+    matched.set(cid, q);
   }
+  // An SGLang trace whose root never came cannot be named (the rid is only on the root): listed by trace id.
+  for (const t of sglang.orphans)
+    if (unmatchedSpanCount++ < MAX_LISTED) unmatchedSpans.push(`trace ${t} (no root span)`);
   if (requestSpans === 0)
     findings.push({
       kind: "no-spans",
       detail:
         spans.length === 0
-          ? "the engine sent no spans: is it started with the receiver's endpoint (vLLM: --otlp-traces-endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)?"
-          : `${spans.length} spans arrived, none of them a request span (no ${VLLM_SPAN.requestId})`,
+          ? "the engine sent no spans: is it started with the receiver's endpoint (vLLM: --otlp-traces-endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf; SGLang: also --enable-trace)?"
+          : `${spans.length} spans arrived, none of them a request span (no ${VLLM_SPAN.requestId} llm_request span, no SGLang "Req …" root with rid)`,
     });
   if (unmatchedSpanCount > 0)
     findings.push({
       kind: "unmatched-span",
-      detail: `${unmatchedSpanCount} request spans name no request this run sent (another client, or ids the engine rewrote)`,
+      detail: `${unmatchedSpanCount} request spans name no request this run sent (another client, ids the engine rewrote, or SGLang traces without their root)`,
     });
   if (duplicateCount > 0)
     findings.push({
       kind: "duplicate-span",
       detail: `${duplicateCount} spans repeat a request already joined (kept the first)`,
     });
+  const notes: string[] = [];
+  if (layouts.has("sglang") && sglang.maxRanks > 1)
+    notes.push(`SGLang: queue, prefill and decode read from the tp_rank 0 scheduler (of ${sglang.maxRanks} TP ranks)`);
+  if (sglang.rankDisagreements > 0)
+    findings.push({
+      kind: "rank-disagreement",
+      detail: `${sglang.rankDisagreements} SGLang requests' TP ranks time their queue or first token more than ${RANK_BOUND_MS} ms apart (worst ${sglang.worstRankGapMs.toFixed(1)} ms): the ranks' clocks or schedules differ; the split uses tp_rank 0`,
+    });
 
   const unmatchedRequests: string[] = [];
   let unmatchedRequestCount = 0;
-  const pairs: Array<{ r: JoinRecord; s: OtlpSpan }> = [];
+  const pairs: Array<{ r: JoinRecord; s: EngineRequest }> = [];
   for (const r of records) {
     const s = matched.get(r.id);
     if (s) pairs.push({ r, s });
@@ -236,27 +346,23 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
       : serverMs;
 
   const perRequest: RequestSplit[] = [];
-  let missing = 0;
+  const lacking = new Map<string, number>();
   let early = 0;
   for (const { r, s } of pairs) {
     if (!r.ok || !Number.isFinite(r.ttftMs)) continue;
-    const a = s.attributes;
-    const queue = sec(a, VLLM_SPAN.timeInQueue);
-    const ttft = sec(a, VLLM_SPAN.timeToFirstToken);
-    const prefill = sec(a, VLLM_SPAN.timeInModelPrefill);
+    const { queueMs: queue, ttftMs: ttft, prefillMs: prefill } = s;
     if (queue === null || ttft === null || prefill === null) {
-      missing++;
+      for (const k of s.missing) lacking.set(k, (lacking.get(k) ?? 0) + 1);
       continue;
     }
     const network = toClient(s.startUnixMs) - r.sendUnixMs;
     // Allow the estimate's own spread before calling an arrival impossible.
     if (network < -1) early++;
-    const decode = sec(a, VLLM_SPAN.timeInModelDecode);
-    const spanTokens = a[VLLM_SPAN.completionTokens];
-    const n = typeof spanTokens === "number" && spanTokens > 0 ? spanTokens : r.outputTokens;
-    const forward = sec(a, VLLM_SPAN.timeInModelForward);
-    const execute = sec(a, VLLM_SPAN.timeInModelExecute);
-    const inference = sec(a, VLLM_SPAN.timeInModelInference);
+    const decode = s.decodeMs;
+    const n = s.completionTokens !== null && s.completionTokens > 0 ? s.completionTokens : r.outputTokens;
+    const forward = s.forwardMs;
+    const execute = s.executeMs;
+    const inference = s.inferenceMs;
     const model = execute ?? forward;
     perRequest.push({
       id: r.id,
@@ -272,17 +378,17 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
       serverTpotMs: decode !== null && n > 1 ? decode / (n - 1) : null,
       clientTpotMs:
         r.outputTokens > 1 && Number.isFinite(r.lastChunkMs) ? (r.lastChunkMs - r.ttftMs) / (r.outputTokens - 1) : null,
-      schedulerMs: sec(a, VLLM_SPAN.timeInScheduler),
+      schedulerMs: s.schedulerMs,
       forwardMs: forward,
       executeMs: execute,
       inferenceMs: inference,
       outsideModelMs: inference !== null && model !== null ? inference - model : null,
     });
   }
-  if (missing > 0)
+  if (lacking.size > 0)
     findings.push({
       kind: "missing-attribute",
-      detail: `${missing} joined spans lack ${REQUIRED.join(", ")}: their split is left out`,
+      detail: `joined requests lack what the split needs (${[...lacking].map(([k, n]) => `${k}: ${n}`).join(", ")}): their split is left out`,
     });
   if (early > 0)
     findings.push({
@@ -292,8 +398,12 @@ export function joinSpans(records: readonly JoinRecord[], spans: readonly OtlpSp
 
   const col = (k: keyof RequestSplit) =>
     perRequest.map((x) => x[k] as number | null).filter((v) => v !== null) as number[];
+  const keys: Record<SpanLayout, string> = { vllm: VLLM_SPAN.requestId, sglang: "rid (SGLang root span)" };
   return {
-    key: VLLM_SPAN.requestId,
+    key: layouts.size ? [...layouts].map((l) => keys[l]).join(", ") : VLLM_SPAN.requestId,
+    layouts: [...layouts],
+    notSent: layouts.has("sglang") && !layouts.has("vllm") ? SGLANG_NOT_SENT : [],
+    notes,
     requests: records.length,
     spans: requestSpans,
     joined: pairs.length,

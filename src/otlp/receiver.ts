@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import type { ServerUnaryCall, sendUnaryData } from "@grpc/grpc-js";
 import { UsageError } from "../errors.ts";
+import { engineById } from "../metrics/engines/index.ts";
 import { decodeJsonTraces, decodeProtobufTraces, OtlpDecodeError, type OtlpSpan } from "./spans.ts";
 
 export interface OtlpFinding {
@@ -231,12 +232,29 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
   };
 }
 
-/** The engine-side flags that make it export to this receiver (vLLM speaks gRPC unless told http/protobuf). */
+/** The engines that send request spans, and how each is started (their catalog entries hold the flags). */
+const SPAN_ENGINES = [
+  { id: "vllm", cmd: "vllm serve …" },
+  { id: "sglang", cmd: "python -m sglang.launch_server …" },
+] as const;
+
+/**
+ * The engine-side flags that make it export to this receiver, per engine (both speak gRPC unless told http/protobuf,
+ * and then post to the endpoint as given).
+ */
 export function engineFlagHint(endpoint: string, grpcEndpoint: string | null = null): string {
-  const http = `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf vllm serve … --otlp-traces-endpoint ${endpoint}/v1/traces`;
-  return grpcEndpoint
-    ? `start the engine with: vllm serve … --otlp-traces-endpoint ${grpcEndpoint} (or over HTTP: ${http})`
-    : `start the engine with: ${http}`;
+  const lines = SPAN_ENGINES.map(({ id, cmd }) => {
+    const { name, requestSpans: e } = engineById(id)!;
+    const env = Object.entries(e!.env).map(([k, v]) => `${k}=${v} `);
+    const http = `${env.join("")}${cmd} ${e!.args(endpoint).join(" ")}`;
+    if (!grpcEndpoint) return `${name}: ${http}`;
+    const grpc = `${cmd} ${e!
+      .args(grpcEndpoint)
+      .join(" ")
+      .replace(/\/v1\/traces$/, "")}`;
+    return `${name}: ${grpc} (or over HTTP: ${http})`;
+  });
+  return `start the engine with ${lines.join("; ")}`;
 }
 
 const EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";

@@ -29,6 +29,7 @@ export function formatSpanJoin(r: SpanJoinReport): string {
   L.push(`${"Receiver:".padEnd(40)} ${r.endpoint}${r.grpcEndpoint ? ` (gRPC ${r.grpcEndpoint})` : ""}`);
   L.push(`${"Spans received:".padEnd(40)} ${r.spansReceived} in ${r.exportRequests} exports`);
   L.push(`${"Requests joined:".padEnd(40)} ${j.joined} of ${j.requests} (${(100 * j.joinRate).toFixed(1)}%)`);
+  L.push(`${"Joined by:".padEnd(40)} ${j.key}`);
   if (j.clock)
     L.push(
       `${"Server clock − client clock (ms):".padEnd(40)} ${j.clock.offsetMs.toFixed(3)} (drift ${j.clock.skewPpm.toFixed(1)} ppm, ${j.clock.pairs} pairs)`,
@@ -45,6 +46,8 @@ export function formatSpanJoin(r: SpanJoinReport): string {
       L.push(`${label.padEnd(36)}${f2(d.mean).padStart(10)}${f2(d.p50).padStart(10)}${f2(d.p99).padStart(10)}`);
     }
   }
+  for (const n of j.notes) L.push(`note: ${n}`);
+  for (const n of j.notSent) L.push(n);
   for (const f of [
     ...r.receiverFindings.map((x) => ({ kind: x.kind, detail: `${x.status}: ${x.detail}` })),
     ...j.findings,
@@ -71,6 +74,9 @@ export function spanJoinJson(r: SpanJoinReport) {
     waited_ms: r.waitedMs,
     complete: r.complete,
     key: j.key,
+    layouts: j.layouts,
+    not_sent: j.notSent,
+    notes: j.notes,
     requests: j.requests,
     joined: j.joined,
     join_rate: j.joinRate,
@@ -111,6 +117,8 @@ export function requestSplitSection(r: SpanJoinReport, source: string): RequestS
   const findings = [
     ...r.receiverFindings.map((x) => `${x.kind} (${x.status}): ${x.detail}`),
     ...j.findings.map((f) => `${f.kind}: ${f.detail}`),
+    ...j.notes,
+    ...j.notSent,
   ];
   if (j.unmatchedRequests.length) findings.push(`unmatched requests: ${j.unmatchedRequests.join(", ")}`);
   if (!r.complete && j.requests > 0)

@@ -6,6 +6,8 @@ import { createRequire } from "node:module";
 export interface OtlpSpan {
   traceId: string;
   spanId: string;
+  /** "" for a root span. */
+  parentSpanId: string;
   name: string;
   /** Epoch milliseconds (from the span's unix nanoseconds). */
   startUnixMs: number;
@@ -117,6 +119,7 @@ function normalize(msg: any): OtlpSpan[] {
         out.push({
           traceId: hexId(sp.traceId, `${where}.traceId`),
           spanId: hexId(sp.spanId, `${where}.spanId`),
+          parentSpanId: hexId(sp.parentSpanId, `${where}.parentSpanId`),
           name: typeof sp.name === "string" ? sp.name : "",
           startUnixMs: nanosToMs(sp.startTimeUnixNano, `${where}.startTimeUnixNano`),
           endUnixMs: nanosToMs(sp.endTimeUnixNano, `${where}.endTimeUnixNano`),

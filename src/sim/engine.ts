@@ -108,6 +108,8 @@ export class SimRequest implements KvHolder {
   scheduledAt = -1;
   firstTokenAt = -1;
   lastTokenAt = -1;
+  /** The end of every step it rode (prefill chunks, then decode steps), engine clock; kept only with recordSteps. */
+  stepEnds: number[] | null = null;
   finished: FinishReason | null = null;
   stopReason: string | null = null;
   /** Text of the last token when a stop string cut it short. */
@@ -183,6 +185,8 @@ export interface EngineOptions {
   onIdle?: () => void;
   /** Called once per request that finished (not aborted), at its last step's end (`nowMs`, the engine clock). */
   onFinished?: (req: SimRequest, nowMs: number) => void;
+  /** Keep each request's step ends (SimRequest.stepEnds): SGLang's span layout has a slice per step. */
+  recordSteps?: boolean;
 }
 
 interface Scheduled {
@@ -326,6 +330,7 @@ export class Engine {
     req.arrival = arrivalMs ?? now;
     // It joins the engine's queue when the frontend cost has passed, and never before it got here.
     req.queuedAt = Math.max(req.arrival + this.frontendMs, now);
+    if (this.opts.recordSteps) req.stepEnds = [];
     const eosMean = this.model.profile.text.eosMeanTokens;
     if (eosMean > 0) {
       // Geometric natural length with the profile's mean, from the request's seed.
@@ -661,6 +666,7 @@ export class Engine {
       const stepSim = this.opts.speedZero
         ? f.meanMs
         : Math.max(0, now - Math.max(stepFrom, req.scheduledAt)) * this.simPerWall;
+      req.stepEnds?.push(now);
       req.forwardMs += stepSim * f.forwardShare;
       req.executeMs += stepSim * (f.forwardShare + f.samplingShare);
       req.schedulerMs += stepSim * f.schedulerShare;

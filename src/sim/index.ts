@@ -115,6 +115,11 @@ export interface SimOptions {
    * names and the engine's own times, exported as OTLP/HTTP protobuf (a bare origin gets /v1/traces).
    */
   otlpTracesEndpoint?: string;
+  /**
+   * Whose span layout: "vllm" (default) or "sglang" (a trace per request, SGLang's --enable-trace: root, thread span
+   * per TP rank, stage slices; requests named by the body's rid, as SGLang names them).
+   */
+  otlpLayout?: string;
   /** vLLM's --collect-detailed-traces: "model" (forward time), "worker" (execute time), "all"; a comma list. */
   collectDetailedTraces?: string;
 }
@@ -405,10 +410,15 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     startMs: performance.now(),
   });
   // The SDK loads only when spans are asked for.
+  const layout = spanLayout(opts.otlpLayout, Boolean(opts.otlpTracesEndpoint), opts.collectDetailedTraces);
   const spans = opts.otlpTracesEndpoint
-    ? (await import("./otlp.ts")).createSpanEmitter(checkedOtlpEndpoint(opts.otlpTracesEndpoint))
+    ? (await import("./otlp.ts")).createSpanEmitter(checkedOtlpEndpoint(opts.otlpTracesEndpoint), {
+        layout,
+        tpRanks: opts.tensorParallelSize ?? 1,
+      })
     : null;
   const detailed = detailedTraces(opts.collectDetailedTraces, Boolean(opts.otlpTracesEndpoint));
+  const wall = (ms: number) => performance.timeOrigin + ms;
   // Durations in the engine's (simulated) seconds, as its histograms observe them; times on the epoch.
   const simS = (speedZero ? 1 : timeScale) / 1000;
   const onFinished = spans
@@ -428,6 +438,16 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
           prefill: (req.firstTokenAt - req.scheduledAt) * simS,
           decode: (now - req.firstTokenAt) * simS,
           inference: (now - req.scheduledAt) * simS,
+          ...(layout === "sglang"
+            ? {
+                sglang: {
+                  queuedUnixMs: wall(req.queuedAt),
+                  scheduledUnixMs: wall(req.scheduledAt),
+                  firstTokenUnixMs: wall(req.firstTokenAt),
+                  stepEndsUnixMs: (req.stepEnds ?? []).map(wall),
+                },
+              }
+            : {}),
           ...(detailed.size
             ? {
                 scheduler: req.schedulerMs / 1000,
@@ -452,6 +472,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     onStepBegin: (r, meanMs) => telemetry.onStepBegin(r.startMs, r.endMs, r.shape, meanMs, r.jitter),
     onIdle: () => telemetry.onIdle(),
     onFinished,
+    recordSteps: layout === "sglang",
   });
   // Like dcgm-exporter's collect interval: gauges are averages over the last closed interval.
   const collector = setInterval(
@@ -479,6 +500,7 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
     reasoning: !!opts.reasoning,
     reasoningFraction: profile.text.reasoningFraction,
     promptTokensDetails: !!opts.enablePromptTokensDetails,
+    sglangNaming: layout === "sglang",
     stallMs: opts.stallMs ?? 30_000 / timeScale,
     slowHeadersMs: opts.slowHeadersMs ?? 2_000 / timeScale,
     profiler,
@@ -529,6 +551,21 @@ export async function startSim(opts: SimOptions = {}): Promise<SimHandle> {
       return closing;
     },
   };
+}
+
+/** --otlp-layout: vLLM's (default) or SGLang's; it needs the endpoint, and SGLang has no detailed traces. */
+export function spanLayout(
+  value: string | undefined,
+  endpoint: boolean,
+  detailed: string | undefined,
+): "vllm" | "sglang" {
+  if (value === undefined) return "vllm";
+  if (value !== "vllm" && value !== "sglang")
+    throw new UsageError(`--otlp-layout: expected vllm or sglang, got "${value}"`);
+  if (!endpoint) throw new UsageError("--otlp-layout needs --otlp-traces-endpoint");
+  if (value === "sglang" && detailed !== undefined)
+    throw new UsageError("--collect-detailed-traces is vLLM's: SGLang's traces have no forward / execute split");
+  return value;
 }
 
 /** vLLM's --collect-detailed-traces value as the modules it names ("all" = model and worker); needs the endpoint. */

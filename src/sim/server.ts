@@ -21,6 +21,8 @@ export interface ServerDeps {
   reasoningFraction: number;
   /** vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens. */
   promptTokensDetails?: boolean;
+  /** Name requests as SGLang does (the body's rid, bare) instead of vLLM's way. */
+  sglangNaming?: boolean;
   /** Wall ms a stall fault holds the stream, and a slow-headers fault delays headers. */
   stallMs: number;
   slowHeadersMs: number;
@@ -866,13 +868,19 @@ export class SimServer {
       return;
     }
     // As vLLM names it: X-Request-Id, else the body's request_id, else a random id, behind the endpoint's prefix.
-    const given =
-      typeof headerId === "string" && headerId
+    // As SGLang does: the body's rid as it is, else a random hex id (the OpenAI routes pass rid on unchanged).
+    const given = d.sglangNaming
+      ? typeof b.rid === "string" && b.rid
+        ? b.rid
+        : null
+      : typeof headerId === "string" && headerId
         ? headerId
         : typeof b.request_id === "string" && b.request_id
           ? b.request_id
           : null;
-    const id = `${chat ? "chatcmpl" : "cmpl"}-${given ?? uuidHex(reqNo, d.seed)}`;
+    const id = d.sglangNaming
+      ? (given ?? uuidHex(reqNo, d.seed))
+      : `${chat ? "chatcmpl" : "cmpl"}-${given ?? uuidHex(reqNo, d.seed)}`;
     const created = Math.floor(Date.now() / 1000);
     const reasoningTokens = chat && d.reasoning ? Math.floor(maxTokens * d.reasoningFraction) : 0;
     const ex = new Exchange(

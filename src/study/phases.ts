@@ -234,7 +234,7 @@ export async function phaseBench(
   url: string,
   plan: StudyPlan,
   m: Measurements,
-  o: Common & { telemetry?: string | TelemetrySpec; spans?: OtlpReceiver },
+  o: Common & { telemetry?: string | TelemetrySpec; spans?: OtlpReceiver; spanIdField?: "request_id" | "rid" },
 ): Promise<BenchMeasure> {
   const x = m.timeScale;
   const opts: Parameters<typeof runBench>[0] = {
@@ -254,6 +254,8 @@ export async function phaseBench(
     // A server that streams nothing fails the bench at its first stall, not after every request's.
     stallTimeoutMs: o.stallTimeoutMs,
     stopOnStall: true,
+    // The engine is known here: only the field it reads (vLLM logs a field it does not know).
+    ...(o.spanIdField ? { requestIdFields: [o.spanIdField] } : {}),
   };
   // With the engine's request spans coming to a receiver, each request is sent with an id its span names.
   const withSpans = o.spans

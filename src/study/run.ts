@@ -281,7 +281,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
   let failure: unknown = null;
   // The embedded sim sends vLLM's request spans here, so the bench splits each TTFT by the engine's own
   // times. Only at time-scale 1: the spans carry the sim's clock, which the client's lines up with only then.
-  // A started vLLM gets the same flags from its catalog entry (requestSpans); the sim takes vLLM's.
+  // A started vLLM or SGLang gets its flags from its catalog entry (requestSpans); the sim takes vLLM's.
   const spanFlags = wanted.has("bench") && serverCmd ? requestSpanFlags(embedded, serverCmd, timeScale) : null;
   let spans: OtlpReceiver | null = null;
   try {
@@ -358,6 +358,7 @@ async function studyClaimed(opts: StudyOptions, prep: Prepared): Promise<StudyOu
           telemetry: opts.telemetry,
           stallTimeoutMs: opts.stallTimeoutMs,
           spans: spans ?? undefined,
+          spanIdField: spanFlags?.idField,
         }),
       ).finally(benchDone);
       // Telemetry rides on the bench's window: its own row says what was read, or why nothing was.
@@ -690,8 +691,8 @@ function interruptWords(reason: unknown): string {
 
 /**
  * The flags that make a started server send its request spans, or null: the embedded sim at time-scale 1 (its spans
- * are on another clock otherwise; with detailed traces), or a --server-cmd whose engine's catalog entry says how (vLLM;
- * detailed traces only if the command asks for them).
+ * are on another clock otherwise; with detailed traces), or a --server-cmd whose engine's catalog entry says how (vLLM,
+ * SGLang; detailed traces only if the command asks for them, vLLM).
  */
 function requestSpanFlags(
   embedded: boolean,

@@ -39,7 +39,10 @@ async function run(simArgs: string[], concurrency: number, numPrompts: number) {
   }
 }
 
-function check(spans: SpanJoinReport, truth: RequestTruth[], n: number) {
+/** The sim's name for a client id: vLLM's cmpl-<request_id>, or SGLang's bare rid. */
+const vllmName = (id: string) => `cmpl-${id}`;
+
+function check(spans: SpanJoinReport, truth: RequestTruth[], n: number, nameOf = vllmName) {
   const j = spans.join;
   assert.equal(j.requests, n);
   assert.ok(j.joinRate >= 0.99, `join rate ${j.joinRate}: ${JSON.stringify(j.findings)}`);
@@ -49,7 +52,7 @@ function check(spans: SpanJoinReport, truth: RequestTruth[], n: number) {
   const tq: number[] = [];
   const tp: number[] = [];
   for (const r of j.perRequest) {
-    const t = byName.get(`cmpl-${r.id}`);
+    const t = byName.get(nameOf(r.id));
     assert.ok(t, `no truth for ${r.id}`);
     const queue = t.scheduledMs - t.queuedMs;
     const prefill = t.firstTokenMs - t.scheduledMs;
@@ -96,13 +99,46 @@ describe("bench --otlp-receiver against the sim's spans", () => {
   });
 });
 
+describe("bench --otlp-receiver against the sim's spans in SGLang's layout (sim --otlp-layout sglang)", () => {
+  const sglang = ["--otlp-layout", "sglang"];
+  const bare = (id: string) => id;
+
+  test("concurrency 1: every request's trace joined by its rid; queue and prefill equal the engine's truth", async () => {
+    // A 2-GPU profile at TP 2 (a later --profile wins): two scheduler ranks, each with its own thread span.
+    const tp2 = ["--profile", "mixtral-8x7b-2xa100", "--tensor-parallel-size", "2"];
+    const { spans, truth } = await run([...sglang, ...tp2], 1, 12);
+    check(spans, truth, 12, bare);
+    assert.equal(spans.complete, true);
+    assert.deepEqual(spans.join.layouts, ["sglang"]);
+    assert.match(spans.join.notes.join(), /tp_rank 0 scheduler \(of 2 TP ranks\)/);
+    assert.match(spans.join.notSent.join(), /not sent by SGLang/);
+    assert.equal(spans.join.split.forwardMs, null);
+    assert.ok(spans.join.split.serverTpotMs!.n === 12);
+  });
+
+  test("a load that queues, with chunked prefill: the queue share is non-zero and still matches", async () => {
+    const { spans, truth } = await run([...sglang, "--max-num-seqs", "2", "--max-num-batched-tokens", "40"], 8, 40);
+    const { tq } = check(spans, truth, 40, bare);
+    assert.ok(Math.max(...tq) > 5, `the engine queued at most ${Math.max(...tq)} ms`);
+    assert.ok(spans.join.split.queueMs!.p99 > 5);
+  });
+
+  test("--otlp-layout: only vllm or sglang, only with an endpoint, and not with vLLM's detailed traces", async () => {
+    const { spanLayout } = await import("../../src/sim/index.ts");
+    assert.equal(spanLayout(undefined, false, undefined), "vllm");
+    assert.throws(() => spanLayout("tgi", true, undefined), /expected vllm or sglang/);
+    assert.throws(() => spanLayout("sglang", false, undefined), /needs --otlp-traces-endpoint/);
+    assert.throws(() => spanLayout("sglang", true, "all"), /vLLM's/);
+  });
+});
+
 describe("detailed traces (vLLM --collect-detailed-traces all): each request's time inside the engine", () => {
   test("forward, execute and scheduler per request equal the engine's truth; the rest of inference is outside the model", async () => {
     const { spans, truth } = await run(["--collect-detailed-traces", "all"], 4, 16);
     check(spans, truth, 16);
     const byName = new Map(truth.map((t) => [t.name, t]));
     for (const r of spans.join.perRequest) {
-      const t = byName.get(`cmpl-${r.id}`)!;
+      const t = byName.get(vllmName(r.id))!;
       assert.ok(
         r.forwardMs !== null && within(r.forwardMs, t.forwardMs),
         `${r.id} forward ${r.forwardMs} vs ${t.forwardMs}`,

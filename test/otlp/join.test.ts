@@ -51,6 +51,7 @@ function world(n: number, o: { theta: number; skewPpm?: number; gapMs?: number; 
     spans.push({
       traceId: "0".repeat(32),
       spanId: i.toString(16).padStart(16, "0"),
+      parentSpanId: "",
       name: "llm_request",
       startUnixMs: server(arrival),
       endUnixMs: server(arrival + ttftS + t.decode),

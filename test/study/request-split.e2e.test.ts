@@ -99,24 +99,27 @@ test("study at time-scale 10: no receiver, no split (the sim's spans are on its 
   assert.ok(!result.model?.notes.some((n) => /engine's spans/.test(n)));
 });
 
-test("study --server-cmd with a vLLM command: the catalog's span flags and environment reach the server, and its spans are joined", async () => {
-  // A program named vllm that checks it was given vLLM's OTLP protocol variable, drops `serve MODEL` and runs the
-  // sim with the rest (--port, --otlp-traces-endpoint …/v1/traces): vLLM's command line, the sim's spans.
-  const bin = join(dir, "bin");
-  const vllm = join(bin, "vllm");
+/**
+ * A program named `name` that refuses to start without the OTLP protocol variable, runs `lines` (shell, to check and
+ * reshape its arguments) and then the sim with `simArgs` and the rest, and a study on it: the engine's command line,
+ * the sim's spans.
+ */
+async function studyOnFakeEngine(name: string, lines: string, simArgs: string, cmdArgs: string) {
+  const bin = join(dir, `bin-${name}`);
+  const exe = join(bin, name);
   rmSync(bin, { recursive: true, force: true });
   mkdirSync(bin, { recursive: true });
   writeFileSync(
-    vllm,
+    exe,
     `#!/bin/sh
 [ "$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" = http/protobuf ] || { echo "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL not set" >&2; exit 3; }
-shift 2
-exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1 --seed 3 "$@"
+${lines}
+exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1 --seed 3 ${simArgs} "$@"
 `,
   );
-  chmodSync(vllm, 0o755);
+  chmodSync(exe, 0o755);
   const { result } = await runStudy({
-    serverCmd: `${vllm} serve zai-org/GLM-5 --port {port}`,
+    serverCmd: `${exe} ${cmdArgs} --port {port}`,
     phases: ["bench"],
     plan,
     dbPath: null,
@@ -126,4 +129,23 @@ exec ${shellQuote(process.execPath)} ${shellQuote(CLI_ENTRY)} sim --time-scale 1
   const s = result.requestSplit;
   assert.ok(s, "no requestSplit section");
   assert.equal(s.joined, 6, s.findings.join("; "));
+  return s;
+}
+
+test("study --server-cmd with a vLLM command: the catalog's span flags and environment reach the server, and its spans are joined", async () => {
+  // vLLM's command line: `serve MODEL` dropped, the rest (--port, --otlp-traces-endpoint …/v1/traces) to the sim.
+  await studyOnFakeEngine("vllm", "shift 2", "", "serve zai-org/GLM-5");
+});
+
+test("study --server-cmd with an SGLang command: --enable-trace and the endpoint reach it, each request carries its rid, and its traces are joined", async () => {
+  // SGLang's: --enable-trace checked and dropped; the sim in SGLang's layout names requests by the body's rid only.
+  const s = await studyOnFakeEngine(
+    "sglang",
+    `traced=
+for a in "$@"; do shift; if [ "$a" = --enable-trace ]; then traced=1; else set -- "$@" "$a"; fi; done
+[ -n "$traced" ] || { echo "no --enable-trace" >&2; exit 3; }`,
+    "--otlp-layout sglang",
+    "",
+  );
+  assert.ok(s.findings.some((f) => /not sent by SGLang/.test(f)));
 });

@@ -80,6 +80,10 @@ export function register(program: Command): void {
       "as vLLM: one llm_request span per request (vLLM's attribute names, the sim's own times), sent as OTLP/HTTP protobuf",
     )
     .option(
+      "--otlp-layout <engine>",
+      "the spans' layout: vllm (default; one llm_request span) or sglang (a trace per request: root, thread spans, stage slices; requests named by the body's rid)",
+    )
+    .option(
       "--collect-detailed-traces <modules>",
       "as vLLM: add time_in_scheduler and, for model / worker / all, time_in_model_forward / _execute to each span",
     )
@@ -132,6 +136,7 @@ export function register(program: Command): void {
         enablePrefixCaching: o.enablePrefixCaching,
         enablePromptTokensDetails: o.enablePromptTokensDetails,
         otlpTracesEndpoint: o.otlpTracesEndpoint,
+        otlpLayout: o.otlpLayout,
         collectDetailedTraces: o.collectDetailedTraces,
       };
       if (o.explain) {

@@ -93,10 +93,16 @@ export interface EngineCatalog {
   /** How a profiler trace can be taken, when the engine has one behind HTTP. */
   profiler?: { enable: string };
   /**
-   * How the engine sends one OpenTelemetry span per request with the attribute names src/otlp reads (vLLM's): the
-   * arguments and environment a started server gets to export to an OTLP/HTTP receiver (`endpoint` without a path).
+   * How the engine sends the request spans src/otlp reads (vLLM's llm_request span, SGLang's request trace): the
+   * arguments and environment a started server gets to export to an OTLP/HTTP receiver (`endpoint` without a path),
+   * and the body field it names a request by (what the client sends so the spans join its records).
    */
-  requestSpans?: { args(endpoint: string): string[]; env: Record<string, string>; note: string };
+  requestSpans?: {
+    args(endpoint: string): string[];
+    env: Record<string, string>;
+    idField: "request_id" | "rid";
+    note: string;
+  };
   /** Whether its multi-device decode uses NCCL/RCCL collectives (llama.cpp's layer split does not). */
   usesNccl: boolean;
   /** Experiments worth running on this engine, best first (the study runs the first that applies). */

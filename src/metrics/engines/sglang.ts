@@ -95,6 +95,16 @@ export const sglang: EngineCatalog = {
   replicaLabels: ["tp_rank", "pp_rank", "moe_ep_rank"],
   shardLabels: ["dp_rank", "engine_type"],
   profiler: { enable: "start the server with SGLANG_TORCH_PROFILER_DIR set" },
+  // python/sglang/srt/tracing (newer: observability)/trace.py: one trace per request (root "Req <rid[:8]>" with its
+  // rid, a thread span per process, a slice per stage). --enable-trace turns it on; the exporter speaks gRPC unless
+  // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf, and then posts to the endpoint as given. The OpenAI routes
+  // pass the body's rid on as the request's rid (and echo it as the response id).
+  requestSpans: {
+    args: (endpoint) => ["--enable-trace", "--otlp-traces-endpoint", `${endpoint}/v1/traces`],
+    env: { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf" },
+    idField: "rid",
+    note: "--enable-trace --otlp-traces-endpoint with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (the opentelemetry packages must be installed: pip install 'sglang[tracing]'); queue and prefill come from its level-1 slices, per-step decode slices from higher trace levels",
+  },
   missing: {
     step_time: "only cumulative GPU busy time: sglang:gpu_execution_seconds_total{category}",
     step_tokens: "only cumulative sglang:realtime_tokens_total{mode}",

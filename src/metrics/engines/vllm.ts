@@ -134,6 +134,8 @@ export const vllm: EngineCatalog = {
   requestSpans: {
     args: (endpoint) => ["--otlp-traces-endpoint", `${endpoint}/v1/traces`],
     env: { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf" },
+    // The body's request_id (or X-Request-Id) names the request: chatcmpl-/cmpl-<id>.
+    idField: "request_id",
     note: "--otlp-traces-endpoint with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (vLLM ≥ 0.6; the opentelemetry packages must be installed in its environment)",
   },
   missing: {
