@@ -25,3 +25,11 @@ export const VLLM_SPAN = {
 
 /** The span name vLLM gives each request. */
 export const VLLM_REQUEST_SPAN = "llm_request";
+
+/** The X-Request-Id of the probe completion a started server gets (experiment/variants.ts): not a measured request. */
+export const PROBE_REQUEST_ID_PREFIX = "inferscope-probe-";
+
+/** Whether a span's gen_ai.request.id names a server-start probe (vLLM prefixes `cmpl-`). */
+export function isProbeSpanId(spanId: string): boolean {
+  return spanId.replace(/^(chatcmpl|cmpl)-/, "").startsWith(PROBE_REQUEST_ID_PREFIX);
+}
