@@ -785,6 +785,8 @@ async function runWithStore(
       `OTLP receiver on ${rx.endpoint}${rx.grpcEndpoint ? ` (gRPC ${rx.grpcEndpoint})` : ""}: ${spanSetup.hint ?? `each server started gets ${spanSetup.shown}`}`,
     );
   let spanBlocks = 0;
+  // Receiver findings go to the block that follows them (a bad body sent while a server starts included).
+  let findingsSeen = 0;
 
   for (;;) {
     if (state?.stop) break;
@@ -823,7 +825,6 @@ async function runWithStore(
         state = plan(cfg, done, starts, elapsedBefore + Date.now() - t0);
       }
       progress("block", `block ${index + 1}: ${cand.id} (${cand.name})`);
-      const findingsBefore = rx?.findings.length ?? 0;
       // An engine that sent nothing over a whole block and its wait is not configured: later blocks do not wait.
       const silent = rx !== null && rx.requests === 0 && spanBlocks > 0;
       const res: BlockResult = await runWatchedBlock(runner, server.url, workload, {
@@ -835,10 +836,12 @@ async function runWithStore(
       });
       let spans: BlockSpanSummary | null = null;
       if (rx && res.spans) {
+        const rf = rx.findings;
         spans = blockSpanSummary(
           res.spans,
-          rx.findings.slice(findingsBefore).map((f) => `${f.kind} (${f.status}): ${f.detail}`),
+          rf.slice(findingsSeen).map((f) => `${f.kind} (${f.status}): ${f.detail}`),
         );
+        findingsSeen = rf.length;
         if (silent)
           spans.findings.push(
             "the engine has sent no span since the receiver started: this block did not wait for any",

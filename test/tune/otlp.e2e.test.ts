@@ -42,6 +42,14 @@ const SEED: Hidden = { overrides: {}, acceptance: 0.7 };
 // bench's OTLP end-to-end tolerance (test/otlp/bench-sim.test.ts).
 const within = (got: number, want: number) => Math.abs(got - want) <= Math.max(1, 0.02 * Math.abs(want));
 
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const { port } = s.address() as { port: number };
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
 function blocksOf(db: string, runId: string) {
   const s = openStore(db);
   try {
@@ -121,12 +129,15 @@ describe("tune --otlp-receiver", () => {
     assert.match(readFileSync(join(out, "index.html"), "utf8"), /<table id="tune-spans">/);
   });
 
-  test("a server that sends no spans: the tune completes, every block's records are kept, 'no spans' is a finding", async () => {
+  test("a server that sends no spans, only a malformed body: the tune completes, every record kept, both are findings", async () => {
     const db = join(dir, "b.db");
-    // The sim as a --server-cmd: no engine the catalog knows, so no flags are given, and it sends nothing.
-    const cmd = `${process.execPath} ${BIN} sim --profile glm5-8x-rtxpro6000-pcie --port {port} --time-scale 10`;
+    const port = await freePort();
+    // The sim as a --server-cmd: no engine the catalog knows, so no flags are given, and it sends nothing. Before
+    // it starts, a body that is not protobuf goes to the receiver (answered 400).
+    const bad = `fetch('http://127.0.0.1:${port}/v1/traces',{method:'POST',headers:{'content-type':'application/x-protobuf'},body:'not protobuf'}).then((r)=>process.exit(r.status===400?0:1))`;
+    const cmd = `${process.execPath} -e "${bad}" && exec ${process.execPath} ${BIN} sim --profile glm5-8x-rtxpro6000-pcie --port {port} --time-scale 10`;
     const r = await runCli(
-      [...ARGS, "--server-cmd", cmd, "--otlp-receiver", "0", "--otlp-wait", "300ms", "--json", "--db", db],
+      [...ARGS, "--server-cmd", cmd, "--otlp-receiver", String(port), "--otlp-wait", "300ms", "--json", "--db", db],
       { limitMs: 120_000 },
     );
     assert.equal(r.code, 0, r.stderr);
@@ -143,7 +154,15 @@ describe("tune --otlp-receiver", () => {
       assert.equal(b.requests, PROMPTS, "every record kept");
       assert.equal(b.otlp?.joined, 0);
     }
-    assert.match(res.otlp!.findings[0]!, /^block 1 \(c0\): no-spans: the engine sent no spans/);
+    const has = (re: RegExp) =>
+      assert.ok(
+        res.otlp!.findings.some((f) => re.test(f)),
+        `${re}: ${res.otlp!.findings.join("\n")}`,
+      );
+    has(/^block 1 \(c0\): no-spans: the engine sent no spans/);
+    // Each server start's bad body is a finding of the block that follows it.
+    has(/^block 1 \(c0\): malformed \(400\): /);
+    has(/^block 2 \(c1\): malformed \(400\): /);
     // After a whole block and its wait with nothing, the next block does not wait again.
     assert.ok(
       res.otlp!.findings.some((f) => /^block 2 .*did not wait/.test(f)),
