@@ -5,6 +5,8 @@ import { InterruptedError, TargetError } from "../errors.ts";
 import { chunkItls, type RequestRecord, requestTpot, runBench } from "../load/index.ts";
 import { achievedRate } from "../load/sweep.ts";
 import type { ServerTimings } from "../load/types.ts";
+import { benchWithSpans, type SpanJoinReport } from "../otlp/bench.ts";
+import type { OtlpReceiver } from "../otlp/receiver.ts";
 import type { Store, StoredRequest } from "../store/index.ts";
 import type { RunTelemetry } from "../telemetry/session.ts";
 import type { TelemetrySpec } from "../telemetry/types.ts";
@@ -77,12 +79,22 @@ export interface BlockResult {
   achieved?: { rate: number; ratio: number } | null;
   /** The measured phase's edges, epoch ms (performance.timeOrigin + now), for clipping samples taken beside it. */
   window?: { startMs: number; endMs: number } | null;
+  /** The engine's request spans joined to the block's requests (when the context gave a receiver). */
+  spans?: SpanJoinReport | null;
+}
+
+/** A receiver kept open across blocks: each block joins only the spans that arrive from its start. */
+export interface BlockSpans {
+  receiver: OtlpReceiver;
+  /** After the block, how long to wait for spans still unsent (ms). */
+  waitMs: number;
 }
 
 export interface BlockContext {
   signal: AbortSignal;
   variant: string;
   blockIndex: number;
+  spans?: BlockSpans;
 }
 
 /** Runs a workload against a base URL. The default is runBench; tests may pass another real runner. */
@@ -109,34 +121,37 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
   const now = () => performance.timeOrigin + performance.now();
   let startMs: number | null = null;
   let endMs: number | null = null;
-  const res = await runBench(
-    {
-      baseUrl,
-      model: w.model,
-      apiKey: w.apiKey,
-      endpoint: w.endpoint,
-      numPrompts: w.numPrompts,
-      randomInputLen: w.randomInputLen,
-      randomOutputLen: w.randomOutputLen,
-      ignoreEos: true,
-      concurrency: w.requestRate === undefined ? (w.concurrency ?? 1) : undefined,
-      requestRate: w.requestRate,
-      warmup: w.warmup,
-      seed: w.seed,
-      noServerMetrics: true,
-      stallTimeoutMs: w.stallTimeoutMs,
-      label: `${ctx.variant}#${ctx.blockIndex}`,
-      telemetry: w.telemetry,
+  const opts: Parameters<typeof runBench>[0] = {
+    baseUrl,
+    model: w.model,
+    apiKey: w.apiKey,
+    endpoint: w.endpoint,
+    numPrompts: w.numPrompts,
+    randomInputLen: w.randomInputLen,
+    randomOutputLen: w.randomOutputLen,
+    ignoreEos: true,
+    concurrency: w.requestRate === undefined ? (w.concurrency ?? 1) : undefined,
+    requestRate: w.requestRate,
+    warmup: w.warmup,
+    seed: w.seed,
+    noServerMetrics: true,
+    stallTimeoutMs: w.stallTimeoutMs,
+    label: `${ctx.variant}#${ctx.blockIndex}`,
+    telemetry: w.telemetry,
+  };
+  const deps: Parameters<typeof runBench>[1] = {
+    signal: ctx.signal,
+    graceMs: 2000,
+    onMeasureEdge: (e) => {
+      if (e === "start") startMs = now();
+      else endMs = now();
     },
-    {
-      signal: ctx.signal,
-      graceMs: 2000,
-      onMeasureEdge: (e) => {
-        if (e === "start") startMs = now();
-        else endMs = now();
-      },
-    },
-  );
+  };
+  // With a receiver, each request carries an id its span names; the block's own spans are joined.
+  const joined = ctx.spans
+    ? await benchWithSpans(opts, deps, { receiver: ctx.spans.receiver, waitMs: ctx.spans.waitMs, onlyLater: true })
+    : null;
+  const res = joined ? joined.result : await runBench(opts, deps);
   const s = res.summary;
   return {
     requests: res.requests.filter((r) => !r.warmup).map(sampleFromRecord),
@@ -154,6 +169,7 @@ export const benchBlockRunner: BlockRunner = async (baseUrl, w, ctx) => {
     },
     achieved: w.requestRate === undefined ? null : achievedRate(res),
     window: startMs === null ? null : { startMs, endMs: endMs ?? now() },
+    ...(joined ? { spans: joined.spans } : {}),
   };
 };
 
@@ -281,7 +297,7 @@ export async function runWatchedBlock(
   runner: BlockRunner,
   baseUrl: string,
   workload: Workload,
-  ctx: { variant: string; blockIndex: number; signal?: AbortSignal; server?: ServerHandle | null },
+  ctx: { variant: string; blockIndex: number; signal?: AbortSignal; server?: ServerHandle | null; spans?: BlockSpans },
 ): Promise<BlockResult> {
   const ac = new AbortController();
   const onAbort = () => ac.abort(ctx.signal?.reason);
@@ -313,6 +329,7 @@ export async function runWatchedBlock(
       signal: ac.signal,
       variant: ctx.variant,
       blockIndex: ctx.blockIndex,
+      spans: ctx.spans,
     });
     await checkDeath();
     if (died) throw died;

@@ -3,6 +3,7 @@
 // stop the whole group (SIGTERM, then SIGKILL after a grace period). No server outlives us: every
 // started group is killed on our exit, and SIGINT/SIGTERM stop them before we return.
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
 import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InterruptedError, TargetError, UsageError } from "../errors.ts";
 import { onInterrupt, setInterruptNote, interruptSignal as sharedInterruptSignal } from "../interrupt.ts";
 import { undici } from "../lazy.ts";
+import { PROBE_REQUEST_ID_PREFIX } from "../otlp/attributes.ts";
 import { REDACTED, redactString, registerArgvSecrets, registerCommandSecrets, shownWord } from "../secrets.ts";
 import { shellQuote, shellSplit } from "../shell.ts";
 import { registerVariantSecrets, sealVariant } from "./sealed.ts";
@@ -507,7 +509,12 @@ export async function startServer(spec: ServerSpec): Promise<ServerHandle> {
       handle.model = (JSON.parse(models.body) as { data?: Array<{ id?: string }> }).data?.[0]?.id ?? null;
       const r = await undici().request(`${handle.url}/v1/completions`, {
         method: "POST",
-        headers: { "content-type": "application/json", ...headers },
+        // Named, so an engine's request span for it is known as the probe's, not a stranger's (otlp/bench.ts).
+        headers: {
+          "content-type": "application/json",
+          "x-request-id": `${PROBE_REQUEST_ID_PREFIX}${randomBytes(4).toString("hex")}`,
+          ...headers,
+        },
         body: JSON.stringify({ model: handle.model, prompt: "Hello", max_tokens: 1, stream: false }),
         headersTimeout: 120_000,
         bodyTimeout: 120_000,

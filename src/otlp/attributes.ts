@@ -59,3 +59,11 @@ export const SGLANG_SLICE = {
 
 /** A root span's name: "Req 3f2a…", "prefill Req …", "decode Req …". */
 export const SGLANG_ROOT_NAME = /(^|\s)Req \S/;
+
+/** The X-Request-Id of the probe completion a started server gets (experiment/variants.ts): not a measured request. */
+export const PROBE_REQUEST_ID_PREFIX = "inferscope-probe-";
+
+/** Whether a span's gen_ai.request.id names a server-start probe (vLLM prefixes `cmpl-`). */
+export function isProbeSpanId(spanId: string): boolean {
+  return spanId.replace(/^(chatcmpl|cmpl)-/, "").startsWith(PROBE_REQUEST_ID_PREFIX);
+}

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type BenchDeps, type BenchResult, runBench } from "../load/runner.ts";
 import type { BenchOptions } from "../load/types.ts";
+import { isProbeSpanId } from "./attributes.ts";
 import { clientIdOf, type JoinRecord, type JoinResult, joinSpans, vllmRequestId } from "./join.ts";
 import { engineFlagHint, type OtlpFinding, type OtlpReceiver, startOtlpReceiver } from "./receiver.ts";
 import { SglangProgress } from "./sglang.ts";
@@ -125,9 +126,13 @@ export async function benchWithSpans(
       });
     }
     const waitedMs = performance.now() - t0;
-    // Warm-up requests' spans are this run's too: not reported as strangers.
+    // Warm-up requests' spans are this run's too, and a started server's probe is inferscope's own: not strangers.
     const warm = new Set(result.requests.filter((r) => r.warmup).map((r) => `${prefix}${r.index}`));
-    const spans = from > 0 ? rx.spans.slice(from) : rx.spans;
+    const mine = from > 0 ? rx.spans.slice(from) : rx.spans;
+    const spans = mine.filter((s) => {
+      const sid = vllmRequestId(s);
+      return sid === null || !isProbeSpanId(sid);
+    });
     return {
       result,
       spans: {

@@ -43,6 +43,8 @@ export interface OtlpReceiver {
   readonly requests: number;
   /** Calls `fn` after each accepted export request; returns the call that stops it. */
   listen(fn: () => void): () => void;
+  /** Forgets the spans kept so far (a caller that has joined them): a long run holds one block's at a time. */
+  clear(): void;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,19 @@ export function parseOtlpListen(spec: string, flag = "--otlp-receiver"): { host:
     throw new UsageError(`${flag}: expected [HOST:]PORT (e.g. 4318 or 127.0.0.1:4318), got '${spec}'`);
   const host = m[1] ? m[1].replace(/^\[|\]$/g, "") : "127.0.0.1";
   return { host, port };
+}
+
+/** The receiver flags of bench and tune (`--otlp-receiver`, `--otlp-grpc-receiver`), parsed; null when not given. */
+export function parseOtlpFlags(o: {
+  otlpReceiver?: unknown;
+  otlpGrpcReceiver?: unknown;
+}): { host: string; port: number; grpc?: { host: string; port: number } } | null {
+  const listen = o.otlpReceiver !== undefined ? parseOtlpListen(String(o.otlpReceiver)) : null;
+  const grpc =
+    o.otlpGrpcReceiver !== undefined ? parseOtlpListen(String(o.otlpGrpcReceiver), "--otlp-grpc-receiver") : null;
+  if (grpc && !listen)
+    throw new UsageError("--otlp-grpc-receiver goes with --otlp-receiver (the HTTP port), e.g. --otlp-receiver 4318");
+  return listen && { ...listen, ...(grpc ? { grpc } : {}) };
 }
 
 export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpReceiver> {
@@ -223,6 +238,9 @@ export async function startOtlpReceiver(o: OtlpReceiverOptions): Promise<OtlpRec
     listen(fn) {
       listeners.add(fn);
       return () => listeners.delete(fn);
+    },
+    clear() {
+      spans.length = 0;
     },
     close: () =>
       new Promise<void>((resolve) => {

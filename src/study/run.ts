@@ -8,7 +8,6 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   chooseExperiment,
-  commandFacts,
   deploymentRecord,
   discover,
   type GivenDeployment,
@@ -18,7 +17,6 @@ import {
 import { InferscopeError, InputError, InterruptedError, plainReason, TargetError, UsageError } from "../errors.ts";
 import { parseVariant, type ServerHandle, shellQuote, startServer } from "../experiment/variants.ts";
 import { checkInputFile, checkNotFile, checkRunStore } from "../input-file.ts";
-import type { EngineCatalog } from "../metrics/engines/catalog.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { type Architecture, listModels, requireModel } from "../model/architecture.ts";
 import { findGpu, parseInterconnect } from "../model/hardware.ts";
@@ -26,6 +24,7 @@ import { SEED_DEPLOYMENT as SEED_MODEL_INPUT } from "../model/index.ts";
 import { checkNcclEnv, checkParallelism, modelArg } from "../model/options.ts";
 import { recipe } from "../model/quantization.ts";
 import { type OtlpReceiver, startOtlpReceiver } from "../otlp/receiver.ts";
+import { requestSpanFlags } from "../otlp/server-flags.ts";
 import { claimOutputDir } from "../output-file.ts";
 import { redactSecrets } from "../report/format.ts";
 import { type WrittenReport, writeReport } from "../report/index.ts";
@@ -687,23 +686,4 @@ function checkGiven(g: GivenDeployment, variants: string[] | undefined): void {
 function interruptWords(reason: unknown): string {
   const m = reason instanceof Error ? /^interrupted by SIG[A-Z]+/.exec(reason.message) : null;
   return m ? m[0] : "interrupted";
-}
-
-/**
- * The flags that make a started server send its request spans, or null: the embedded sim at time-scale 1 (its spans
- * are on another clock otherwise; with detailed traces), or a --server-cmd whose engine's catalog entry says how (vLLM,
- * SGLang; detailed traces only if the command asks for them, vLLM).
- */
-function requestSpanFlags(
-  embedded: boolean,
-  serverCmd: string,
-  timeScale: number,
-): NonNullable<EngineCatalog["requestSpans"]> | null {
-  if (embedded) {
-    const v = timeScale === 1 ? engineById("vllm")?.requestSpans : undefined;
-    // The sim's detailed traces cost it nothing (vLLM's do): with them its spans measure the host part of each step.
-    return v ? { ...v, args: (e) => [...v.args(e), "--collect-detailed-traces", "all"] } : null;
-  }
-  const engine = commandFacts(serverCmd).engine;
-  return (engine ? engineById(engine)?.requestSpans : undefined) ?? null;
 }

@@ -1,6 +1,7 @@
 // Plain-text rendering of a tune result for the terminal.
 import Table from "cli-table3";
 import type { Interval3, TuneResult } from "./run.ts";
+import { spanColumns } from "./spans.ts";
 
 function f(x: number | null | undefined): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return "n/a";
@@ -51,10 +52,41 @@ export function renderTune(r: TuneResult): string {
           : c.status,
     ]);
   out.push(t.toString());
+  if (r.otlp) out.push(...renderSpans(r));
   if (!r.model.available) out.push(`Model: none (${r.model.reason})`);
   for (const n of [...r.model.notes, ...r.model.assumptions]) out.push(`  model: ${n}`);
   for (const w of r.warnings) out.push(`warning: ${w}`);
   for (const e of r.errors) out.push(`error: ${e.split("\n")[0]}`);
   out.push(`Method: ${r.method}`);
   return out.join("\n");
+}
+
+/** Findings listed in the terminal; the rest are counted (all of them are in --json and the report). */
+const FINDINGS_SHOWN = 10;
+
+function renderSpans(r: TuneResult): string[] {
+  const o = r.otlp!;
+  const out = [
+    `Engine spans (OTLP${o.endpoint ? `, receiver ${o.endpoint}` : ""}): ${o.hint ?? `each server got ${o.serverFlags}`}`,
+    "  each candidate's joined requests, all its blocks pooled: p50 / p99 in ms",
+  ];
+  const cols = spanColumns(r.candidates);
+  const t = new Table({
+    head: ["id", "joined", ...cols.map(([, label]) => label)],
+    style: { head: [], border: [] },
+  });
+  for (const c of r.candidates) {
+    const s = c.spans;
+    if (!s) continue;
+    t.push([
+      c.id,
+      `${s.joined}/${s.requests} (${pct(s.joinRate)})`,
+      ...cols.map(([k]) => (s.split[k] ? `${f(s.split[k].p50)} / ${f(s.split[k].p99)}` : "—")),
+    ]);
+  }
+  out.push(t.toString());
+  if (o.comparison) out.push(`  ${o.comparison}`);
+  for (const x of o.findings.slice(0, FINDINGS_SHOWN)) out.push(`  finding: ${x}`);
+  if (o.findings.length > FINDINGS_SHOWN) out.push(`  … ${o.findings.length - FINDINGS_SHOWN} more findings (--json)`);
+  return out;
 }

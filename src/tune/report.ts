@@ -8,9 +8,34 @@ import { esc, fmt } from "../report/format.ts";
 import { REPORT_CSS } from "../report/html.ts";
 import { redact } from "../secrets.ts";
 import type { Interval3, TuneCandidate, TuneResult } from "./run.ts";
+import { type CandidateSpans, type SplitPart, spanColumns } from "./spans.ts";
 
 const iv = (i: Interval3 | null | undefined) => (i ? `${fmt(i.estimate)} [${fmt(i.low)}, ${fmt(i.high)}]` : "—");
 const pct = (x: number) => `${fmt(x * 100, 3)} %`;
+
+/** The span table's cells per candidate (those with a join): id, joined, each column's "p50 / p99". */
+function spanRows(r: TuneResult): { cols: Array<[SplitPart, string]>; rows: string[][] } {
+  const cols = spanColumns(r.candidates);
+  const cell = (s: CandidateSpans, k: SplitPart) => {
+    const d = s.split[k];
+    return d ? `${fmt(d.p50)} / ${fmt(d.p99)}` : "—";
+  };
+  const rows = r.candidates.flatMap((c) =>
+    c.spans
+      ? [
+          [
+            c.id,
+            `${c.spans.joined}/${c.spans.requests} (${pct(c.spans.joinRate)})`,
+            ...cols.map(([k]) => cell(c.spans!, k)),
+          ],
+        ]
+      : [],
+  );
+  return { cols, rows };
+}
+
+const spanIntro = (r: TuneResult) =>
+  `Each block's requests joined with the engine's request spans (OTLP${r.otlp!.endpoint ? `, ${r.otlp!.endpoint}` : ""}): ${r.otlp!.hint ?? `each server got ${r.otlp!.serverFlags}`}. p50 / p99 over every joined request of the candidate's blocks, ms.`;
 
 function fate(c: TuneCandidate): string {
   if (c.status === "skipped") return `skipped: ${c.skipped}`;
@@ -126,11 +151,25 @@ ${b ? `<p>Run it: <code>${esc(b.command)}</code></p>` : ""}
 <h3>Candidates</h3>
 <table id="tune-candidates"><thead><tr><th>id</th><th>candidate</th><th>predicted (model, 80 %)</th><th>posterior 95 %</th><th>measured 95 %</th><th>blocks</th><th>P(best)</th><th>fate</th></tr></thead><tbody>${rows}</tbody></table>
 ${notes}
+${r.otlp ? spansHtml(r) : ""}
 <h3>Blocks (one server start each)</h3>
 <table id="tune-blocks"><thead><tr><th>block</th><th>round</th><th>candidate</th><th>${esc(r.objective.unit)}</th><th>status</th><th>error</th></tr></thead><tbody>${blocks}</tbody></table>
 <h3>Method</h3><p class="how">${esc(r.method)} Objective: ${esc(r.objective.define)}.</p>
 </section></main></body></html>
 `;
+}
+
+function spansHtml(r: TuneResult): string {
+  const { cols, rows } = spanRows(r);
+  const head = ["id", "joined", ...cols.map(([, l]) => l)].map((h) => `<th>${esc(h)}</th>`).join("");
+  const body = rows
+    .map((x) => `<tr>${x.map((v, i) => `<td${i ? ' class="n"' : ""}>${esc(v)}</td>`).join("")}</tr>`)
+    .join("");
+  const o = r.otlp!;
+  return `<h3>Where the time went (engine spans)</h3>
+<p>${esc(spanIntro(r))}</p>
+<table id="tune-spans"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>
+${o.comparison ? `<p>${esc(o.comparison)}.</p>` : ""}${o.findings.map((f) => `<p class="note">${esc(f)}</p>`).join("")}`;
 }
 
 export function tuneMarkdown(r: TuneResult): string {
@@ -158,6 +197,15 @@ export function tuneMarkdown(r: TuneResult): string {
     out.push(
       `| ${c.id} | \`${c.name}\` | ${iv(c.predicted)} | ${c.status === "skipped" ? "—" : iv(c.posterior)} | ${iv(c.measured)} | ${c.measured?.blocks ?? 0} | ${c.status === "skipped" ? "" : pct(c.probabilityBest)} | ${fate(c).replace(/\|/g, "\\|")} |`,
     );
+  if (r.otlp) {
+    const { cols, rows } = spanRows(r);
+    out.push("", "## Where the time went (engine spans)", "", spanIntro(r), "");
+    out.push(`| id | joined | ${cols.map(([, l]) => l).join(" | ")} |`);
+    out.push(`|${"---|".repeat(cols.length + 2)}`);
+    for (const x of rows) out.push(`| ${x.join(" | ")} |`);
+    if (r.otlp.comparison) out.push("", `${r.otlp.comparison}.`);
+    if (r.otlp.findings.length) out.push("", ...r.otlp.findings.map((f) => `- ${f}`));
+  }
   out.push("", `Method: ${r.method}`, "");
   return out.join("\n");
 }

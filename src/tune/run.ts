@@ -34,6 +34,9 @@ import { mean, normalQuantile } from "../experiment/stats.ts";
 import { type ServerHandle, setInterruptNote, startServer } from "../experiment/variants.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { inputFromOptions, type ModelCliOptions, type ModelInput } from "../model/index.ts";
+import { DEFAULT_SPAN_WAIT_MS } from "../otlp/bench.ts";
+import { engineFlagHint, type OtlpReceiver, startOtlpReceiver } from "../otlp/receiver.ts";
+import { requestSpanFlags } from "../otlp/server-flags.ts";
 import { claimOutputDir, claimRun, type HeldLock } from "../output-file.ts";
 import { type SecretSeal, sealCommand } from "../secrets.ts";
 import { DEFAULT_PROFILE, embeddedSimCommand, profileDeployment, profileModelOptions } from "../sim/profile.ts";
@@ -47,7 +50,17 @@ import {
   parseKnob,
 } from "./knobs.ts";
 import { type CandidatePrediction, type ModelPlan, OBJECTIVES, type Objective, planModel } from "./model.ts";
+import { type BlockSpanSummary, blockSpanSummary, type CandidateSpans, candidateSpans, compareSpans } from "./spans.ts";
 import { difference, type Observation, type Posterior, posterior, probabilityBest } from "./surrogate.ts";
+
+/** Where tune's OTLP receiver listens (`--otlp-receiver [HOST:]PORT`, `--otlp-grpc-receiver`, `--otlp-wait`). */
+export interface TuneOtlp {
+  host: string;
+  port: number;
+  grpc?: { host: string; port: number };
+  /** After each block, how long to wait for spans still unsent (ms). */
+  waitMs?: number;
+}
 
 export interface Slo {
   ttftMs?: number;
@@ -78,6 +91,8 @@ export interface TuneOptions {
   seed?: number;
   db?: string | Store;
   resume?: string;
+  /** An OTLP receiver for the whole run: every block's requests joined with the engine's request spans. */
+  otlp?: TuneOtlp;
   /** Also write the report (index.html, report.md, results.json) into this directory. */
   outDir?: string;
   readyTimeoutMs?: number;
@@ -97,7 +112,7 @@ export interface TuneDeps {
 }
 
 export interface TuneProgress {
-  phase: "start" | "server" | "block" | "block-done" | "drop" | "stop";
+  phase: "start" | "otlp" | "server" | "block" | "block-done" | "drop" | "stop";
   runId: string;
   message: string;
 }
@@ -122,6 +137,8 @@ export interface TuneConfig {
   modelInput: { options: ModelCliOptions | null; missing: string[]; assumptions: string[] } | null;
   /** Keyed hashes of the secrets in serverCmd (stored sealed); a resume checks the ones given again. */
   sealed?: SecretSeal | null;
+  /** The OTLP receiver the run was started with (absent: none). */
+  otlp?: TuneOtlp & { waitMs: number };
 }
 
 /** One finished block, as the planner sees it. */
@@ -156,6 +173,8 @@ export interface TuneCandidate extends Pick<Candidate, "id" | "name" | "settings
   gain: { absolute: Interval3; relative: Interval3 } | null;
   probabilityBest: number;
   dropped: { afterBlock: number; reason: string } | null;
+  /** With --otlp-receiver: its blocks' requests joined with the engine's request spans, pooled. */
+  spans?: CandidateSpans | null;
 }
 
 export interface TuneResult {
@@ -205,6 +224,22 @@ export interface TuneResult {
   method: string;
   /** Where the report was written (with --out). */
   report?: { html: string };
+  /** With --otlp-receiver: the receiver, what the servers were given, the winner's split and every finding. */
+  otlp?: TuneSpansResult;
+}
+
+export interface TuneSpansResult {
+  /** This session's receiver (a resumed run listens anew). */
+  endpoint: string | null;
+  grpcEndpoint: string | null;
+  /** The flags and environment each started server got, or null when the engine has to be told by hand. */
+  serverFlags: string | null;
+  /** For an engine the catalog cannot configure: what to give it by hand. */
+  hint: string | null;
+  /** The winner against the baseline, part by part (null without a winner or spans for both). */
+  comparison: string | null;
+  /** Per block ("block 3 (c1): …"): unmatched requests or spans, an engine that sends nothing, bad bodies. */
+  findings: string[];
 }
 
 const DEFAULT_WORKLOAD: Workload = {
@@ -282,6 +317,13 @@ export function resolveTuneConfig(opts: TuneOptions): TuneConfig {
     throw new UsageError("--profile, --time-scale and --set apply to the embedded sim only, not to a --server-cmd");
   if (embedded && !(embedded.timeScale > 0 && embedded.timeScale <= 1000))
     throw new UsageError(`--time-scale must be in (0, 1000], got ${embedded.timeScale}`);
+  if (opts.otlp && embedded && embedded.timeScale !== 1)
+    throw new UsageError(
+      `--otlp-receiver on the embedded sim needs --time-scale 1 (got ${embedded.timeScale}): its spans carry the sim's clock, which the client's lines up with only at 1`,
+      { hint: "add --time-scale 1, or drop --otlp-receiver" },
+    );
+  const otlpWait = opts.otlp?.waitMs ?? DEFAULT_SPAN_WAIT_MS;
+  if (!(otlpWait >= 0 && Number.isFinite(otlpWait))) throw new UsageError(`--otlp-wait must be ≥ 0, got ${otlpWait}`);
   const seed = opts.seed ?? workload.seed;
   const serverCmd = opts.serverCmd ?? embeddedSimCommand(embedded!.profile, embedded!.timeScale, seed, embedded!.set);
 
@@ -337,6 +379,7 @@ export function resolveTuneConfig(opts: TuneOptions): TuneConfig {
     prune,
     model: null,
     modelInput: null,
+    ...(opts.otlp ? { otlp: { ...opts.otlp, waitMs: otlpWait } } : {}),
   };
 }
 
@@ -530,9 +573,11 @@ export function plan(cfg: TuneConfig, done: DoneBlock[], startsUsed = done.lengt
 export async function runTune(opts: TuneOptions, deps: TuneDeps = {}): Promise<TuneResult> {
   const { store, owned } = openStoreFrom(opts.db);
   const locks: HeldLock[] = [];
+  const held: Held = { receiver: null };
   try {
-    return await runWithStore(opts, deps, store, locks);
+    return await runWithStore(opts, deps, store, locks, held);
   } finally {
+    await held.receiver?.close();
     for (const l of locks) l.release();
     if (owned) store.close();
   }
@@ -606,7 +651,23 @@ function doneFromStore(store: Store, runId: string): DoneBlock[] {
     });
 }
 
-async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, locks: HeldLock[]): Promise<TuneResult> {
+/** What runTune closes whatever happens. */
+interface Held {
+  receiver: OtlpReceiver | null;
+}
+
+/** One receiver for the whole run, started before any server (a busy port is refused before anything is stored). */
+async function startTuneReceiver(o: TuneOtlp): Promise<OtlpReceiver> {
+  return startOtlpReceiver({ host: o.host, port: o.port, grpcHost: o.grpc?.host, grpcPort: o.grpc?.port });
+}
+
+async function runWithStore(
+  opts: TuneOptions,
+  deps: TuneDeps,
+  store: Store,
+  locks: HeldLock[],
+  held: Held,
+): Promise<TuneResult> {
   // A directory that cannot hold the report must not cost a whole run; a second run naming it is refused.
   if (opts.outDir) locks.push(claimOutputDir(opts.outDir, "--out"));
   const runner = deps.blockRunner ?? benchBlockRunner;
@@ -665,6 +726,12 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
         },
       );
     runId = prev.run.id;
+    // The receiver may listen elsewhere this time (its port busy); a run started without one stays without.
+    if (opts.otlp && !storedCfg.otlp)
+      throw new UsageError(
+        `--resume ${prev.run.id}: the run was started without --otlp-receiver, so its blocks have no spans; leave it out`,
+        { hint: "or start a new tune run with --otlp-receiver" },
+      );
     // The stored command has placeholders for its secrets: take them again (same flag or the environment).
     const t = unsealTarget(
       runId,
@@ -673,6 +740,10 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
     );
     cfg = { ...storedCfg, serverCmd: t.serverCmd ?? storedCfg.serverCmd };
     stored = { serverCmd: storedCfg.serverCmd, sealed: storedCfg.sealed ?? null };
+    if (cfg.otlp) {
+      cfg.otlp = { ...cfg.otlp, ...stripUndefined(opts.otlp ?? {}) };
+      held.receiver = await startTuneReceiver(cfg.otlp);
+    }
     for (const b of prev.blocks)
       if (b.status === "running" || b.status === "failed") store.updateBlock(b.id, { status: "discarded" });
     const s = prev.summaries?.tune as Partial<TuneResult> | undefined;
@@ -681,6 +752,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
     store.updateRun(runId, { status: "running", finishedAt: null, error: null });
   } else {
     cfg = resolveTuneConfig(opts);
+    if (cfg.otlp) held.receiver = await startTuneReceiver(cfg.otlp);
     // Stored without its secrets: placeholders and keyed hashes.
     const sealed = sealTarget(cfg.serverCmd, []);
     stored = { serverCmd: sealed.serverCmd ?? cfg.serverCmd, sealed: sealed.sealed };
@@ -705,6 +777,16 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
     "start",
     `run ${runId}: ${cfg.candidates.filter((c) => !c.skipped).length} candidates, objective ${cfg.objective}`,
   );
+  const rx = held.receiver;
+  const spanSetup = rx ? serverSpanSetup(cfg, rx) : null;
+  if (rx && spanSetup)
+    progress(
+      "otlp",
+      `OTLP receiver on ${rx.endpoint}${rx.grpcEndpoint ? ` (gRPC ${rx.grpcEndpoint})` : ""}: ${spanSetup.hint ?? `each server started gets ${spanSetup.shown}`}`,
+    );
+  let spanBlocks = 0;
+  // Receiver findings go to the block that follows them (a bad body sent while a server starts included).
+  let findingsSeen = 0;
 
   for (;;) {
     if (state?.stop) break;
@@ -724,9 +806,9 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
       server = await start({
         name: cand.id,
         cmd: cfg.serverCmd,
-        env: cand.env,
+        env: { ...spanSetup?.env, ...cand.env },
         unsetEnv: cand.unset,
-        args: cand.args,
+        args: [...cand.args, ...(spanSetup?.args ?? [])],
         logFile: join(logDir, `block${index}-${cand.id}.log`),
         readyTimeoutMs: opts.readyTimeoutMs,
         graceMs: opts.graceMs,
@@ -743,12 +825,29 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
         state = plan(cfg, done, starts, elapsedBefore + Date.now() - t0);
       }
       progress("block", `block ${index + 1}: ${cand.id} (${cand.name})`);
+      // An engine that sent nothing over a whole block and its wait is not configured: later blocks do not wait.
+      const silent = rx !== null && rx.requests === 0 && spanBlocks > 0;
       const res: BlockResult = await runWatchedBlock(runner, server.url, workload, {
         variant: cand.id,
         blockIndex: index,
         signal: opts.signal,
         server,
+        spans: rx && cfg.otlp ? { receiver: rx, waitMs: silent ? 0 : cfg.otlp.waitMs } : undefined,
       });
+      let spans: BlockSpanSummary | null = null;
+      if (rx && res.spans) {
+        const rf = rx.findings;
+        spans = blockSpanSummary(
+          res.spans,
+          rf.slice(findingsSeen).map((f) => `${f.kind} (${f.status}): ${f.detail}`),
+        );
+        findingsSeen = rf.length;
+        if (silent)
+          spans.findings.push(
+            "the engine has sent no span since the receiver started: this block did not wait for any",
+          );
+        spanBlocks++;
+      }
       store.addRequests(runId, blockId, res.requests.map(toStored));
       storeBlockTelemetry(store, runId, blockId, res.telemetry);
       const ok = res.requests.filter((r) => r.ok);
@@ -777,6 +876,7 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
           y: Number.isFinite(d.y) ? d.y : null,
           durationMs: res.durationMs,
           warnings: res.warnings ?? [],
+          ...(spans ? { otlp: spans } : {}),
         },
         server: server.describe(),
       });
@@ -803,6 +903,8 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
       if (c === 0) throw new TargetError(`the baseline failed, so no gain can be measured: ${e.message}`);
     } finally {
       if (server) await server.stop();
+      // Joined (or the block failed): the next block's spans start from an empty receiver.
+      rx?.clear();
     }
     state = plan(cfg, done, starts, elapsedBefore + Date.now() - t0);
     for (const [i, dr] of state.dropped)
@@ -811,6 +913,12 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
   const elapsedS = (elapsedBefore + Date.now() - t0) / 1000;
   const final = state ?? null;
   const result = summarize(cfg, store, runId, done, final, starts, elapsedS, errors);
+  if (cfg.otlp && result.otlp) {
+    result.otlp.endpoint = rx?.endpoint ?? null;
+    result.otlp.grpcEndpoint = rx?.grpcEndpoint ?? null;
+    result.otlp.serverFlags = spanSetup?.hint ? null : (spanSetup?.shown ?? null);
+    result.otlp.hint = spanSetup?.hint ?? null;
+  }
   if (interrupted) result.stop = { reason: "interrupted", message: interrupted.message, unseparated: [] };
   // Over, yet nothing chosen (a budget spent before two candidates were measured) is not "complete".
   else result.status = result.best === null ? "inconclusive" : "complete";
@@ -839,10 +947,40 @@ async function runWithStore(opts: TuneOptions, deps: TuneDeps, store: Store, loc
   return result;
 }
 
+/**
+ * What each started server gets to send its spans to `rx`: the engine's catalog flags (the embedded sim: vLLM's), or
+ * none and a hint for an engine the catalog cannot configure (or a command that already names the flag).
+ */
+function serverSpanSetup(
+  cfg: TuneConfig,
+  rx: OtlpReceiver,
+): { args: string[]; env: Record<string, string>; shown: string; hint: string | null } {
+  const flags = requestSpanFlags(cfg.embedded !== null, cfg.serverCmd, cfg.embedded?.timeScale ?? 1);
+  const args = flags?.args(rx.endpoint) ?? [];
+  if (!flags || (args[0] && cfg.serverCmd.includes(args[0])))
+    return {
+      args: [],
+      env: {},
+      shown: "",
+      hint: flags
+        ? `the server command sets ${args[0]} itself: it must point at ${rx.endpoint}/v1/traces`
+        : engineFlagHint(rx.endpoint, rx.grpcEndpoint),
+    };
+  const env = Object.entries(flags.env).map(([k, v]) => `${k}=${v}`);
+  return { args, env: flags.env, shown: [...env, ...args].join(" "), hint: null };
+}
+
 function fmt(x: number): string {
   if (!Number.isFinite(x)) return "n/a";
   const a = Math.abs(x);
   return x.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
+}
+
+/** The winner's split against the baseline's, when both have joined requests. */
+function comparisonOf(candidates: TuneCandidate[], best: TuneResult["best"], objective: Objective): string | null {
+  const base = candidates[0]?.spans;
+  const win = best && best.id !== "c0" ? candidates.find((c) => c.id === best.id)?.spans : null;
+  return base?.joined && win?.joined ? compareSpans(base, win, best!.name, objective) : null;
 }
 
 /** The result: every candidate's prediction, posterior, measurement and fate; the best and its gain. */
@@ -890,6 +1028,12 @@ export function summarize(
       absolute: { estimate: absOf(d), low: absOf(d - z95 * s), high: absOf(d + z95 * s) },
     };
   };
+  const det = store.getRun(runId);
+  // Each finished block's join as stored: a resumed run keeps the split of the blocks it did not run.
+  const spanBlocks = det.blocks
+    .filter((b) => b.status === "complete" && (b.summary as { otlp?: BlockSpanSummary } | null)?.otlp)
+    .sort((a, b) => a.index - b.index)
+    .map((b) => ({ index: b.index, candidate: b.variant, otlp: (b.summary as { otlp: BlockSpanSummary }).otlp }));
   const candidates: TuneCandidate[] = cfg.candidates.map((c, i) => {
     const pred: CandidatePrediction | undefined = cfg.model?.predictions[i];
     const m = measuredOf(i);
@@ -918,6 +1062,7 @@ export function summarize(
       gain: gainOf(i),
       probabilityBest: state?.pBest.get(i) ?? 0,
       dropped: state?.dropped.get(i) ?? null,
+      ...(cfg.otlp ? { spans: candidateSpans(spanBlocks.filter((b) => b.candidate === c.id).map((b) => b.otlp)) } : {}),
     };
   });
   let best: TuneResult["best"] = null;
@@ -944,7 +1089,6 @@ export function summarize(
       probabilityBest: state?.pBest.get(leader) ?? 0,
     };
   }
-  const det = store.getRun(runId);
   const blocks = det.blocks
     .slice()
     .sort((a, b) => a.index - b.index || a.id - b.id)
@@ -962,7 +1106,7 @@ export function summarize(
   const warnings: string[] = [];
   if (cfg.model && !cfg.model.available)
     warnings.push(`no model prediction (${cfg.model.reason}): candidates are ranked by measurements only`);
-  if (cfg.embedded)
+  if (cfg.embedded && cfg.embedded.timeScale !== 1)
     warnings.push(
       `embedded sim at time scale ${cfg.embedded.timeScale}: times are multiplied back by ${cfg.embedded.timeScale}`,
     );
@@ -1003,6 +1147,20 @@ export function summarize(
     errors,
     warnings,
     telemetry,
+    ...(cfg.otlp
+      ? {
+          otlp: {
+            endpoint: null,
+            grpcEndpoint: null,
+            serverFlags: null,
+            hint: null,
+            comparison: comparisonOf(candidates, best, cfg.objective),
+            findings: spanBlocks.flatMap((b) =>
+              b.otlp.findings.map((f) => `block ${b.index + 1} (${b.candidate}): ${f}`),
+            ),
+          },
+        }
+      : {}),
     method:
       `One block = a fresh server start + ${cfg.workload.numPrompts} measured requests (${cfg.workload.warmup} warm-up). ` +
       `Surrogate: log objective = model prediction + common bias + one correction per knob value + a per-candidate deviation ` +

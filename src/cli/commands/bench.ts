@@ -33,7 +33,7 @@ import type {
   Stats,
 } from "../../load/types.ts";
 import { benchWithSpans, type SpanJoinReport } from "../../otlp/bench.ts";
-import { parseOtlpListen } from "../../otlp/receiver.ts";
+import { parseOtlpFlags } from "../../otlp/receiver.ts";
 import { formatSpanJoin, spanJoinJson } from "../../otlp/render.ts";
 import { claimOutput, type OutputClaim } from "../../output-file.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
@@ -50,6 +50,7 @@ import {
   terminalSafe,
   withCommon,
 } from "../common.ts";
+import { OTLP_GRPC_HELP, OTLP_RECEIVER_HELP } from "./experiment-args.ts";
 
 const num = (name: string) => (v: string) => {
   const n = Number(v);
@@ -526,14 +527,8 @@ export function register(program: Command): void {
       "sampling interval of the telemetry source (e.g. 100ms, 1s)",
       durationArg("--telemetry-interval"),
     )
-    .option(
-      "--otlp-receiver <[host:]port>",
-      "receive the engine's request spans (OTLP/HTTP, protobuf or JSON; loopback unless a host is given) and join them to the requests: TTFT split into network, intake, queue, prefill, delivery",
-    )
-    .option(
-      "--otlp-grpc-receiver <[host:]port>",
-      "with --otlp-receiver, also take OTLP/gRPC here (vLLM's and SGLang's default protocol; 4317 by convention)",
-    )
+    .option("--otlp-receiver <[host:]port>", OTLP_RECEIVER_HELP)
+    .option("--otlp-grpc-receiver <[host:]port>", OTLP_GRPC_HELP)
     .option(
       "--otlp-wait <d>",
       "after the run, wait up to this long for spans the engine has not sent yet (vLLM batches every 5 s)",
@@ -583,11 +578,7 @@ export function register(program: Command): void {
     }
     if (o.slo) goodput = parseSlo(o.slo);
     // Parsed before anything is sent; a sweep or search would mix several runs' spans.
-    const otlpListen = o.otlpReceiver !== undefined ? parseOtlpListen(String(o.otlpReceiver)) : null;
-    const otlpGrpc =
-      o.otlpGrpcReceiver !== undefined ? parseOtlpListen(String(o.otlpGrpcReceiver), "--otlp-grpc-receiver") : null;
-    if (otlpGrpc && !otlpListen)
-      throw new UsageError("--otlp-grpc-receiver goes with --otlp-receiver (the HTTP port), e.g. --otlp-receiver 4318");
+    const otlpListen = parseOtlpFlags(o);
     if (otlpListen && (o.findCapacity || o.sweep || (o.concurrency?.length ?? 0) > 1 || (rates?.length ?? 0) > 1))
       throw new UsageError("--otlp-receiver joins the spans of a single run: drop --sweep, --find-capacity and lists");
     if (o.findCapacity) {
@@ -851,7 +842,6 @@ export function register(program: Command): void {
       if (otlpListen) {
         const out = await benchWithSpans(opts, benchDeps, {
           ...otlpListen,
-          grpc: otlpGrpc ?? undefined,
           waitMs: o.otlpWait,
           onListening: (endpoint, hint) => {
             process.stderr.write(`OTLP receiver on ${endpoint}: ${hint}\n`);

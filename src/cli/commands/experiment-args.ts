@@ -31,3 +31,9 @@ export function countArg(name: string, min: number, max: number) {
 export { MAX_REQUESTS, MAX_TOKENS } from "../../load/limits.ts";
 /** Streams all worker threads of this host may hold (see src/load/limits.ts). */
 export const MAX_STREAMS = maxWorkers() * MAX_STREAMS_PER_WORKER;
+
+/** bench's and tune's OTLP receiver flags, described once. */
+export const OTLP_RECEIVER_HELP =
+  "receive the engine's request spans (OTLP/HTTP, protobuf or JSON; loopback unless a host is given) and join them to the requests: TTFT split into network, intake, queue, prefill, delivery";
+export const OTLP_GRPC_HELP =
+  "with --otlp-receiver, also take OTLP/gRPC here (vLLM's and SGLang's default protocol; 4317 by convention)";

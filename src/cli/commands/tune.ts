@@ -5,12 +5,14 @@ import type { Command } from "@commander-js/extra-typings";
 import { UsageError } from "../../errors.ts";
 import { interruptSignal } from "../../experiment/variants.ts";
 import { checkNotFile, checkRunStore } from "../../input-file.ts";
+import { parseOtlpFlags } from "../../otlp/receiver.ts";
 import { parseTelemetrySpec } from "../../telemetry/spec.ts";
 import type { Objective } from "../../tune/model.ts";
 import { renderTune } from "../../tune/render.ts";
 import { runTune, type Slo } from "../../tune/run.ts";
 import {
   API_KEY_HELP,
+  durationArg,
   durationFlag,
   emit,
   numberArg,
@@ -19,7 +21,15 @@ import {
   safeLine,
   withCommon,
 } from "../common.ts";
-import { countArg, MAX_REQUESTS, MAX_STREAMS, MAX_TOKENS, numArg } from "./experiment-args.ts";
+import {
+  countArg,
+  MAX_REQUESTS,
+  MAX_STREAMS,
+  MAX_TOKENS,
+  numArg,
+  OTLP_GRPC_HELP,
+  OTLP_RECEIVER_HELP,
+} from "./experiment-args.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -127,6 +137,16 @@ export function register(program: Command): void {
         "--telemetry <source>",
         "hardware counters during the measurement: auto (default), none, nvidia-smi, dcgm:URL, prometheus:URL, amd-smi, cpu (optional @interval, e.g. nvidia-smi@200ms)",
       )
+      .option(
+        "--otlp-receiver <[host:]port>",
+        `${OTLP_RECEIVER_HELP}; every started server is given the flags where its engine is known (the embedded sim: at --time-scale 1), and each candidate gets the split`,
+      )
+      .option("--otlp-grpc-receiver <[host:]port>", OTLP_GRPC_HELP)
+      .option(
+        "--otlp-wait <d>",
+        "after each block, wait up to this long for spans the engine has not sent yet (default 10s; vLLM batches every 5 s)",
+        durationArg("--otlp-wait"),
+      )
       .option("--grace <duration>", "SIGTERM → SIGKILL grace period (default 10s)")
       .option("--log-dir <dir>", "server logs (default ~/.inferscope/logs/RUN_ID)")
       .option("--out <dir>", "also write the report (index.html, report.md, results.json) here")
@@ -147,6 +167,8 @@ export function register(program: Command): void {
       if (i <= 0) throw new UsageError(`--set "${s}" is not key=value`);
       simSet[s.slice(0, i)] = s.slice(i + 1);
     }
+    const otlp = parseOtlpFlags(o);
+    if (!otlp && o.otlpWait !== undefined) throw new UsageError("--otlp-wait goes with --otlp-receiver");
     const tolerance = o.tolerance === undefined ? undefined : o.tolerance > 0.5 ? o.tolerance / 100 : o.tolerance;
     const progress = progressEnabled(o);
     const result = await runTune({
@@ -188,9 +210,13 @@ export function register(program: Command): void {
       logDir: o.logDir,
       db: o.db,
       resume: o.resume,
+      otlp: otlp ? { ...otlp, waitMs: o.otlpWait } : undefined,
       outDir: o.out,
       signal: interruptSignal(),
-      onProgress: progress ? (e) => process.stderr.write(`[tune] ${safeLine(e.message.split("\n")[0]!)}\n`) : undefined,
+      // The receiver's line always: it may say what to give the engine by hand.
+      onProgress: (e) => {
+        if (progress || e.phase === "otlp") process.stderr.write(`[tune] ${safeLine(e.message.split("\n")[0]!)}\n`);
+      },
     });
     emit(result, o, (r) => (r.report ? `${renderTune(r)}\nreport: ${r.report.html}` : renderTune(r)));
     // Printed and stored above; a run that could choose nothing is not a success.
