@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
-import type { ServerUnaryCall, sendUnaryData } from "@grpc/grpc-js";
+import type { ServerInterceptor, ServerUnaryCall, sendUnaryData } from "@grpc/grpc-js";
 import { UsageError } from "../errors.ts";
 import { engineById } from "../metrics/engines/index.ts";
 import { decodeJsonTraces, decodeProtobufTraces, OtlpDecodeError, type OtlpSpan } from "./spans.ts";
@@ -279,8 +279,8 @@ const EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export
 
 /**
  * OTLP/gRPC: TraceService/Export with the bytes passed through, so the same generated codec decodes
- * them. grpc-js itself answers RESOURCE_EXHAUSTED past the cap (and inflates gzip); a body that does
- * not decode is INVALID_ARGUMENT and a finding.
+ * them. grpc-js itself answers RESOURCE_EXHAUSTED past the cap (and inflates gzip), a too-large finding here; a body
+ * that does not decode is INVALID_ARGUMENT and a finding.
  */
 async function startGrpc(
   host: string,
@@ -290,7 +290,29 @@ async function startGrpc(
   find: (f: OtlpFinding) => void,
 ): Promise<{ port: number; close(): Promise<void> }> {
   const grpc = await import("@grpc/grpc-js");
-  const server = new grpc.Server({ "grpc.max_receive_message_length": cap });
+  // grpc-js refuses a message past the cap (or one whose gzip inflates past it) before any handler runs; the only
+  // sign that reaches us is the call's cancellation with no message received, so that is the too-large finding.
+  const refused: ServerInterceptor = (_method, call) => {
+    let received = false;
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMessage: (message, nextMessage) => {
+            received = true;
+            nextMessage(message);
+          },
+          onCancel: () => {
+            if (!received)
+              find({
+                kind: "too-large",
+                status: 413,
+                detail: `gRPC: an export was refused before decoding (RESOURCE_EXHAUSTED: over the ${cap}-byte cap, or inflating past it), or the engine cancelled it`,
+              });
+          },
+        }),
+    });
+  };
+  const server = new grpc.Server({ "grpc.max_receive_message_length": cap, interceptors: [refused] });
   const pass = (b: Buffer) => b;
   server.addService(
     {

@@ -52,6 +52,10 @@ describe("OTLP/gRPC receiver", () => {
     const big = await call(Buffer.alloc(64 * 1024 + 10));
     assert.equal(big?.code, status.RESOURCE_EXHAUSTED);
     assert.equal(await call(Buffer.alloc(0)), null);
+    // The refusal is grpc-js's own, before any handler: it still reaches the findings, once.
+    const tooLarge = rx.findings.filter((f) => f.kind === "too-large");
+    assert.equal(tooLarge.length, 1);
+    assert.match(tooLarge[0]!.detail, /gRPC: .*RESOURCE_EXHAUSTED/);
     c.close();
   });
 });
