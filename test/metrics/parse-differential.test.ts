@@ -9,36 +9,12 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
-import { parseExposition, setParserFastPaths } from "../../src/metrics/parse.ts";
-import type { ExpositionFormat } from "../../src/metrics/types.ts";
+import { parseExposition } from "../../src/metrics/parse.ts";
+import { agree } from "../helpers/parse-paths.ts";
 
 const shared = fileURLToPath(new URL("../../../shared/conformance/", import.meta.url));
 const missing = existsSync(shared) ? undefined : `conformance data not found at ${shared}`;
 const fixtures = fileURLToPath(new URL("./fixtures/", import.meta.url));
-
-function outcome(text: string, format: ExpositionFormat, strict: boolean, fast: boolean): unknown {
-  setParserFastPaths(fast);
-  try {
-    return parseExposition(text, { format, strict, file: "x.prom" });
-  } catch (err) {
-    return `${(err as Error).name}: ${(err as Error).message}`;
-  } finally {
-    setParserFastPaths(true);
-  }
-}
-
-/** Both formats, both modes. Object.is semantics (deepStrictEqual) tell NaN, -0 and 0 apart. */
-function agree(text: string, what: string): void {
-  for (const format of ["prometheus-0.0.4", "openmetrics-1.0"] as const) {
-    for (const strict of [false, true]) {
-      assert.deepStrictEqual(
-        outcome(text, format, strict, true),
-        outcome(text, format, strict, false),
-        `${what} (${format}, ${strict ? "strict" : "lenient"})`,
-      );
-    }
-  }
-}
 
 test("fast and exact paths agree on every conformance input", { skip: missing }, () => {
   let n = 0;
