@@ -4,27 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { parseExposition, setParserFastPaths } from "../../src/metrics/parse.ts";
-import type { ExpositionFormat } from "../../src/metrics/types.ts";
-
-function outcome(text: string, format: ExpositionFormat, strict: boolean, fast: boolean): unknown {
-  setParserFastPaths(fast);
-  try {
-    return parseExposition(text, { format, strict, file: "x.prom" });
-  } catch (err) {
-    return `${(err as Error).name}: ${(err as Error).message}`;
-  } finally {
-    setParserFastPaths(true);
-  }
-}
-
-function agree(text: string): void {
-  for (const format of ["prometheus-0.0.4", "openmetrics-1.0"] as const) {
-    for (const strict of [false, true]) {
-      assert.deepStrictEqual(outcome(text, format, strict, true), outcome(text, format, strict, false), text);
-    }
-  }
-}
+import { parseExposition } from "../../src/metrics/parse.ts";
+import { agree } from "../helpers/parse-paths.ts";
 
 // Label-set texts that repeat, some invalid or odd: "}" and "\"" inside values, escapes, blanks,
 // trailing commas, duplicate names, a missing quote, an empty set.
