@@ -77,7 +77,8 @@ export class SseParser {
     const sentinel = len < buf.length ? buf[len]! : -1;
     if (sentinel >= 0) buf[len] = LF;
     while (pos < len) {
-      const nl = buf.indexOf(LF, pos);
+      // A blank line (LF) ends most messages: no native search for it.
+      const nl = buf[pos] === LF ? pos : buf.indexOf(LF, pos);
       if (nl < 0 || nl >= len) break;
       let lineEnd = nl;
       if (lineEnd > pos && buf[lineEnd - 1] === CR) lineEnd--;
