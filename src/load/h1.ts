@@ -186,6 +186,8 @@ class H1Conn {
   // What every socket read touches comes first (V8 lays fields out in the order they are defined): one
   // or two cache lines of this connection's, which is out of cache by its next read.
   req: H1Request | null = null;
+  /** The request's handler, kept here too: a read then need not fetch the request object's line. */
+  private handler: H1Handler | null = null;
   state = S_IDLE;
   /** Bytes of the current response received so far (0: a stale keep-alive connection may be retried). */
   gotBytes = 0;
@@ -253,6 +255,7 @@ class H1Conn {
 
   send(req: H1Request): void {
     this.req = req;
+    this.handler = req.handler;
     req.conn = this;
     this.state = S_HEAD;
     this.headLen = 0;
@@ -288,7 +291,7 @@ class H1Conn {
       this.destroy();
       return;
     }
-    const h = r.handler;
+    const h = this.handler!;
     this.gotBytes += n;
     const t = perfNow();
     const seq = ++readSeq;
