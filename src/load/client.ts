@@ -9,7 +9,7 @@ import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkRows, NO_CHUNKS } from "./records.ts";
-import { interpretChunk, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
+import { interpretChunk, type RawMessageFn, type RawSink, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
 
@@ -131,7 +131,7 @@ export function serverMessage(body: string): string {
  * Pooled by the client: a settled handler is reset for the next request, so its parser, facts and
  * closures are not garbage per request.
  */
-class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
+class StreamHandler implements Dispatcher.DispatchHandler, H1Handler, RawSink {
   // What every socket read touches comes first: V8 lays fields out in the order they are defined, and
   // each stream's state is out of cache by its next read, so every further cache line is a miss a read.
   private errorBody: Buffer[] | null = null;
@@ -153,8 +153,8 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   private completionTokens = -1;
   private promptTokens = -1;
   private finishReason: string | null = null;
-  /** Hot path: one SSE data payload as a byte range. */
-  private readonly onRaw = (b: Buffer, s: number, e: number, bytes: number, event: string): void => {
+  /** Hot path: one SSE data payload as a byte range (the parser's RawSink). */
+  rawMessage(b: Buffer, s: number, e: number, bytes: number, event: string): void {
     if (this.failed || this.done) return;
     // Progress is a data message, not any byte: a stream of `: keepalive` comments is a stall.
     const tm = this.tm;
@@ -165,8 +165,10 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     }
     if (event !== "error" && fastInterpret(b, s, e, FF, this.shape)) this.apply(FF, bytes);
     else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
-  };
+  }
 
+  /** rawMessage as a function, for undici's reads (feedRaw). */
+  private readonly onRaw: RawMessageFn = (b, s, e, bytes, event) => this.rawMessage(b, s, e, bytes, event);
   controller: Dispatcher.DispatchController | null = null;
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
@@ -300,7 +302,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       this.lastRead = read;
       this.readId++;
     }
-    this.parser.feedRange(b, s, e, this.onRaw);
+    this.parser.feedRangeTo(b, s, e, this);
   }
 
   onEnd(): void {

@@ -264,32 +264,34 @@ function sameBytes(a: DataView, as: number, b: DataView, bs: number, n: number):
  * string, except where it reads a count, whose value it takes whole from the run of digits.
  */
 export class ChunkShape {
-  /** Made with the shape (before a run's clock), not at the stream's first chunk. */
-  private readonly buf = Buffer.allocUnsafe(SHAPE_CAP);
-  private readonly view = new DataView(this.buf.buffer, this.buf.byteOffset, SHAPE_CAP);
+  // What a shaped read touches comes first: V8 lays fields out in the order they are defined, and with
+  // 1,000 streams read in turn each shape is out of cache by its next read (a line fetched per field line).
   private prefixLen = -1;
   private suffixLen = 0;
-  private depth = 0;
   /** Where the string's units go: content (text, content) or reasoning. */
   private reasoning = false;
-  // The facts before the string (b*), and of the whole chunk (w*; the string's units aside), as fields
+  private nRuns = 0;
+  // The facts of the whole chunk (w*; the string's units aside) and before the string (b*), as fields
   // of this object rather than objects of their own: one object less to fetch per read.
-  private bHasChoices = false;
-  private bCompletion = -1;
-  private bPrompt = -1;
-  private bFinish: string | null = null;
   private wHasChoices = false;
   private wCompletion = -1;
   private wPrompt = -1;
   private wFinish: string | null = null;
+  /** Reads with the same bytes after the string (numbers' digits aside), with other bytes after it, and full reads. */
+  hits = 0;
+  /** Made with the shape (before a run's clock), not at the stream's first chunk. */
+  private readonly buf = Buffer.allocUnsafe(SHAPE_CAP);
+  private readonly view = new DataView(this.buf.buffer, this.buf.byteOffset, SHAPE_CAP);
   /**
    * The kept suffix's runs of digits between values, three entries each: start and end (offsets in the
    * suffix) and the count read from them (K_COMPLETION, K_PROMPT) or K_NONE. None: bytes compared as is.
    */
   private readonly runs = new Int32Array(3 * MAX_NUMS);
-  private nRuns = 0;
-  /** Reads with the same bytes after the string (numbers' digits aside), with other bytes after it, and full reads. */
-  hits = 0;
+  private depth = 0;
+  private bHasChoices = false;
+  private bCompletion = -1;
+  private bPrompt = -1;
+  private bFinish: string | null = null;
   suffixScans = 0;
   misses = 0;
 
