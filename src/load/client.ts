@@ -9,7 +9,7 @@ import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkRows, NO_CHUNKS } from "./records.ts";
-import { interpretChunk, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
+import { interpretChunk, type RawMessageFn, type RawSink, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
 
@@ -35,6 +35,23 @@ const MAX_ERROR_BODY = 64 * 1024;
 
 /** The fast path's output, shared by every stream on this thread: filled and read within one call. */
 const FF: FastFacts = newFastFacts();
+
+// A stream handler's times, slots of one Float64Array (StreamHandler.tm). As object fields each double
+// lives in a box of its own (V8 stores double fields as heap numbers): up to seven more cache lines,
+// out of cache by the stream's next read, for every read.
+/** The run's origin (performance.now()'s clock). */
+const T_ORIGIN = 0;
+/** When the request was sent (performance.now()'s clock). */
+const T_SEND = 1;
+/** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
+const T_LAST = 2;
+/** The current read's time since the send (ms). */
+const T_NOW = 3;
+// The record's chunk times, kept here while the stream runs and written to it once at the end.
+const T_FIRST_CHUNK = 4;
+const T_LAST_CHUNK = 5;
+const T_FIRST_OUTPUT = 6;
+const T_FIRST_CONTENT = 7;
 
 /** Fills a record's response-side fields; the runner fills index, schedule and targets. */
 export function blankRecord(): RequestRecord {
@@ -114,44 +131,56 @@ export function serverMessage(body: string): string {
  * Pooled by the client: a settled handler is reset for the next request, so its parser, facts and
  * closures are not garbage per request.
  */
-class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
+class StreamHandler implements Dispatcher.DispatchHandler, H1Handler, RawSink {
+  // What every socket read touches comes first: V8 lays fields out in the order they are defined, and
+  // each stream's state is out of cache by its next read, so every further cache line is a miss a read.
+  private errorBody: Buffer[] | null = null;
+  private failed = false;
+  private done = false;
+  // perfNow(): performance.now()'s clock, with nothing allocated per read.
+  private readonly tm = new Float64Array(8);
+  private lastRead = -1;
+  private readId = -1;
+  private readonly parser = new SseParser();
+  scratch: ChunkRows;
+  /** The stream's last chunk shape: most chunks are then read from their text alone. */
+  private readonly shape = new ChunkShape();
+  private usageContinuous: boolean | null = null;
+  private outputChunks = 0;
+  private lastCum = 0;
+  // The record's chunk facts, kept here while the stream runs and written to it once at the end: a
+  // read then touches this handler's memory and its rows only.
+  private completionTokens = -1;
+  private promptTokens = -1;
+  private finishReason: string | null = null;
+  /** Hot path: one SSE data payload as a byte range (the parser's RawSink). */
+  rawMessage(b: Buffer, s: number, e: number, bytes: number, event: string): void {
+    if (this.failed || this.done) return;
+    // Progress is a data message, not any byte: a stream of `: keepalive` comments is a stall.
+    const tm = this.tm;
+    tm[T_LAST] = tm[T_SEND]! + tm[T_NOW]!;
+    if (e - s === 6 && b[s] === 0x5b && b.toString("latin1", s, e) === "[DONE]") {
+      this.done = true;
+      return;
+    }
+    if (event !== "error" && fastInterpret(b, s, e, FF, this.shape)) this.apply(FF, bytes);
+    else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
+  }
+
+  /** rawMessage as a function, for undici's reads (feedRaw). */
+  private readonly onRaw: RawMessageFn = (b, s, e, bytes, event) => this.rawMessage(b, s, e, bytes, event);
   controller: Dispatcher.DispatchController | null = null;
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
-  private readonly parser = new SseParser();
-  scratch: ChunkRows;
   rec: RequestRecord;
-  private originPerf = 0;
   /** streamTo()'s callback, called once the response is settled. */
   resolve: StreamDone | null = null;
   /** Where finish() put the chunks in the arena: block, offset, count. */
   chunkBlock = -1;
   chunkAt = 0;
   chunkN = 0;
-  // perfNow(): performance.now()'s clock, with nothing allocated per read.
-  private sendPerf = 0;
-  /** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
-  lastPerf = 0;
-  private nowMs = 0;
-  private readId = -1;
-  private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
-  private done = false;
-  private failed = false;
   private settled = false;
-  private lastCum = 0;
-  private usageContinuous: boolean | null = null;
-  private outputChunks = 0;
-  // The record's chunk facts, kept here while the stream runs and written to it once at the end: a
-  // read then touches this handler's memory and its rows only (each stream's state is out of cache
-  // by its next read, so every other object touched per read costs a miss).
-  private firstChunkMs = Number.NaN;
-  private lastChunkMs = Number.NaN;
-  private firstOutputMs = Number.NaN;
-  private firstContentMs = Number.NaN;
-  private completionTokens = -1;
-  private promptTokens = -1;
-  private finishReason: string | null = null;
 
   constructor(
     private readonly arena: ChunkArena,
@@ -165,14 +194,15 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   reset(rec: RequestRecord, scratch: ChunkRows, originPerf: number, resolve: StreamDone): void {
     this.rec = rec;
     this.scratch = scratch;
-    this.originPerf = originPerf;
+    const tm = this.tm;
+    tm[T_ORIGIN] = originPerf;
     this.resolve = resolve;
     this.controller = null;
     this.h1Abort = null;
     this.parser.clear();
-    this.sendPerf = 0;
-    this.lastPerf = 0;
-    this.nowMs = 0;
+    tm[T_SEND] = 0;
+    tm[T_LAST] = 0;
+    tm[T_NOW] = 0;
     this.readId = -1;
     this.lastRead = -1;
     this.errorBody = null;
@@ -183,19 +213,25 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     this.lastCum = 0;
     this.usageContinuous = null;
     this.outputChunks = 0;
-    this.firstChunkMs = Number.NaN;
-    this.lastChunkMs = Number.NaN;
-    this.firstOutputMs = Number.NaN;
-    this.firstContentMs = Number.NaN;
+    tm[T_FIRST_CHUNK] = Number.NaN;
+    tm[T_LAST_CHUNK] = Number.NaN;
+    tm[T_FIRST_OUTPUT] = Number.NaN;
+    tm[T_FIRST_CONTENT] = Number.NaN;
     this.completionTokens = -1;
     this.promptTokens = -1;
     this.finishReason = null;
   }
 
   start(): void {
-    this.sendPerf = perfNow();
-    this.lastPerf = this.sendPerf;
-    this.rec.sendMs = this.sendPerf - this.originPerf;
+    const tm = this.tm;
+    tm[T_SEND] = perfNow();
+    tm[T_LAST] = tm[T_SEND]!;
+    this.rec.sendMs = tm[T_SEND]! - tm[T_ORIGIN]!;
+  }
+
+  /** Last time headers or an SSE data message arrived (performance.now()'s clock): the stall watchdog reads it. */
+  get lastPerf(): number {
+    return this.tm[T_LAST]!;
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -221,8 +257,8 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
 
   /** `t`: the read that carried the head (h1), else now (undici: before that read's data is handed on). */
   private head(statusCode: number, statusMessage: string, contentType: string, t = perfNow()): void {
-    this.lastPerf = t;
-    this.rec.headersMs = t - this.sendPerf;
+    this.tm[T_LAST] = t;
+    this.rec.headersMs = t - this.tm[T_SEND]!;
     this.rec.status = statusCode;
     if (statusCode !== 200) {
       this.errorBody = [];
@@ -249,12 +285,10 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     }
     if (this.failed || this.done) return;
     const t = perfNow();
-    this.nowMs = t - this.sendPerf;
+    this.tm[T_NOW] = t - this.tm[T_SEND]!;
     this.readId++;
     this.parser.feedRaw(chunk, this.onRaw);
   }
-
-  private lastRead = -1;
 
   /** h1: b[s, e) is only valid during this call (a shared read buffer). */
   onBody(b: Buffer, s: number, e: number, tPerf: number, read: number): void {
@@ -263,12 +297,12 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       return;
     }
     if (this.failed || this.done) return;
-    this.nowMs = tPerf - this.sendPerf;
+    this.tm[T_NOW] = tPerf - this.tm[T_SEND]!;
     if (read !== this.lastRead) {
       this.lastRead = read;
       this.readId++;
     }
-    this.parser.feedRange(b, s, e, this.onRaw);
+    this.parser.feedRangeTo(b, s, e, this);
   }
 
   onEnd(): void {
@@ -278,22 +312,6 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   onFail(err: H1Error): void {
     this.onResponseError(null as any, err);
   }
-
-  /** The stream's last chunk shape: most chunks are then read from their text alone. */
-  private readonly shape = new ChunkShape();
-
-  /** Hot path: one SSE data payload as a byte range. */
-  private readonly onRaw = (b: Buffer, s: number, e: number, bytes: number, event: string): void => {
-    if (this.failed || this.done) return;
-    // Progress is a data message, not any byte: a stream of `: keepalive` comments is a stall.
-    this.lastPerf = this.sendPerf + this.nowMs;
-    if (e - s === 6 && b[s] === 0x5b && b.toString("latin1", s, e) === "[DONE]") {
-      this.done = true;
-      return;
-    }
-    if (event !== "error" && fastInterpret(b, s, e, FF, this.shape)) this.apply(FF, bytes);
-    else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
-  };
 
   /** Slow path (JSON.parse): errors, tool calls, logprobs, malformed data. */
   private readonly onMessage = (m: SseMessage): void => {
@@ -316,21 +334,22 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
   };
 
   private apply(f: FastFacts, bytes: number): void {
-    const t = this.nowMs;
+    const tm = this.tm;
+    const t = tm[T_NOW]!;
     let flags = 0;
     if (f.hasChoices) {
       flags |= CHUNK_CHOICES;
-      if (Number.isNaN(this.firstChunkMs)) {
-        this.firstChunkMs = t;
+      if (Number.isNaN(tm[T_FIRST_CHUNK]!)) {
+        tm[T_FIRST_CHUNK] = t;
         if (this.usageContinuous === null) this.usageContinuous = f.completionTokens >= 0;
       }
-      this.lastChunkMs = t;
+      tm[T_LAST_CHUNK] = t;
     }
     const out = f.content + f.reasoning + f.tool;
     if (out > 0) {
       this.outputChunks++;
-      if (Number.isNaN(this.firstOutputMs)) this.firstOutputMs = t;
-      if (f.content > 0 && Number.isNaN(this.firstContentMs)) this.firstContentMs = t;
+      if (Number.isNaN(tm[T_FIRST_OUTPUT]!)) tm[T_FIRST_OUTPUT] = t;
+      if (f.content > 0 && Number.isNaN(tm[T_FIRST_CONTENT]!)) tm[T_FIRST_CONTENT] = t;
     }
     let tokens = -1;
     if (f.completionTokens >= 0) {
@@ -358,11 +377,11 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
       const last = this.parser.finish();
       if (last) {
         // vLLM accepts a trailing unterminated message if it is [DONE] or valid JSON.
-        this.nowMs = perfNow() - this.sendPerf;
+        this.tm[T_NOW] = perfNow() - this.tm[T_SEND]!;
         this.onMessage(last);
       }
       if (!this.failed) {
-        if (Number.isNaN(this.firstChunkMs))
+        if (Number.isNaN(this.tm[T_FIRST_CHUNK]!))
           this.fail("no-output", "the stream ended without a chunk with choices (never received a valid chunk)");
         else if (!this.done && this.finishReason === null)
           this.fail("disconnect", "the stream ended without [DONE] or a finish_reason");
@@ -404,11 +423,12 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler {
     if (this.settled) return;
     this.settled = true;
     const rec = this.rec;
-    rec.endMs = perfNow() - this.sendPerf;
-    rec.firstChunkMs = this.firstChunkMs;
-    rec.lastChunkMs = this.lastChunkMs;
-    rec.firstOutputMs = this.firstOutputMs;
-    rec.firstContentMs = this.firstContentMs;
+    const tm = this.tm;
+    rec.endMs = perfNow() - tm[T_SEND]!;
+    rec.firstChunkMs = tm[T_FIRST_CHUNK]!;
+    rec.lastChunkMs = tm[T_LAST_CHUNK]!;
+    rec.firstOutputMs = tm[T_FIRST_OUTPUT]!;
+    rec.firstContentMs = tm[T_FIRST_CONTENT]!;
     if (this.completionTokens >= 0) rec.completionTokens = this.completionTokens;
     if (this.promptTokens >= 0) rec.promptTokens = this.promptTokens;
     if (this.finishReason !== null) rec.finishReason = this.finishReason;

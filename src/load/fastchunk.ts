@@ -122,6 +122,14 @@ let capHasChoices = false;
 let capCompletion = -1;
 let capPrompt = -1;
 let capFinish: string | null = null;
+// The runs of digits scanFrom read between values (numbers, outside strings by its own reading) since
+// the last full read began: start, end, and the count it set from them (K_COMPLETION, K_PROMPT) or
+// K_NONE. More than MAX_NUMS: none kept (nums is MAX_NUMS + 1). ChunkShape.keep takes the suffix's.
+const MAX_NUMS = 16;
+const numAt = new Int32Array(MAX_NUMS);
+const numEnd = new Int32Array(MAX_NUMS);
+const numKey = new Int32Array(MAX_NUMS);
+let nums = 0;
 
 /**
  * Reads the chunk's structure from `i` (between values, `depth` brackets deep) to `end`, adding facts
@@ -197,12 +205,20 @@ function scanFrom(b: Buffer, i: number, end: number, depth: number, f: FastFacts
     } else if (c === RBRACE || c === RBRACK) {
       depth--;
       if (depth < 0) return -1;
-    } else if (c >= 0x30 && c <= 0x39 && (pendingKey === K_COMPLETION || pendingKey === K_PROMPT)) {
+    } else if (c >= 0x30 && c <= 0x39) {
+      // A run of digits: a count's value, or bytes that change nothing (pendingKey stays).
+      const s = i;
       let n = 0;
       while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39) n = n * 10 + (b[i++]! - 0x30);
-      if (pendingKey === K_COMPLETION) f.completionTokens = n;
-      else f.promptTokens = n;
-      pendingKey = K_NONE;
+      const key = pendingKey === K_COMPLETION || pendingKey === K_PROMPT ? pendingKey : K_NONE;
+      if (nums < MAX_NUMS) {
+        numAt[nums] = s;
+        numEnd[nums] = i;
+        numKey[nums++] = key;
+      } else nums = MAX_NUMS + 1;
+      if (key === K_COMPLETION) f.completionTokens = n;
+      else if (key === K_PROMPT) f.promptTokens = n;
+      if (key !== K_NONE) pendingKey = K_NONE;
       continue;
     } else if (c === 0x2c) {
       pendingKey = K_NONE;
@@ -215,35 +231,67 @@ function scanFrom(b: Buffer, i: number, end: number, depth: number, f: FastFacts
 
 const SHAPE_CAP = 1024;
 
+// Byte compares in JS, four bytes a step through DataViews (any alignment): Buffer.compare is a native
+// call with its argument checks, twice per chunk, and was the largest part of the read path's own CPU.
+let viewOf: Buffer | null = null;
+let view: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
+/** A DataView of b: the last one made is reused (the h1 reader's shared buffer: none made per read). */
+function viewFor(b: Buffer): DataView {
+  if (b !== viewOf) {
+    viewOf = b;
+    view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
+  return view;
+}
+
+/** Whether a[as, as + n) and b[bs, bs + n) hold the same bytes. */
+function sameBytes(a: DataView, as: number, b: DataView, bs: number, n: number): boolean {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) if (a.getUint32(as + i) !== b.getUint32(bs + i)) return false;
+  for (; i < n; i++) if (a.getUint8(as + i) !== b.getUint8(bs + i)) return false;
+  return true;
+}
+
 /**
  * One stream's last chunk shape. A stream's chunks differ, as a rule, only in the text of their one
  * counted string (a token's text) and, with continuous usage stats, in the counts after it. The shape
  * keeps the bytes before that string's value, the parser's depth and facts there, and the bytes from
- * its closing quote on with the facts of the whole chunk. A chunk with the same bytes before its
- * string is in the same parser state at it (one native compare): its string is scanned, then either
- * its remaining bytes equal the kept ones (a second compare: the kept facts hold) or they alone are
- * scanned from that state. Either way the answer is the full read's.
+ * its closing quote on with the facts of the whole chunk and where its numbers' digits are. A chunk
+ * with the same bytes before its string is in the same parser state at it (one compare): its string
+ * is scanned, then either its remaining bytes equal the kept ones but for the digits of numbers (the
+ * kept facts hold, with the counts read from their digits) or they alone are scanned from that state.
+ * Either way the answer is the full read's: the reader's state never depends on a digit outside a
+ * string, except where it reads a count, whose value it takes whole from the run of digits.
  */
 export class ChunkShape {
-  /** Made with the shape (before a run's clock), not at the stream's first chunk. */
-  private readonly buf = Buffer.allocUnsafe(SHAPE_CAP);
+  // What a shaped read touches comes first: V8 lays fields out in the order they are defined, and with
+  // 1,000 streams read in turn each shape is out of cache by its next read (a line fetched per field line).
   private prefixLen = -1;
   private suffixLen = 0;
-  private depth = 0;
   /** Where the string's units go: content (text, content) or reasoning. */
   private reasoning = false;
-  // The facts before the string (b*), and of the whole chunk (w*; the string's units aside), as fields
+  private nRuns = 0;
+  // The facts of the whole chunk (w*; the string's units aside) and before the string (b*), as fields
   // of this object rather than objects of their own: one object less to fetch per read.
-  private bHasChoices = false;
-  private bCompletion = -1;
-  private bPrompt = -1;
-  private bFinish: string | null = null;
   private wHasChoices = false;
   private wCompletion = -1;
   private wPrompt = -1;
   private wFinish: string | null = null;
-  /** Reads with the same bytes after the string, with other bytes after it, and full reads. */
+  /** Reads with the same bytes after the string (numbers' digits aside), with other bytes after it, and full reads. */
   hits = 0;
+  /** Made with the shape (before a run's clock), not at the stream's first chunk. */
+  private readonly buf = Buffer.allocUnsafe(SHAPE_CAP);
+  private readonly view = new DataView(this.buf.buffer, this.buf.byteOffset, SHAPE_CAP);
+  /**
+   * The kept suffix's runs of digits between values, three entries each: start and end (offsets in the
+   * suffix) and the count read from them (K_COMPLETION, K_PROMPT) or K_NONE. None: bytes compared as is.
+   */
+  private readonly runs = new Int32Array(3 * MAX_NUMS);
+  private depth = 0;
+  private bHasChoices = false;
+  private bCompletion = -1;
+  private bPrompt = -1;
+  private bFinish: string | null = null;
   suffixScans = 0;
   misses = 0;
 
@@ -254,35 +302,62 @@ export class ChunkShape {
   tryRead(b: Buffer, start: number, end: number, f: FastFacts): boolean {
     const p = this.prefixLen;
     if (p < 0 || end - start <= p) return false;
-    const buf = this.buf;
-    if (b.compare(buf, 0, p, start, start + p) !== 0) return false;
+    const bv = viewFor(b);
+    if (!sameBytes(bv, start, this.view, 0, p)) return false;
     const j = scanString(b, start + p, end);
     if (j < 0) return false;
     const units = scannedUnits;
-    const same = end - j === this.suffixLen && b.compare(buf, p, p + this.suffixLen, j, end) === 0;
-    // The same bytes after the string: the whole chunk's facts; else the facts before the string,
-    // and the bytes after it scanned from the state there.
     f.content = this.reasoning ? 0 : units;
     f.reasoning = this.reasoning ? units : 0;
     f.tool = 0;
-    if (same) {
+    // The same bytes after the string, numbers' digits aside: the whole chunk's facts (sameSuffix sets
+    // the counts); else the facts before the string, and the bytes after it scanned from the state there.
+    if (this.sameSuffix(b, bv, j, end, f)) {
       f.hasChoices = this.wHasChoices;
-      f.completionTokens = this.wCompletion;
-      f.promptTokens = this.wPrompt;
       f.finishReason = this.wFinish;
-    } else {
-      f.hasChoices = this.bHasChoices;
-      f.completionTokens = this.bCompletion;
-      f.promptTokens = this.bPrompt;
-      f.finishReason = this.bFinish;
-    }
-    if (same) {
       this.hits++;
       return true;
     }
+    f.hasChoices = this.bHasChoices;
+    f.completionTokens = this.bCompletion;
+    f.promptTokens = this.bPrompt;
+    f.finishReason = this.bFinish;
     counted = 1;
     if (scanFrom(b, j + 1, end, this.depth, f) !== 0) return false;
     this.suffixScans++;
+    return true;
+  }
+
+  /**
+   * Whether b[j, end) is the kept suffix but for the digits of its numbers (each still one or more
+   * digits); if so, f's counts are the whole chunk's, a count's value read from its digits.
+   */
+  private sameSuffix(b: Buffer, bv: DataView, j: number, end: number, f: FastFacts): boolean {
+    const kv = this.view;
+    const p = this.prefixLen;
+    const runs = this.runs;
+    let completion = this.wCompletion;
+    let prompt = this.wPrompt;
+    let x = j;
+    let y = 0;
+    for (let k = 0; k < this.nRuns; k++) {
+      const rs = runs[3 * k]!;
+      const lit = rs - y;
+      if (end - x < lit || !sameBytes(bv, x, kv, p + y, lit)) return false;
+      x += lit;
+      y = runs[3 * k + 1]!;
+      const x0 = x;
+      let n = 0;
+      while (x < end && b[x]! >= 0x30 && b[x]! <= 0x39) n = n * 10 + (b[x++]! - 0x30);
+      if (x === x0) return false;
+      const key = runs[3 * k + 2]!;
+      if (key === K_COMPLETION) completion = n;
+      else if (key === K_PROMPT) prompt = n;
+    }
+    const lit = this.suffixLen - y;
+    if (end - x !== lit || !sameBytes(bv, x, kv, p + y, lit)) return false;
+    f.completionTokens = completion;
+    f.promptTokens = prompt;
     return true;
   }
 
@@ -309,6 +384,17 @@ export class ChunkShape {
     this.wCompletion = f.completionTokens;
     this.wPrompt = f.promptTokens;
     this.wFinish = f.finishReason;
+    // The suffix's numbers, as scanFrom read them (it starts at the string's closing quote).
+    let n = 0;
+    if (nums <= MAX_NUMS)
+      for (let k = 0; k < nums; k++) {
+        if (numAt[k]! <= capVe) continue;
+        this.runs[3 * n] = numAt[k]! - capVe;
+        this.runs[3 * n + 1] = numEnd[k]! - capVe;
+        this.runs[3 * n + 2] = numKey[k]!;
+        n++;
+      }
+    this.nRuns = n;
   }
 
   /** Forgets the shape. */
@@ -335,6 +421,7 @@ export function fastInterpret(b: Buffer, start: number, end: number, f: FastFact
   f.promptTokens = -1;
   f.finishReason = null;
   counted = 0;
+  nums = 0;
   if (scanFrom(b, start, end, 0, f) !== 0) return false;
   if (shape) {
     // With exactly one counted string, the chunk's shape is kept.

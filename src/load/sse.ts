@@ -21,6 +21,11 @@ export interface SseMessage {
 /** Raw-mode callback: the data payload is b[start, end) (no string built). */
 export type RawMessageFn = (b: Buffer, start: number, end: number, bytes: number, event: string) => void;
 
+/** Raw mode's receiver as an object (feedRangeTo): its method is called, no closure fetched per message. */
+export interface RawSink {
+  rawMessage(b: Buffer, start: number, end: number, bytes: number, event: string): void;
+}
+
 /**
  * Feed it bytes as they arrive; `onMessage` is called once per complete message. Handles LF and CRLF
  * line endings, comment lines (`:`), multi-line data, fields without a space after the colon, and
@@ -37,16 +42,19 @@ export class SseParser {
   private event = "";
   private msgBytes = 0;
   private onRaw: RawMessageFn | null = null;
+  private sink: RawSink | null = null;
   private onMsg: ((m: SseMessage) => void) | null = null;
 
   feed(chunk: Buffer, onMessage: (m: SseMessage) => void): void {
     this.onMsg = onMessage;
     this.onRaw = null;
+    this.sink = null;
     this.scan(chunk, 0, chunk.length, true);
   }
 
   feedRaw(chunk: Buffer, onRaw: RawMessageFn): void {
     this.onRaw = onRaw;
+    this.sink = null;
     this.onMsg = null;
     this.scan(chunk, 0, chunk.length, true);
   }
@@ -57,6 +65,18 @@ export class SseParser {
    */
   feedRange(b: Buffer, start: number, end: number, onRaw: RawMessageFn): void {
     this.onRaw = onRaw;
+    this.sink = null;
+    this.onMsg = null;
+    this.scan(b, start, end, false);
+  }
+
+  /**
+   * feedRange with an object's rawMessage as the receiver: with 1,000 streams read in turn, a closure
+   * per stream (and its context) were two more cache lines to fetch per message.
+   */
+  feedRangeTo(b: Buffer, start: number, end: number, sink: RawSink): void {
+    this.sink = sink;
+    this.onRaw = null;
     this.onMsg = null;
     this.scan(b, start, end, false);
   }
@@ -77,7 +97,8 @@ export class SseParser {
     const sentinel = len < buf.length ? buf[len]! : -1;
     if (sentinel >= 0) buf[len] = LF;
     while (pos < len) {
-      const nl = buf.indexOf(LF, pos);
+      // A blank line (LF) ends most messages: no native search for it.
+      const nl = buf[pos] === LF ? pos : buf.indexOf(LF, pos);
       if (nl < 0 || nl >= len) break;
       let lineEnd = nl;
       if (lineEnd > pos && buf[lineEnd - 1] === CR) lineEnd--;
@@ -97,12 +118,17 @@ export class SseParser {
 
   private dispatch(): void {
     if (this.dataLines > 0) {
-      if (this.onRaw) {
-        if (this.dataStr === null) this.onRaw(this.dataBuf!, this.dataStart, this.dataEnd, this.msgBytes, this.event);
-        else {
-          const b = Buffer.from(this.dataStr);
-          this.onRaw(b, 0, b.length, this.msgBytes, this.event);
+      if (this.sink !== null || this.onRaw !== null) {
+        let b = this.dataBuf!;
+        let s = this.dataStart;
+        let e = this.dataEnd;
+        if (this.dataStr !== null) {
+          b = Buffer.from(this.dataStr);
+          s = 0;
+          e = b.length;
         }
+        if (this.sink !== null) this.sink.rawMessage(b, s, e, this.msgBytes, this.event);
+        else this.onRaw!(b, s, e, this.msgBytes, this.event);
       } else if (this.onMsg) this.onMsg({ data: this.currentData(), event: this.event, bytes: this.msgBytes });
     }
     this.reset();

@@ -51,6 +51,12 @@ for (const transport of ["h1", "undici"] as const)
         assert.deepEqual([...ok.chunks.content], [1, 1, 1]);
         assert.equal(ok.outputTokens, 3);
         assert.ok(ok.firstChunkMs >= 0 && ok.endMs >= ok.firstChunkMs);
+        // Its times are its own chunks' (the handler's times are reset, not the cut stream's).
+        const t = ok.chunks.tMs;
+        assert.equal(ok.firstChunkMs, t[0]);
+        assert.equal(ok.firstOutputMs, t[0]);
+        assert.equal(ok.firstContentMs, t[0]);
+        assert.equal(ok.lastChunkMs, t[2]);
       }
     } finally {
       await client.close();

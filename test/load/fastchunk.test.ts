@@ -186,5 +186,48 @@ test("with continuous usage stats (counts after the text change every chunk), on
     );
   const shape = throughShape(chunks);
   assert.equal(shape.misses, 1);
-  assert.equal(shape.suffixScans, 19);
+  assert.equal(shape.hits, 18, "the counts' digits differ, the bytes around them do not");
+  assert.equal(shape.suffixScans, 1, "the finish chunk");
+});
+
+test("numbers after the text whose digits change (counts, others, in strings or not) give the full parser's facts", () => {
+  // Per stream: a layout of the bytes after the text with numbers in many places, then chunks that change
+  // the digits (any length, zero digits too), the signs and fractions around them, or digits inside strings.
+  const num = fc.oneof(fc.nat({ max: 99999 }), fc.constantFrom(-1, 0, 1.5, 1e21, -0.25));
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.record({
+          text: fc.string({ unit: "binary", maxLength: 4 }),
+          prompt: num,
+          completion: num,
+          total: num,
+          index: fc.nat({ max: 12 }),
+          stop: fc.oneof(fc.constant(null), fc.nat({ max: 300 }), fc.constantFrom("12", "a1", "")),
+          raw: fc.constantFrom("json", "json", "json", "no-digits", "spaces", "count-twice", "string-count"),
+        }),
+        { minLength: 1, maxLength: 25 },
+      ),
+      fc.constantFrom("completions", "chat"),
+      (items, kind) => {
+        const chunks = items.map(({ text, prompt, completion, total, index, stop, raw }) => {
+          const usage = { prompt_tokens: prompt, total_tokens: total, completion_tokens: completion };
+          const o =
+            kind === "completions"
+              ? { id: "cmpl-7", created: 17, choices: [{ index, text, finish_reason: null, stop_reason: stop }], usage }
+              : { id: "c-7", choices: [{ delta: { content: text }, index, stop_reason: stop }], usage, n: [index, 3] };
+          const j = JSON.stringify(o);
+          if (raw === "no-digits")
+            return j.replace(`"completion_tokens":${JSON.stringify(completion)}`, '"completion_tokens":');
+          if (raw === "spaces") return j.replace('"prompt_tokens":', '"prompt_tokens" : ');
+          if (raw === "count-twice") return j.replace("}}", `,"completion_tokens":${index}}}`);
+          if (raw === "string-count")
+            return j.replace(`"prompt_tokens":${JSON.stringify(prompt)}`, `"prompt_tokens":"${index}"`);
+          return j;
+        });
+        throughShape(chunks);
+      },
+    ),
+    { numRuns: 500 },
+  );
 });

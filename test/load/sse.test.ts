@@ -55,6 +55,28 @@ test("any split of the byte stream (inside UTF-8 sequences too) gives the same m
   );
 });
 
+test("raw mode through a reused buffer (feedRange's callback, feedRangeTo's object) gives feed's messages, cut at every byte", () => {
+  const bytes = Buffer.from(`${STREAM}data: {"x":2}\r\n\r\n:c\r\ndata: a\r\ndata: b\n\r\n`);
+  const want = parseAll([bytes]).map((m) => [m.data, m.event, m.bytes]);
+  // As the h1 reader hands them on: every read in one shared buffer, overwritten by the next.
+  const shared = Buffer.alloc(4096, 0x41);
+  for (let cut = 1; cut < bytes.length; cut++)
+    for (const mode of ["range", "sink"] as const) {
+      const p = new SseParser();
+      const got: unknown[] = [];
+      const take = (b: Buffer, s: number, e: number, n: number, ev: string) =>
+        got.push([b.toString("utf8", s, e), ev, n]);
+      const sink = { rawMessage: take };
+      for (const part of [bytes.subarray(0, cut), bytes.subarray(cut)]) {
+        shared.fill(0x41);
+        part.copy(shared, 100);
+        if (mode === "range") p.feedRange(shared, 100, 100 + part.length, take);
+        else p.feedRangeTo(shared, 100, 100 + part.length, sink);
+      }
+      assert.deepEqual(got, want, `${mode}, cut at ${cut}`);
+    }
+});
+
 test("a trailing message without a blank line is returned by finish()", () => {
   const m = parseAll([Buffer.from('data: {"x":1}\n\ndata: [DONE]')]);
   assert.deepEqual(
