@@ -143,7 +143,10 @@ describe("tune --otlp-receiver", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stderr, STACK);
     // The flags to give the engine by hand, printed even with --json.
-    assert.match(r.stderr, /start the engine with vLLM: .*--otlp-traces-endpoint http:\/\/127\.0\.0\.1:\d+\/v1\/traces/);
+    assert.match(
+      r.stderr,
+      /start the engine with vLLM: .*--otlp-traces-endpoint http:\/\/127\.0\.0\.1:\d+\/v1\/traces/,
+    );
     const res = JSON.parse(r.stdout) as TuneResult;
     assert.equal(res.otlp?.serverFlags, null);
     assert.match(res.otlp?.hint ?? "", /--otlp-traces-endpoint/);
