@@ -9,7 +9,7 @@ import { perfNow } from "./clock.ts";
 import { ChunkShape, type FastFacts, fastInterpret, newFastFacts } from "./fastchunk.ts";
 import { type H1Error, type H1Handler, type H1Headers, H1Pool } from "./h1.ts";
 import { ChunkArena, ChunkRows, NO_CHUNKS } from "./records.ts";
-import { interpretChunk, type RawMessageFn, type RawSink, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
+import { interpretChunk, type RawSink, type SseMessage, SseParser, tgiTimings } from "./sse.ts";
 import type { ErrorClass, RequestRecord } from "./types.ts";
 import { CHUNK_CHOICES, CHUNK_FINISH, CHUNK_USAGE } from "./types.ts";
 
@@ -167,8 +167,6 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler, RawSink {
     else this.onMessage({ data: b.toString("utf8", s, e), event, bytes });
   }
 
-  /** rawMessage as a function, for undici's reads (feedRaw). */
-  private readonly onRaw: RawMessageFn = (b, s, e, bytes, event) => this.rawMessage(b, s, e, bytes, event);
   controller: Dispatcher.DispatchController | null = null;
   /** Set by the h1 transport: aborts the request in flight. */
   h1Abort: ((reason: string) => void) | null = null;
@@ -287,7 +285,7 @@ class StreamHandler implements Dispatcher.DispatchHandler, H1Handler, RawSink {
     const t = perfNow();
     this.tm[T_NOW] = t - this.tm[T_SEND]!;
     this.readId++;
-    this.parser.feedRaw(chunk, this.onRaw);
+    this.parser.feedRaw(chunk, this);
   }
 
   /** h1: b[s, e) is only valid during this call (a shared read buffer). */

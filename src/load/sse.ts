@@ -41,42 +41,36 @@ export class SseParser {
   private dataLines = 0;
   private event = "";
   private msgBytes = 0;
-  private onRaw: RawMessageFn | null = null;
   private sink: RawSink | null = null;
   private onMsg: ((m: SseMessage) => void) | null = null;
 
   feed(chunk: Buffer, onMessage: (m: SseMessage) => void): void {
     this.onMsg = onMessage;
-    this.onRaw = null;
     this.sink = null;
     this.scan(chunk, 0, chunk.length, true);
   }
 
-  feedRaw(chunk: Buffer, onRaw: RawMessageFn): void {
-    this.onRaw = onRaw;
-    this.sink = null;
+  feedRaw(chunk: Buffer, sink: RawSink): void {
+    this.sink = sink;
     this.onMsg = null;
     this.scan(chunk, 0, chunk.length, true);
+  }
+
+  /**
+   * feedRangeTo with a function as the receiver (an object per call: for callers off the read path).
+   */
+  feedRange(b: Buffer, start: number, end: number, onRaw: RawMessageFn): void {
+    this.feedRangeTo(b, start, end, { rawMessage: onRaw });
   }
 
   /**
    * Raw mode over b[start, end) of a buffer the caller reuses after this call returns: whatever the
-   * parser keeps (a partial line, a data line awaiting its blank line) is copied out first.
-   */
-  feedRange(b: Buffer, start: number, end: number, onRaw: RawMessageFn): void {
-    this.onRaw = onRaw;
-    this.sink = null;
-    this.onMsg = null;
-    this.scan(b, start, end, false);
-  }
-
-  /**
-   * feedRange with an object's rawMessage as the receiver: with 1,000 streams read in turn, a closure
-   * per stream (and its context) were two more cache lines to fetch per message.
+   * parser keeps (a partial line, a data line awaiting its blank line) is copied out first. The receiver
+   * is an object whose rawMessage is called: with 1,000 streams read in turn, a closure per stream (and
+   * its context) were two more cache lines to fetch per message.
    */
   feedRangeTo(b: Buffer, start: number, end: number, sink: RawSink): void {
     this.sink = sink;
-    this.onRaw = null;
     this.onMsg = null;
     this.scan(b, start, end, false);
   }
@@ -118,7 +112,7 @@ export class SseParser {
 
   private dispatch(): void {
     if (this.dataLines > 0) {
-      if (this.sink !== null || this.onRaw !== null) {
+      if (this.sink !== null) {
         let b = this.dataBuf!;
         let s = this.dataStart;
         let e = this.dataEnd;
@@ -127,8 +121,7 @@ export class SseParser {
           s = 0;
           e = b.length;
         }
-        if (this.sink !== null) this.sink.rawMessage(b, s, e, this.msgBytes, this.event);
-        else this.onRaw!(b, s, e, this.msgBytes, this.event);
+        this.sink.rawMessage(b, s, e, this.msgBytes, this.event);
       } else if (this.onMsg) this.onMsg({ data: this.currentData(), event: this.event, bytes: this.msgBytes });
     }
     this.reset();
