@@ -124,8 +124,16 @@ describe("inferscope sim CLI", () => {
     try {
       let out = "";
       let err = "";
-      child.stderr.on("data", (d) => {
-        err += d;
+      const warning =
+        /^warning: listening on 0\.0\.0\.0, beyond loopback: other hosts can reach \/v1\/\*, \/metrics, \/tokenize and \/dcgm\/metrics, with no key checked; \/debug\/\* \(the sim's truth\) answers loopback clients only$/m;
+      // stderr is its own pipe: the warning may arrive after stdout's listening line, so it is awaited, not assumed.
+      // Settles on the warning, or when the sim exits (the assertion below then shows what it printed).
+      const warned = new Promise<void>((resolve) => {
+        child.stderr.on("data", (d) => {
+          err += d;
+          if (warning.test(err)) resolve();
+        });
+        child.on("exit", () => resolve());
       });
       const port = await new Promise<string>((resolve, reject) => {
         child.stdout.on("data", (d) => {
@@ -138,10 +146,15 @@ describe("inferscope sim CLI", () => {
       const debug = await fetch(`http://127.0.0.1:${port}/debug/telemetry_truth`);
       assert.equal(debug.status, 200);
       await debug.arrayBuffer();
-      assert.match(
-        err,
-        /^warning: listening on 0\.0\.0\.0, beyond loopback: other hosts can reach \/v1\/\*, \/metrics, \/tokenize and \/dcgm\/metrics, with no key checked; \/debug\/\* \(the sim's truth\) answers loopback clients only$/m,
-      );
+      // Bounded: a sim that never warns fails here instead of hanging the suite.
+      let bound: NodeJS.Timeout | undefined;
+      await Promise.race([
+        warned,
+        new Promise<void>((resolve) => {
+          bound = setTimeout(resolve, 10_000);
+        }),
+      ]).finally(() => clearTimeout(bound));
+      assert.match(err, warning);
     } finally {
       child.kill("SIGKILL");
     }
