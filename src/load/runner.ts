@@ -45,6 +45,7 @@ import {
 } from "./sessions.ts";
 import {
   autoWorkersChoice,
+  ELD_RESOLUTION_MS,
   mergeEld,
   ownedUtf8,
   replayWorkersChoice,
@@ -240,8 +241,6 @@ export interface Resolved {
   /** An explicit open-loop schedule (BenchOptions.arrivalsMs), or null for the rate's. */
   arrivals: Float64Array | null;
 }
-
-const ELD_RESOLUTION_MS = 2;
 
 /** Checks option combinations; throws UsageError for contradictions. */
 export function resolveOptions(o: BenchOptions): Resolved {
