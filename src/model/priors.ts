@@ -299,6 +299,12 @@ export function deviceClass(g: Gpu): string {
       return "ada-gddr";
     case "cdna3":
       return "cdna3-hbm";
+    // MI355X (HBM3E) and V100 (HBM2): named by their memory, so the memory kind's prior and the datacenter subset
+    // (isDatacenter: an HBM class) take them; a bare arch name had neither.
+    case "cdna4":
+      return "cdna4-hbm";
+    case "volta":
+      return "volta-hbm";
     default:
       return `${g.arch}`;
   }

@@ -26,6 +26,8 @@ export interface RowFacts {
 export interface CorpusSupport {
   rows: number;
   engines: Record<string, { first: string; last: string; rows: number; moeRows: number; u: number[] }>;
+  /** engine → the device classes (GPU generation and memory) it has rows on. */
+  engineDevices: Record<string, string[]>;
   /** "engine|family" → first supported (the maturity clock's start). */
   familySince: Record<string, string>;
   families: string[];
@@ -40,6 +42,7 @@ export interface CorpusSupport {
 export function corpusSupport(facts: RowFacts[]): CorpusSupport {
   const engines: CorpusSupport["engines"] = {};
   const familySince: Record<string, string> = {};
+  const engineDevices: Record<string, Set<string>> = {};
   const uniq = (xs: (string | number)[]) => [...new Set(xs)].sort() as never;
   let moe: CorpusSupport["moe"] = null;
   for (const f of facts) {
@@ -49,6 +52,7 @@ export function corpusSupport(facts: RowFacts[]): CorpusSupport {
     e.rows++;
     if (f.moe) e.moeRows++;
     e.u.push(f.u);
+    (engineDevices[f.engine] ??= new Set()).add(f.device);
     const k = `${f.engine}|${f.family}`;
     if (!familySince[k] || f.since < familySince[k]) familySince[k] = f.since;
     if (f.moe) {
@@ -61,6 +65,7 @@ export function corpusSupport(facts: RowFacts[]): CorpusSupport {
   return {
     rows: facts.length,
     engines,
+    engineDevices: Object.fromEntries(Object.entries(engineDevices).map(([k, v]) => [k, [...v].sort()])),
     familySince,
     families: uniq(facts.map((f) => f.family)),
     devices: uniq(facts.map((f) => f.device)),
@@ -79,6 +84,7 @@ export const EXTRAPOLATION_KINDS = [
   "moe-engine",
   "moe-shape",
   "hardware",
+  "engine-hardware",
   "quant",
   "layout",
 ] as const;
@@ -122,6 +128,11 @@ export function extrapolations(q: QueryFacts, s: CorpusSupport): Extrapolation[]
     }
   }
   if (!s.devices.includes(q.device)) out.push({ kind: "hardware", detail: `no ${q.device} row in the corpus` });
+  // The engine and the device class each measured, never together: an engine's kernels, graphs and
+  // defaults on a GPU generation it was not measured on (leaving one engine × generation out moves more
+  // than the shared spreads say).
+  else if (e && q.device !== "probe" && !(s.engineDevices[q.engine] ?? []).includes(q.device))
+    out.push({ kind: "engine-hardware", detail: `no ${q.engine} row on ${q.device}` });
   const fmts = q.formats.filter((f) => !s.formats.includes(f));
   if (fmts.length) out.push({ kind: "quant", detail: `no row with ${fmts.join(", ")} weights` });
   const lay: string[] = [];

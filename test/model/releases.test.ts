@@ -7,7 +7,9 @@ import { shippedCorpus } from "../../src/model/corpus.ts";
 import type { CvRow } from "../../src/model/cv.ts";
 import { estimateInflations, familyKey, inflationFor, sourceKey } from "../../src/model/cv.ts";
 import { predict, predictStep } from "../../src/model/predict.ts";
+import { corpusFit } from "../../src/model/priors.ts";
 import { resolveRelease } from "../../src/model/releases.ts";
+import { corpusSupport, extrapolations, type RowFacts } from "../../src/model/support.ts";
 
 test("any release name resolves to its date: v0.4.1, 0.4.1, post releases, llama.cpp builds, plain dates", () => {
   assert.equal(resolveRelease("sglang", "v0.4.1").date, resolveRelease("sglang", "0.4.1").date);
@@ -113,4 +115,52 @@ test("a prediction names each extrapolation; --engine-version moves an MoE predi
   // Inside the support nothing is named.
   const v1 = shippedCorpus().rows.find((r) => r.id === "V2-TP2")!;
   assert.deepEqual(predict(v1.input).extrapolations, []);
+});
+
+test("an engine and a GPU generation each measured, never together, is named engine-hardware", () => {
+  const row = (id: string, engine: string, device: string): RowFacts => ({
+    id,
+    engine,
+    date: "2025-06-01",
+    family: "llama",
+    since: "2024-07-01",
+    device,
+    formats: ["bf16"],
+    tp: 1,
+    ep: 1,
+    link: "none",
+    u: 1,
+  });
+  const s = corpusSupport([row("a", "vllm", "hopper-hbm"), row("b", "sglang", "blackwell-hbm")]);
+  const q = (engine: string, device: string) =>
+    extrapolations({ engine, family: "llama", device, formats: ["bf16"], tp: 1, ep: 1, link: "none" }, s);
+  assert.deepEqual(q("vllm", "hopper-hbm"), []);
+  assert.deepEqual(q("vllm", "blackwell-hbm"), [{ kind: "engine-hardware", detail: "no vllm row on blackwell-hbm" }]);
+  // A device class no row measured is "hardware"; an engine no row ran is "engine": neither is named twice.
+  assert.deepEqual(
+    q("vllm", "cdna3-hbm").map((e) => e.kind),
+    ["hardware"],
+  );
+  assert.deepEqual(
+    q("trtllm", "hopper-hbm").map((e) => e.kind),
+    ["engine"],
+  );
+  // A measured device (a bandwidth probe) is not a generation.
+  assert.deepEqual(
+    q("sglang", "probe").map((e) => e.kind),
+    ["hardware"],
+  );
+  // On the shipped corpus: a pair it lacks widens a prediction by the kind's cross-validated inflation.
+  const sup = corpusFit().support;
+  const eng = Object.keys(sup.engineDevices).find((e) => !sup.engineDevices[e]!.includes("hopper-hbm") && e !== "mlx");
+  if (eng) {
+    const ex = extrapolations(
+      { engine: eng, family: "llama", device: "hopper-hbm", formats: ["bf16"], tp: 1, ep: 1, link: "none" },
+      sup,
+    );
+    assert.ok(
+      ex.some((e) => e.kind === "engine-hardware"),
+      JSON.stringify(ex),
+    );
+  }
 });
