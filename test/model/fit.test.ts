@@ -71,6 +71,8 @@ test("seed ceilings: §3.8 rows as ranges tied to named assumptions", () => {
   assert.match(iso.assumption, /156 × 20\.6–26\.9 µs = 3\.2–4\.2 ms/);
   const floor = by(/weight-streaming floor/);
   assert.deepEqual([floor.stepMs.low.toFixed(1), floor.stepMs.high.toFixed(1)], ["2.0", "4.2"]);
+  // The fitted bandwidth in whole GB/s, as a reader wants it (it printed 1458.1202710162886 once).
+  assert.match(floor.assumption, /^weights at (spec|\d{1,3}(,\d{3})*) GB\/s, nothing else/);
   // A saved calibration (JSON round trip, no measurements given again) reproduces the fitted step.
   const saved = JSON.parse(JSON.stringify(f.calibration));
   assert.ok(
