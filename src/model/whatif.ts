@@ -299,7 +299,7 @@ export function ceilings(input: ModelInput, fitted?: FitResult): CeilingRow[] {
     rows.push(
       row(
         "weight-streaming floor only",
-        `weights at ${f.bandwidthGBs === undefined || f.bandwidthGBs === null ? "spec" : Math.round(f.bandwidthGBs).toLocaleString("en-US")} GB/s, nothing else (precision: ${f.floors.map((x) => x.recipe).join(" / ")})`,
+        `weights at ${f.bandwidthGBs === undefined ? "spec" : Math.round(f.bandwidthGBs).toLocaleString("en-US")} GB/s, nothing else (precision: ${f.floors.map((x) => x.recipe).join(" / ")})`,
         lo,
         hi,
         "models.md §2",
