@@ -83,11 +83,12 @@ export function ncclCandidates(
   n: number,
   bytes: number,
   menu: NcclMenu,
+  graph?: { busBwGBs: number; nChannels: number },
 ): NcclCandidate[] {
   const ai = ncclArchIndex(gpu.sm);
   const hw = link.kind === "pcie" || link.kind === "none" ? HW_LAT.pcie : HW_LAT.nvlink;
-  const nCh = link.kind === "pcie" || link.kind === "none" ? 2 : 16;
-  const busBw = link.ncclBusBwGBs;
+  const nCh = graph?.nChannels ?? (link.kind === "pcie" || link.kind === "none" ? 2 : 16);
+  const busBw = graph?.busBwGBs ?? link.ncclBusBwGBs;
   const nodes = Math.max(1, link.nodes);
   const out: NcclCandidate[] = [];
   for (const algorithm of ["Ring", "Tree", "NVLS"] as Algo[]) {
@@ -129,6 +130,82 @@ export function ncclCandidates(
   }
   return out;
 }
+
+// ---------------------------------------------------------------- graph search fallback (search.cc)
+
+/**
+ * sm100SpeedArrayIntra's lowest speed, GB/s per channel (src/graph/search.cc, v2.27.3 to v2.30.7). A single-node
+ * search on GPUs of SM ≥ 100 that finds no ring at this speed falls back to "simple order": one channel at 0.1 GB/s.
+ * Hopper's list goes down to 3 GB/s and older GPUs' to 3 as well, so they always find one. (With every rank on one
+ * node NCCL drops the NET nodes, ncclTopoTrimSystem, so the intra-node list is the one used.)
+ */
+export const SM100_MIN_INTRA_GBS = 18;
+/** The graph NCCL's tuner costs after the fallback (search.cc: bwIntra = bwInter = 0.1, nChannels = 1). */
+export const FALLBACK_GRAPH = { busBwGBs: 0.1, nChannels: 1 };
+/** NCCL's bandwidth of the link between CPU sockets (src/graph/topo.h), GB/s: what a ring crossing sockets gets. */
+export const NCCL_CPU_LINK_GBS: Record<string, number> = {
+  "AMD (any EPYC)": 16,
+  "Intel Skylake to Ice Lake": 10,
+  "Intel Sapphire/Emerald Rapids": 22,
+  "Intel Granite Rapids": 40,
+  Arm: 6,
+};
+
+export interface SearchFallback {
+  /** yes: NCCL's ring search fails and it falls back; unknown: it depends on the host, which was not given. */
+  state: "yes" | "no" | "unknown";
+  reason: string;
+}
+
+/** Whether NCCL's ring search falls back to one channel at 0.1 GB/s on this node (see SM100_MIN_INTRA_GBS). */
+export function ncclSearchFallback(link: Interconnect, gpu: Gpu, n: number): SearchFallback {
+  if (n <= 1) return { state: "no", reason: "one rank: no ring" };
+  if (link.nodes > 1) return { state: "no", reason: "multi-node: the inter-node speed list goes down to 0.12 GB/s" };
+  if (gpu.sm < 100)
+    return { state: "no", reason: `SM ${gpu.sm} < 100: NCCL's intra-node speed list goes down to 3 GB/s per channel` };
+  if (link.kind !== "pcie")
+    return { state: "no", reason: `${link.label}: every GPU pair has ≥ ${SM100_MIN_INTRA_GBS} GB/s per channel` };
+  const min = SM100_MIN_INTRA_GBS;
+  if (link.ncclBusBwGBs < min)
+    return {
+      state: "yes",
+      reason: `PCIe Gen${link.pcie.gen} x${link.pcie.width} is ${link.ncclBusBwGBs} GB/s in NCCL's topology, below the ${min} GB/s floor of its SM ≥ 100 ring search`,
+    };
+  const slow = Object.entries(NCCL_CPU_LINK_GBS)
+    .filter(([, bw]) => bw < min)
+    .map(([cpu, bw]) => `${cpu} ${bw}`)
+    .join(", ");
+  const fast = Object.entries(NCCL_CPU_LINK_GBS)
+    .filter(([, bw]) => bw >= min)
+    .map(([cpu, bw]) => `${cpu} ${bw}`)
+    .join(", ");
+  const hosts = `NCCL rates the link between sockets at ${slow} GB/s (below ${min}: the ring search fails and falls back to one channel at 0.1 GB/s) and ${fast} GB/s (no fallback); the host CPU is not an input`;
+  if (link.crossSocket === true)
+    return { state: "unknown", reason: `some GPU pairs cross CPU sockets (SYS): ${hosts}` };
+  if (link.crossSocket === false)
+    return {
+      state: "no",
+      reason: `no GPU pair crosses CPU sockets and PCIe gives ${link.ncclBusBwGBs} GB/s per channel`,
+    };
+  return {
+    state: "unknown",
+    reason: `whether GPU pairs cross CPU sockets is not known (give --topo, or --interconnect pcie${link.pcie.gen}-sys / pcie${link.pcie.gen}-node); if they do, ${hosts}`,
+  };
+}
+
+/**
+ * What Simple costs over LL per call on a PCIe ring, µs. No public measurement isolates it, so it is bounded: at
+ * least one more PCIe write-and-poll a ring step than LL (whose whole step measures 1.65 µs on RTX PRO 6000, §5.1:
+ * 26.7 − 13.5 µs over 8 steps), taken as 1 µs a step; at most NCCL's own constants (hwLat 5.7 − 1.0 µs a step, base
+ * 8.4 − 6.6: 67.6 µs at n = 8). The middle is their geometric mean: the ends differ 4.8×, and nothing favours one.
+ */
+export function simpleOverLlUs(n: number): Range {
+  const steps = 2 * (n - 1);
+  const low = steps * SIMPLE_EXTRA_STEP_US;
+  const high = BASE_LAT.Ring[2]! - BASE_LAT.Ring[0]! + steps * (HW_LAT.pcie.Ring[2]! - HW_LAT.pcie.Ring[0]!);
+  return { low, mid: Math.sqrt(low * high), high };
+}
+const SIMPLE_EXTRA_STEP_US = 1;
 
 // ---------------------------------------------------------------- measured table (§5.1, aiconfigurator data)
 
@@ -243,6 +320,13 @@ export interface AllReduceChoice {
   customAllReduce: CustomArDecision;
   menu?: NcclMenu;
   candidates?: NcclCandidate[];
+  /** NCCL's ring search on this node (NCCL only). */
+  searchFallback?: SearchFallback;
+  /**
+   * Part of isolatedUs that is Simple's bounded cost over LL (simpleOverLlUs) where Simple runs on a PCIe ring: after
+   * NCCL's search falls back, or forced. Zero elsewhere; when the fallback is unknown, low 0 and mid at equal odds.
+   */
+  simpleExtraUs: Range;
   reason: string[];
 }
 
@@ -331,6 +415,8 @@ export interface CollectiveContext {
   cudaGraphs: boolean;
   ncclProto?: string;
   ncclAlgo?: string;
+  /** Given: whether NCCL's ring search falls back (its log says so); unset: derived from the link. */
+  ncclFallback?: boolean;
   customAllReduce?: boolean;
 }
 
@@ -344,7 +430,7 @@ const choiceCache = new Map<string, AllReduceChoice>();
 
 /** Picks the all-reduce implementation the engine would use, and its cost per call (memoised; results are not mutated). */
 export function chooseAllReduce(ctx: CollectiveContext): AllReduceChoice {
-  const key = `${ctx.engine}|${ctx.gpu.id}|${ctx.gpu.sm}|${ctx.link.kind}|${ctx.link.label}|${ctx.link.allPairsNvlink}|${ctx.link.ncclBusBwGBs}|${ctx.link.perDirectionGBs}|${ctx.link.nodes}|${ctx.n}|${ctx.bytes}|${ctx.cudaGraphs}|${ctx.ncclProto}|${ctx.ncclAlgo}|${ctx.customAllReduce}`;
+  const key = `${ctx.engine}|${ctx.gpu.id}|${ctx.gpu.sm}|${ctx.link.kind}|${ctx.link.label}|${ctx.link.allPairsNvlink}|${ctx.link.ncclBusBwGBs}|${ctx.link.perDirectionGBs}|${ctx.link.nodes}|${ctx.n}|${ctx.bytes}|${ctx.cudaGraphs}|${ctx.ncclProto}|${ctx.ncclAlgo}|${ctx.ncclFallback}|${ctx.customAllReduce}`;
   const hit = choiceCache.get(key);
   if (hit) return hit;
   const c = computeAllReduce(ctx);
@@ -368,6 +454,7 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
       launchUs: zero,
       latencyUs: zero,
       customAllReduce: car,
+      simpleExtraUs: zero,
       reason: [n <= 1 ? "TP = 1: no all-reduce" : "llama.cpp: layer split, activations copied between GPUs instead"],
     };
   }
@@ -413,6 +500,7 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
       launchUs,
       latencyUs: addRanges(isolated, SKEW_US, launchUs),
       customAllReduce: car,
+      simpleExtraUs: zero,
       reason,
     };
   }
@@ -429,6 +517,7 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
   const m = measuredLatency(gpu.id, "nccl", n, bytes);
   let isolated: Range;
   let source: string;
+  let forcedSimpleUs: Range | undefined;
   const forced = Boolean(ctx.ncclProto || ctx.ncclAlgo);
   if (m && !forced) {
     isolated = { low: Math.min(best.timeUs, m.us), mid: m.us, high: Math.max(best.timeUs, m.us) * 1.1 };
@@ -439,17 +528,55 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
     const autoBest = ncclCandidates(link, gpu, n, bytes, autoMenu)
       .filter((c) => c.enabled)
       .sort((a, b) => a.timeUs - b.timeUs)[0];
-    const shifted = m.us + (best.timeUs - autoBest.timeUs);
-    isolated = { low: Math.min(best.timeUs, shifted), mid: shifted, high: Math.max(best.timeUs, shifted) * 1.1 };
-    source = `measured auto ${m.us.toFixed(1)} µs (${m.source}) shifted by the NCCL model's ${best.protocol} − ${autoBest.protocol} difference`;
+    if (link.kind === "pcie" && best.protocol === "Simple" && autoBest.protocol === "LL") {
+      // Simple forced where LL runs: the same bounded difference as the fallback's, not NCCL's constants alone.
+      const x = simpleOverLlUs(n);
+      forcedSimpleUs = x;
+      isolated = { low: m.us + x.low, mid: m.us + x.mid, high: m.us + x.high };
+      source = `measured auto ${m.us.toFixed(1)} µs (${m.source}) + Simple − LL ${x.mid.toFixed(1)} µs [${x.low.toFixed(1)}, ${x.high.toFixed(1)}]`;
+    } else {
+      const shifted = m.us + (best.timeUs - autoBest.timeUs);
+      isolated = { low: Math.min(best.timeUs, shifted), mid: shifted, high: Math.max(best.timeUs, shifted) * 1.1 };
+      source = `measured auto ${m.us.toFixed(1)} µs (${m.source}) shifted by the NCCL model's ${best.protocol} − ${autoBest.protocol} difference`;
+    }
   } else {
     isolated = { low: best.timeUs * 0.8, mid: best.timeUs, high: best.timeUs * 1.5 };
     source = `NCCL cost model (tuning.cc, 2.30.x constants) ${best.algorithm}/${best.protocol}: baseLat + 2(n−1)·hwLat + S/algBw`;
   }
+  // The ring search's fallback (search.cc): NCCL costs one channel at 0.1 GB/s, and its own model then prefers
+  // Simple over LL beyond a few KB. What that choice costs is the measured-bounded Simple − LL difference.
+  const fb: SearchFallback =
+    ctx.ncclFallback === undefined
+      ? ncclSearchFallback(link, gpu, n)
+      : {
+          state: ctx.ncclFallback ? "yes" : "no",
+          reason: `given (--nccl-fallback ${ctx.ncclFallback ? "yes" : "no"})`,
+        };
+  let simpleExtraUs = forcedSimpleUs ?? zero;
+  let algorithm = best.algorithm;
+  let protocol: Proto = best.protocol;
+  if (fb.state !== "no") {
+    const fbBest = ncclCandidates(link, gpu, n, bytes, menu, FALLBACK_GRAPH)
+      .filter((c) => c.enabled)
+      .sort((a, b) => a.timeUs - b.timeUs)[0]!;
+    if (fbBest.protocol === "Simple" && best.protocol === "LL") {
+      const x = simpleOverLlUs(n);
+      simpleExtraUs = fb.state === "yes" ? x : { low: 0, mid: x.mid / 2, high: x.high };
+      if (fb.state === "yes") {
+        algorithm = fbBest.algorithm;
+        protocol = "Simple";
+      }
+      reason.push(
+        `NCCL's ring search ${fb.state === "yes" ? "falls back" : "may fall back"}: ${fb.reason}. After the fallback NCCL's model picks ${fbBest.algorithm}/Simple for ${bytes} B (its estimate ${fbBest.timeUs.toFixed(0)} µs at 0.1 GB/s), where LL runs faster: + ${x.low.toFixed(0)}–${x.high.toFixed(0)} µs a call (mid ${x.mid.toFixed(0)})${fb.state === "yes" ? "" : ", counted at equal odds"}; NCCL_PROTO=LL removes it. NCCL logs "Could not find a path for pattern 4, falling back to simple order" (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH)`,
+      );
+      isolated = addRanges(isolated, simpleExtraUs);
+      source = `${source}; + ${simpleExtraUs.mid.toFixed(1)} µs [${simpleExtraUs.low.toFixed(1)}, ${simpleExtraUs.high.toFixed(1)}] for NCCL's Simple after its ring search ${fb.state === "yes" ? "falls back" : "may fall back"} (search.cc)`;
+    }
+  }
   return {
     implementation: "nccl",
-    algorithm: best.algorithm,
-    protocol: best.protocol,
+    algorithm,
+    protocol,
     isolatedUs: isolated,
     isolatedSource: source,
     skewUs: SKEW_US,
@@ -458,6 +585,8 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
     customAllReduce: car,
     menu,
     candidates: cands,
+    searchFallback: fb,
+    simpleExtraUs,
     reason,
   };
 }

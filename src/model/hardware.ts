@@ -445,8 +445,8 @@ export interface Interconnect {
   perDirectionGBs: number;
   /** NCCL's modelled bus bandwidth for a ring over this link, GB/s. */
   ncclBusBwGBs: number;
-  /** Some pair crosses CPU sockets (SYS in nvidia-smi topo). */
-  crossSocket: boolean;
+  /** Some pair crosses CPU sockets (SYS in nvidia-smi topo); null when the host's layout was not given. */
+  crossSocket: boolean | null;
   nodes: number;
   source: string;
 }
@@ -457,10 +457,10 @@ export function ncclPcieBw(gen: number, width: number): number {
   return (perX16 * width) / 16;
 }
 
-export function pcieLink(gen: number, width = 16, crossSocket = false, source = "given"): Interconnect {
+export function pcieLink(gen: number, width = 16, crossSocket: boolean | null = null, source = "given"): Interconnect {
   return {
     kind: "pcie",
-    label: `PCIe Gen${gen} x${width}${crossSocket ? " (cross-socket)" : ""}`,
+    label: `PCIe Gen${gen} x${width}${crossSocket ? " (cross-socket)" : crossSocket === false ? " (one socket)" : ""}`,
     allPairsNvlink: false,
     nvswitch: false,
     pcie: { gen, width },
@@ -507,11 +507,17 @@ export const INTERCONNECT_NAMES = [
   "none",
 ];
 
-/** "pcie5", "pcie4x8", "pcie5-sys" (cross-socket), "nvlink4", "nvlink" (GPU's own gen), "nvlink-bridge", "xgmi". */
+/**
+ * "pcie5", "pcie4x8", "pcie5-sys" (some pair crosses sockets), "pcie5-node" (none does), "nvlink4", "nvlink" (GPU's
+ * own gen), "nvlink-bridge", "xgmi". A bare "pcie5" leaves the socket layout unknown.
+ */
 export function parseInterconnect(text: string, gpu?: Gpu, gpus = 1): Interconnect {
   const t = text.trim().toLowerCase().replace(/\s+/g, "");
-  let m = /^pcie(?:gen)?(\d)(?:x(\d+))?(-sys|-cross-socket)?$/.exec(t);
-  if (m) return pcieLink(Number(m[1]), m[2] ? Number(m[2]) : 16, Boolean(m[3]), `--interconnect ${text}`);
+  let m = /^pcie(?:gen)?(\d)(?:x(\d+))?(-sys|-cross-socket|-node|-one-socket)?$/.exec(t);
+  if (m) {
+    const cross = m[3] === undefined ? null : m[3] === "-sys" || m[3] === "-cross-socket";
+    return pcieLink(Number(m[1]), m[2] ? Number(m[2]) : 16, cross, `--interconnect ${text}`);
+  }
   m = /^nvlink(\d)?(-?nvswitch)?$/.exec(t);
   if (m) {
     const gen = m[1] ? Number(m[1]) : (gpu?.scaleUp?.gen ?? 4);
@@ -561,7 +567,7 @@ export function defaultInterconnect(gpu: Gpu, gpus: number): Interconnect {
   if (gpu.scaleUp?.kind === "nvlink" && gpu.scaleUp.gen)
     return nvlinkLink(gpu.scaleUp.gen, gpus > 2, `default for ${gpu.name}`);
   if (gpu.scaleUp?.kind === "xgmi") return parseInterconnect("xgmi", gpu, gpus);
-  return pcieLink(gpu.pcie.gen, gpu.pcie.width, false, `default for ${gpu.name} (no scale-up link)`);
+  return pcieLink(gpu.pcie.gen, gpu.pcie.width, null, `default for ${gpu.name} (no scale-up link)`);
 }
 
 /** NCCL's compute-capability index for its per-arch tables: 0 Volta, 1 Ampere/Ada, 2 Hopper, 3 Blackwell. */

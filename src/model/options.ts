@@ -45,6 +45,7 @@ export interface ModelCliOptions {
   eager?: boolean;
   ncclProto?: string;
   ncclAlgo?: string;
+  ncclFallback?: string;
   customAllReduce?: boolean;
   batch?: string;
   context?: string;
@@ -60,6 +61,14 @@ function intOpt(flag: string, v: string | undefined): number | undefined {
   if (v.trim() === "" || !Number.isSafeInteger(n) || n < 1)
     throw new UsageError(`${flag} expects a whole number ≥ 1 (got "${v}")`);
   return n;
+}
+
+function yesNoOpt(flag: string, v: string | undefined): boolean | undefined {
+  if (v === undefined) return undefined;
+  const t = v.trim().toLowerCase();
+  if (t === "yes" || t === "true") return true;
+  if (t === "no" || t === "false") return false;
+  throw new UsageError(`${flag} expects yes or no (got "${v}")`);
 }
 
 /** A bandwidth flag's value checked with its own name: > 0 and a bandwidth (the flag's text is kept). */
@@ -180,6 +189,7 @@ export function inputFromOptions(o: ModelCliOptions): ModelInput {
     cudaGraphs: o.eager ? false : undefined,
     ncclProto: ncclListFlag("--nccl-proto", o.ncclProto),
     ncclAlgo: ncclListFlag("--nccl-algo", o.ncclAlgo),
+    ncclFallback: yesNoOpt("--nccl-fallback", o.ncclFallback),
     customAllReduce: o.customAllReduce,
     batch: intOpt("--batch", o.batch),
     contextLen: intOpt("--context", o.context),

@@ -1,6 +1,6 @@
 // predict(): decode step, its named terms, the collectives, a prefill/TTFT estimate and the assumptions. Pure.
 import { paramBreakdown } from "./architecture.ts";
-import type { AllReduceChoice, NcclCandidate } from "./collectives.ts";
+import type { AllReduceChoice, NcclCandidate, SearchFallback } from "./collectives.ts";
 import { chooseAllReduce, SKEW_US } from "./collectives.ts";
 import type { SupportCheck } from "./cv.ts";
 import { supportCheck, supportInflation } from "./cv.ts";
@@ -71,6 +71,10 @@ export interface CollectivesReport {
   latencyUsEach: Range;
   isolatedUsEach: Range;
   isolatedSource: string;
+  /** NCCL's ring search on this node: whether it falls back to one channel (and then picks Simple), and why. */
+  searchFallback?: SearchFallback;
+  /** Part of latencyUsEach that is Simple's bounded cost over LL (after the fallback, or forced), at the same scale. */
+  simpleExtraUsEach: Range;
   skewUsEach: Range;
   launchUsEach: Range;
   msPerToken: Range;
@@ -207,6 +211,26 @@ export interface Prediction {
 }
 
 type Which = "low" | "mid" | "high";
+
+function scaleRange(x: Range, k: number): Range {
+  return { low: x.low * k, mid: x.mid * k, high: x.high * k };
+}
+
+/**
+ * The step's 80 % range with the spread of Simple's cost over LL (collectives.ts: NCCL's search fallback, unknown or
+ * bounded) added in quadrature: the fit's per-call factor sees the mid only. `scale` is that factor.
+ */
+function withSimpleSpread(step: Range, r: Resolved, ar: AllReduceChoice | null, scale: number): Range {
+  const x = ar?.simpleExtraUs;
+  if (!x || r.input.zeroComm || (x.low === x.mid && x.mid === x.high)) return step;
+  const cc = collectiveCounts(r);
+  const k = ((cc.perToken + cc.embedding + cc.logitsGather) * scale) / 1000;
+  return {
+    low: Math.max(0, step.mid - Math.hypot(step.mid - step.low, k * (x.mid - x.low))),
+    mid: step.mid,
+    high: step.mid + Math.hypot(step.high - step.mid, k * (x.high - x.mid)),
+  };
+}
 const WHICH: Which[] = ["low", "mid", "high"];
 
 /** Parameter set for a time bound: "low" = optimistic (short step), "high" = pessimistic. */
@@ -315,8 +339,13 @@ export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond
     const ex = a.moe ? expertsOnBusiestDevice(a.moe.experts, a.moe.topk, r.batch, r.ep).mid : 0;
     const f = corpusFit();
     // Out-of-support widening as in predict() (cv.ts), so a what-if grid's ranges are predict()'s.
-    const pr = predictive(f, stepParts(r, { loads: decodeLoads(r, ex) }), true, supportInflation(r, f));
-    const stepMs = { low: pr.low80, mid: pr.ms, high: pr.high80 };
+    const sp = stepParts(r, { loads: decodeLoads(r, ex) });
+    const pr = predictive(f, sp, true, supportInflation(r, f));
+    const ar = allReduceFor(r);
+    const arF = sp.groups.link
+      ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${sp.groups.link}`]: 1 }).mean
+      : 1;
+    const stepMs = withSimpleSpread({ low: pr.low80, mid: pr.ms, high: pr.high80 }, r, ar, arF);
     return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
   }
   const kernels = kernelCount(r);
@@ -564,7 +593,7 @@ function fittedDecode(
     : `no corpus row ran ${r.engine} on ${fk.slice(fk.lastIndexOf("/") + 1)}: its day-one gap is 0 ± ${f.hyper.tau.matf.toFixed(2)} (τ_matf), weighted by u = ${u.toFixed(2)}`;
   const sM = 1 / Math.sqrt(expertM(r));
   const moeF = g.moe ? fittedFactor(f, { moe: sM, [`moe/${g.moe}`]: sM }) : { mean: 1, logSd: 0 };
-  const stepMs = roundRange({ low: pr.low80, mid: pr.ms, high: pr.high80 }, 4);
+  const stepMs = roundRange(withSimpleSpread({ low: pr.low80, mid: pr.ms, high: pr.high80 }, r, ar, arF.mean), 4);
   // Parameter sets at the interval ends, for prefill and the collectives report (their η and per-call cost).
   const ec = ENGINE_CONSTANTS[r.engine];
   const arEach = ar ? r80(ar.latencyUs.mid * arF.mean, arF.logSd) : { low: 0, mid: 0, high: 0 };
@@ -1023,6 +1052,11 @@ function collectivesReport(
     algorithmMenu: ar?.menu?.algorithms ?? [],
     latencyUsEach: roundRange(perCall, 2),
     isolatedUsEach: roundRange(ar?.isolatedUs ?? zero, 2),
+    searchFallback: ar?.searchFallback,
+    simpleExtraUsEach: roundRange(
+      scaleRange(ar?.simpleExtraUs ?? zero, ar ? perCall.mid / (ar.latencyUs.mid || 1) : 0),
+      2,
+    ),
     isolatedSource: ar?.isolatedSource ?? "no all-reduce",
     skewUsEach: ar?.skewUs ?? zero,
     launchUsEach: ar?.launchUs ?? zero,
@@ -1077,6 +1111,7 @@ export function prefillEstimate(r: Resolved, sets: ParamSet[]): { inputLen: numb
           cudaGraphs: true,
           ncclProto: r.input.ncclProto,
           ncclAlgo: r.input.ncclAlgo,
+          ncclFallback: r.input.ncclFallback,
           customAllReduce: r.input.customAllReduce,
         })
       : null;

@@ -66,14 +66,16 @@ export function renderWhatIf(rows: WhatIfRow[]): string {
     head: ["scenario", "step ms", "tok/s", "Δ ms", "speed-up", "all-reduce", "notes"],
     ...plain,
     wordWrap: true,
-    colWidths: [26, 22, 22, 9, 9, 22, 30],
+    colWidths: [26, 22, 22, 12, 9, 22, 30],
   });
   for (const r of rows)
     t.push([
       r.description,
       fmtRange(r.stepMs, 2),
       fmtRange(r.tokensPerSecond, 1),
-      r.deltaMs.toFixed(2),
+      r.deltaMsRange && r.deltaMsRange.low !== r.deltaMsRange.high
+        ? `${r.deltaMs.toFixed(2)} [${r.deltaMsRange.low.toFixed(2)}, ${r.deltaMsRange.high.toFixed(2)}]`
+        : r.deltaMs.toFixed(2),
       `${r.speedup.toFixed(2)}×`,
       r.allReduce.count
         ? `${r.allReduce.count} × ${r.allReduce.usEach.toFixed(1)} µs ${r.allReduce.implementation}${r.allReduce.protocol ? `/${r.allReduce.protocol}` : ""}`

@@ -40,6 +40,8 @@ export interface ModelInput {
   engineFlags?: string[];
   ncclProto?: string;
   ncclAlgo?: string;
+  /** Whether NCCL's ring search falls back (its log: "falling back to simple order"); unset: derived, maybe unknown. */
+  ncclFallback?: boolean;
   customAllReduce?: boolean;
   batch?: number;
   contextLen?: number;

@@ -482,6 +482,7 @@ export function allReduceFor(r: Resolved, tokens = r.batch): AllReduceChoice | n
     cudaGraphs: r.cudaGraphs,
     ncclProto: r.input.ncclProto,
     ncclAlgo: r.input.ncclAlgo,
+    ncclFallback: r.input.ncclFallback,
     customAllReduce: r.input.customAllReduce,
   });
 }

@@ -18,6 +18,12 @@ export interface WhatIfRow {
   tokensPerSecondTotal: Range;
   /** Central step time change vs the baseline, ms (negative = faster). */
   deltaMs: number;
+  /**
+   * The change's range, for scenarios that change only NCCL's protocol or algorithm: over Simple's bounded cost
+   * over LL and, where the baseline's ring-search fallback is unknown, over both answers. Elsewhere the two rows'
+   * other uncertainties do not cancel, and no range is given.
+   */
+  deltaMsRange?: Range;
   speedup: number;
   allReduce: { implementation: string; protocol: string | null; usEach: number; count: number };
   notes: string[];
@@ -143,6 +149,13 @@ function rowFrom(scenario: string, description: string, p: Prediction, base: Pre
   if (!p.memory.fits) notes.push(p.memory.note);
   if (p.input.zeroComm) notes.push("collectives zeroed");
   if (p.collectives.protocol === "LL128" && !p.collectives.protocolMenu.includes("LL128")) notes.push("LL128 forced");
+  const fb = p.collectives.searchFallback;
+  if (fb && fb.state !== "no" && p.collectives.simpleExtraUsEach.high > 0 && !p.input.ncclProto)
+    notes.push(
+      fb.state === "yes"
+        ? "NCCL's ring search falls back: Simple where LL would run"
+        : "NCCL may run Simple: whether its ring search falls back depends on the host (counted at equal odds)",
+    );
   if (p.input.ncclProto && p.collectives.implementation !== "nccl")
     notes.push(`NCCL_PROTO has no effect: ${p.collectives.implementation} carries the all-reduces`);
   const d = base ? p.decode.stepMs.mid - base.decode.stepMs.mid : 0;
@@ -164,6 +177,47 @@ function rowFrom(scenario: string, description: string, p: Prediction, base: Pre
   };
 }
 
+const NCCL_ONLY = /^(proto|nccl_proto|algo|nccl_algo)=/;
+
+function arCalls(p: Prediction): number {
+  return p.collectives.countPerToken + p.collectives.extra.reduce((a, e) => a + e.count, 0);
+}
+
+/**
+ * Range of an NCCL-only change: per fallback answer (both when unknown), the central change, then Simple's cost over
+ * LL at its bounds in both rows at once (one unknown, so they move together).
+ */
+function ncclDeltaRange(
+  base: ModelInput,
+  scen: ModelInput,
+  b0: Prediction,
+): { range: { low: number; high: number }; notes: string[] } {
+  const unknown = b0.collectives.searchFallback?.state === "unknown";
+  const answers: (boolean | undefined)[] = unknown ? [true, false] : [undefined];
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  const notes: string[] = [];
+  for (const f of answers) {
+    const b = f === undefined ? b0 : predict({ ...base, ncclFallback: f });
+    const s = predict({ ...scen, ncclFallback: f ?? scen.ncclFallback });
+    const d = s.decode.stepMs.mid - b.decode.stepMs.mid;
+    const at = (w: "low" | "high") =>
+      d +
+      (arCalls(s) * (s.collectives.simpleExtraUsEach[w] - s.collectives.simpleExtraUsEach.mid)) / 1000 -
+      (arCalls(b) * (b.collectives.simpleExtraUsEach[w] - b.collectives.simpleExtraUsEach.mid)) / 1000;
+    const ends = [d, at("low"), at("high")];
+    const l = Math.min(...ends);
+    const h = Math.max(...ends);
+    lo = Math.min(lo, l);
+    hi = Math.max(hi, h);
+    if (unknown)
+      notes.push(
+        `if NCCL's ring search ${f ? "falls back" : "does not fall back"}: ${d >= 0 ? "+" : ""}${d.toFixed(2)} ms [${l.toFixed(2)}, ${h.toFixed(2)}]`,
+      );
+  }
+  return { range: { low: round(lo, 4), high: round(hi, 4) }, notes };
+}
+
 /** Re-runs the model under each scenario; the first row is always the baseline. */
 export function whatif(input: ModelInput, scenarios: string[]): WhatIfRow[] {
   // Every term is applied before any prediction: a bad one (batch=0) is refused before the model runs.
@@ -181,7 +235,15 @@ export function whatif(input: ModelInput, scenarios: string[]): WhatIfRow[] {
   }
   const base = predict(input);
   const rows: WhatIfRow[] = [rowFrom("baseline", "as configured", base, null)];
-  for (const a of applied) rows.push(rowFrom(a.s, a.description, predict(a.input), base));
+  for (const a of applied) {
+    const row = rowFrom(a.s, a.description, predict(a.input), base);
+    if (a.s.split("+").every((t) => NCCL_ONLY.test(t.trim().toLowerCase()))) {
+      const r = ncclDeltaRange(input, a.input, base);
+      row.deltaMsRange = { low: r.range.low, mid: row.deltaMs, high: r.range.high };
+      row.notes.push(...r.notes);
+    }
+    rows.push(row);
+  }
   return rows;
 }
 

@@ -175,7 +175,7 @@ export function profileHardware(profile: Profile): SimHardware {
   try {
     link =
       h.interconnect.trim().toLowerCase() === "pcie"
-        ? pcieLink(gpu.pcie.gen, gpu.pcie.width, false, `profile ${profile.name}: ${gpu.name}'s own PCIe slot`)
+        ? pcieLink(gpu.pcie.gen, gpu.pcie.width, null, `profile ${profile.name}: ${gpu.name}'s own PCIe slot`)
         : parseInterconnect(h.interconnect, gpu, h.gpuCount);
   } catch (err) {
     throw field("interconnect", err);

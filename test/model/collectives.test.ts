@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { chooseAllReduce, customArDecision, ncclCandidates, ncclMenu } from "../../src/model/collectives.ts";
+import {
+  chooseAllReduce,
+  customArDecision,
+  FALLBACK_GRAPH,
+  ncclCandidates,
+  ncclMenu,
+  ncclSearchFallback,
+  simpleOverLlUs,
+} from "../../src/model/collectives.ts";
 import { nvlinkLink, parseInterconnect, pcieLink, requireGpu } from "../../src/model/hardware.ts";
 import { ncclMeasurement as parseNcclTests } from "../../src/model/measurements.ts";
 
@@ -71,41 +79,71 @@ test("vLLM custom all-reduce eligibility follows collectives.md §7.1", () => {
   assert.equal(customArDecision("trtllm", pro, pcieLink(5), 8, 12288, undefined).used, false);
 });
 
-test("the seed all-reduce: PCIe Gen5 × 8 → PyNCCL Ring/LL, isolated ≈ the measured 26.7–27.0 µs", () => {
-  const c = chooseAllReduce({
-    engine: "vllm",
+test("the seed all-reduce on one socket: PCIe Gen5 × 8 → PyNCCL Ring/LL, isolated ≈ the measured 26.7–27.0 µs", () => {
+  const ctx = {
+    engine: "vllm" as const,
     gpu: requireGpu("rtx-pro-6000"),
-    link: parseInterconnect("pcie5"),
+    link: parseInterconnect("pcie5-node"),
     n: 8,
     bytes: 12288,
     cudaGraphs: true,
-  });
+  };
+  const c = chooseAllReduce(ctx);
   assert.equal(c.implementation, "nccl");
   assert.equal(c.protocol, "LL");
+  assert.equal(c.searchFallback?.state, "no");
   assert.ok(c.isolatedUs.mid > 26.7 && c.isolatedUs.mid < 27.0, String(c.isolatedUs.mid));
   assert.ok(c.latencyUs.low < c.latencyUs.mid && c.latencyUs.mid < c.latencyUs.high);
-  // Forcing Simple costs more than LL.
-  const s = chooseAllReduce({
-    engine: "vllm",
-    gpu: requireGpu("rtx-pro-6000"),
-    link: parseInterconnect("pcie5"),
-    n: 8,
-    bytes: 12288,
-    cudaGraphs: true,
-    ncclProto: "Simple",
-  });
+  // Forcing Simple costs more than LL, by Simple's bounded extra (≥ 1 µs a ring step).
+  const s = chooseAllReduce({ ...ctx, ncclProto: "Simple" });
   assert.equal(s.protocol, "Simple");
-  assert.ok(s.latencyUs.mid > c.latencyUs.mid + 30);
+  assert.ok(s.latencyUs.mid > c.latencyUs.mid + 14, `${s.latencyUs.mid} vs ${c.latencyUs.mid}`);
+  assert.deepEqual(s.simpleExtraUs, simpleOverLlUs(8));
   // Eager adds the per-collective launch cost.
-  const e = chooseAllReduce({
-    engine: "vllm",
-    gpu: requireGpu("rtx-pro-6000"),
-    link: parseInterconnect("pcie5"),
-    n: 8,
-    bytes: 12288,
-    cudaGraphs: false,
-  });
+  const e = chooseAllReduce({ ...ctx, cudaGraphs: false });
   assert.ok(e.latencyUs.mid - c.latencyUs.mid >= 12);
+});
+
+test("NCCL's ring search falls back on SM ≥ 100 below 18 GB/s a channel; its tuner then picks Simple beyond ~4 KB", () => {
+  const blackwell = requireGpu("rtx-pro-6000");
+  const hopper = requireGpu("h100-pcie");
+  assert.equal(ncclSearchFallback(parseInterconnect("pcie5-node"), blackwell, 8).state, "no");
+  // A SYS pair: AMD's 16 GB/s and pre-Sapphire-Rapids Intel's 10 fail the search, newer Intel's 22–40 do not.
+  const sys = ncclSearchFallback(parseInterconnect("pcie5-sys"), blackwell, 8);
+  assert.equal(sys.state, "unknown");
+  assert.match(sys.reason, /AMD \(any EPYC\) 16/);
+  // No socket layout given: unknown, and the reason says how to settle it.
+  assert.match(ncclSearchFallback(parseInterconnect("pcie5"), blackwell, 8).reason, /--topo/);
+  // A Gen4 x8 slot is 12 GB/s in NCCL's topology: below the floor wherever the GPUs sit.
+  assert.equal(ncclSearchFallback(parseInterconnect("pcie4x8"), blackwell, 4).state, "yes");
+  // Hopper's speed list goes down to 3 GB/s: never a fallback; NVLink never either.
+  assert.equal(ncclSearchFallback(parseInterconnect("pcie5-sys"), hopper, 8).state, "no");
+  assert.equal(ncclSearchFallback(nvlinkLink(5, true), requireGpu("b200"), 8).state, "no");
+  // The tuner at one channel × 0.1 GB/s (tuning.cc arithmetic, 8 ranks): Ring/LL 20.6 + 12288 B / 28.6 MB/s.
+  const link = parseInterconnect("pcie5-sys");
+  const menu = ncclMenu(link, blackwell, 8);
+  const at = (bytes: number) =>
+    ncclCandidates(link, blackwell, 8, bytes, menu, FALLBACK_GRAPH)
+      .filter((c) => c.enabled)
+      .sort((a, b) => a.timeUs - b.timeUs);
+  const c12 = at(12288);
+  assert.equal(`${c12[0]!.algorithm}/${c12[0]!.protocol}`, "Ring/Simple");
+  assert.ok(Math.abs(c12.find((c) => c.algorithm === "Ring" && c.protocol === "LL")!.timeUs - 450.7) < 0.5);
+  assert.ok(Math.abs(c12[0]!.timeUs - 303.2) < 0.5);
+  assert.equal(at(2048)[0]!.protocol, "LL");
+  // Given the log line, the seed's all-reduce runs Simple, and NCCL_PROTO=LL takes exactly the extra away.
+  const ctx = { engine: "vllm" as const, gpu: blackwell, link, n: 8, bytes: 12288, cudaGraphs: true };
+  const yes = chooseAllReduce({ ...ctx, ncclFallback: true });
+  assert.equal(yes.protocol, "Simple");
+  const ll = chooseAllReduce({ ...ctx, ncclFallback: true, ncclProto: "LL" });
+  assert.equal(ll.protocol, "LL");
+  assert.ok(Math.abs(yes.isolatedUs.mid - ll.isolatedUs.mid - simpleOverLlUs(8).mid) < 1e-9);
+  // Unknown: the extra at equal odds, from 0 to its upper bound.
+  const unk = chooseAllReduce(ctx);
+  assert.equal(unk.simpleExtraUs.low, 0);
+  assert.equal(unk.simpleExtraUs.high, simpleOverLlUs(8).high);
+  // Simple's extra is bounded by NCCL's own constants: 1.8 + 14 × 4.7 = 67.6 µs at 8 ranks.
+  assert.ok(Math.abs(simpleOverLlUs(8).high - 67.6) < 1e-9);
 });
 
 test("nccl-tests all_reduce_perf text is parsed by header detection", () => {

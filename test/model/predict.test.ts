@@ -88,6 +88,31 @@ test("what-ifs move the step the right way", () => {
   assert.throws(() => whatif(SEED_DEPLOYMENT, ["warp-drive"]), UsageError);
 });
 
+test("the seed's NCCL_PROTO=LL what-if, before any measurement: its range holds the measured −3.83 ms", () => {
+  // seed-scenario.md §3.5: 2.71 → 2.22 s for 128 tokens. The host (sockets, CPU) is not in the seed's record, so
+  // whether NCCL's ring search falls back is unknown: the range spans both answers.
+  const measured = -3.83;
+  const [, ll] = whatif(SEED_DEPLOYMENT, ["proto=LL"]);
+  const r = ll!.deltaMsRange!;
+  assert.ok(r.low <= measured && measured <= r.high, JSON.stringify(r));
+  assert.ok(ll!.deltaMs < 0 && r.high === 0, JSON.stringify(ll));
+  assert.ok(
+    ll!.notes.some((n) => /if NCCL's ring search falls back: -\d/.test(n)),
+    ll!.notes.join("; "),
+  );
+  // Told the fallback happened (NCCL's log line), the change is Simple's bounded extra, and holds the seed's.
+  const [, given] = whatif({ ...SEED_DEPLOYMENT, ncclFallback: true }, ["proto=LL"]);
+  const g = given!.deltaMsRange!;
+  assert.ok(g.low <= measured && measured <= g.high && g.high < -1, JSON.stringify(g));
+  // On one socket with Gen5 links NCCL already runs LL: forcing it changes nothing.
+  const [, node] = whatif({ ...SEED_DEPLOYMENT, interconnect: "pcie5-node" }, ["proto=LL"]);
+  assert.equal(node!.deltaMs, 0);
+  // The baseline says NCCL may run Simple, and why.
+  const base = predict(SEED_DEPLOYMENT);
+  assert.equal(base.collectives.searchFallback?.state, "unknown");
+  assert.ok(base.collectives.reason.some((x) => /may fall back/.test(x)));
+});
+
 test("ceilings without measurements are model rows tied to named assumptions", () => {
   const rows = ceilings(SEED_DEPLOYMENT);
   assert.ok(rows.some((r) => /zero-cost communication/.test(r.name)));

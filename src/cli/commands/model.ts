@@ -52,7 +52,7 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
     .option("--dp <n>", "data-parallel replicas")
     .option(
       "--interconnect <link>",
-      "pcie4, pcie5, pcie5x8, pcie5-sys (cross-socket), nvlink3/4/5, nvlink-bridge, xgmi",
+      "pcie4, pcie5, pcie5x8, pcie5-sys (some GPU pair crosses CPU sockets), pcie5-node (none does), nvlink3/4/5, nvlink-bridge, xgmi",
     )
     .option("--topo <file>", "`nvidia-smi topo -m` output to derive the interconnect from")
     .option("--engine <name>", "vllm, sglang, trtllm, llamacpp, gptfast, mlx (default vllm)")
@@ -63,6 +63,10 @@ function modelFlags<C extends Command<any, any, any>>(cmd: C) {
     .option("--eager", "no CUDA graphs (vLLM --enforce-eager)")
     .option("--nccl-proto <list>", "NCCL_PROTO value, e.g. LL, Simple, ^LL128")
     .option("--nccl-algo <list>", "NCCL_ALGO value, e.g. Ring, Tree")
+    .option(
+      "--nccl-fallback <yes|no>",
+      'whether NCCL\'s log says "Could not find a path for pattern 4, falling back to simple order" (NCCL_DEBUG=INFO); without it the model derives it, or says unknown',
+    )
     .option("--custom-all-reduce", "force custom all-reduce on (what-if when the engine would refuse)")
     .option("--disable-custom-all-reduce", "custom all-reduce off (vLLM --disable-custom-all-reduce)")
     .option("--batch <n>", "sequences decoding together (default 1)")
