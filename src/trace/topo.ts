@@ -1,6 +1,7 @@
 // `nvidia-smi topo -m` / `topo -p2p r` parser and diagnosis (pure): link matrix, NVLink/PCIe
 // classification, vLLM/SGLang custom all-reduce eligibility at a TP size, NCCL transport and protocols.
 import { InputError } from "../errors.ts";
+import { NCCL_CPU_LINK_GBS, SM100_MIN_INTRA_GBS } from "../model/collectives.ts";
 import { tokenColumn } from "./nccl.ts";
 
 export type LinkClass =
@@ -320,6 +321,24 @@ export function diagnose(
     );
   if (worst === "cross-socket")
     findings.push("some TP pairs cross the CPU socket interconnect (SYS): expect the slowest all-reduce latencies");
+  if (worst === "cross-socket" && tp > 1 && !spansNodes && !fullyNvlinked) {
+    // search.cc / topo.h (NCCL 2.27–2.30): SM ≥ 100 searches rings down to 18 GB/s a channel, no lower.
+    const rated = Object.entries(NCCL_CPU_LINK_GBS).filter(([cpu]) =>
+      opts.cpuVendor === "amd"
+        ? cpu.startsWith("AMD")
+        : opts.cpuVendor === "intel"
+          ? cpu.startsWith("Intel")
+          : opts.cpuVendor === "arm"
+            ? cpu.startsWith("Arm")
+            : true,
+    );
+    const below = rated.filter(([, bw]) => bw < SM100_MIN_INTRA_GBS);
+    const list = rated.map(([cpu, bw]) => `${cpu} ${bw}`).join(", ");
+    if (below.length)
+      findings.push(
+        `on Blackwell GPUs (SM ≥ 100) NCCL's ring search needs ${SM100_MIN_INTRA_GBS} GB/s a channel, and it rates the socket link at ${list} GB/s: ${below.length === rated.length ? "it" : "below 18 it"} falls back to one channel at 0.1 GB/s ("falling back to simple order" in NCCL_DEBUG=INFO) and runs small all-reduces (above ≈ 4 KB at 8 ranks) in Simple, which NCCL_PROTO=LL avoids`,
+      );
+  }
   return {
     tp,
     gpus: idx.map((i) => topo.gpus[i] ?? `GPU${i}`),

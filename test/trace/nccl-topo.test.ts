@@ -201,6 +201,11 @@ test("topology: NVLink-bridged pairs on an old driver (SOC): TP 2 on a bridge vs
   assert.match(d4.nccl.transport, /SHM on Intel\/ARM hosts, P2P on AMD hosts/);
   assert.match(diagnose(t, 4, { cpuVendor: "amd" }).nccl.transport, /^P2P over PCIe through the CPU/);
   assert.match(diagnose(t, 4, { cpuVendor: "intel" }).nccl.transport, /^SHM/);
+  // Across sockets, Blackwell's ring search needs 18 GB/s a channel: AMD's 16 fails it; Intel's depends on the
+  // generation; within the bridged pair nothing crosses a socket.
+  assert.match(diagnose(t, 4, { cpuVendor: "amd" }).findings.join("\n"), /AMD \(any EPYC\) 16 GB\/s: it falls back/);
+  assert.match(diagnose(t, 4, { cpuVendor: "intel" }).findings.join("\n"), /below 18 it falls back/);
+  assert.ok(!d2.findings.some((f) => /falls back/.test(f)));
   const d2b = diagnose(t, 2, { gpus: [1, 2] });
   assert.match(d2b.customAllReduce.vllm.reasons.join(), /CUDA-IPC P2P test passes/);
 });
