@@ -194,18 +194,21 @@ export function ncclSearchFallback(link: Interconnect, gpu: Gpu, n: number): Sea
 }
 
 /**
- * What Simple costs over LL per call on a PCIe ring, µs. No public measurement isolates it, so it is bounded: at
- * least one more PCIe write-and-poll a ring step than LL (whose whole step measures 1.65 µs on RTX PRO 6000, §5.1:
- * 26.7 − 13.5 µs over 8 steps), taken as 1 µs a step; at most NCCL's own constants (hwLat 5.7 − 1.0 µs a step, base
- * 8.4 − 6.6: 67.6 µs at n = 8). The middle is their geometric mean: the ends differ 4.8×, and nothing favours one.
+ * What Simple costs over LL per call on a PCIe ring, µs. No public measurement isolates it, so it is bounded. Low:
+ * one more trip a ring step (Simple's flag follows its data behind a fence; LL's rides in the data), costed at LL's
+ * own step as measured on this GPU (§5.1: the 8 KB time's rise from 4 to 8 ranks over the 8 steps it adds: 1.65 µs on
+ * RTX PRO 6000), else NCCL's LL hwLat. High: NCCL's own constants (5.7 − 1.0 µs a step + 8.4 − 6.6 base: 67.6 µs at
+ * n = 8). The middle is their geometric mean: nothing favours either end.
  */
-export function simpleOverLlUs(n: number): Range {
+export function simpleOverLlUs(n: number, gpuId?: string): Range {
   const steps = 2 * (n - 1);
-  const low = steps * SIMPLE_EXTRA_STEP_US;
+  const t4 = gpuId ? measuredLatency(gpuId, "nccl", 4, MEASURED_SIZES[0]!) : undefined;
+  const t8 = gpuId ? measuredLatency(gpuId, "nccl", 8, MEASURED_SIZES[0]!) : undefined;
+  const llStep = t4 && t8 && t8.us > t4.us ? (t8.us - t4.us) / 8 : HW_LAT.pcie.Ring[0]!;
+  const low = steps * llStep;
   const high = BASE_LAT.Ring[2]! - BASE_LAT.Ring[0]! + steps * (HW_LAT.pcie.Ring[2]! - HW_LAT.pcie.Ring[0]!);
-  return { low, mid: Math.sqrt(low * high), high };
+  return { low, mid: Math.sqrt(low * high), high: Math.max(low, high) };
 }
-const SIMPLE_EXTRA_STEP_US = 1;
 
 // ---------------------------------------------------------------- measured table (§5.1, aiconfigurator data)
 
@@ -530,7 +533,7 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
       .sort((a, b) => a.timeUs - b.timeUs)[0];
     if (link.kind === "pcie" && best.protocol === "Simple" && autoBest.protocol === "LL") {
       // Simple forced where LL runs: the same bounded difference as the fallback's, not NCCL's constants alone.
-      const x = simpleOverLlUs(n);
+      const x = simpleOverLlUs(n, gpu.id);
       forcedSimpleUs = x;
       isolated = { low: m.us + x.low, mid: m.us + x.mid, high: m.us + x.high };
       source = `measured auto ${m.us.toFixed(1)} µs (${m.source}) + Simple − LL ${x.mid.toFixed(1)} µs [${x.low.toFixed(1)}, ${x.high.toFixed(1)}]`;
@@ -560,7 +563,7 @@ function computeAllReduce(ctx: CollectiveContext): AllReduceChoice {
       .filter((c) => c.enabled)
       .sort((a, b) => a.timeUs - b.timeUs)[0]!;
     if (fbBest.protocol === "Simple" && best.protocol === "LL") {
-      const x = simpleOverLlUs(n);
+      const x = simpleOverLlUs(n, gpu.id);
       simpleExtraUs = fb.state === "yes" ? x : { low: 0, mid: x.mid / 2, high: x.high };
       if (fb.state === "yes") {
         algorithm = fbBest.algorithm;

@@ -16,6 +16,7 @@ import {
   formatFactorOf,
   formatFamily,
   kernelCoefOf,
+  linkArFactor,
   matFamilyKey,
   predictive,
   referenceKernelUs,
@@ -23,7 +24,7 @@ import {
   Z80,
 } from "./priors.ts";
 import type { Range } from "./range.ts";
-import { rateFromMs, round, roundRange } from "./range.ts";
+import { rateFromMs, round, roundRange, scaleRange } from "./range.ts";
 import type { CalibParam, ModelInput, Resolved } from "./resolve.ts";
 import { resolve } from "./resolve.ts";
 import type { KernelCount, ParamSet, StepEval } from "./step.ts";
@@ -212,10 +213,6 @@ export interface Prediction {
 
 type Which = "low" | "mid" | "high";
 
-function scaleRange(x: Range, k: number): Range {
-  return { low: x.low * k, mid: x.mid * k, high: x.high * k };
-}
-
 /**
  * The step's 80 % range with the spread of Simple's cost over LL (collectives.ts: NCCL's search fallback, unknown or
  * bounded) added in quadrature: the fit's per-call factor sees the mid only. `scale` is that factor.
@@ -342,9 +339,7 @@ export function predictStep(input: ModelInput): { stepMs: Range; tokensPerSecond
     const sp = stepParts(r, { loads: decodeLoads(r, ex) });
     const pr = predictive(f, sp, true, supportInflation(r, f));
     const ar = allReduceFor(r);
-    const arF = sp.groups.link
-      ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${sp.groups.link}`]: 1 }).mean
-      : 1;
+    const arF = linkArFactor(f, r, sp.groups.link).mean;
     const stepMs = withSimpleSpread({ low: pr.low80, mid: pr.ms, high: pr.high80 }, r, ar, arF);
     return { stepMs, tokensPerSecond: rateFromMs(stepMs, r.tokensPerStep) };
   }
@@ -580,9 +575,7 @@ function fittedDecode(
   const etaRange: Range = { low: etaR80.low, mid: etaR80.mid, high: etaR80.high };
   const kf = fittedFactor(f, kernelCoefOf(r));
   const c0 = referenceKernelUs(r);
-  const arF = g.link
-    ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
-    : { mean: 1, logSd: 0 };
+  const arF = linkArFactor(f, r, g.link);
   const u = sp.maturityU ?? sp.maturityMix?.mean ?? 0.5;
   const fk = matFamilyKey(r);
   const matF = fittedFactor(f, sp.matCoef);

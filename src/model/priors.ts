@@ -1721,6 +1721,11 @@ function termsOf(f: CorpusFit, steps: { w: number; sp: StepParts }[], shares: nu
 }
 
 /** exp(posterior mean) of a combination: the fitted multiplier. */
+/** The fitted all-reduce per-call factor for this link group (1 without one: no collective). */
+export function linkArFactor(f: CorpusFit, r: Resolved, link: string | undefined): { mean: number; logSd: number } {
+  return link ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${link}`]: 1 }) : { mean: 1, logSd: 0 };
+}
+
 export function fittedFactor(f: CorpusFit, coef: Record<string, number>): { mean: number; logSd: number } {
   let e = 0;
   for (const k in coef) e += coef[k] * paramMoments(f, k).mean;
@@ -1894,9 +1899,7 @@ export function calibrationPriors(r: Resolved, f: CorpusFit = corpusFit()): Cali
     const e = fittedFactor(f, { ...etaCoef, moe: 1, [`moe/${g.moe}`]: 1, ...matCoef });
     invEtaExperts = { mean: e.mean, sd: e.mean * e.logSd };
   }
-  const ar = g.link
-    ? fittedFactor(f, { ar: 1, [`arkind/${r.link.kind}`]: 1, [`ar/${g.link}`]: 1 })
-    : { mean: 1, logSd: 0 };
+  const ar = linkArFactor(f, r, g.link);
   return {
     invEta: { mean: eta.mean, sd: eta.mean * eta.logSd },
     invEtaExperts,

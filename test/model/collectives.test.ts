@@ -98,7 +98,7 @@ test("the seed all-reduce on one socket: PCIe Gen5 × 8 → PyNCCL Ring/LL, isol
   const s = chooseAllReduce({ ...ctx, ncclProto: "Simple" });
   assert.equal(s.protocol, "Simple");
   assert.ok(s.latencyUs.mid > c.latencyUs.mid + 14, `${s.latencyUs.mid} vs ${c.latencyUs.mid}`);
-  assert.deepEqual(s.simpleExtraUs, simpleOverLlUs(8));
+  assert.deepEqual(s.simpleExtraUs, simpleOverLlUs(8, "rtx-pro-6000"));
   // Eager adds the per-collective launch cost.
   const e = chooseAllReduce({ ...ctx, cudaGraphs: false });
   assert.ok(e.latencyUs.mid - c.latencyUs.mid >= 12);
@@ -137,13 +137,16 @@ test("NCCL's ring search falls back on SM ≥ 100 below 18 GB/s a channel; its t
   assert.equal(yes.protocol, "Simple");
   const ll = chooseAllReduce({ ...ctx, ncclFallback: true, ncclProto: "LL" });
   assert.equal(ll.protocol, "LL");
-  assert.ok(Math.abs(yes.isolatedUs.mid - ll.isolatedUs.mid - simpleOverLlUs(8).mid) < 1e-9);
+  assert.ok(Math.abs(yes.isolatedUs.mid - ll.isolatedUs.mid - simpleOverLlUs(8, "rtx-pro-6000").mid) < 1e-9);
   // Unknown: the extra at equal odds, from 0 to its upper bound.
   const unk = chooseAllReduce(ctx);
   assert.equal(unk.simpleExtraUs.low, 0);
-  assert.equal(unk.simpleExtraUs.high, simpleOverLlUs(8).high);
+  assert.equal(unk.simpleExtraUs.high, simpleOverLlUs(8, "rtx-pro-6000").high);
   // Simple's extra is bounded by NCCL's own constants: 1.8 + 14 × 4.7 = 67.6 µs at 8 ranks.
-  assert.ok(Math.abs(simpleOverLlUs(8).high - 67.6) < 1e-9);
+  assert.ok(Math.abs(simpleOverLlUs(8, "rtx-pro-6000").high - 67.6) < 1e-9);
+  // …and below by one more trip a step at LL's measured step on that GPU (§5.1: (26.7 − 13.5) µs over 8 steps).
+  assert.ok(Math.abs(simpleOverLlUs(8, "rtx-pro-6000").low - (14 * (26.7 - 13.5)) / 8) < 1e-9);
+  assert.equal(simpleOverLlUs(8).low, 14); // no table row: NCCL's LL hwLat, 1.0 µs a step
 });
 
 test("nccl-tests all_reduce_perf text is parsed by header detection", () => {
